@@ -1,0 +1,170 @@
+/* cl_runtime.c: platform/device selection, context and the two queues.
+ * Selection (TLGPU_DEVICE): case-insensitive substring of "platform device" names, then an optional
+ * ":index" among the matches; unset means the first GPU, else the first device of any type.
+ * An unknown selector is a TL_E_NODEVICE error whose text lists every device. The runtime is built
+ * once under a mutex and never torn down: queues outlive every storage, so late releases stay valid. */
+#include "cl_runtime.h"
+#include <ctype.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEVS 32
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static tl_runtime rt;
+static int rt_ready;
+
+typedef struct { cl_platform_id p; cl_device_id d; } dev_ref;
+
+static tl_status
+enumerate(dev_ref *refs, tl_device_info *infos, int cap, int *n, tl_err *err)
+{
+    cl_platform_id plats[16];
+    cl_uint np = 0;
+    *n = 0;
+    cl_int rc = clGetPlatformIDs(16, plats, &np);
+    if (rc == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || np == 0)
+        return tl_err_set(err, TL_E_NODEVICE, "clGetPlatformIDs",
+                          "no OpenCL platform found (install pocl-opencl-icd or a GPU driver's ICD)");
+    if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clGetPlatformIDs", NULL);
+    for (cl_uint i = 0; i < np && i < 16; i++) {
+        cl_device_id devs[MAX_DEVS];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_ALL, MAX_DEVS, devs, &nd) != CL_SUCCESS) continue;
+        for (cl_uint j = 0; j < nd && *n < cap; j++) {
+            tl_device_info *d = &infos[*n];
+            cl_bool unified = CL_FALSE;
+            memset(d, 0, sizeof *d);
+            clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof d->platform - 1, d->platform, NULL);
+            clGetPlatformInfo(plats[i], CL_PLATFORM_VERSION, sizeof d->platform_version - 1,
+                              d->platform_version, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_NAME, sizeof d->name - 1, d->name, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_VENDOR, sizeof d->vendor - 1, d->vendor, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_VERSION, sizeof d->version - 1, d->version, NULL);
+            clGetDeviceInfo(devs[j], CL_DRIVER_VERSION, sizeof d->driver - 1, d->driver, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_TYPE, sizeof d->type, &d->type, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof d->global_mem, &d->global_mem, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof d->max_alloc, &d->max_alloc, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_LOCAL_MEM_SIZE, sizeof d->local_mem, &d->local_mem, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof d->max_wg, &d->max_wg, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof d->compute_units,
+                            &d->compute_units, NULL);
+            clGetDeviceInfo(devs[j], CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
+            d->unified_memory = unified == CL_TRUE;
+            if (refs != NULL) { refs[*n].p = plats[i]; refs[*n].d = devs[j]; }
+            (*n)++;
+        }
+    }
+    if (*n == 0) return tl_err_set(err, TL_E_NODEVICE, "clGetDeviceIDs", "no OpenCL device found");
+    return TL_OK;
+}
+
+tl_status
+tl_runtime_list(tl_device_info *out, int cap, int *n, tl_err *err)
+{
+    return enumerate(NULL, out, cap, n, err);
+}
+
+const char *
+tl_device_type_name(cl_device_type t)
+{
+    if (t & CL_DEVICE_TYPE_GPU) return "gpu";
+    if (t & CL_DEVICE_TYPE_CPU) return "cpu";
+    if (t & CL_DEVICE_TYPE_ACCELERATOR) return "accelerator";
+    return "other";
+}
+
+static int
+contains_ci(const char *hay, const char *needle)
+{
+    size_t nl = strlen(needle);
+    for (; *hay; hay++) {
+        size_t k = 0;
+        while (k < nl && hay[k] && tolower((unsigned char)hay[k]) == tolower((unsigned char)needle[k])) k++;
+        if (k == nl) return 1;
+    }
+    return nl == 0;
+}
+
+/* Picks the device index for the selector; -1 when nothing matches. */
+static int
+select_device(const tl_device_info *infos, int n, const char *sel)
+{
+    if (sel == NULL || *sel == '\0') {
+        for (int i = 0; i < n; i++)
+            if (infos[i].type & CL_DEVICE_TYPE_GPU) return i;
+        return 0;
+    }
+    char pat[128];
+    int want = 0;
+    snprintf(pat, sizeof pat, "%s", sel);
+    char *colon = strrchr(pat, ':');
+    if (colon != NULL) {
+        char *end;
+        long v = strtol(colon + 1, &end, 10);
+        if (*end != '\0' || end == colon + 1 || v < 0) return -1;
+        want = (int)v;
+        *colon = '\0';
+    }
+    for (int i = 0, seen = 0; i < n; i++) {
+        if (contains_ci(infos[i].platform, pat) || contains_ci(infos[i].name, pat)) {
+            if (seen++ == want) return i;
+        }
+    }
+    return -1;
+}
+
+static tl_status
+no_match(const tl_device_info *infos, int n, const char *sel, tl_err *err)
+{
+    char text[sizeof err->what];
+    int k = snprintf(text, sizeof text, "TLGPU_DEVICE='%s' matches no device; devices:", sel);
+    for (int i = 0; i < n && k > 0 && (size_t)k < sizeof text; i++)
+        k += snprintf(text + k, sizeof text - (size_t)k, " [%d] %s / %s (%s);", i, infos[i].platform,
+                      infos[i].name, tl_device_type_name(infos[i].type));
+    return tl_err_set(err, TL_E_NODEVICE, "tl_runtime_get", text);
+}
+
+static tl_status
+init_runtime(tl_err *err)
+{
+    dev_ref refs[MAX_DEVS];
+    tl_device_info infos[MAX_DEVS];
+    int n = 0;
+    cl_int rc;
+    tl_status st = enumerate(refs, infos, MAX_DEVS, &n, err);
+    if (st != TL_OK) return st;
+    const char *sel = getenv("TLGPU_DEVICE");
+    int i = select_device(infos, n, sel);
+    if (i < 0) return no_match(infos, n, sel, err);
+    rt.platform = refs[i].p;
+    rt.device = refs[i].d;
+    rt.info = infos[i];
+    rt.index = i;
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)rt.platform, 0};
+    rt.ctx = clCreateContext(props, 1, &rt.device, NULL, NULL, &rc);
+    if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clCreateContext", rt.info.name);
+    rt.q0 = clCreateCommandQueue(rt.ctx, rt.device, 0, &rc);
+    if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clCreateCommandQueue", "compute queue");
+    rt.q1 = clCreateCommandQueue(rt.ctx, rt.device, 0, &rc);
+    if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clCreateCommandQueue", "transfer queue");
+    return TL_OK;
+}
+
+tl_status
+tl_runtime_get(const tl_runtime **out, tl_err *err)
+{
+    tl_status st = TL_OK;
+    if (!__atomic_load_n(&rt_ready, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&init_lock);
+        if (!rt_ready) {
+            st = init_runtime(err);
+            if (st == TL_OK) __atomic_store_n(&rt_ready, 1, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&init_lock);
+    }
+    *out = st == TL_OK ? &rt : NULL;
+    return st;
+}

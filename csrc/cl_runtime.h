@@ -1,0 +1,29 @@
+/* cl_runtime.h: the process-global OpenCL runtime: one device, its context, the in-order compute queue
+ * (q0: every kernel) and the in-order transfer queue (q1: uploads and background downloads), and the
+ * device limits the ops need. Chosen once, on first use, by TLGPU_DEVICE ("substring[:index]"). */
+#ifndef TL_CL_RUNTIME_H
+#define TL_CL_RUNTIME_H
+#include "errors.h"
+
+typedef struct {
+    char platform[128], name[128], vendor[128], version[128], driver[64], platform_version[128];
+    cl_device_type type;
+    cl_ulong global_mem, max_alloc, local_mem;
+    size_t max_wg;
+    cl_uint compute_units;
+    int unified_memory;
+} tl_device_info;
+
+typedef struct {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context ctx;
+    cl_command_queue q0, q1;
+    tl_device_info info;
+    int index;                       /* position in tl_runtime_list's order */
+} tl_runtime;
+
+tl_status tl_runtime_get(const tl_runtime **out, tl_err *err);          /* initialises once, thread-safe */
+tl_status tl_runtime_list(tl_device_info *out, int cap, int *n, tl_err *err);
+const char *tl_device_type_name(cl_device_type t);
+#endif

@@ -1,0 +1,193 @@
+/* module.c: PyInit__C, module state, exception types and tl_raise(). Nothing else: functions and Tensor
+ * methods come from the families listed in FAMILIES, merged here into one method table and one type spec.
+ * Single-phase init (the module is found from deep C code through PyState_FindModule); the CL runtime is a
+ * process-global C singleton created on first use, not at import. */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
+#include "module.h"
+#include "cl_runtime.h"
+#include "tensor.h"
+#include <numpy/arrayobject.h>
+
+static const tl_family *const FAMILIES[] = {&tl_family_tensor, &tl_family_create, &tl_family_elementwise,
+                                            &tl_family_runtime};
+#define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
+
+static struct PyModuleDef module_def;
+
+tl_state *
+tl_state_get(void)
+{
+    PyObject *m = PyState_FindModule(&module_def);
+    return m != NULL ? (tl_state *)PyModule_GetState(m) : NULL;
+}
+
+static int
+set_attr_string(PyObject *exc, const char *name, const char *value)
+{
+    PyObject *v = PyUnicode_DecodeUTF8(value ? value : "", (Py_ssize_t)strlen(value ? value : ""), "replace");
+    int rc = v != NULL ? PyObject_SetAttrString(exc, name, v) : -1;
+    Py_XDECREF(v);
+    return rc;
+}
+
+int
+tl_raise(tl_err *err)
+{
+    tl_state *S = tl_state_get();
+    PyObject *type, *exc = NULL;
+    char msg[1600];
+    const tl_runtime *rt = NULL;
+    tl_err ignore = {0};
+    if (err->code == CL_BUILD_PROGRAM_FAILURE) {
+        type = S->build_error;
+        snprintf(msg, sizeof msg, "%s failed to build (%s):\n%s", err->what, err->options,
+                 err->log ? err->log : "<no log>");
+    } else if (tl_status_is_oom(err->code)) {
+        type = S->oom_error;
+        snprintf(msg, sizeof msg, "out of device memory in %s: %s (%s)", err->routine ? err->routine : "?",
+                 err->what, tl_cl_error_name(err->code));
+    } else if (err->code == TL_E_NODEVICE) {
+        type = S->device_error;
+        snprintf(msg, sizeof msg, "%s", err->what);
+    } else {
+        type = S->device_error;
+        snprintf(msg, sizeof msg, "%s: %s (%d)%s%s", err->routine ? err->routine : "?", tl_cl_error_name(err->code),
+                 err->code, err->what[0] ? " in " : "", err->what);
+    }
+    exc = PyObject_CallFunction(type, "s", msg);
+    if (exc != NULL) {
+        PyObject *code = PyLong_FromLong(err->code);
+        if (code == NULL || PyObject_SetAttrString(exc, "code", code) < 0 ||
+            set_attr_string(exc, "routine", err->routine) < 0) {
+            Py_XDECREF(code);
+            Py_CLEAR(exc);
+        } else {
+            Py_DECREF(code);
+        }
+    }
+    if (exc != NULL && type == S->build_error) {
+        if (tl_runtime_get(&rt, &ignore) != TL_OK) rt = NULL;
+        if (set_attr_string(exc, "log", err->log) < 0 || set_attr_string(exc, "options", err->options) < 0 ||
+            set_attr_string(exc, "kernel_file", err->what) < 0 ||
+            set_attr_string(exc, "device", rt ? rt->info.name : "") < 0)
+            Py_CLEAR(exc);
+    }
+    if (exc != NULL) {
+        PyErr_SetObject(type, exc);
+        Py_DECREF(exc);
+    }
+    tl_err_clear(err);
+    return -1;
+}
+
+/* Concatenates the {NULL}-terminated tables of every family into one malloc'd table. */
+static PyMethodDef *
+merge_methods(int functions)
+{
+    size_t n = 0, k = 0;
+    for (size_t f = 0; f < N_FAMILIES; f++) {
+        const PyMethodDef *t = functions ? FAMILIES[f]->functions : FAMILIES[f]->methods;
+        for (; t != NULL && t->ml_name != NULL; t++) n++;
+    }
+    PyMethodDef *out = PyMem_Calloc(n + 1, sizeof *out);
+    if (out == NULL) return (PyMethodDef *)PyErr_NoMemory();
+    for (size_t f = 0; f < N_FAMILIES; f++) {
+        const PyMethodDef *t = functions ? FAMILIES[f]->functions : FAMILIES[f]->methods;
+        for (; t != NULL && t->ml_name != NULL; t++) out[k++] = *t;
+    }
+    return out;
+}
+
+static PyTypeObject *
+make_tensor_type(PyObject *module)
+{
+    static PyType_Slot slots[96];
+    static PyGetSetDef getset[64];
+    size_t ns = 0, ng = 0;
+    PyMethodDef *methods = merge_methods(0);       /* lives as long as the type: never freed */
+    if (methods == NULL) return NULL;
+    for (size_t f = 0; f < N_FAMILIES; f++) {
+        for (const PyType_Slot *s = FAMILIES[f]->slots; s != NULL && s->slot != 0; s++) {
+            if (ns + 3 >= sizeof slots / sizeof slots[0]) return (PyTypeObject *)PyErr_Format(PyExc_SystemError, "slots");
+            slots[ns++] = *s;
+        }
+        for (const PyGetSetDef *g = FAMILIES[f]->getset; g != NULL && g->name != NULL; g++) {
+            if (ng + 2 >= sizeof getset / sizeof getset[0]) return (PyTypeObject *)PyErr_Format(PyExc_SystemError, "getset");
+            getset[ng++] = *g;
+        }
+    }
+    slots[ns++] = (PyType_Slot){Py_tp_methods, methods};
+    slots[ns++] = (PyType_Slot){Py_tp_getset, getset};
+    slots[ns] = (PyType_Slot){0, NULL};
+    static PyType_Spec spec = {"tlgpu._C.Tensor", sizeof(tl_tensor), 0,
+                               Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, NULL};
+    spec.slots = slots;
+    return (PyTypeObject *)PyType_FromModuleAndSpec(module, &spec, NULL);
+}
+
+static int
+add_exception(PyObject *m, PyObject **slot, const char *name, PyObject *base, const char *doc)
+{
+    char full[64];
+    snprintf(full, sizeof full, "tlgpu.%s", name);
+    *slot = PyErr_NewExceptionWithDoc(full, doc, base, NULL);
+    return *slot == NULL ? -1 : PyModule_AddObjectRef(m, name, *slot);
+}
+
+static int
+module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    tl_state *S = PyModule_GetState(m);
+    Py_VISIT(S->tensor_type);
+    Py_VISIT(S->device_error);
+    Py_VISIT(S->build_error);
+    Py_VISIT(S->oom_error);
+    return 0;
+}
+
+static int
+module_clear(PyObject *m)
+{
+    tl_state *S = PyModule_GetState(m);
+    Py_CLEAR(S->tensor_type);
+    Py_CLEAR(S->device_error);
+    Py_CLEAR(S->build_error);
+    Py_CLEAR(S->oom_error);
+    return 0;
+}
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "tlgpu._C", "tlgpu's C core: OpenCL runtime, tensors, ops.", sizeof(tl_state),
+    NULL, NULL, module_traverse, module_clear, NULL};
+
+PyMODINIT_FUNC
+PyInit__C(void)
+{
+    PyObject *m = NULL, *oom_bases = NULL;
+    tl_state *S;
+    import_array();
+    if ((module_def.m_methods = merge_methods(1)) == NULL) return NULL;
+    if ((m = PyModule_Create(&module_def)) == NULL) return NULL;
+    if (PyState_AddModule(m, &module_def) < 0) goto fail;
+    S = PyModule_GetState(m);
+    if (add_exception(m, &S->device_error, "DeviceError", PyExc_RuntimeError,
+                      "An OpenCL call failed; .code and .routine name it.") < 0)
+        goto fail;
+    if (add_exception(m, &S->build_error, "KernelBuildError", S->device_error,
+                      "A kernel program failed to build; .log carries the compiler's build log.") < 0)
+        goto fail;
+    if ((oom_bases = PyTuple_Pack(2, S->device_error, PyExc_MemoryError)) == NULL ||
+        add_exception(m, &S->oom_error, "OutOfMemoryError", oom_bases,
+                      "The device is out of memory even after the pool released its cached blocks.") < 0)
+        goto fail;
+    Py_CLEAR(oom_bases);
+    if ((S->tensor_type = make_tensor_type(m)) == NULL ||
+        PyModule_AddObjectRef(m, "Tensor", (PyObject *)S->tensor_type) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_XDECREF(oom_bases);
+    Py_DECREF(m);
+    return NULL;
+}

@@ -1,0 +1,26 @@
+/* module.h: module state (types, exception classes), the tl_err -> exception bridge, and the family
+ * table: each ops file exports a tl_family whose functions, Tensor methods and Tensor slots module.c
+ * merges at import, so a new op family touches one line here and none in tensor.c. */
+#ifndef TL_MODULE_H
+#define TL_MODULE_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "errors.h"
+
+typedef struct {
+    PyTypeObject *tensor_type;
+    PyObject *device_error, *build_error, *oom_error;
+} tl_state;
+
+typedef struct {
+    const PyMethodDef *functions;    /* module-level, {NULL} terminated, may be NULL */
+    const PyMethodDef *methods;      /* Tensor methods */
+    const PyType_Slot *slots;        /* Tensor slots ({0, NULL} terminated) */
+    const PyGetSetDef *getset;       /* Tensor attributes */
+} tl_family;
+
+extern const tl_family tl_family_tensor, tl_family_create, tl_family_elementwise, tl_family_runtime;
+
+tl_state *tl_state_get(void);
+int       tl_raise(tl_err *err);     /* GIL held: sets the tlgpu exception, clears err, returns -1 */
+#endif

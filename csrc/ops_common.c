@@ -1,0 +1,176 @@
+/* ops_common.c: shared helpers for the ops families (see ops_common.h). */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
+#define NO_IMPORT_ARRAY
+#include "ops_common.h"
+#include <numpy/arrayobject.h>
+
+cl_kernel
+tl_kernel_py(tl_kernel *kh)
+{
+    tl_err err = {0};
+    tl_status st;
+    if (__atomic_load_n(&kh->k, __ATOMIC_ACQUIRE) != NULL) return kh->k;
+    Py_BEGIN_ALLOW_THREADS                           /* a first build can take a second on PoCL */
+    st = tl_kernel_prepare(kh, &err);
+    Py_END_ALLOW_THREADS
+    if (st != TL_OK) { tl_raise(&err); return NULL; }
+    return kh->k;
+}
+
+int
+tl_set_args(cl_kernel k, int first, int n, const size_t *sizes, const void *const *values)
+{
+    for (int i = 0; i < n; i++) {
+        cl_int rc = clSetKernelArg(k, (cl_uint)(first + i), sizes[i], values[i]);
+        if (rc != CL_SUCCESS) {
+            tl_err err = {0};
+            tl_err_set(&err, rc, "clSetKernelArg", NULL);
+            return tl_raise(&err);
+        }
+    }
+    return 0;
+}
+
+int
+tl_launch_1d(tl_kernel *kh, size_t n, tl_storage *const *st, int nst, unsigned written)
+{
+    tl_err err = {0};
+    size_t gws = tl_round_up(n, kh->wg), lws = kh->wg;
+    if (tl_stream_launch(kh->k, 1, &gws, &lws, st, nst, written, kh->name, &err) != TL_OK) return tl_raise(&err);
+    return 0;
+}
+
+void
+tl_layout_make(tl_layout *L, int ndim, const Py_ssize_t *shape, tl_tensor *const *ops, int nops)
+{
+    int st[4][TL_MAX_DIMS], sh[TL_MAX_DIMS], nd = 0;
+    memset(L, 0, sizeof *L);
+    L->n = 1;
+    for (int d = 0; d < ndim; d++) L->n *= (int)shape[d];
+    for (int k = 0; k < nops; k++) L->off[k] = ops[k] != NULL ? (int)ops[k]->offset : 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1) continue;                     /* size-1 dims contribute nothing */
+        sh[nd] = (int)shape[d];
+        for (int k = 0; k < 4; k++) {
+            const tl_tensor *t = k < nops ? ops[k] : NULL;
+            int td = t != NULL ? d - (ndim - t->ndim) : -1;
+            st[k][nd] = (t == NULL || td < 0 || t->shape[td] == 1) ? 0 : (int)t->strides[td];
+        }
+        nd++;
+    }
+    /* merge dim i into i-1 when every operand walks them as one run */
+    int out = 0;
+    for (int d = 0; d < nd; d++) {
+        int merge = out > 0;
+        for (int k = 0; k < 4 && merge; k++) merge = st[k][out - 1] == st[k][d] * sh[d];
+        if (merge) {
+            L->shape[out - 1] *= sh[d];
+            for (int k = 0; k < 4; k++) L->st[k][out - 1] = st[k][d];
+        } else {
+            L->shape[out] = sh[d];
+            for (int k = 0; k < 4; k++) L->st[k][out] = st[k][d];
+            out++;
+        }
+    }
+    L->ndim = out;
+}
+
+int
+tl_broadcast(const char *op, tl_tensor *const *ts, int n, int *ndim, Py_ssize_t *shape)
+{
+    int nd = 0;
+    for (int i = 0; i < n; i++)
+        if (ts[i] != NULL && ts[i]->ndim > nd) nd = ts[i]->ndim;
+    for (int d = 0; d < nd; d++) shape[d] = 1;
+    for (int i = 0; i < n; i++) {
+        const tl_tensor *t = ts[i];
+        if (t == NULL) continue;
+        for (int d = 0; d < t->ndim; d++) {
+            Py_ssize_t *s = &shape[nd - t->ndim + d], v = t->shape[d];
+            if (*s == 1) *s = v;
+            else if (v != 1 && v != *s) {
+                char sa[128], sb[128];
+                tl_shape_str(ts[0] ? ts[0]->shape : NULL, ts[0] ? ts[0]->ndim : 0, sa, sizeof sa);
+                tl_shape_str(t->shape, t->ndim, sb, sizeof sb);
+                PyErr_Format(PyExc_ValueError, "%s: shapes %s and %s cannot be broadcast together", op, sa, sb);
+                return -1;
+            }
+        }
+    }
+    *ndim = nd;
+    return 0;
+}
+
+int
+tl_check_dtype(const char *op, const tl_tensor *t, int dtype)
+{
+    if (t->dtype == dtype) return 0;
+    char s[128];
+    tl_shape_str(t->shape, t->ndim, s, sizeof s);
+    PyErr_Format(PyExc_TypeError, "%s: expected a %s tensor, got %s with shape %s", op, tl_dtype_name(dtype),
+                 tl_dtype_name(t->dtype), s);
+    return -1;
+}
+
+int
+tl_parse_shape(const char *op, PyObject *args, int *ndim, Py_ssize_t *shape)
+{
+    PyObject *seq = args;
+    if (PyTuple_GET_SIZE(args) == 1 && !PyLong_Check(PyTuple_GET_ITEM(args, 0))) seq = PyTuple_GET_ITEM(args, 0);
+    PyObject *fast = PySequence_Fast(seq, "shape must be ints or a sequence of ints");
+    if (fast == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > TL_MAX_DIMS) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: %zd dimensions; at most %d are supported", op, n, TL_MAX_DIMS);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t v = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(fast, i), PyExc_OverflowError);
+        if (v == -1 && PyErr_Occurred()) { Py_DECREF(fast); return -1; }
+        if (v < 0) {
+            Py_DECREF(fast);
+            PyErr_Format(PyExc_ValueError, "%s: negative dimension %zd in shape", op, v);
+            return -1;
+        }
+        shape[i] = v;
+    }
+    *ndim = (int)n;
+    Py_DECREF(fast);
+    return 0;
+}
+
+int
+tl_parse_dtype(PyObject *obj, int dflt)
+{
+    PyArray_Descr *d = NULL;
+    if (obj == NULL || obj == Py_None) return dflt;
+    if (!PyArray_DescrConverter2(obj, &d)) return -1;
+    int num = d != NULL ? d->type_num : -1;
+    Py_XDECREF(d);
+    if (num == NPY_FLOAT32) return TL_F32;
+    if (num == NPY_INT32) return TL_I32;
+    PyObject *r = PyObject_Repr(obj);
+    PyErr_Format(PyExc_TypeError, "unsupported dtype %s: tlgpu tensors are float32 or int32",
+                 r ? PyUnicode_AsUTF8(r) : "?");
+    Py_XDECREF(r);
+    return -1;
+}
+
+int
+tl_copy_into(tl_tensor *dst, tl_tensor *src)
+{
+    static tl_kernel kh = TL_KERNEL("elementwise", "tl_copy_u32");
+    tl_layout L;
+    tl_tensor *ops[2] = {dst, src};
+    cl_kernel k;
+    if (dst->storage == NULL) return 0;                  /* zero-size: nothing to do */
+    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
+    tl_layout_make(&L, dst->ndim, dst->shape, ops, 2);
+    const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem)};
+    const void *v[3] = {&L, &dst->storage->mem, &src->storage->mem};
+    tl_storage *st[2] = {dst->storage, src->storage};
+    if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
+    return tl_launch_1d(&kh, (size_t)L.n, st, 2, 1u);
+}

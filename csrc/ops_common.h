@@ -1,0 +1,25 @@
+/* ops_common.h: what every ops family shares: kernel preparation with the GIL released, 1-D launches with
+ * the kernel's fixed work-group size, N-d layouts with broadcasting and dimension collapsing, and the
+ * argument-checking helpers that name the op and the shapes in their errors. */
+#ifndef TL_OPS_COMMON_H
+#define TL_OPS_COMMON_H
+#include "tensor.h"
+#include "module.h"
+#include "programs.h"
+#include "stream.h"
+
+cl_kernel tl_kernel_py(tl_kernel *kh);                             /* NULL with an exception set */
+int tl_launch_1d(tl_kernel *kh, size_t n, tl_storage *const *st, int nst, unsigned written);
+int tl_set_args(cl_kernel k, int first, int n, const size_t *sizes, const void *const *values);
+#define TL_MEM(t) ((t) != NULL && (t)->storage != NULL ? &(t)->storage->mem : NULL)
+
+/* Layout over `shape` of ops[0] (the output) and ops[1..n): each operand broadcast against shape
+ * (numpy rules, right-aligned; size-1 or missing dims get stride 0). NULL operands are scalars. */
+void tl_layout_make(tl_layout *L, int ndim, const Py_ssize_t *shape, tl_tensor *const *ops, int nops);
+int  tl_broadcast(const char *op, tl_tensor *const *ts, int n, int *ndim, Py_ssize_t *shape);
+int  tl_check_dtype(const char *op, const tl_tensor *t, int dtype);
+int  tl_parse_shape(const char *op, PyObject *args, int *ndim, Py_ssize_t *shape);  /* ints or one sequence */
+int  tl_parse_dtype(PyObject *obj, int dflt);                                        /* -1 with exception */
+int  tl_copy_into(tl_tensor *dst, tl_tensor *src);                 /* broadcasting strided bit copy */
+int  tl_tensor_fill(tl_tensor *t, double value);                   /* any layout; value cast to the dtype */
+#endif

@@ -1,0 +1,231 @@
+/* ops_create.c: tensor creation: from Python data and numpy arrays (float64 -> float32, int64 -> int32
+ * with a range check, anything else refused), zeros/ones/full/empty and arange. Uploads go to the
+ * transfer queue and return at once; the first compute command that reads the tensor waits for them. */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
+#define NO_IMPORT_ARRAY
+#include "ops_common.h"
+#include <math.h>
+#include <numpy/arrayobject.h>
+
+/* The tensor dtype for a numpy type number, or -1 with a TypeError naming the op. */
+static int
+dtype_for(int num, int requested, const char *op)
+{
+    int is_float = num == NPY_FLOAT32 || num == NPY_FLOAT64;
+    int is_int = num == NPY_INT32 || num == NPY_INT64;
+    if (requested >= 0 && (is_float || is_int || num == NPY_INT16 || num == NPY_INT8 || num == NPY_UINT8 ||
+                           num == NPY_UINT16 || num == NPY_FLOAT16))
+        return requested;                            /* an explicit dtype converts like numpy's astype */
+    if (is_float) return TL_F32;
+    if (is_int) return TL_I32;
+    PyArray_Descr *d = PyArray_DescrFromType(num);
+    PyErr_Format(PyExc_TypeError,
+                 "%s: numpy dtype %s is not supported; tlgpu takes float32/float64 (stored as float32) and "
+                 "int32/int64 (stored as int32), or pass dtype= explicitly", op, d ? d->typeobj->tp_name : "?");
+    Py_XDECREF(d);
+    return -1;
+}
+
+static int
+check_int32_range(PyArrayObject *arr, const char *op)
+{
+    npy_intp n = PyArray_SIZE(arr);
+    PyArrayObject *c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(NPY_INT64), 0, 0,
+                                                       NPY_ARRAY_CARRAY_RO, NULL);
+    if (c == NULL) return -1;
+    const npy_int64 *p = PyArray_DATA(c);
+    for (npy_intp i = 0; i < n; i++) {
+        if (p[i] < INT32_MIN || p[i] > INT32_MAX) {
+            PyErr_Format(PyExc_OverflowError, "%s: value %lld does not fit int32", op, (long long)p[i]);
+            Py_DECREF(c);
+            return -1;
+        }
+    }
+    Py_DECREF(c);
+    return 0;
+}
+
+tl_tensor *
+tl_tensor_from_object(PyObject *obj, int dtype, const char *op)
+{
+    PyArrayObject *arr = NULL, *c = NULL;
+    tl_tensor *t = NULL;
+    tl_err err = {0};
+    Py_ssize_t shape[TL_MAX_DIMS];
+    if (tl_tensor_check(obj)) obj = tl_tensor_to_numpy(tl_tensor_CAST(obj));
+    else Py_INCREF(obj);
+    if (obj == NULL) return NULL;
+    if ((arr = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL)) == NULL) goto done;
+    int td = dtype_for(PyArray_TYPE(arr), dtype, op);
+    if (td < 0) goto done;
+    if (PyArray_NDIM(arr) > TL_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "%s: %d dimensions; at most %d are supported", op, PyArray_NDIM(arr),
+                     TL_MAX_DIMS);
+        goto done;
+    }
+    if (td == TL_I32 && PyArray_TYPE(arr) == NPY_INT64 && check_int32_range(arr, op) < 0) goto done;
+    c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(td == TL_I32 ? NPY_INT32 : NPY_FLOAT32),
+                                         0, 0, NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST, NULL);
+    if (c == NULL) goto done;
+    for (int d = 0; d < PyArray_NDIM(c); d++) shape[d] = PyArray_DIM(c, d);
+    if ((t = tl_tensor_empty(td, PyArray_NDIM(c), shape)) == NULL) goto done;
+    if (t->storage != NULL && tl_stream_upload(t->storage, 0, PyArray_DATA(c), (size_t)PyArray_NBYTES(c), &err) != TL_OK) {
+        Py_CLEAR(t);
+        tl_raise(&err);
+    }
+done:
+    Py_XDECREF(c);
+    Py_XDECREF(arr);
+    Py_DECREF(obj);
+    return t;
+}
+
+static PyObject *
+fn_tensor(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"data", "dtype", "requires_grad", NULL};
+    PyObject *data, *dtype = Py_None;
+    int rg = 0, td;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op:tensor", kw, &data, &dtype, &rg)) return NULL;
+    if ((td = tl_parse_dtype(dtype, -1)) == -1 && PyErr_Occurred()) return NULL;
+    tl_tensor *t = tl_tensor_from_object(data, td, "tensor");
+    if (t != NULL && rg && PyObject_SetAttrString((PyObject *)t, "requires_grad", Py_True) < 0) Py_CLEAR(t);
+    return (PyObject *)t;
+}
+
+static PyObject *
+fn_from_numpy(PyObject *Py_UNUSED(m), PyObject *arr)
+{
+    if (!PyArray_Check(arr)) return PyErr_Format(PyExc_TypeError, "from_numpy: expected a numpy array, got %s",
+                                                 Py_TYPE(arr)->tp_name);
+    return (PyObject *)tl_tensor_from_object(arr, -1, "from_numpy");
+}
+
+/* Fills every element of t (any layout) with the 32-bit pattern `bits`. */
+static int
+fill_bits(tl_tensor *t, uint32_t bits)
+{
+    static tl_kernel kh = TL_KERNEL("elementwise", "tl_fill_u32");
+    tl_layout L;
+    cl_kernel k;
+    if (t->storage == NULL) return 0;
+    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
+    tl_layout_make(&L, t->ndim, t->shape, &t, 1);
+    const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof bits};
+    const void *v[3] = {&L, &t->storage->mem, &bits};
+    if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
+    return tl_launch_1d(&kh, (size_t)L.n, &t->storage, 1, 1u);
+}
+
+int
+tl_tensor_fill(tl_tensor *t, double value)
+{
+    uint32_t bits;
+    if (t->dtype == TL_I32) {
+        int32_t i = (int32_t)value;
+        memcpy(&bits, &i, 4);
+    } else {
+        float f = (float)value;
+        memcpy(&bits, &f, 4);
+    }
+    return fill_bits(t, bits);
+}
+
+/* zeros/ones/full/empty share this: shape from *args, dtype= keyword, optional fill value. */
+static PyObject *
+make_filled(PyObject *args, PyObject *kwargs, const char *op, int has_fill, double fill, PyObject *fill_obj)
+{
+    static char *kw[] = {"dtype", "requires_grad", NULL};
+    PyObject *dtype = Py_None, *empty = NULL;
+    int ndim, rg = 0, td;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    if ((empty = PyTuple_New(0)) == NULL) return NULL;
+    int ok = PyArg_ParseTupleAndKeywords(empty, kwargs, "|Op", kw, &dtype, &rg);
+    Py_DECREF(empty);
+    if (!ok || tl_parse_shape(op, args, &ndim, shape) < 0) return NULL;
+    int dflt = fill_obj != NULL && PyLong_Check(fill_obj) && !PyBool_Check(fill_obj) ? TL_I32 : TL_F32;
+    if ((td = tl_parse_dtype(dtype, dflt)) < 0) return NULL;
+    tl_tensor *t = tl_tensor_empty(td, ndim, shape);
+    if (t != NULL && has_fill && tl_tensor_fill(t, fill) < 0) Py_CLEAR(t);
+    if (t != NULL && rg && PyObject_SetAttrString((PyObject *)t, "requires_grad", Py_True) < 0) Py_CLEAR(t);
+    return (PyObject *)t;
+}
+
+static PyObject *
+fn_zeros(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    return make_filled(args, kwargs, "zeros", 1, 0.0, NULL);
+}
+
+static PyObject *
+fn_ones(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    return make_filled(args, kwargs, "ones", 1, 1.0, NULL);
+}
+
+static PyObject *
+fn_empty(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    return make_filled(args, kwargs, "empty", 0, 0.0, NULL);
+}
+
+static PyObject *
+fn_full(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    PyObject *shape_args = NULL, *res;
+    if (PyTuple_GET_SIZE(args) != 2)
+        return PyErr_Format(PyExc_TypeError, "full(shape, value, dtype=None): takes 2 positional arguments");
+    PyObject *value = PyTuple_GET_ITEM(args, 1);
+    double v = PyFloat_AsDouble(value);
+    if (v == -1.0 && PyErr_Occurred()) return NULL;
+    if ((shape_args = PyTuple_Pack(1, PyTuple_GET_ITEM(args, 0))) == NULL) return NULL;
+    res = make_filled(shape_args, kwargs, "full", 1, v, value);
+    Py_DECREF(shape_args);
+    return res;
+}
+
+static PyObject *
+fn_arange(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"start", "stop", "step", "dtype", NULL};
+    static tl_kernel kf = TL_KERNEL("elementwise", "tl_arange_f32"), ki = TL_KERNEL("elementwise", "tl_arange_i32");
+    PyObject *a = NULL, *b = Py_None, *c = NULL, *dtype = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OOO:arange", kw, &a, &b, &c, &dtype)) return NULL;
+    PyObject *start_o = b == Py_None ? NULL : a, *stop_o = b == Py_None ? a : b;
+    int all_int = PyLong_Check(stop_o) && (start_o == NULL || PyLong_Check(start_o)) && (c == NULL || PyLong_Check(c));
+    double start = start_o ? PyFloat_AsDouble(start_o) : 0.0, stop = PyFloat_AsDouble(stop_o);
+    double step = c ? PyFloat_AsDouble(c) : 1.0;
+    if (PyErr_Occurred()) return NULL;
+    if (step == 0.0) return PyErr_Format(PyExc_ValueError, "arange: step must not be zero");
+    int td = tl_parse_dtype(dtype, all_int ? TL_I32 : TL_F32);
+    if (td < 0) return NULL;
+    double count = ceil((stop - start) / step);
+    Py_ssize_t n = count > 0 ? (Py_ssize_t)count : 0;
+    tl_tensor *t = tl_tensor_empty(td, 1, &n);
+    if (t == NULL || n == 0) return (PyObject *)t;
+    tl_kernel *kh = td == TL_I32 ? &ki : &kf;
+    cl_kernel k = tl_kernel_py(kh);
+    int n32 = (int)n, is = (int)start, ist = (int)step;
+    float fs = (float)start, fst = (float)step;
+    const size_t sz[4] = {sizeof n32, sizeof(cl_mem), 4, 4};
+    const void *v[4] = {&n32, &t->storage->mem, td == TL_I32 ? (void *)&is : (void *)&fs,
+                        td == TL_I32 ? (void *)&ist : (void *)&fst};
+    if (k == NULL || tl_set_args(k, 0, 4, sz, v) < 0 || tl_launch_1d(kh, (size_t)n, &t->storage, 1, 1u) < 0)
+        Py_CLEAR(t);
+    return (PyObject *)t;
+}
+
+#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
+static const PyMethodDef create_functions[] = {
+    {"tensor", KW(fn_tensor), "tensor(data, dtype=None, requires_grad=False): copy data to the device."},
+    {"from_numpy", fn_from_numpy, METH_O, "from_numpy(array): copy a numpy array to the device."},
+    {"zeros", KW(fn_zeros), "zeros(*shape, dtype=None)"},
+    {"ones", KW(fn_ones), "ones(*shape, dtype=None)"},
+    {"empty", KW(fn_empty), "empty(*shape, dtype=None): uninitialised."},
+    {"full", KW(fn_full), "full(shape, value, dtype=None)"},
+    {"arange", KW(fn_arange), "arange([start,] stop[, step], dtype=None)"},
+    {NULL, NULL, 0, NULL},
+};
+
+const tl_family tl_family_create = {create_functions, NULL, NULL, NULL};

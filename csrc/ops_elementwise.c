@@ -1,0 +1,305 @@
+/* ops_elementwise.c: unary, binary and ternary elementwise ops with numpy broadcasting over strided
+ * views, Python scalars on either side, comparisons as float32 masks, where/clamp/maximum/minimum,
+ * the in-place family (each bumps the storage's version counter), casts, and the number protocol.
+ * Every op is one launch of tl_ew_f32 (or its contiguous twin) with an op code from kernels/ew_ops.h. */
+#include "ops_common.h"
+#include <math.h>
+
+static const int EW_ARITY[TL_EW_COUNT] = {
+#define X(name, arity) arity,
+    TL_EW_OPS(X)
+#undef X
+};
+static const char *const EW_NAME[TL_EW_COUNT] = {
+#define X(name, arity) #name,
+    TL_EW_OPS(X)
+#undef X
+};
+_Static_assert(sizeof EW_ARITY / sizeof EW_ARITY[0] == TL_EW_COUNT, "op table");
+
+/* An operand: a tensor (t != NULL) or a scalar (value). */
+typedef struct { tl_tensor *t; float value; } operand;
+
+static int
+to_operand(PyObject *x, const char *op, operand *out)
+{
+    out->t = NULL;
+    out->value = 0.0f;
+    if (x == NULL) return 0;
+    if (tl_tensor_check(x)) {
+        out->t = tl_tensor_CAST(x);
+        return tl_check_dtype(op, out->t, TL_F32);
+    }
+    if (PyFloat_Check(x) || PyLong_Check(x)) {
+        double v = PyFloat_AsDouble(x);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        out->value = (float)v;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor or a Python number, got %s", op, Py_TYPE(x)->tp_name);
+    return -1;
+}
+
+/* The one dispatch: out = OP(x, y, z). `into` (in-place target) or NULL for a new contiguous result. */
+static PyObject *
+ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into)
+{
+    static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32");
+    operand o[3];
+    tl_tensor *ops[4], *out = NULL;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    int ndim;
+    tl_layout L;
+    if (to_operand(x, name, &o[0]) < 0 || to_operand(y, name, &o[1]) < 0 || to_operand(z, name, &o[2]) < 0)
+        return NULL;
+    tl_tensor *ins[4] = {into, o[0].t, o[1].t, o[2].t};
+    if (tl_broadcast(name, ins + (into == NULL), 4 - (into == NULL), &ndim, shape) < 0) return NULL;
+    if (into != NULL) {
+        if (tl_check_dtype(name, into, TL_F32) < 0) return NULL;
+        int same = ndim == into->ndim;
+        for (int d = 0; same && d < ndim; d++) same = shape[d] == into->shape[d];
+        if (!same) {
+            char a[128], b[128];
+            tl_shape_str(into->shape, into->ndim, a, sizeof a);
+            tl_shape_str(shape, ndim, b, sizeof b);
+            return PyErr_Format(PyExc_ValueError, "%s: in-place output of shape %s cannot hold the broadcast "
+                                "result of shape %s", name, a, b);
+        }
+        out = (tl_tensor *)Py_NewRef(into);
+        if (out->storage != NULL) tl_storage_bump_version(out->storage);
+    } else if ((out = tl_tensor_empty(TL_F32, ndim, shape)) == NULL) {
+        return NULL;
+    }
+    if (out->storage == NULL) return (PyObject *)out;  /* zero-size: enqueue nothing */
+    ops[0] = out;
+    for (int i = 0; i < 3; i++) ops[i + 1] = o[i].t;
+    tl_layout_make(&L, ndim, shape, ops, 4);
+    int contig = L.ndim <= 1;
+    for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
+    tl_kernel *kh = contig ? &kc : &ks;
+    cl_kernel k = tl_kernel_py(kh);
+    if (k == NULL) goto fail;
+    const size_t sz[9] = {sizeof op, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), 4, 4, 4};
+    const void *v[9] = {&op, &L, TL_MEM(out), TL_MEM(o[0].t), TL_MEM(o[1].t), TL_MEM(o[2].t),
+                        &o[0].value, &o[1].value, &o[2].value};
+    tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
+                         o[2].t ? o[2].t->storage : NULL};
+    if (tl_set_args(k, 0, 9, sz, v) < 0 || tl_launch_1d(kh, (size_t)L.n, st, 4, 1u) < 0) goto fail;
+    return (PyObject *)out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* Number-protocol entry: NotImplemented for operands we do not take, so Python can try the other side. */
+static PyObject *
+nb(int op, PyObject *a, PyObject *b)
+{
+    int ok_a = tl_tensor_check(a) || PyFloat_Check(a) || PyLong_Check(a);
+    int ok_b = tl_tensor_check(b) || PyFloat_Check(b) || PyLong_Check(b);
+    if (!ok_a || !ok_b) Py_RETURN_NOTIMPLEMENTED;
+    return ew(op, EW_NAME[op], a, b, NULL, NULL);
+}
+
+static PyObject *
+nb_inplace(int op, PyObject *a, PyObject *b)
+{
+    if (!(tl_tensor_check(b) || PyFloat_Check(b) || PyLong_Check(b))) Py_RETURN_NOTIMPLEMENTED;
+    return ew(op, EW_NAME[op], a, b, NULL, tl_tensor_CAST(a));
+}
+
+static PyObject *nb_add(PyObject *a, PyObject *b) { return nb(TL_EW_ADD, a, b); }
+static PyObject *nb_sub(PyObject *a, PyObject *b) { return nb(TL_EW_SUB, a, b); }
+static PyObject *nb_mul(PyObject *a, PyObject *b) { return nb(TL_EW_MUL, a, b); }
+static PyObject *nb_div(PyObject *a, PyObject *b) { return nb(TL_EW_DIV, a, b); }
+static PyObject *nb_iadd(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_ADD, a, b); }
+static PyObject *nb_isub(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_SUB, a, b); }
+static PyObject *nb_imul(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_MUL, a, b); }
+static PyObject *nb_idiv(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_DIV, a, b); }
+static PyObject *nb_neg(PyObject *a) { return ew(TL_EW_NEG, "neg", a, NULL, NULL, NULL); }
+static PyObject *nb_abs(PyObject *a) { return ew(TL_EW_ABS, "abs", a, NULL, NULL, NULL); }
+static PyObject *nb_pos(PyObject *a) { return Py_NewRef(a); }
+
+static PyObject *
+nb_pow(PyObject *a, PyObject *b, PyObject *mod)
+{
+    if (mod != Py_None) return PyErr_Format(PyExc_TypeError, "pow: the modulo argument is not supported");
+    return nb(TL_EW_POW, a, b);
+}
+
+static PyObject *
+richcompare(PyObject *a, PyObject *b, int cmp)
+{
+    static const int map[6] = {TL_EW_LT, TL_EW_LE, TL_EW_EQ, TL_EW_NE, TL_EW_GT, TL_EW_GE};
+    return nb(map[cmp], a, b);
+}
+
+static Py_hash_t
+tensor_hash(PyObject *op)
+{
+    return (Py_hash_t)((uintptr_t)op >> 4);        /* identity, like PyTorch: == builds a mask */
+}
+
+/* ---- methods ---- */
+
+#define UNARY(pyname, OP)                                                                      \
+    static PyObject *m_##pyname(PyObject *self, PyObject *Py_UNUSED(ignored))                  \
+    { return ew(TL_EW_##OP, #pyname, self, NULL, NULL, NULL); }
+UNARY(neg, NEG) UNARY(exp, EXP) UNARY(log, LOG) UNARY(sqrt, SQRT) UNARY(rsqrt, RSQRT) UNARY(tanh, TANH)
+UNARY(sigmoid, SIGMOID) UNARY(relu, RELU) UNARY(silu, SILU) UNARY(gelu, GELU) UNARY(abs, ABS) UNARY(sin, SIN)
+UNARY(cos, COS) UNARY(square, SQUARE) UNARY(reciprocal, RECIPROCAL) UNARY(sign, SIGN)
+#undef UNARY
+
+#define BINARY(pyname, OP)                                                                     \
+    static PyObject *m_##pyname(PyObject *self, PyObject *other)                               \
+    { return ew(TL_EW_##OP, #pyname, self, other, NULL, NULL); }
+BINARY(add, ADD) BINARY(sub, SUB) BINARY(mul, MUL) BINARY(div, DIV) BINARY(pow, POW) BINARY(maximum, MAXIMUM)
+BINARY(minimum, MINIMUM) BINARY(lt, LT) BINARY(le, LE) BINARY(gt, GT) BINARY(ge, GE) BINARY(eq, EQ) BINARY(ne, NE)
+#undef BINARY
+
+#define INPLACE(pyname, OP)                                                                    \
+    static PyObject *m_##pyname##_(PyObject *self, PyObject *other)                            \
+    { return ew(TL_EW_##OP, #pyname "_", self, other, NULL, tl_tensor_CAST(self)); }
+INPLACE(add, ADD) INPLACE(sub, SUB) INPLACE(mul, MUL) INPLACE(div, DIV)
+#undef INPLACE
+
+static PyObject *
+m_clamp(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"min", "max", NULL};
+    PyObject *lo = Py_None, *hi = Py_None, *res = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:clamp", kw, &lo, &hi)) return NULL;
+    PyObject *lo_o = lo == Py_None ? PyFloat_FromDouble(-INFINITY) : Py_NewRef(lo);
+    PyObject *hi_o = hi == Py_None ? PyFloat_FromDouble(INFINITY) : Py_NewRef(hi);
+    if (lo_o != NULL && hi_o != NULL) res = ew(TL_EW_CLAMP, "clamp", self, lo_o, hi_o, NULL);
+    Py_XDECREF(lo_o);
+    Py_XDECREF(hi_o);
+    return res;
+}
+
+static PyObject *
+fn_where(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *c, *x, *y;
+    if (!PyArg_ParseTuple(args, "OOO:where", &c, &x, &y)) return NULL;
+    if (!tl_tensor_check(c)) return PyErr_Format(PyExc_TypeError, "where: condition must be a Tensor (a float32 mask)");
+    return ew(TL_EW_WHERE, "where", c, x, y, NULL);
+}
+
+static PyObject *
+fn_binary(int op, const char *name, PyObject *args)
+{
+    PyObject *a, *b;
+    if (!PyArg_UnpackTuple(args, name, 2, 2, &a, &b)) return NULL;
+    if (!tl_tensor_check(a) && !tl_tensor_check(b))
+        return PyErr_Format(PyExc_TypeError, "%s: at least one argument must be a Tensor", name);
+    return ew(op, name, a, b, NULL, NULL);
+}
+
+static PyObject *fn_maximum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MAXIMUM, "maximum", args); }
+static PyObject *fn_minimum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MINIMUM, "minimum", args); }
+
+static PyObject *
+m_zero_(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    tl_tensor *t = tl_tensor_CAST(self);
+    if (t->storage != NULL) tl_storage_bump_version(t->storage);
+    return tl_tensor_fill(t, 0.0) < 0 ? NULL : Py_NewRef(self);
+}
+
+static PyObject *
+m_fill_(PyObject *self, PyObject *value)
+{
+    tl_tensor *t = tl_tensor_CAST(self);
+    double v = PyFloat_AsDouble(value);
+    if (v == -1.0 && PyErr_Occurred()) return NULL;
+    if (t->storage != NULL) tl_storage_bump_version(t->storage);
+    return tl_tensor_fill(t, v) < 0 ? NULL : Py_NewRef(self);
+}
+
+/* copy_(src): src is a Tensor of the same dtype broadcastable to self, or array-like data (uploaded). */
+static PyObject *
+m_copy_(PyObject *self, PyObject *src_o)
+{
+    tl_tensor *t = tl_tensor_CAST(self), *src = NULL, *ins[2];
+    Py_ssize_t shape[TL_MAX_DIMS];
+    int ndim, rc = -1;
+    if (tl_tensor_check(src_o)) src = (tl_tensor *)Py_NewRef(src_o);
+    else src = tl_tensor_from_object(src_o, t->dtype, "copy_");
+    if (src == NULL) return NULL;
+    ins[0] = t;
+    ins[1] = src;
+    if (tl_check_dtype("copy_", src, t->dtype) < 0 || tl_broadcast("copy_", ins, 2, &ndim, shape) < 0) goto done;
+    if (ndim != t->ndim || memcmp(shape, t->shape, sizeof(Py_ssize_t) * (size_t)ndim) != 0) {
+        char a[128], b[128];
+        tl_shape_str(t->shape, t->ndim, a, sizeof a);
+        tl_shape_str(src->shape, src->ndim, b, sizeof b);
+        PyErr_Format(PyExc_ValueError, "copy_: source of shape %s does not broadcast to %s", b, a);
+        goto done;
+    }
+    if (t->storage != NULL) tl_storage_bump_version(t->storage);
+    rc = tl_copy_into(t, src);
+done:
+    Py_DECREF(src);
+    return rc < 0 ? NULL : Py_NewRef(self);
+}
+
+static PyObject *
+cast(PyObject *self, int to)
+{
+    static tl_kernel kf = TL_KERNEL("elementwise", "tl_cast_i32_to_f32"), ki = TL_KERNEL("elementwise", "tl_cast_f32_to_i32");
+    tl_tensor *t = tl_tensor_CAST(self), *out;
+    tl_layout L;
+    if (t->dtype == to) return Py_NewRef(self);
+    if ((out = tl_tensor_empty(to, t->ndim, t->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    tl_kernel *kh = to == TL_F32 ? &kf : &ki;
+    cl_kernel k = tl_kernel_py(kh);
+    tl_tensor *ops[2] = {out, t};
+    tl_layout_make(&L, t->ndim, t->shape, ops, 2);
+    const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem)};
+    const void *v[3] = {&L, &out->storage->mem, &t->storage->mem};
+    tl_storage *st[2] = {out->storage, t->storage};
+    if (k == NULL || tl_set_args(k, 0, 3, sz, v) < 0 || tl_launch_1d(kh, (size_t)L.n, st, 2, 1u) < 0) Py_CLEAR(out);
+    return (PyObject *)out;
+}
+
+static PyObject *m_float(PyObject *self, PyObject *Py_UNUSED(i)) { return cast(self, TL_F32); }
+static PyObject *m_int(PyObject *self, PyObject *Py_UNUSED(i)) { return cast(self, TL_I32); }
+
+#define U(name, doc) {#name, m_##name, METH_NOARGS, doc}
+#define B(name, doc) {#name, m_##name, METH_O, doc}
+static const PyMethodDef ew_methods[] = {
+    U(neg, "-x"), U(exp, "e**x"), U(log, "natural log"), U(sqrt, "square root"), U(rsqrt, "1/sqrt(x)"),
+    U(tanh, "tanh"), U(sigmoid, "1/(1+e**-x)"), U(relu, "max(x, 0)"), U(silu, "x*sigmoid(x)"),
+    U(gelu, "exact (erf) GELU"), U(abs, "|x|"), U(sin, "sin"), U(cos, "cos"), U(square, "x*x"),
+    U(reciprocal, "1/x"), U(sign, "-1, 0 or 1"),
+    B(add, "self + other"), B(sub, "self - other"), B(mul, "self * other"), B(div, "self / other"),
+    B(pow, "self ** other"), B(maximum, "elementwise max (NaN propagates)"), B(minimum, "elementwise min"),
+    B(lt, "self < other as a float32 mask"), B(le, "<= mask"), B(gt, "> mask"), B(ge, ">= mask"),
+    B(eq, "== mask"), B(ne, "!= mask"),
+    B(add_, "in place +="), B(sub_, "in place -="), B(mul_, "in place *="), B(div_, "in place /="),
+    U(zero_, "in place: set to 0"), B(fill_, "in place: set to a value"),
+    B(copy_, "in place: copy (broadcast) from a tensor or array-like of the same dtype"),
+    {"clamp", (PyCFunction)(void (*)(void))m_clamp, METH_VARARGS | METH_KEYWORDS, "clamp(min=None, max=None)"},
+    U(float, "cast to float32"), U(int, "cast to int32 (truncating)"),
+    {NULL, NULL, 0, NULL},
+};
+#undef U
+#undef B
+
+static const PyMethodDef ew_functions[] = {
+    {"where", fn_where, METH_VARARGS, "where(cond, x, y): x where cond != 0 else y (broadcasting)."},
+    {"maximum", fn_maximum, METH_VARARGS, "maximum(a, b) elementwise (NaN propagates)."},
+    {"minimum", fn_minimum, METH_VARARGS, "minimum(a, b) elementwise (NaN propagates)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static const PyType_Slot ew_slots[] = {
+    {Py_nb_add, nb_add}, {Py_nb_subtract, nb_sub}, {Py_nb_multiply, nb_mul}, {Py_nb_true_divide, nb_div},
+    {Py_nb_power, nb_pow}, {Py_nb_negative, nb_neg}, {Py_nb_absolute, nb_abs}, {Py_nb_positive, nb_pos},
+    {Py_nb_inplace_add, nb_iadd}, {Py_nb_inplace_subtract, nb_isub}, {Py_nb_inplace_multiply, nb_imul},
+    {Py_nb_inplace_true_divide, nb_idiv}, {Py_tp_richcompare, richcompare}, {Py_tp_hash, tensor_hash},
+    {0, NULL},
+};
+
+const tl_family tl_family_elementwise = {ew_functions, ew_methods, ew_slots, NULL};

@@ -1,0 +1,284 @@
+/* programs.c: one cl_program per kernel family (kernels/<family>.cl), built on first use under a mutex.
+ * Sources come from the table setup.py embeds, or from $TLGPU_KERNEL_DIR/<family>.cl when that is set.
+ * Compiled binaries are cached on disk under sha256(source, options, platform/device/driver versions,
+ * cache format, pointer width) in $TLGPU_CACHE_DIR (default $XDG_CACHE_HOME/tlgpu or ~/.cache/tlgpu;
+ * an empty value disables the cache). Entries are written to a temporary name and renamed, so readers
+ * never see half a file; an entry that fails to load or build is counted, rebuilt and rewritten.
+ * A build failure returns the compiler's log inside the tl_err; nothing is printed. */
+#include "programs.h"
+#include "cl_runtime.h"
+#include "sha256.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_FAMILIES 32
+#define CACHE_FORMAT 1u
+static const char MAGIC[8] = {'T', 'L', 'G', 'P', 'U', 'C', 'L', 'B'};
+
+typedef struct { const char *family; cl_program prog; } built_program;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static built_program built[MAX_FAMILIES];
+static int n_built;
+static tl_program_stats stats;
+
+size_t
+tl_round_up(size_t n, size_t m)
+{
+    return m == 0 ? n : (n + m - 1) / m * m;
+}
+
+static char *
+read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (f == NULL) return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) != NULL) {
+        if (fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
+        else { buf[n] = '\0'; *len = (size_t)n; }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* The family's source text (malloc'd) and the directory for -I, or an error naming the family. */
+static tl_status
+family_source(const char *family, char **text, size_t *len, const char **incdir, tl_err *err)
+{
+    const char *dir = getenv("TLGPU_KERNEL_DIR");
+    *incdir = NULL;
+    if (dir != NULL && *dir != '\0') {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.cl", dir, family);
+        if ((*text = read_file(path, len)) == NULL)
+            return tl_err_set(err, TL_E_INVALID, "tl_kernel_prepare", path);
+        *incdir = dir;
+        return TL_OK;
+    }
+    for (const tl_kernel_src *s = tl_kernel_sources; s->name != NULL; s++) {
+        if (strcmp(s->name, family) == 0) {
+            if ((*text = malloc(s->len + 1)) == NULL) return tl_err_set(err, TL_E_NOMEM, "malloc", family);
+            memcpy(*text, s->bytes, s->len + 1);
+            *len = s->len;
+            return TL_OK;
+        }
+    }
+    return tl_err_set(err, TL_E_INVALID, "tl_kernel_prepare", family);
+}
+
+static void
+family_options(const tl_runtime *rt, const char *incdir, char *out, size_t cap)
+{
+    const char *fast = getenv("TLGPU_FAST_MATH");
+    int k = snprintf(out, cap, "-cl-std=CL1.2 -DTL_MAX_WG=%zu", rt->info.max_wg);
+    if (fast != NULL && strcmp(fast, "1") == 0)
+        k += snprintf(out + k, cap - (size_t)k, " -cl-mad-enable -cl-fast-relaxed-math");
+    if (incdir != NULL) snprintf(out + k, cap - (size_t)k, " -I %s", incdir);
+}
+
+static void
+cache_path(const tl_runtime *rt, const char *text, size_t len, const char *opts, char *out, size_t cap)
+{
+    const char *dir = getenv("TLGPU_CACHE_DIR");
+    char base[900], hex[65];
+    tl_sha256 h;
+    out[0] = '\0';
+    if (dir != NULL) {
+        if (*dir == '\0') return;                         /* explicitly disabled */
+        snprintf(base, sizeof base, "%s", dir);
+    } else if (getenv("XDG_CACHE_HOME") != NULL) {
+        snprintf(base, sizeof base, "%s/tlgpu", getenv("XDG_CACHE_HOME"));
+    } else if (getenv("HOME") != NULL) {
+        snprintf(base, sizeof base, "%s/.cache/tlgpu", getenv("HOME"));
+    } else {
+        return;
+    }
+    const char *parts[] = {opts, rt->info.platform, rt->info.platform_version, rt->info.name,
+                           rt->info.version, rt->info.driver};
+    unsigned fmt[2] = {CACHE_FORMAT, (unsigned)sizeof(void *)};
+    tl_sha256_init(&h);
+    tl_sha256_update(&h, text, len + 1);                  /* includes the NUL: a separator */
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) tl_sha256_update(&h, parts[i], strlen(parts[i]) + 1);
+    tl_sha256_update(&h, fmt, sizeof fmt);
+    tl_sha256_hex(&h, hex);
+    snprintf(out, cap, "%s/%s.clbin", base, hex);
+}
+
+static void
+mkdirs(const char *path)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p == '/') { *p = '\0'; mkdir(tmp, 0755); *p = '/'; }
+    }
+}
+
+static void
+cache_store(cl_program prog, const char *path)
+{
+    size_t n = 0;
+    unsigned char *bin = NULL;
+    char tmp[1100];
+    FILE *f;
+    if (path[0] == '\0' || clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS ||
+        n == 0 || (bin = malloc(n)) == NULL)
+        goto done;
+    if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) goto done;
+    mkdirs(path);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if ((f = fopen(tmp, "wb")) == NULL) goto done;
+    uint32_t hdr[2] = {CACHE_FORMAT, 0};
+    uint64_t len = n;
+    int ok = fwrite(MAGIC, 1, 8, f) == 8 && fwrite(hdr, 4, 2, f) == 2 && fwrite(&len, 8, 1, f) == 1 &&
+             fwrite(bin, 1, n, f) == n;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) == 0) stats.cache_writes++;
+    else unlink(tmp);
+done:
+    free(bin);
+}
+
+/* Loads and builds a cached binary; NULL (and a counted reject) when the entry is absent or unusable. */
+static cl_program
+cache_load(const tl_runtime *rt, const char *path, const char *opts)
+{
+    size_t n = 0;
+    char *data = path[0] ? read_file(path, &n) : NULL;
+    cl_program prog = NULL;
+    if (data == NULL) return NULL;
+    uint64_t len;
+    uint32_t hdr[2];
+    if (n >= 24) { memcpy(hdr, data + 8, 8); memcpy(&len, data + 16, 8); }
+    if (n < 24 || memcmp(data, MAGIC, 8) != 0 || hdr[0] != CACHE_FORMAT || len != n - 24) goto reject;
+    const unsigned char *bin = (const unsigned char *)data + 24;
+    size_t blen = (size_t)len;
+    cl_int rc, bst;
+    prog = clCreateProgramWithBinary(rt->ctx, 1, &rt->device, &blen, &bin, &bst, &rc);
+    if (rc != CL_SUCCESS || bst != CL_SUCCESS) { prog = NULL; goto reject; }
+    if (clBuildProgram(prog, 1, &rt->device, opts, NULL, NULL) != CL_SUCCESS) goto reject;
+    stats.binary_loads++;
+    free(data);
+    return prog;
+reject:
+    if (prog != NULL) clReleaseProgram(prog);
+    stats.cache_rejects++;
+    free(data);
+    return NULL;
+}
+
+static char *
+build_log(cl_program prog, cl_device_id dev)
+{
+    size_t n = 0;
+    char *log = NULL;
+    if (clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) == CL_SUCCESS && n > 0 &&
+        (log = malloc(n + 1)) != NULL) {
+        if (clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, n, log, NULL) != CL_SUCCESS) log[0] = '\0';
+        log[n] = '\0';
+    }
+    return log != NULL ? log : strdup("<no log>");
+}
+
+static tl_status
+build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *err)
+{
+    char *text = NULL, opts[512], path[1100];
+    const char *incdir;
+    size_t len = 0;
+    cl_int rc;
+    tl_status st = family_source(family, &text, &len, &incdir, err);
+    if (st != TL_OK) return st;
+    family_options(rt, incdir, opts, sizeof opts);
+    cache_path(rt, text, len, opts, path, sizeof path);
+    if ((*out = cache_load(rt, path, opts)) != NULL) { free(text); return TL_OK; }
+    const char *src = text;
+    cl_program prog = clCreateProgramWithSource(rt->ctx, 1, &src, &len, &rc);
+    if (rc != CL_SUCCESS) { free(text); return tl_err_set(err, rc, "clCreateProgramWithSource", family); }
+    stats.builds++;
+    rc = clBuildProgram(prog, 1, &rt->device, opts, NULL, NULL);
+    free(text);
+    if (rc != CL_SUCCESS) {
+        char file[160];
+        snprintf(file, sizeof file, "%s.cl", family);
+        err->log = build_log(prog, rt->device);
+        snprintf(err->options, sizeof err->options, "%s", opts);
+        clReleaseProgram(prog);
+        return tl_err_set(err, rc, "clBuildProgram", file);
+    }
+    cache_store(prog, path);
+    *out = prog;
+    return TL_OK;
+}
+
+/* The family's program, built if needed. Caller holds `lock`. */
+static tl_status
+get_program(const char *family, cl_program *out, tl_err *err)
+{
+    const tl_runtime *rt;
+    tl_status st = tl_runtime_get(&rt, err);
+    if (st != TL_OK) return st;
+    for (int i = 0; i < n_built; i++)
+        if (strcmp(built[i].family, family) == 0) { *out = built[i].prog; return TL_OK; }
+    if (n_built == MAX_FAMILIES) return tl_err_set(err, TL_E_INVALID, "tl_kernel_prepare", "too many families");
+    if ((st = build_family(rt, family, out, err)) != TL_OK) return st;
+    built[n_built].family = family;
+    built[n_built++].prog = *out;
+    return TL_OK;
+}
+
+tl_status
+tl_program_create_kernel(const char *family, const char *name, cl_kernel *out, tl_err *err)
+{
+    cl_program prog;
+    cl_int rc = CL_SUCCESS;
+    pthread_mutex_lock(&lock);
+    tl_status st = get_program(family, &prog, err);
+    if (st == TL_OK) {
+        *out = clCreateKernel(prog, name, &rc);
+        if (rc != CL_SUCCESS) st = tl_err_set(err, rc, "clCreateKernel", name);
+    }
+    pthread_mutex_unlock(&lock);
+    return st;
+}
+
+tl_status
+tl_kernel_prepare(tl_kernel *kh, tl_err *err)
+{
+    const tl_runtime *rt;
+    cl_kernel k = NULL;
+    size_t kmax = 0, mult = 1;
+    if (__atomic_load_n(&kh->k, __ATOMIC_ACQUIRE) != NULL) return TL_OK;
+    tl_status st = tl_program_create_kernel(kh->family, kh->name, &k, err);
+    if (st != TL_OK || (st = tl_runtime_get(&rt, err)) != TL_OK) return st;
+    clGetKernelWorkGroupInfo(k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL);
+    clGetKernelWorkGroupInfo(k, rt->device, CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, sizeof mult, &mult, NULL);
+    size_t wg = kmax < 256 ? kmax : 256;                  /* one fixed size: PoCL compiles one per size */
+    if (mult > 0 && wg >= mult) wg -= wg % mult;
+    pthread_mutex_lock(&lock);                           /* two threads may race to prepare one handle */
+    if (kh->k == NULL) {
+        kh->wg = wg > 0 ? wg : 1;
+        __atomic_store_n(&kh->k, k, __ATOMIC_RELEASE);
+        k = NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    if (k != NULL) clReleaseKernel(k);
+    return TL_OK;
+}
+
+void
+tl_program_get_stats(tl_program_stats *out)
+{
+    pthread_mutex_lock(&lock);
+    *out = stats;
+    pthread_mutex_unlock(&lock);
+}

@@ -1,0 +1,25 @@
+/* storage.h: a device buffer shared by every view of it (Arc-style). The last release waits for any
+ * transfer-queue event still on the buffer, then returns it to the pool. The event fields and use_seq are
+ * owned by stream.c and changed only under its lock. */
+#ifndef TL_STORAGE_H
+#define TL_STORAGE_H
+#include "errors.h"
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef struct tl_storage {
+    atomic_int refs;
+    atomic_ullong version;           /* bumped by every in-place write; autograd compares saved versions */
+    cl_mem mem;
+    size_t nbytes, cap;              /* requested / held by the pool block */
+    uint64_t use_seq;                /* compute-queue sequence number of the last command touching it */
+    cl_event ready_ev;               /* pending transfer-queue write into it (an upload) */
+    cl_event rd_ev;                  /* pending transfer-queue read of it (a download) */
+} tl_storage;
+
+tl_status tl_storage_new(size_t nbytes, tl_storage **out, tl_err *err);   /* nbytes > 0 */
+void      tl_storage_retain(tl_storage *s);
+void      tl_storage_release(tl_storage *s);                               /* NULL is a no-op */
+void      tl_storage_bump_version(tl_storage *s);
+uint64_t  tl_storage_version(const tl_storage *s);
+#endif

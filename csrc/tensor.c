@@ -1,0 +1,445 @@
+/* tensor.c: the Tensor heap type: lifetime (storage refs, GC slots for .grad), views, contiguity,
+ * numpy out (every reader here is a sync point: it releases the GIL and blocks on the device),
+ * attributes and the Python protocols that read values (len, float, int, bool, repr, pickling).
+ * repr prints values and is therefore a sync point, except for zero-size tensors. */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
+#define NO_IMPORT_ARRAY
+#include "ops_common.h"
+#include <numpy/arrayobject.h>
+#include <structmember.h>
+
+void (*tl_grad_fn_release)(void *) = NULL;    /* set by autograd.c when it exists */
+
+const char *
+tl_dtype_name(int dtype)
+{
+    return dtype == TL_I32 ? "int32" : "float32";
+}
+
+void
+tl_shape_str(const Py_ssize_t *shape, int ndim, char *out, size_t cap)
+{
+    size_t k = (size_t)snprintf(out, cap, "(");
+    for (int d = 0; d < ndim && k < cap; d++)
+        k += (size_t)snprintf(out + k, cap - k, d == 0 ? "%zd" : ", %zd", shape[d]);
+    if (k < cap) snprintf(out + k, cap - k, ndim == 1 ? ",)" : ")");
+}
+
+int
+tl_tensor_check(PyObject *op)
+{
+    tl_state *S = tl_state_get();
+    return S != NULL && PyObject_TypeCheck(op, S->tensor_type);
+}
+
+Py_ssize_t
+tl_tensor_numel(const tl_tensor *t)
+{
+    Py_ssize_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+int
+tl_tensor_is_contig(const tl_tensor *t)
+{
+    Py_ssize_t expect = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->strides[d] != expect) return 0;
+        expect *= t->shape[d];
+    }
+    return 1;
+}
+
+static tl_tensor *
+alloc_object(void)
+{
+    tl_state *S = tl_state_get();
+    tl_tensor *t = (tl_tensor *)S->tensor_type->tp_alloc(S->tensor_type, 0);
+    return t;                                        /* tp_alloc zero-fills */
+}
+
+tl_tensor *
+tl_tensor_empty(int dtype, int ndim, const Py_ssize_t *shape)
+{
+    tl_err err = {0};
+    tl_tensor *t;
+    Py_ssize_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) return (tl_tensor *)PyErr_Format(PyExc_ValueError, "negative dimension %zd", shape[d]);
+        if (shape[d] > 0 && n > INT32_MAX / shape[d])
+            return (tl_tensor *)PyErr_Format(PyExc_ValueError, "tensor of more than 2**31-1 elements");
+        n *= shape[d];
+    }
+    if ((t = alloc_object()) == NULL) return NULL;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int d = ndim - 1, s = 1; d >= 0; d--) {
+        t->shape[d] = shape[d];
+        t->strides[d] = s;
+        s *= (int)(shape[d] > 0 ? shape[d] : 1);
+    }
+    if (n > 0 && tl_storage_new((size_t)n * 4, &t->storage, &err) != TL_OK) {
+        Py_DECREF(t);
+        tl_raise(&err);
+        return NULL;
+    }
+    return t;
+}
+
+tl_tensor *
+tl_tensor_view(tl_tensor *base, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides, Py_ssize_t offset)
+{
+    tl_tensor *t = alloc_object();
+    Py_ssize_t n = 1;
+    if (t == NULL) return NULL;
+    t->dtype = base->dtype;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) { t->shape[d] = shape[d]; t->strides[d] = strides[d]; n *= shape[d]; }
+    t->offset = n > 0 ? offset : 0;
+    if (n > 0 && base->storage != NULL) {
+        t->storage = base->storage;
+        tl_storage_retain(t->storage);
+    }
+    return t;
+}
+
+tl_tensor *
+tl_tensor_contiguous(tl_tensor *t)
+{
+    if (tl_tensor_is_contig(t)) return (tl_tensor *)Py_NewRef(t);
+    tl_tensor *out = tl_tensor_empty(t->dtype, t->ndim, t->shape);
+    if (out != NULL && tl_copy_into(out, t) < 0) Py_CLEAR(out);
+    return out;
+}
+
+PyObject *
+tl_tensor_to_numpy(tl_tensor *self)
+{
+    tl_tensor *src = NULL;
+    PyObject *arr = NULL;
+    tl_err err = {0};
+    tl_status st = TL_OK;
+    npy_intp dims[TL_MAX_DIMS];
+    for (int d = 0; d < self->ndim; d++) dims[d] = self->shape[d];
+    if ((src = tl_tensor_contiguous(self)) == NULL) goto fail;
+    arr = PyArray_SimpleNew(self->ndim, dims, self->dtype == TL_I32 ? NPY_INT32 : NPY_FLOAT32);
+    if (arr == NULL) goto fail;
+    if (src->storage != NULL) {                      /* zero-size owns nothing */
+        void *dst = PyArray_DATA((PyArrayObject *)arr);
+        size_t off = (size_t)src->offset * 4, n = (size_t)tl_tensor_numel(src) * 4;
+        tl_storage *s = src->storage;
+        Py_BEGIN_ALLOW_THREADS                       /* a sync point: blocks until the data is here */
+        st = tl_stream_read(s, off, dst, n, &err);
+        Py_END_ALLOW_THREADS
+        if (st != TL_OK) { tl_raise(&err); goto fail; }
+    }
+    Py_DECREF(src);
+    return arr;
+fail:
+    Py_XDECREF(arr);
+    Py_XDECREF(src);
+    return NULL;
+}
+
+/* ---- type slots ---- */
+
+static int
+tensor_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(tl_tensor_CAST(op)->grad);
+    return 0;
+}
+
+static int
+tensor_clear(PyObject *op)
+{
+    Py_CLEAR(tl_tensor_CAST(op)->grad);
+    return 0;
+}
+
+static void
+tensor_dealloc(PyObject *op)
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (t->weakreflist != NULL) PyObject_ClearWeakRefs(op);
+    tensor_clear(op);
+    if (t->grad_fn != NULL && tl_grad_fn_release != NULL) tl_grad_fn_release(t->grad_fn);
+    tl_storage_release(t->storage);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+tensor_repr(PyObject *op)
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    PyObject *arr = tl_tensor_to_numpy(t), *body = NULL, *res = NULL;
+    char shape[128];
+    if (arr == NULL) return NULL;
+    tl_shape_str(t->shape, t->ndim, shape, sizeof shape);
+    if ((body = PyObject_Str(arr)) != NULL)
+        res = PyUnicode_FromFormat("tensor(%U, shape=%s, dtype=%s%s)", body, shape, tl_dtype_name(t->dtype),
+                                   t->requires_grad ? ", requires_grad=True" : "");
+    Py_XDECREF(body);
+    Py_DECREF(arr);
+    return res;
+}
+
+static Py_ssize_t
+tensor_len(PyObject *op)
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    if (t->ndim == 0) {
+        PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+        return -1;
+    }
+    return t->shape[0];
+}
+
+/* The single value of a one-element tensor, as a Python float or int (a sync point). */
+static PyObject *
+scalar_value(tl_tensor *t, const char *what)
+{
+    if (tl_tensor_numel(t) != 1) {
+        char s[128];
+        tl_shape_str(t->shape, t->ndim, s, sizeof s);
+        return PyErr_Format(PyExc_ValueError, "%s: only one-element tensors can be converted; shape is %s", what, s);
+    }
+    PyObject *arr = tl_tensor_to_numpy(t), *v;
+    if (arr == NULL) return NULL;
+    if (t->dtype == TL_I32) v = PyLong_FromLong(*(int *)PyArray_DATA((PyArrayObject *)arr));
+    else v = PyFloat_FromDouble(*(float *)PyArray_DATA((PyArrayObject *)arr));
+    Py_DECREF(arr);
+    return v;
+}
+
+static PyObject *
+tensor_float(PyObject *op)
+{
+    PyObject *v = scalar_value(tl_tensor_CAST(op), "float()");
+    if (v != NULL && !PyFloat_Check(v)) Py_SETREF(v, PyNumber_Float(v));
+    return v;
+}
+
+static PyObject *
+tensor_int(PyObject *op)
+{
+    PyObject *v = scalar_value(tl_tensor_CAST(op), "int()");
+    if (v != NULL && !PyLong_Check(v)) Py_SETREF(v, PyNumber_Long(v));
+    return v;
+}
+
+static int
+tensor_bool(PyObject *op)
+{
+    PyObject *v = scalar_value(tl_tensor_CAST(op), "bool()");
+    int r = v != NULL ? PyObject_IsTrue(v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+
+/* ---- methods ---- */
+
+static PyObject *
+tensor_numpy(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    return tl_tensor_to_numpy(tl_tensor_CAST(op));
+}
+
+static PyObject *
+tensor_array(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"dtype", "copy", NULL};
+    PyObject *dtype = Py_None, *copy = Py_None, *arr;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", kw, &dtype, &copy)) return NULL;
+    if ((arr = tl_tensor_to_numpy(tl_tensor_CAST(op))) == NULL || dtype == Py_None) return arr;
+    PyObject *conv = PyObject_CallMethod(arr, "astype", "O", dtype);
+    Py_DECREF(arr);
+    return conv;
+}
+
+static PyObject *
+tensor_tolist(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *arr = tl_tensor_to_numpy(tl_tensor_CAST(op)), *res;
+    if (arr == NULL) return NULL;
+    res = PyObject_CallMethod(arr, "tolist", NULL);
+    Py_DECREF(arr);
+    return res;
+}
+
+static PyObject *
+tensor_item(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    return scalar_value(tl_tensor_CAST(op), "item()");
+}
+
+static PyObject *
+tensor_numel_m(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(tl_tensor_numel(tl_tensor_CAST(op)));
+}
+
+static PyObject *
+tensor_is_contiguous(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(tl_tensor_is_contig(tl_tensor_CAST(op)));
+}
+
+static PyObject *
+tensor_stride(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    PyObject *tup = PyTuple_New(t->ndim);
+    for (int d = 0; tup != NULL && d < t->ndim; d++) PyTuple_SET_ITEM(tup, d, PyLong_FromSsize_t(t->strides[d]));
+    return tup;
+}
+
+static PyObject *
+tensor_contiguous_m(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    return (PyObject *)tl_tensor_contiguous(tl_tensor_CAST(op));
+}
+
+static PyObject *
+tensor_reduce(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *arr = tl_tensor_to_numpy(tl_tensor_CAST(op)), *mod = NULL, *fn = NULL, *res = NULL;
+    if (arr != NULL && (mod = PyImport_ImportModule("tlgpu")) != NULL &&
+        (fn = PyObject_GetAttrString(mod, "from_numpy")) != NULL)
+        res = Py_BuildValue("O(O)", fn, arr);
+    Py_XDECREF(fn);
+    Py_XDECREF(mod);
+    Py_XDECREF(arr);
+    return res;
+}
+
+/* ---- attributes ---- */
+
+static PyObject *
+get_shape(PyObject *op, void *Py_UNUSED(c))
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    PyObject *tup = PyTuple_New(t->ndim);
+    for (int d = 0; tup != NULL && d < t->ndim; d++) PyTuple_SET_ITEM(tup, d, PyLong_FromSsize_t(t->shape[d]));
+    return tup;
+}
+
+static PyObject *
+get_dtype(PyObject *op, void *Py_UNUSED(c))
+{
+    return (PyObject *)PyArray_DescrFromType(tl_tensor_CAST(op)->dtype == TL_I32 ? NPY_INT32 : NPY_FLOAT32);
+}
+
+static PyObject *
+get_ndim(PyObject *op, void *Py_UNUSED(c))
+{
+    return PyLong_FromLong(tl_tensor_CAST(op)->ndim);
+}
+
+static PyObject *
+get_version(PyObject *op, void *Py_UNUSED(c))
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    return PyLong_FromUnsignedLongLong(t->storage ? tl_storage_version(t->storage) : 0);
+}
+
+static PyObject *
+get_grad(PyObject *op, void *Py_UNUSED(c))
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    return Py_NewRef(t->grad != NULL ? t->grad : Py_None);
+}
+
+static int
+set_grad(PyObject *op, PyObject *v, void *Py_UNUSED(c))
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    if (v != NULL && v != Py_None && !tl_tensor_check(v)) {
+        PyErr_SetString(PyExc_TypeError, "grad must be a Tensor or None");
+        return -1;
+    }
+    Py_XSETREF(t->grad, v == NULL || v == Py_None ? NULL : Py_NewRef(v));
+    return 0;
+}
+
+static PyObject *
+get_requires_grad(PyObject *op, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(tl_tensor_CAST(op)->requires_grad);
+}
+
+static int
+set_requires_grad(PyObject *op, PyObject *v, void *Py_UNUSED(c))
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    int on = v != NULL ? PyObject_IsTrue(v) : 0;
+    if (on < 0) return -1;
+    if (on && t->dtype != TL_F32) {
+        PyErr_SetString(PyExc_TypeError, "requires_grad: only float32 tensors can require gradients");
+        return -1;
+    }
+    if (!on && t->grad_fn != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "requires_grad: cannot be turned off on a non-leaf tensor; use detach()");
+        return -1;
+    }
+    t->requires_grad = on;
+    return 0;
+}
+
+static PyObject *
+get_is_leaf(PyObject *op, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(tl_tensor_CAST(op)->grad_fn == NULL);
+}
+
+static const PyGetSetDef tensor_getset[] = {
+    {"shape", get_shape, NULL, "Tuple of dimension sizes.", NULL},
+    {"dtype", get_dtype, NULL, "numpy dtype: float32 or int32.", NULL},
+    {"ndim", get_ndim, NULL, "Number of dimensions.", NULL},
+    {"_version", get_version, NULL, "The storage's in-place version counter.", NULL},
+    {"grad", get_grad, set_grad, "Accumulated gradient (leaves only) or None.", NULL},
+    {"requires_grad", get_requires_grad, set_requires_grad, "Whether autograd records ops on it.", NULL},
+    {"is_leaf", get_is_leaf, NULL, "True unless the tensor was produced by a recorded op.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static const PyMethodDef tensor_methods[] = {
+    {"to_numpy", tensor_numpy, METH_NOARGS, "Copy to a new numpy array (a sync point)."},
+    {"numpy", tensor_numpy, METH_NOARGS, "Alias of to_numpy()."},
+    {"__array__", (PyCFunction)(void (*)(void))tensor_array, METH_VARARGS | METH_KEYWORDS, "numpy interop."},
+    {"tolist", tensor_tolist, METH_NOARGS, "Nested Python lists (a sync point)."},
+    {"item", tensor_item, METH_NOARGS, "The value of a one-element tensor (a sync point)."},
+    {"numel", tensor_numel_m, METH_NOARGS, "Number of elements."},
+    {"is_contiguous", tensor_is_contiguous, METH_NOARGS, "True if row-major without gaps."},
+    {"stride", tensor_stride, METH_NOARGS, "Strides in elements."},
+    {"contiguous", tensor_contiguous_m, METH_NOARGS, "Self if contiguous, else a contiguous copy."},
+    {"__reduce__", tensor_reduce, METH_NOARGS, "Pickle through numpy."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef tensor_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(tl_tensor, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static const PyType_Slot tensor_slots[] = {
+    {Py_tp_dealloc, tensor_dealloc},
+    {Py_tp_traverse, tensor_traverse},
+    {Py_tp_clear, tensor_clear},
+    {Py_tp_repr, tensor_repr},
+    {Py_mp_length, tensor_len},
+    {Py_nb_float, tensor_float},
+    {Py_nb_int, tensor_int},
+    {Py_tp_members, tensor_members},
+    {Py_nb_bool, tensor_bool},
+    {Py_tp_doc, "A float32 or int32 tensor in OpenCL device memory."},
+    {0, NULL},
+};
+
+const tl_family tl_family_tensor = {NULL, tensor_methods, tensor_slots, tensor_getset};

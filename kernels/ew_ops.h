@@ -1,0 +1,25 @@
+/* ew_ops.h: elementwise op codes, shared verbatim by the C host code and kernels/elementwise.cl, so the
+ * two can never disagree. X(NAME, arity): arity 1 reads a, 2 reads a and b, 3 reads a, b and c. */
+#ifndef TL_EW_OPS_H
+#define TL_EW_OPS_H
+#define TL_EW_OPS(X)                                                                                   \
+    X(ADD, 2) X(SUB, 2) X(MUL, 2) X(DIV, 2) X(POW, 2) X(MAXIMUM, 2) X(MINIMUM, 2)                      \
+    X(LT, 2) X(LE, 2) X(GT, 2) X(GE, 2) X(EQ, 2) X(NE, 2)                                              \
+    X(NEG, 1) X(EXP, 1) X(LOG, 1) X(SQRT, 1) X(RSQRT, 1) X(TANH, 1) X(SIGMOID, 1) X(RELU, 1)           \
+    X(SILU, 1) X(GELU, 1) X(ABS, 1) X(SIN, 1) X(COS, 1) X(SQUARE, 1) X(RECIPROCAL, 1) X(SIGN, 1)       \
+    X(COPY, 1) X(WHERE, 3) X(CLAMP, 3)
+
+#define TL_EW_ENUM(name, arity) TL_EW_##name,
+enum { TL_EW_OPS(TL_EW_ENUM) TL_EW_COUNT };
+#undef TL_EW_ENUM
+
+/* The kernels' view of an N-d iteration: out and up to three inputs, strides in elements (0 = broadcast).
+ * Only 32-bit ints, so the host and device layouts agree without padding rules. */
+#define TL_MAX_DIMS 8
+typedef struct {
+    int ndim, n;
+    int shape[TL_MAX_DIMS];
+    int st[4][TL_MAX_DIMS];
+    int off[4];
+} tl_layout;
+#endif

@@ -1,0 +1,74 @@
+"""tlgpu: float32 tensors in OpenCL device memory.
+
+Operations enqueue kernels and return at once; the host waits only at sync points
+(to_numpy/numpy, np.asarray, tolist, item, float/int/bool, repr, synchronize).
+See docs/ for the design and the environment variables.
+"""
+from dataclasses import dataclass
+
+import numpy as _np
+
+from . import _C
+from ._C import (DeviceError, KernelBuildError, OutOfMemoryError, Tensor, arange, devices, empty, empty_cache,
+                 from_numpy, full, maximum, memory_stats, minimum, ones, reset_peak_memory_stats,
+                 reset_stream_stats, stream_stats, synchronize, tensor, where, zeros)
+
+__version__ = "0.1.0"
+float32 = _np.dtype("float32")
+int32 = _np.dtype("int32")
+
+
+@dataclass(frozen=True)
+class Device:
+    """The OpenCL device tlgpu runs on (chosen by TLGPU_DEVICE)."""
+    name: str
+    platform: str
+    type: str
+    version: str
+    driver: str
+    global_mem_bytes: int
+    max_alloc_bytes: int
+    local_mem_bytes: int
+    max_work_group_size: int
+    compute_units: int
+    unified_memory: bool
+    index: int
+
+
+def device() -> Device:
+    """The current device; initialises the runtime on first call."""
+    return Device(**_C._device())
+
+
+def zeros_like(t, dtype=None):
+    return zeros(t.shape, dtype=t.dtype if dtype is None else dtype)
+
+
+def ones_like(t, dtype=None):
+    return ones(t.shape, dtype=t.dtype if dtype is None else dtype)
+
+
+def full_like(t, value, dtype=None):
+    return full(t.shape, value, dtype=t.dtype if dtype is None else dtype)
+
+
+def empty_like(t, dtype=None):
+    return empty(t.shape, dtype=t.dtype if dtype is None else dtype)
+
+
+def _method_alias(name):
+    method = getattr(Tensor, name)
+
+    def fn(x, *args, **kwargs):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
+        return method(x, *args, **kwargs)
+    fn.__name__ = name
+    fn.__doc__ = method.__doc__
+    return fn
+
+
+for _name in ("neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign "
+              "add sub mul div pow lt le gt ge eq ne clamp").split():
+    globals()[_name] = _method_alias(_name)
+del _name
