@@ -9,8 +9,10 @@
 #include "tensor.h"
 #include <numpy/arrayobject.h>
 
-static const tl_family *const FAMILIES[] = {&tl_family_tensor, &tl_family_create, &tl_family_elementwise,
-                                            &tl_family_runtime};
+static const tl_family *const FAMILIES[] = {
+    &tl_family_tensor, &tl_family_create, &tl_family_elementwise, &tl_family_runtime, &tl_family_reduce,
+    &tl_family_shape, &tl_family_index, &tl_family_matmul, &tl_family_random,
+};
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
 static struct PyModuleDef module_def;
@@ -81,17 +83,31 @@ tl_raise(tl_err *err)
     return -1;
 }
 
+static PyObject *
+fn_aliases(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    PyObject *out = PyUnicode_FromString(""), *part;
+    for (size_t f = 0; out != NULL && f < N_FAMILIES; f++) {
+        if (FAMILIES[f]->aliases == NULL) continue;
+        part = PyUnicode_FromFormat("%U %s", out, FAMILIES[f]->aliases);
+        Py_SETREF(out, part);
+    }
+    return out;
+}
+
 /* Concatenates the {NULL}-terminated tables of every family into one malloc'd table. */
 static PyMethodDef *
 merge_methods(int functions)
 {
-    size_t n = 0, k = 0;
+    static const PyMethodDef own = {"_aliases", fn_aliases, METH_NOARGS, "Tensor methods also offered as functions."};
+    size_t n = 1, k = 0;
     for (size_t f = 0; f < N_FAMILIES; f++) {
         const PyMethodDef *t = functions ? FAMILIES[f]->functions : FAMILIES[f]->methods;
         for (; t != NULL && t->ml_name != NULL; t++) n++;
     }
     PyMethodDef *out = PyMem_Calloc(n + 1, sizeof *out);
     if (out == NULL) return (PyMethodDef *)PyErr_NoMemory();
+    if (functions) out[k++] = own;
     for (size_t f = 0; f < N_FAMILIES; f++) {
         const PyMethodDef *t = functions ? FAMILIES[f]->functions : FAMILIES[f]->methods;
         for (; t != NULL && t->ml_name != NULL; t++) out[k++] = *t;

@@ -17,9 +17,11 @@ typedef struct {
     const PyMethodDef *methods;      /* Tensor methods */
     const PyType_Slot *slots;        /* Tensor slots ({0, NULL} terminated) */
     const PyGetSetDef *getset;       /* Tensor attributes */
+    const char *aliases;             /* space-separated Tensor methods also offered as tlgpu.<name>(t, ...) */
 } tl_family;
 
-extern const tl_family tl_family_tensor, tl_family_create, tl_family_elementwise, tl_family_runtime;
+extern const tl_family tl_family_tensor, tl_family_create, tl_family_elementwise, tl_family_runtime,
+    tl_family_reduce, tl_family_shape, tl_family_index, tl_family_matmul, tl_family_random;
 
 tl_state *tl_state_get(void);
 int       tl_raise(tl_err *err);     /* GIL held: sets the tlgpu exception, clears err, returns -1 */

@@ -228,4 +228,4 @@ static const PyMethodDef create_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_create = {create_functions, NULL, NULL, NULL};
+const tl_family tl_family_create = {create_functions, NULL, NULL, NULL, NULL};

@@ -302,4 +302,7 @@ static const PyType_Slot ew_slots[] = {
     {0, NULL},
 };
 
-const tl_family tl_family_elementwise = {ew_functions, ew_methods, ew_slots, NULL};
+const tl_family tl_family_elementwise = {
+    ew_functions, ew_methods, ew_slots, NULL,
+    "neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign add sub mul div pow "
+    "lt le gt ge eq ne clamp"};

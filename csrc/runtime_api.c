@@ -202,4 +202,4 @@ static const PyMethodDef runtime_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_runtime = {runtime_functions, NULL, NULL, NULL};
+const tl_family tl_family_runtime = {runtime_functions, NULL, NULL, NULL, NULL};

@@ -442,4 +442,4 @@ static const PyType_Slot tensor_slots[] = {
     {0, NULL},
 };
 
-const tl_family tl_family_tensor = {NULL, tensor_methods, tensor_slots, tensor_getset};
+const tl_family tl_family_tensor = {NULL, tensor_methods, tensor_slots, tensor_getset, NULL};

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 import numpy as _np
 
 from . import _C
-from ._C import (DeviceError, KernelBuildError, OutOfMemoryError, Tensor, arange, devices, empty, empty_cache,
-                 from_numpy, full, maximum, memory_stats, minimum, ones, reset_peak_memory_stats,
-                 reset_stream_stats, stream_stats, synchronize, tensor, where, zeros)
+from ._C import *  # noqa: F401,F403  every public C function: each op family registers its own
+from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor, empty, full, ones, zeros
 
 __version__ = "0.1.0"
 float32 = _np.dtype("float32")
@@ -68,7 +67,6 @@ def _method_alias(name):
     return fn
 
 
-for _name in ("neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign "
-              "add sub mul div pow lt le gt ge eq ne clamp").split():
+for _name in _C._aliases().split():
     globals()[_name] = _method_alias(_name)
 del _name
