@@ -1,0 +1,26 @@
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+# Shapes that are not multiples of any work-group size, plus zero-size and 0-d.
+ODD_SIZES = [1, 7, 33, 1025, 65537]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+def run_python(code, env=None, timeout=300):
+    """Runs code in a fresh interpreter (for tests of env-var behaviour read once per process)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
