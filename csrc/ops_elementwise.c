@@ -91,21 +91,32 @@ fail:
     return NULL;
 }
 
+static const char *
+lower(const char *s, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++) buf[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+    buf[i] = '\0';
+    return buf;
+}
+
 /* Number-protocol entry: NotImplemented for operands we do not take, so Python can try the other side. */
 static PyObject *
 nb(int op, PyObject *a, PyObject *b)
 {
     int ok_a = tl_tensor_check(a) || PyFloat_Check(a) || PyLong_Check(a);
     int ok_b = tl_tensor_check(b) || PyFloat_Check(b) || PyLong_Check(b);
+    char name[16];
     if (!ok_a || !ok_b) Py_RETURN_NOTIMPLEMENTED;
-    return ew(op, EW_NAME[op], a, b, NULL, NULL);
+    return ew(op, lower(EW_NAME[op], name, sizeof name), a, b, NULL, NULL);
 }
 
 static PyObject *
 nb_inplace(int op, PyObject *a, PyObject *b)
 {
+    char name[16];
     if (!(tl_tensor_check(b) || PyFloat_Check(b) || PyLong_Check(b))) Py_RETURN_NOTIMPLEMENTED;
-    return ew(op, EW_NAME[op], a, b, NULL, tl_tensor_CAST(a));
+    return ew(op, lower(EW_NAME[op], name, sizeof name), a, b, NULL, tl_tensor_CAST(a));
 }
 
 static PyObject *nb_add(PyObject *a, PyObject *b) { return nb(TL_EW_ADD, a, b); }

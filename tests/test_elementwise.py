@@ -1,0 +1,181 @@
+"""Elementwise ops against numpy: unary, binary with broadcasting and scalars, comparisons, where/clamp,
+in-place ops and their version counter, dtype and shape errors, determinism."""
+import numpy as np
+import pytest
+
+import tlgpu
+from conftest import ODD_SIZES
+
+UNARY = {
+    "neg": np.negative, "exp": np.exp, "tanh": np.tanh, "abs": np.abs, "sin": np.sin, "cos": np.cos,
+    "square": np.square, "sign": np.sign,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "relu": lambda x: np.maximum(x, 0),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+    "gelu": lambda x: 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2))),
+}
+POSITIVE = {"log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x}
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+    "maximum": np.maximum, "minimum": np.minimum,
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("n", ODD_SIZES)
+def test_unary(rng, name, n):
+    x = rng.standard_normal(n).astype(np.float32) * 3
+    got = getattr(tlgpu.tensor(x), name)().numpy()
+    np.testing.assert_allclose(got, UNARY[name](x.astype(np.float64)), rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", sorted(POSITIVE))
+def test_unary_positive_domain(rng, name):
+    x = rng.uniform(0.1, 10, size=(33, 7)).astype(np.float32)
+    got = getattr(tlgpu, name)(tlgpu.tensor(x)).numpy()
+    np.testing.assert_allclose(got, POSITIVE[name](x.astype(np.float64)), rtol=2e-5)
+
+
+SHAPE_PAIRS = [((7,), (7,)), ((3, 1025), (1025,)), ((33, 1), (1, 7)), ((2, 3, 4), (3, 1)), ((1,), (5, 4)),
+               ((), (4, 3)), ((65537,), ())]
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("sa,sb", SHAPE_PAIRS)
+def test_binary_broadcast(rng, name, sa, sb):
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32) + 3.0
+    got = getattr(tlgpu.tensor(a), name)(tlgpu.tensor(b)).numpy()
+    want = BINARY[name](a.astype(np.float64), b.astype(np.float64))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_operators_and_reflected_scalars(rng):
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.uniform(0.5, 2.0, (4, 5)).astype(np.float32)
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    cases = [(ta + tb, a + b), (ta - tb, a - b), (ta * tb, a * b), (ta / tb, a / b), (-ta, -a), (abs(ta), abs(a)),
+             (2 + ta, 2 + a), (2 - ta, 2 - a), (3 * ta, 3 * a), (1 / tb, 1 / b), (ta - 1.5, a - 1.5),
+             (tb ** 2, b ** 2), (tb ** 0.5, b ** 0.5), (2 ** ta, 2.0 ** a), (tb ** tb, b ** b), (+ta, a)]
+    for got, want in cases:
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_comparisons_are_float_masks(rng):
+    a = rng.integers(-3, 3, (6, 7)).astype(np.float32)
+    b = rng.integers(-3, 3, (7,)).astype(np.float32)
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    for got, want in [(ta < tb, a < b), (ta <= tb, a <= b), (ta > tb, a > b), (ta >= tb, a >= b),
+                      (ta == tb, a == b), (ta != tb, a != b), (ta > 0, a > 0), (1 < ta, 1 < a)]:
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got.numpy(), want.astype(np.float32))
+
+
+def test_where_clamp_maximum(rng):
+    c = (rng.random((5, 6)) > 0.5).astype(np.float32)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    y = rng.standard_normal((6,)).astype(np.float32)
+    np.testing.assert_array_equal(tlgpu.where(tlgpu.tensor(c), tlgpu.tensor(x), tlgpu.tensor(y)).numpy(),
+                                  np.where(c != 0, x, y))
+    np.testing.assert_array_equal(tlgpu.where(tlgpu.tensor(c), tlgpu.tensor(x), 0.0).numpy(), np.where(c != 0, x, 0))
+    t = tlgpu.tensor(x)
+    np.testing.assert_array_equal(t.clamp(-0.5, 0.25).numpy(), np.clip(x, -0.5, 0.25))
+    np.testing.assert_array_equal(t.clamp(min=0.1).numpy(), np.maximum(x, 0.1))
+    np.testing.assert_array_equal(t.clamp(max=0.1).numpy(), np.minimum(x, 0.1))
+    np.testing.assert_array_equal(tlgpu.maximum(t, 0.0).numpy(), np.maximum(x, 0))
+    np.testing.assert_array_equal(tlgpu.minimum(0.0, t).numpy(), np.minimum(0, x))
+
+
+def test_nan_propagates_in_maximum():
+    a = tlgpu.tensor([np.nan, 1.0, 2.0])
+    b = tlgpu.tensor([0.0, np.nan, 1.0])
+    np.testing.assert_array_equal(tlgpu.maximum(a, b).numpy(), np.maximum([np.nan, 1, 2], [0, np.nan, 1]))
+
+
+def test_inplace_ops_bump_version(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    y = rng.standard_normal((4,)).astype(np.float32)
+    t = tlgpu.tensor(x)
+    v0 = t._version
+    same = t.add_(tlgpu.tensor(y))
+    assert same is t and t._version == v0 + 1
+    t.mul_(2.0)
+    t.sub_(tlgpu.tensor(y))
+    t.div_(4.0)
+    t += 1.0
+    t *= tlgpu.tensor(y)
+    want = (((x + y) * 2 - y) / 4 + 1) * y
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+    assert t._version == v0 + 6
+    t.fill_(3.5)
+    np.testing.assert_array_equal(t.numpy(), np.full((3, 4), 3.5, np.float32))
+    t.zero_()
+    assert not t.numpy().any()
+    t.copy_(tlgpu.tensor(y))
+    np.testing.assert_array_equal(t.numpy(), np.broadcast_to(y, (3, 4)))
+    t.copy_(x)
+    np.testing.assert_array_equal(t.numpy(), x)
+    assert t._version == v0 + 10
+
+
+def test_inplace_shape_error():
+    t = tlgpu.zeros(3)
+    with pytest.raises(ValueError, match=r"add_.*\(3,\).*\(2, 3\)"):
+        t.add_(tlgpu.zeros(2, 3))
+
+
+def test_errors_name_op_and_shapes():
+    with pytest.raises(ValueError, match=r"add: shapes \(2, 3\) and \(4,\)"):
+        tlgpu.zeros(2, 3) + tlgpu.zeros(4)
+    with pytest.raises(TypeError, match="mul: expected a float32 tensor, got int32"):
+        tlgpu.zeros(2).mul(tlgpu.tensor([1, 2]))
+    with pytest.raises(TypeError, match="expected a Tensor or a Python number"):
+        tlgpu.zeros(2).add("x")
+    with pytest.raises(TypeError):
+        tlgpu.zeros(2) + "x"
+    with pytest.raises(TypeError, match="exp: expected a Tensor"):
+        tlgpu.exp(3.0)
+    with pytest.raises(TypeError, match="modulo"):
+        pow(tlgpu.zeros(2), 2, 3)
+
+
+def test_zero_size_ops_enqueue_nothing():
+    a, row = tlgpu.zeros(0, 3), tlgpu.zeros(3)
+    tlgpu.reset_stream_stats()
+    for r in [a + 1, a * a, a.exp(), tlgpu.where(a, a, a), a.clamp(0, 1), a + row]:
+        assert r.shape == (0, 3)
+        assert r.numpy().shape == (0, 3)
+    a.add_(1.0)
+    assert tlgpu.stream_stats()["enqueued"] == 0
+    assert tlgpu.zeros(0).numpy().shape == (0,)
+
+
+def test_casts(rng):
+    x = rng.uniform(-100, 100, 50).astype(np.float32)
+    t = tlgpu.tensor(x)
+    i = t.int()
+    assert i.dtype == np.int32
+    np.testing.assert_array_equal(i.numpy(), x.astype(np.int32))
+    np.testing.assert_array_equal(i.float().numpy(), x.astype(np.int32).astype(np.float32))
+    assert t.float() is t
+
+
+def test_determinism_500_ops(rng):
+    x = rng.standard_normal((257,)).astype(np.float32)
+    y = rng.standard_normal((3, 257)).astype(np.float32)
+
+    def program():
+        a, b = tlgpu.tensor(x), tlgpu.tensor(y)
+        for i in range(100):
+            a = (a * 0.9 + b).tanh()
+            b = b - a * 0.01
+            a = tlgpu.maximum(a, b.sigmoid() - 0.5)
+            b = b.clamp(-3, 3)
+            a = a.exp() * 0.1
+        return a.numpy(), b.numpy()
+
+    first = program()
+    for _ in range(19):
+        again = program()
+        assert all(np.array_equal(u, v) for u, v in zip(first, again))
