@@ -84,7 +84,8 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
                         &o[0].value, &o[1].value, &o[2].value};
     tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
                          o[2].t ? o[2].t->storage : NULL};
-    if (tl_set_args(k, 0, 9, sz, v) < 0 || tl_launch_1d(kh, (size_t)L.n, st, 4, 1u) < 0) goto fail;
+    size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
+    if (tl_set_args(k, 0, 9, sz, v) < 0 || tl_launch_1d(kh, items, st, 4, 1u) < 0) goto fail;
     return (PyObject *)out;
 fail:
     Py_DECREF(out);

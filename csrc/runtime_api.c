@@ -133,6 +133,8 @@ raw_loop(int mode, int n, int iters, double *per_op, tl_err *err)
     for (int i = 0; i < 3; i++) {
         buf[i] = clCreateBuffer(rt->ctx, CL_MEM_READ_WRITE, (size_t)n * 4, NULL, &rc);
         if (rc != CL_SUCCESS) { st = tl_err_set(err, rc, "clCreateBuffer", "raw loop"); goto done; }
+        float one = 1.0f;                                /* touch every page: untouched memory reads too fast */
+        TL_CL(err, cl_fail, clEnqueueFillBuffer, (rt->q0, buf[i], &one, sizeof one, 0, (size_t)n * 4, 0, NULL, NULL));
     }
     if (mode == 2) {
         TL_CL(err, cl_fail, clSetKernelArg, (k, 0, sizeof n, &n));
