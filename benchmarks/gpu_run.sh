@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds tlgpu on the NVIDIA GPU machine and runs the suite and the benchmarks there (see ../shared/GPU.md).
+# Usage (on that machine, repo root): bash benchmarks/gpu_run.sh [pytest-args...]; logs go to $OUT (or /tmp/out).
+# .deps/root (Debian's ICD loader + headers, git-ignored) is used only when the machine lacks them.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)
+if ! ldconfig -p | grep -q 'libOpenCL.so.1' && [ -d .deps/root ]; then
+    export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    export LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu
+fi
+[ -f /usr/include/CL/cl.h ] || export C_INCLUDE_PATH=$PWD/.deps/root/usr/include
+if [ -z "$(ls /etc/OpenCL/vendors 2>/dev/null | grep -i nvidia)" ] && [ -e /usr/local/nvidia/lib64/libnvidia-opencl.so.1 ]; then
+    mkdir -p /tmp/icd && echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /tmp/icd/nvidia.icd
+    cp /etc/OpenCL/vendors/*.icd /tmp/icd/ 2>/dev/null; export OCL_ICD_VENDORS=/tmp/icd
+fi
+export TLGPU_DEVICE=${TLGPU_DEVICE:-nvidia} PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+$PY setup.py -q build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+$PY -c "import tlgpu; print(tlgpu.devices()); print(tlgpu.device())" 2>&1 | tee "$OUT/device.txt"
+$PY -m pytest -q -x "${@:-tests}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?"; tail -5 "$OUT/pytest.log"
+for b in ${BENCHES:-bench_dispatch bench_elementwise}; do
+    $PY benchmarks/$b.py 2>&1 | tee "$OUT/$b.txt"
+done
