@@ -3,6 +3,7 @@
  * the in-place family (each bumps the storage's version counter), casts, and the number protocol.
  * Every op is one launch of tl_ew_f32 (or its contiguous twin) with an op code from kernels/ew_ops.h. */
 #include "ops_common.h"
+#include "autograd.h"
 #include <math.h>
 
 static const int EW_ARITY[TL_EW_COUNT] = {
@@ -40,6 +41,42 @@ to_operand(PyObject *x, const char *op, operand *out)
     return -1;
 }
 
+/* What each op's backward needs: bit 0..2 = operands a, b, c; bit 3 = the output. 0 = not differentiable
+ * or needs nothing; ND marks ops whose outputs never require grad (comparisons, sign, backward helpers). */
+enum { SA = 1, SB = 2, SC = 4, SO = 8, ND = 16 };
+static const unsigned char EW_SAVE[TL_EW_COUNT] = {
+    [TL_EW_MUL] = SA | SB, [TL_EW_DIV] = SB | SO, [TL_EW_POW] = SA | SB | SO, [TL_EW_MAXIMUM] = SA | SB,
+    [TL_EW_MINIMUM] = SA | SB, [TL_EW_LT] = ND, [TL_EW_LE] = ND, [TL_EW_GT] = ND, [TL_EW_GE] = ND, [TL_EW_EQ] = ND,
+    [TL_EW_NE] = ND, [TL_EW_EXP] = SO, [TL_EW_LOG] = SA, [TL_EW_SQRT] = SO, [TL_EW_RSQRT] = SO, [TL_EW_TANH] = SO,
+    [TL_EW_SIGMOID] = SO, [TL_EW_RELU] = SA, [TL_EW_SILU] = SA, [TL_EW_GELU] = SA, [TL_EW_ABS] = SA,
+    [TL_EW_SIN] = SA, [TL_EW_COS] = SA, [TL_EW_SQUARE] = SA, [TL_EW_RECIPROCAL] = SO, [TL_EW_SIGN] = ND,
+    [TL_EW_WHERE] = SA, [TL_EW_CLAMP] = SA | SB | SC, [TL_EW_RELU_GRAD] = ND, [TL_EW_SILU_GRAD] = ND,
+    [TL_EW_GELU_GRAD] = ND, [TL_EW_TANH_GRAD] = ND, [TL_EW_SIGMOID_GRAD] = ND, [TL_EW_INRANGE] = ND,
+};
+
+/* Records the graph node of out = OP(x, y, z) when autograd wants one. iarg: [0] op, [1..4] saved slot of
+ * a, b, c, out (-1: not saved); farg: scalar operand values. */
+static int
+record(int op, PyObject *x, PyObject *y, PyObject *z, const operand *o, tl_tensor *out)
+{
+    PyObject *ins[3] = {x, y, z};
+    if ((EW_SAVE[op] & ND) || !tl_autograd_wanted(ins, 3)) return 0;
+    tl_node *nd = tl_node_new(TL_OP_EW, ins, 3);
+    if (nd == NULL) return -1;
+    nd->iarg[0] = op;
+    tl_tensor *cand[4] = {o[0].t, o[1].t, o[2].t, out};
+    for (int i = 0; i < 4; i++) {
+        nd->iarg[1 + i] = -1;
+        if ((EW_SAVE[op] >> i & 1) && cand[i] != NULL) {
+            nd->iarg[1 + i] = nd->n_saved;
+            tl_node_save(nd, cand[i]);
+        }
+    }
+    for (int i = 0; i < 3; i++) nd->farg[i] = o[i].value;
+    tl_node_attach(nd, out);
+    return 0;
+}
+
 /* The one dispatch: out = OP(x, y, z). `into` (in-place target) or NULL for a new contiguous result. */
 static PyObject *
 ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into)
@@ -65,12 +102,16 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
             return PyErr_Format(PyExc_ValueError, "%s: in-place output of shape %s cannot hold the broadcast "
                                 "result of shape %s", name, a, b);
         }
+        if (tl_check_inplace(name, into) < 0) return NULL;
         out = (tl_tensor *)Py_NewRef(into);
-        if (out->storage != NULL) tl_storage_bump_version(out->storage);
+        tl_mark_write(out, name);
     } else if ((out = tl_tensor_empty(TL_F32, ndim, shape)) == NULL) {
         return NULL;
     }
-    if (out->storage == NULL) return (PyObject *)out;  /* zero-size: enqueue nothing */
+    if (out->storage == NULL) {                      /* zero-size: enqueue nothing */
+        if (into == NULL && record(op, x, y, z, o, out) < 0) Py_CLEAR(out);
+        return (PyObject *)out;
+    }
     ops[0] = out;
     for (int i = 0; i < 3; i++) ops[i + 1] = o[i].t;
     tl_layout_make(&L, ndim, shape, ops, 4);
@@ -86,6 +127,7 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
                          o[2].t ? o[2].t->storage : NULL};
     size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
     if (tl_set_args(k, 0, 9, sz, v) < 0 || tl_launch_1d(kh, items, st, 4, 1u) < 0) goto fail;
+    if (into == NULL && record(op, x, y, z, o, out) < 0) goto fail;
     return (PyObject *)out;
 fail:
     Py_DECREF(out);
@@ -150,6 +192,121 @@ static Py_hash_t
 tensor_hash(PyObject *op)
 {
     return (Py_hash_t)((uintptr_t)op >> 4);        /* identity, like PyTorch: == builds a mask */
+}
+
+/* ---- backward ---- */
+
+/* Saved operand i (0..2 = a, b, c; 3 = out) as a new ref, or its scalar value as a Python float. */
+static PyObject *
+saved(tl_node *nd, int i)
+{
+    int slot = nd->iarg[1 + i];
+    if (slot >= 0) return (PyObject *)tl_node_saved(nd, slot);
+    return PyFloat_FromDouble(nd->farg[i]);
+}
+
+static PyObject *
+ew2(int op, PyObject *x, PyObject *y)
+{
+    return x != NULL && y != NULL ? ew(op, "backward", x, y, NULL, NULL) : NULL;
+}
+
+static PyObject *
+ews(int op, PyObject *x, double v)
+{
+    PyObject *s = PyFloat_FromDouble(v), *r = s != NULL ? ew2(op, x, s) : NULL;
+    Py_XDECREF(s);
+    return r;
+}
+
+/* grad_in[i] for out = OP(a, b, c), from the upstream gradient g; every result is one or two kernels. */
+int
+tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    int op = nd->iarg[0];
+    PyObject *a = NULL, *b = NULL, *c = NULL, *out = NULL, *t = NULL, *u = NULL;
+    int want_a = nd->next[0] || nd->leaf[0], want_b = nd->next[1] || nd->leaf[1], want_c = nd->next[2] || nd->leaf[2];
+    if ((EW_SAVE[op] & SA) && (a = saved(nd, 0)) == NULL) goto fail;
+    if ((EW_SAVE[op] & SB) && (b = saved(nd, 1)) == NULL) goto fail;
+    if ((EW_SAVE[op] & SC) && (c = saved(nd, 2)) == NULL) goto fail;
+    if ((EW_SAVE[op] & SO) && (out = saved(nd, 3)) == NULL) goto fail;
+    switch (op) {
+    case TL_EW_ADD: gin[0] = Py_NewRef(g); gin[1] = Py_NewRef(g); break;
+    case TL_EW_SUB: gin[0] = Py_NewRef(g); if (want_b) gin[1] = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL); break;
+    case TL_EW_COPY: gin[0] = Py_NewRef(g); break;
+    case TL_EW_NEG: gin[0] = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL); break;
+    case TL_EW_MUL:
+        if (want_a) gin[0] = ew2(TL_EW_MUL, g, b);
+        if (want_b) gin[1] = ew2(TL_EW_MUL, g, a);
+        break;
+    case TL_EW_DIV:                                   /* d/da = g/b; d/db = -g*out/b */
+        if (want_a) gin[0] = ew2(TL_EW_DIV, g, b);
+        if (want_b && (t = ew2(TL_EW_MUL, g, out)) != NULL && (u = ew2(TL_EW_DIV, t, b)) != NULL)
+            gin[1] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        break;
+    case TL_EW_POW:                                   /* d/da = g*b*a^(b-1); d/db = g*out*log(a) */
+        if (want_a) {
+            PyObject *bm1 = ews(TL_EW_SUB, b, 1.0), *p = bm1 ? ew2(TL_EW_POW, a, bm1) : NULL;
+            PyObject *q = p ? ew2(TL_EW_MUL, p, b) : NULL;
+            gin[0] = q ? ew2(TL_EW_MUL, g, q) : NULL;
+            Py_XDECREF(bm1); Py_XDECREF(p); Py_XDECREF(q);
+        }
+        if (want_b) {
+            PyObject *la = ew(TL_EW_LOG, "backward", a, NULL, NULL, NULL), *p = la ? ew2(TL_EW_MUL, out, la) : NULL;
+            gin[1] = p ? ew2(TL_EW_MUL, g, p) : NULL;
+            Py_XDECREF(la); Py_XDECREF(p);
+        }
+        break;
+    case TL_EW_MAXIMUM: case TL_EW_MINIMUM:           /* ties go to a, like numpy's choice of a */
+        if ((t = ew2(op == TL_EW_MAXIMUM ? TL_EW_GE : TL_EW_LE, a, b)) == NULL) goto fail;
+        if (want_a) gin[0] = ew2(TL_EW_MUL, g, t);
+        if (want_b && (u = ews(TL_EW_SUB, t, 1.0)) != NULL) {     /* (mask - 1) * -g */
+            PyObject *ng = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL);
+            gin[1] = ng ? ew2(TL_EW_MUL, ng, u) : NULL;
+            Py_XDECREF(ng);
+        }
+        break;
+    case TL_EW_EXP: gin[0] = ew2(TL_EW_MUL, g, out); break;
+    case TL_EW_LOG: gin[0] = ew2(TL_EW_DIV, g, a); break;
+    case TL_EW_SQRT: if ((t = ews(TL_EW_MUL, out, 2.0)) != NULL) gin[0] = ew2(TL_EW_DIV, g, t); break;
+    case TL_EW_RSQRT:                                 /* -0.5 * out^3 */
+        if ((t = ews(TL_EW_POW, out, 3.0)) != NULL && (u = ews(TL_EW_MUL, t, -0.5)) != NULL) gin[0] = ew2(TL_EW_MUL, g, u);
+        break;
+    case TL_EW_TANH: gin[0] = ew2(TL_EW_TANH_GRAD, out, g); break;
+    case TL_EW_SIGMOID: gin[0] = ew2(TL_EW_SIGMOID_GRAD, out, g); break;
+    case TL_EW_RELU: gin[0] = ew2(TL_EW_RELU_GRAD, a, g); break;
+    case TL_EW_SILU: gin[0] = ew2(TL_EW_SILU_GRAD, a, g); break;
+    case TL_EW_GELU: gin[0] = ew2(TL_EW_GELU_GRAD, a, g); break;
+    case TL_EW_ABS: if ((t = ew(TL_EW_SIGN, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
+    case TL_EW_SIN: if ((t = ew(TL_EW_COS, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
+    case TL_EW_COS:
+        if ((t = ew(TL_EW_SIN, "backward", a, NULL, NULL, NULL)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
+            gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        break;
+    case TL_EW_SQUARE: if ((t = ews(TL_EW_MUL, a, 2.0)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
+    case TL_EW_RECIPROCAL:                            /* -out^2 */
+        if ((t = ew2(TL_EW_MUL, out, out)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
+            gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        break;
+    case TL_EW_WHERE:
+        if ((t = PyFloat_FromDouble(0.0)) == NULL) goto fail;
+        if (want_b) gin[1] = ew(TL_EW_WHERE, "backward", a, g, t, NULL);
+        if (want_c) gin[2] = ew(TL_EW_WHERE, "backward", a, t, g, NULL);
+        break;
+    case TL_EW_CLAMP:                                 /* x passes where lo <= x <= hi; bounds get the rest */
+        if ((t = ew(TL_EW_INRANGE, "backward", a, b, c, NULL)) == NULL) goto fail;
+        gin[0] = ew2(TL_EW_MUL, g, t);
+        if (want_b && (u = ew2(TL_EW_LT, a, b)) != NULL) gin[1] = ew2(TL_EW_MUL, g, u);
+        if (want_c) { Py_XDECREF(u); u = ew2(TL_EW_GT, a, c); gin[2] = u ? ew2(TL_EW_MUL, g, u) : NULL; }
+        break;
+    default:
+        break;
+    }
+    Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(c); Py_XDECREF(out); Py_XDECREF(t); Py_XDECREF(u);
+    return PyErr_Occurred() ? -1 : 0;
+fail:
+    Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(c); Py_XDECREF(out); Py_XDECREF(t); Py_XDECREF(u);
+    return -1;
 }
 
 /* ---- methods ---- */

@@ -15,6 +15,7 @@ typedef struct tl_storage {
     uint64_t use_seq;                /* compute-queue sequence number of the last command touching it */
     cl_event ready_ev;               /* pending transfer-queue write into it (an upload) */
     cl_event rd_ev;                  /* pending transfer-queue read of it (a download) */
+    const char *writer;              /* the last in-place op (a static string), for autograd's errors */
 } tl_storage;
 
 tl_status tl_storage_new(size_t nbytes, tl_storage **out, tl_err *err);   /* nbytes > 0 */

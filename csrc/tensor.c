@@ -6,10 +6,10 @@
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
+#include "autograd.h"
 #include <numpy/arrayobject.h>
 #include <structmember.h>
 
-void (*tl_grad_fn_release)(void *) = NULL;    /* set by autograd.c when it exists */
 
 const char *
 tl_dtype_name(int dtype)
@@ -89,20 +89,27 @@ tl_tensor_empty(int dtype, int ndim, const Py_ssize_t *shape)
 }
 
 tl_tensor *
-tl_tensor_view(tl_tensor *base, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides, Py_ssize_t offset)
+tl_tensor_from_storage(tl_storage *s, int dtype, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
+                       Py_ssize_t offset)
 {
     tl_tensor *t = alloc_object();
     Py_ssize_t n = 1;
     if (t == NULL) return NULL;
-    t->dtype = base->dtype;
+    t->dtype = dtype;
     t->ndim = ndim;
     for (int d = 0; d < ndim; d++) { t->shape[d] = shape[d]; t->strides[d] = strides[d]; n *= shape[d]; }
     t->offset = n > 0 ? offset : 0;
-    if (n > 0 && base->storage != NULL) {
-        t->storage = base->storage;
-        tl_storage_retain(t->storage);
+    if (n > 0 && s != NULL) {
+        t->storage = s;
+        tl_storage_retain(s);
     }
     return t;
+}
+
+tl_tensor *
+tl_tensor_view(tl_tensor *base, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides, Py_ssize_t offset)
+{
+    return tl_tensor_from_storage(base->storage, base->dtype, ndim, shape, strides, offset);
 }
 
 tl_tensor *
@@ -168,7 +175,7 @@ tensor_dealloc(PyObject *op)
     PyObject_GC_UnTrack(op);
     if (t->weakreflist != NULL) PyObject_ClearWeakRefs(op);
     tensor_clear(op);
-    if (t->grad_fn != NULL && tl_grad_fn_release != NULL) tl_grad_fn_release(t->grad_fn);
+    if (t->grad_fn != NULL) tl_node_release(t->grad_fn);
     tl_storage_release(t->storage);
     tp->tp_free(op);
     Py_DECREF(tp);

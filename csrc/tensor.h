@@ -16,7 +16,7 @@ typedef struct tl_tensor {
     int dtype, ndim;
     Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset;
     PyObject *grad;                  /* Tensor or NULL */
-    void *grad_fn;                   /* autograd node (autograd.c), NULL for leaves */
+    struct tl_node *grad_fn;         /* autograd node (autograd.c), NULL for leaves */
     int requires_grad;
     PyObject *weakreflist;
 } tl_tensor;
@@ -29,6 +29,8 @@ int         tl_tensor_is_contig(const tl_tensor *t);
 tl_tensor  *tl_tensor_empty(int dtype, int ndim, const Py_ssize_t *shape);        /* new, contiguous */
 tl_tensor  *tl_tensor_view(tl_tensor *base, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
                            Py_ssize_t offset);
+tl_tensor  *tl_tensor_from_storage(tl_storage *s, int dtype, int ndim, const Py_ssize_t *shape,
+                                   const Py_ssize_t *strides, Py_ssize_t offset);      /* retains s */
 tl_tensor  *tl_tensor_contiguous(tl_tensor *t);                                    /* new ref, maybe t */
 tl_tensor  *tl_tensor_from_object(PyObject *obj, int dtype, const char *op);       /* dtype -1: infer */
 PyObject   *tl_tensor_to_numpy(tl_tensor *t);

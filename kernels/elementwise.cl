@@ -44,6 +44,14 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_COPY: return x;                                                                       \
     case TL_EW_WHERE: return select(z, y, x != zero);                                                \
     case TL_EW_CLAMP: return fmin(fmax(x, y), z);                                                    \
+    case TL_EW_RELU_GRAD: return select(zero, y, x > zero);                                          \
+    case TL_EW_SILU_GRAD: { T s = one / (one + exp(-x)); return y * s * (one + x * (one - s)); }     \
+    case TL_EW_GELU_GRAD:                                                                            \
+        return y * ((T)(0.5f) * (one + erf(x * (T)(0.70710678118654752f))) +                        \
+                    x * (T)(0.3989422804014327f) * exp((T)(-0.5f) * x * x));                         \
+    case TL_EW_TANH_GRAD: return y * (one - x * x);                                                  \
+    case TL_EW_SIGMOID_GRAD: return y * x * (one - x);                                               \
+    case TL_EW_INRANGE: return select(zero, one, (x >= y) & (x <= z));                               \
     default: return (T)(NAN);                                                                        \
     }                                                                                                \
 }

@@ -1,0 +1,52 @@
+/* autograd.h: reverse-mode autograd. A node is a C struct (atomic refcount) recorded by a forward op on its
+ * output: edges to the nodes (or leaf tensors) of its inputs, the tensors it saved (storage refs plus the
+ * version each had), and small op parameters. Nodes never reference their outputs, so graphs have no
+ * cycles and are freed by refcounting alone. Backward functions live next to their forwards (ops_*.c)
+ * and are rows of TL_OPS in autograd.c. */
+#ifndef TL_AUTOGRAD_H
+#define TL_AUTOGRAD_H
+#include "tensor.h"
+
+#define TL_NODE_MAX_IN 4
+#define TL_NODE_MAX_SAVED 4
+
+typedef struct { tl_storage *storage; int dtype, ndim; Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset;
+                 uint64_t version; } tl_saved;
+
+typedef struct tl_node {
+    atomic_int refs;
+    int op, n_in, n_saved, released;
+    struct tl_node *next[TL_NODE_MAX_IN];      /* input's grad_fn (owned ref), or NULL */
+    PyObject *leaf[TL_NODE_MAX_IN];            /* input leaf that requires grad (owned ref), or NULL */
+    int in_ndim[TL_NODE_MAX_IN];               /* input shapes: gradients are reduced back to them */
+    Py_ssize_t in_shape[TL_NODE_MAX_IN][TL_MAX_DIMS];
+    tl_saved saved[TL_NODE_MAX_SAVED];
+    int iarg[TL_MAX_DIMS + 4];                 /* op parameters (op code, axes, ...) */
+    double farg[4];
+    PyObject *grad;                            /* engine scratch: gradient summed so far */
+    int deps;
+    unsigned long mark;                        /* engine scratch: the run that last visited it */
+} tl_node;
+
+typedef int (*tl_backward_fn)(tl_node *nd, PyObject *grad, PyObject **grad_in);  /* grad_in: new refs or NULL */
+typedef struct { const char *name; tl_backward_fn backward; } tl_op_info;
+
+enum {
+    TL_OP_EW,                                   /* elementwise: iarg[0] is the TL_EW_* code */
+    TL_OP_COUNT
+};
+
+int        tl_grad_enabled(void);
+int        tl_autograd_wanted(PyObject *const *ins, int n);       /* grad mode on and an input requires grad */
+tl_node   *tl_node_new(int op, PyObject *const *ins, int n);      /* NULL + exception on failure */
+int        tl_node_save(tl_node *nd, tl_tensor *t);
+tl_tensor *tl_node_saved(tl_node *nd, int i);                      /* new ref: a view of saved tensor i */
+void       tl_node_attach(tl_node *nd, tl_tensor *out);            /* steals nd */
+void       tl_node_release(tl_node *nd);                           /* GIL held */
+const char *tl_node_name(const tl_node *nd);
+PyObject  *tl_sum_to_shape(PyObject *g, int ndim, const Py_ssize_t *shape);  /* new ref: broadcast reduction */
+int        tl_check_inplace(const char *op, tl_tensor *t);         /* refuse in-place writes autograd can't track */
+void       tl_mark_write(tl_tensor *t, const char *op);            /* bump the version, remember the writer */
+
+int tl_ew_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_elementwise.c */
+#endif
