@@ -339,3 +339,30 @@ def test_split_sections_and_errors(rng):
     with pytest.raises(IndexError, match="split"):
         t.split(2, dim=2)
     assert len(tlgpu.zeros(0, 2).chunk(3)) == 1
+
+
+def test_random_view_chains_then_reshape(rng):
+    """Seeded fuzz: random permute/slice/unsqueeze chains, then reshape to random factorisations."""
+    for _ in range(60):
+        shape = tuple(int(s) for s in rng.integers(1, 5, size=rng.integers(1, 5)))
+        a = rand(rng, *shape)
+        t, r = tlgpu.tensor(a), a
+        for _ in range(3):
+            op = rng.integers(0, 3)
+            if op == 0:
+                perm = tuple(int(p) for p in rng.permutation(r.ndim))
+                t, r = t.permute(*perm), r.transpose(perm)
+            elif op == 1:
+                key = tuple(slice(None, None, int(rng.choice([1, 2, -1, -2]))) for _ in range(r.ndim))
+                t, r = t[key], r[key]
+            elif r.ndim < 6:
+                d = int(rng.integers(-r.ndim - 1, r.ndim + 1))
+                t, r = t.unsqueeze(d), np.expand_dims(r, d)
+        n, dims = r.size, []
+        while n > 1:
+            f = int(rng.choice([p for p in (2, 3, 4, n) if n % p == 0]))
+            dims.append(f)
+            n //= f
+        dims.insert(int(rng.integers(0, len(dims) + 1)), 1)
+        check(t.reshape(*dims), r.reshape(dims))
+        check(t.reshape(-1)[::-1] + 0, r.reshape(-1)[::-1])
