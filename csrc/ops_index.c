@@ -1,4 +1,430 @@
-/* ops_index.c: (stub) the index op family; see DESIGN.md. */
+/* ops_index.c: Tensor indexing. t[key] with basic keys (ints, slices with any step, None, ...) is a view
+ * (no kernel); a key that is an integer tensor, list or array gathers along dim 0 into a new tensor.
+ * t[key] = value writes through the same view: a scalar fill, a broadcast copy from a tensor of the same
+ * dtype, or array-like data uploaded first; the storage's version is bumped so autograd sees the write.
+ * index_select and gather run tl_gather_u32 (kernels/index.cl).
+ * Invariants:
+ *  - Views address only elements inside the base's extent and keep offset >= 0: a negative step starts
+ *    the offset at the first element it reads (the highest address) and walks down with a negative stride.
+ *  - Every gather is a sync point for its index: the index is read back and checked on the host, because
+ *    an out-of-range index must raise IndexError instead of reading another buffer's memory.
+ *  - A write whose source shares storage with its target copies the source first: the copy kernel has no
+ *    order between elements, so an overlapping t[1:] = t[:-1] would otherwise race.
+ *  - A target with a stride-0 dim of size > 1 (an expand()ed view) is refused: one element, many writes.
+ */
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
+#define NO_IMPORT_ARRAY
 #include "ops_common.h"
+#include <numpy/arrayobject.h>
 
-const tl_family tl_family_index = {NULL, NULL, NULL, NULL, NULL};
+typedef struct { int ndim; Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset; } view_desc;
+enum { KEY_BASIC = 0, KEY_ARRAY = 1 };
+
+static int
+is_index_array(PyObject *o)
+{
+    return tl_tensor_check(o) || PyList_Check(o) || (PyArray_Check(o) && PyArray_NDIM((PyArrayObject *)o) > 0);
+}
+
+static int
+is_int(PyObject *o)
+{
+    return !PyBool_Check(o) && !is_index_array(o) && PyIndex_Check(o);
+}
+
+static int
+norm_dim(const char *op, Py_ssize_t d, const tl_tensor *t)
+{
+    if (d >= -t->ndim && d < t->ndim) return (int)(d < 0 ? d + t->ndim : d);
+    char s[128];
+    tl_shape_str(t->shape, t->ndim, s, sizeof s);
+    PyErr_Format(PyExc_IndexError, "%s: dim %zd is out of range for a tensor of shape %s (expected %d..%d)", op, d,
+                 s, -t->ndim, t->ndim - 1);
+    return -1;
+}
+
+/* Classifies the key; for a basic key fills v with the view it selects. -1 with IndexError on bad keys. */
+static int
+parse_key(const tl_tensor *t, PyObject *key, const char *op, view_desc *v)
+{
+    PyObject *tup = NULL;
+    int rc = -1, used = 0, ell = 0, nd = 0, src = 0, o = 0;
+    char s[128];
+    tl_shape_str(t->shape, t->ndim, s, sizeof s);
+    if (is_index_array(key)) return KEY_ARRAY;
+    if ((tup = PyTuple_Check(key) ? Py_NewRef(key) : PyTuple_Pack(1, key)) == NULL) return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(tup), off = t->offset;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PyTuple_GET_ITEM(tup, i);
+        if (it == Py_Ellipsis && ell++) {
+            PyErr_Format(PyExc_IndexError, "%s: an index can only have a single ellipsis ('...')", op);
+            goto done;
+        } else if (it == Py_None || PySlice_Check(it)) {
+            nd++;
+            used += it != Py_None;
+        } else if (is_int(it)) {
+            used++;
+        } else if (it != Py_Ellipsis) {
+            PyErr_Format(PyExc_IndexError, is_index_array(it)
+                         ? "%s: an integer tensor/list index must be the whole key (got one inside a tuple, %s); "
+                           "use index_select() along other dims"
+                         : "%s: only integers, slices (`:`), ellipsis (`...`), None and integer tensors are valid "
+                           "indices (got %s)", op, Py_TYPE(it)->tp_name);
+            goto done;
+        }
+    }
+    if (used > t->ndim) {
+        PyErr_Format(PyExc_IndexError, "%s: too many indices for a tensor of shape %s: %d were given", op, s, used);
+        goto done;
+    }
+    if ((nd += t->ndim - used) > TL_MAX_DIMS) {
+        PyErr_Format(PyExc_IndexError, "%s: the result would have %d dims; at most %d are supported", op, nd,
+                     TL_MAX_DIMS);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PyTuple_GET_ITEM(tup, i);
+        if (it == Py_Ellipsis) {
+            for (int e = 0; e < t->ndim - used; e++, src++, o++) {
+                v->shape[o] = t->shape[src];
+                v->strides[o] = t->strides[src];
+            }
+        } else if (it == Py_None) {
+            v->shape[o] = 1;
+            v->strides[o++] = 0;
+        } else if (PySlice_Check(it)) {
+            Py_ssize_t start, stop, step, len;
+            if (PySlice_Unpack(it, &start, &stop, &step) < 0) goto done;
+            len = PySlice_AdjustIndices(t->shape[src], &start, &stop, step);
+            v->shape[o] = len;
+            v->strides[o++] = t->strides[src] * step;
+            if (len > 0) off += start * t->strides[src];     /* the first element read, also for step < 0 */
+            src++;
+        } else {
+            Py_ssize_t k = PyNumber_AsSsize_t(it, PyExc_IndexError), size = t->shape[src];
+            if (k == -1 && PyErr_Occurred()) goto done;
+            if (k < -size || k >= size) {
+                PyErr_Format(PyExc_IndexError, "%s: index %zd is out of bounds for dim %d with size %zd (shape %s)",
+                             op, k, src, size, s);
+                goto done;
+            }
+            off += (k < 0 ? k + size : k) * t->strides[src++];
+        }
+    }
+    for (; src < t->ndim; src++, o++) {                      /* dims the key did not mention */
+        v->shape[o] = t->shape[src];
+        v->strides[o] = t->strides[src];
+    }
+    v->ndim = o;
+    v->offset = off;
+    rc = KEY_BASIC;
+done:
+    Py_DECREF(tup);
+    return rc;
+}
+
+/* An int32 index tensor from a Tensor or array-like (uploaded); `exc` is raised for a wrong dtype. */
+static tl_tensor *
+to_index(const char *op, PyObject *obj, PyObject *exc)
+{
+    PyArrayObject *arr = NULL;
+    tl_tensor *res = NULL;
+    if (tl_tensor_check(obj)) {
+        tl_tensor *t = tl_tensor_CAST(obj);
+        if (t->dtype == TL_I32) return (tl_tensor *)Py_NewRef(obj);
+        return (tl_tensor *)PyErr_Format(exc, "%s: index tensors must be int32, got %s (boolean masks are not "
+                                         "supported)", op, tl_dtype_name(t->dtype));
+    }
+    if ((arr = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL)) == NULL) return NULL;
+    if (PyArray_SIZE(arr) == 0 || PyArray_ISINTEGER(arr)) res = tl_tensor_from_object((PyObject *)arr, TL_I32, op);
+    else PyErr_Format(exc, "%s: indices must be integers (got an array of %s)", op, PyArray_DESCR(arr)->typeobj->tp_name);
+    Py_DECREF(arr);
+    return res;
+}
+
+/* Reads the index back (a sync point) and checks every entry lies in [-size, size). */
+static int
+check_indices(const char *op, tl_tensor *idx, const tl_tensor *src, int dim)
+{
+    PyObject *arr = tl_tensor_to_numpy(idx);
+    if (arr == NULL) return -1;
+    const int32_t *p = PyArray_DATA((PyArrayObject *)arr);
+    Py_ssize_t n = PyArray_SIZE((PyArrayObject *)arr), size = src->shape[dim];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (p[i] < -size || p[i] >= size) {
+            char s[128];
+            tl_shape_str(src->shape, src->ndim, s, sizeof s);
+            PyErr_Format(PyExc_IndexError, "%s: index %d is out of range for dim %d of shape %s", op, (int)p[i], dim, s);
+            Py_DECREF(arr);
+            return -1;
+        }
+    }
+    Py_DECREF(arr);
+    return 0;
+}
+
+/* A layout-only stand-in for a tensor (never a Python object: tl_layout_make reads just these fields). */
+static void
+fake(tl_tensor *f, int ndim, Py_ssize_t offset)
+{
+    memset(f, 0, sizeof *f);
+    f->ndim = ndim;
+    f->offset = offset;
+    for (int d = 0; d < ndim; d++) f->shape[d] = 1;
+}
+
+/* out = src gathered along dim by idx. src_l, idx_l: both operands laid over out's shape, src_l with the
+ * indexed dim at size 1 (stride 0) so it yields the base element of each output position. */
+static int
+run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_tensor *idx, tl_tensor *idx_l,
+           int dim)
+{
+    static tl_kernel kh = TL_KERNEL("index", "tl_gather_u32");
+    tl_layout L;
+    cl_kernel k;
+    if (out->storage == NULL) return 0;                      /* zero-size: no index is ever read */
+    if (check_indices(op, idx, src, dim) < 0 || (k = tl_kernel_py(&kh)) == NULL) return -1;
+    tl_tensor *ops[3] = {out, src_l, idx_l};
+    tl_layout_make(&L, out->ndim, out->shape, ops, 3);
+    int dsize = (int)src->shape[dim], dstride = (int)src->strides[dim];
+    const size_t sz[6] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof dsize, sizeof dstride};
+    const void *v[6] = {&L, &out->storage->mem, &src->storage->mem, &idx->storage->mem, &dsize, &dstride};
+    tl_storage *st[3] = {out->storage, src->storage, idx->storage};
+    if (tl_set_args(k, 0, 6, sz, v) < 0) return -1;
+    return tl_launch_1d(&kh, (size_t)L.n, st, 3, 1u);
+}
+
+/* t[idx]: rows of t picked by an integer index of any shape; result shape idx.shape + t.shape[1:]. */
+static PyObject *
+take_rows(tl_tensor *t, PyObject *key)
+{
+    tl_tensor *idx = NULL, *out = NULL, src_l, idx_l;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    char s[128];
+    if ((idx = to_index("__getitem__", key, PyExc_IndexError)) == NULL) return NULL;
+    tl_shape_str(t->shape, t->ndim, s, sizeof s);
+    int nd = idx->ndim + t->ndim - 1;
+    if (t->ndim == 0) { PyErr_Format(PyExc_IndexError, "__getitem__: too many indices for a 0-d tensor"); goto fail; }
+    if (nd > TL_MAX_DIMS) {
+        PyErr_Format(PyExc_IndexError, "__getitem__: the result would have %d dims (at most %d)", nd, TL_MAX_DIMS);
+        goto fail;
+    }
+    fake(&src_l, nd, t->offset);
+    fake(&idx_l, nd, idx->offset);
+    for (int d = 0; d < idx->ndim; d++) {
+        shape[d] = idx->shape[d];
+        idx_l.shape[d] = idx->shape[d];
+        idx_l.strides[d] = idx->strides[d];
+    }
+    for (int d = 1; d < t->ndim; d++) {
+        shape[idx->ndim + d - 1] = src_l.shape[idx->ndim + d - 1] = t->shape[d];
+        src_l.strides[idx->ndim + d - 1] = t->strides[d];
+    }
+    if ((out = tl_tensor_empty(t->dtype, nd, shape)) == NULL) goto fail;
+    if (run_gather("__getitem__", out, t, &src_l, idx, &idx_l, 0) < 0) goto fail;
+    Py_DECREF(idx);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(idx);
+    return NULL;
+}
+
+static PyObject *
+tensor_getitem(PyObject *self, PyObject *key)
+{
+    tl_tensor *t = tl_tensor_CAST(self);
+    view_desc v;
+    int kind = parse_key(t, key, "__getitem__", &v);
+    if (kind < 0) return NULL;
+    if (kind == KEY_ARRAY) return take_rows(t, key);
+    return (PyObject *)tl_tensor_view(t, v.ndim, v.shape, v.strides, v.offset);
+}
+
+/* Sequence protocol for `for row in t`: Python calls this with 0, 1, 2, ... until IndexError. */
+static PyObject *
+tensor_sq_item(PyObject *self, Py_ssize_t i)
+{
+    if (tl_tensor_CAST(self)->ndim == 0) return PyErr_Format(PyExc_TypeError, "iteration over a 0-d tensor");
+    PyObject *k = PyLong_FromSsize_t(i), *r;
+    if (k == NULL) return NULL;
+    r = tensor_getitem(self, k);
+    Py_DECREF(k);
+    return r;
+}
+
+/* The source of a write into dst: a tensor of dst's dtype that broadcasts to dst and shares no storage. */
+static tl_tensor *
+write_source(tl_tensor *dst, PyObject *value)
+{
+    tl_tensor *src = NULL, *tmp = NULL, *ins[2];
+    Py_ssize_t shape[TL_MAX_DIMS];
+    char a[128], b[128];
+    int nd;
+    if (tl_tensor_check(value)) src = (tl_tensor *)Py_NewRef(value);
+    else src = tl_tensor_from_object(value, dst->dtype, "__setitem__");
+    if (src == NULL || tl_check_dtype("__setitem__", src, dst->dtype) < 0) goto fail;
+    int lead = 0;                                            /* numpy drops leading size-1 dims of the value */
+    while (src->ndim - lead > dst->ndim && src->shape[lead] == 1) lead++;
+    if (lead > 0) {
+        tmp = tl_tensor_view(src, src->ndim - lead, src->shape + lead, src->strides + lead, src->offset);
+        Py_SETREF(src, tmp);
+        tmp = NULL;
+        if (src == NULL) goto fail;
+    }
+    ins[0] = dst;
+    ins[1] = src;
+    if (tl_broadcast("__setitem__", ins, 2, &nd, shape) < 0) goto fail;
+    if (nd != dst->ndim || memcmp(shape, dst->shape, sizeof(Py_ssize_t) * (size_t)nd) != 0) {
+        tl_shape_str(src->shape, src->ndim, a, sizeof a);
+        tl_shape_str(dst->shape, dst->ndim, b, sizeof b);
+        PyErr_Format(PyExc_ValueError, "__setitem__: a value of shape %s cannot be broadcast to the indexed "
+                     "shape %s", a, b);
+        goto fail;
+    }
+    if (src->storage != NULL && src->storage == dst->storage) {  /* overlap: copy the value out first */
+        if ((tmp = tl_tensor_empty(src->dtype, src->ndim, src->shape)) == NULL || tl_copy_into(tmp, src) < 0)
+            goto fail;
+        Py_SETREF(src, tmp);
+    }
+    return src;
+fail:
+    Py_XDECREF(tmp);
+    Py_XDECREF(src);
+    return NULL;
+}
+
+static int
+tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
+{
+    tl_tensor *t = tl_tensor_CAST(self), *dst = NULL, *src = NULL;
+    view_desc v;
+    int rc = -1, kind;
+    char s[128];
+    if (value == NULL) { PyErr_SetString(PyExc_TypeError, "cannot delete tensor elements"); return -1; }
+    if ((kind = parse_key(t, key, "__setitem__", &v)) < 0) return -1;
+    if (kind == KEY_ARRAY) {
+        PyErr_SetString(PyExc_TypeError, "__setitem__: assignment through an integer-tensor index is not supported; "
+                        "use slices");
+        return -1;
+    }
+    for (int d = 0; d < v.ndim; d++) {
+        if (v.shape[d] > 1 && v.strides[d] == 0) {
+            tl_shape_str(t->shape, t->ndim, s, sizeof s);
+            PyErr_Format(PyExc_ValueError, "__setitem__: the tensor of shape %s has a broadcast (stride-0) dim, so "
+                         "one element would be written many times; write to a contiguous() copy", s);
+            return -1;
+        }
+    }
+    if ((dst = tl_tensor_view(t, v.ndim, v.shape, v.strides, v.offset)) == NULL) return -1;
+    if (PyFloat_Check(value) || PyLong_Check(value) || PyArray_IsScalar(value, Number)) {
+        double x = PyFloat_AsDouble(value);
+        if (x == -1.0 && PyErr_Occurred()) goto done;
+        if (dst->storage != NULL) tl_storage_bump_version(dst->storage);
+        rc = tl_tensor_fill(dst, x);
+        goto done;
+    }
+    if ((src = write_source(dst, value)) == NULL) goto done;
+    if (dst->storage != NULL) tl_storage_bump_version(dst->storage);
+    rc = tl_copy_into(dst, src);
+done:
+    Py_XDECREF(src);
+    Py_XDECREF(dst);
+    return rc;
+}
+
+static PyObject *
+m_index_select(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"dim", "index", NULL};
+    tl_tensor *t = tl_tensor_CAST(self), *idx = NULL, *out = NULL, src_l, idx_l;
+    PyObject *index;
+    Py_ssize_t d0, shape[TL_MAX_DIMS];
+    int d;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nO:index_select", kw, &d0, &index)) return NULL;
+    if ((d = norm_dim("index_select", d0, t)) < 0) return NULL;
+    if ((idx = to_index("index_select", index, PyExc_TypeError)) == NULL) return NULL;
+    if (idx->ndim > 1) {
+        char s[128];
+        tl_shape_str(idx->shape, idx->ndim, s, sizeof s);
+        PyErr_Format(PyExc_ValueError, "index_select: the index must be 1-D, got shape %s", s);
+        goto fail;
+    }
+    Py_ssize_t k = idx->ndim == 1 ? idx->shape[0] : 1;
+    memcpy(shape, t->shape, sizeof shape);
+    shape[d] = k;
+    fake(&src_l, t->ndim, t->offset);
+    fake(&idx_l, t->ndim, idx->offset);
+    memcpy(src_l.shape, t->shape, sizeof shape);
+    memcpy(src_l.strides, t->strides, sizeof shape);
+    src_l.shape[d] = 1;                                      /* the index supplies this coordinate */
+    idx_l.shape[d] = k;
+    idx_l.strides[d] = idx->ndim == 1 ? idx->strides[0] : 0;
+    if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
+    if (run_gather("index_select", out, t, &src_l, idx, &idx_l, d) < 0) goto fail;
+    Py_DECREF(idx);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(idx);
+    return NULL;
+}
+
+/* gather(dim, index): numpy's take_along_axis: out[..i..] = t[.. index[..i..] ..] along dim, the other
+ * dims broadcast between t and index. */
+static PyObject *
+m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"dim", "index", NULL};
+    tl_tensor *t = tl_tensor_CAST(self), *idx = NULL, *out = NULL, src_l;
+    PyObject *index;
+    Py_ssize_t d0, shape[TL_MAX_DIMS];
+    char a[128], b[128];
+    int d;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nO:gather", kw, &d0, &index)) return NULL;
+    if ((d = norm_dim("gather", d0, t)) < 0) return NULL;
+    if ((idx = to_index("gather", index, PyExc_TypeError)) == NULL) return NULL;
+    int ok = idx->ndim == t->ndim;
+    for (int k = 0; ok && k < t->ndim; k++) {
+        ok = k == d || t->shape[k] == idx->shape[k] || t->shape[k] == 1 || idx->shape[k] == 1;
+        shape[k] = k == d || t->shape[k] == 1 ? idx->shape[k] : t->shape[k];
+    }
+    if (!ok) {
+        tl_shape_str(t->shape, t->ndim, a, sizeof a);
+        tl_shape_str(idx->shape, idx->ndim, b, sizeof b);
+        PyErr_Format(PyExc_ValueError, "gather: an index of shape %s does not fit a tensor of shape %s along dim %d "
+                     "(same ndim; other dims equal or 1)", b, a, d);
+        goto fail;
+    }
+    fake(&src_l, t->ndim, t->offset);
+    memcpy(src_l.shape, t->shape, sizeof shape);
+    memcpy(src_l.strides, t->strides, sizeof shape);
+    src_l.shape[d] = 1;
+    if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
+    if (run_gather("gather", out, t, &src_l, idx, idx, d) < 0) goto fail;
+    Py_DECREF(idx);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(idx);
+    return NULL;
+}
+
+#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
+static const PyMethodDef index_methods[] = {
+    {"index_select", KW(m_index_select), "index_select(dim, index): rows along dim picked by a 1-D int32 index "
+     "(new tensor; reads the index back to check it: a sync point)."},
+    {"gather", KW(m_gather), "gather(dim, index): numpy take_along_axis (new tensor; a sync point for the index)."},
+    {NULL, NULL, 0, NULL},
+};
+#undef KW
+
+static const PyType_Slot index_slots[] = {
+    {Py_mp_subscript, tensor_getitem},
+    {Py_mp_ass_subscript, tensor_setitem},
+    {Py_sq_item, tensor_sq_item},
+    {0, NULL},
+};
+
+const tl_family tl_family_index = {NULL, index_methods, index_slots, NULL, "index_select gather"};

@@ -1,0 +1,278 @@
+"""Indexing vs numpy: basic keys give views (nothing enqueued), negative steps, integer-tensor gathers,
+__setitem__ (in place, version bump, overlap-safe), index_select/gather, iteration, errors, zero-size."""
+import os
+
+import numpy as np
+import pytest
+
+import tlgpu
+from conftest import ODD_SIZES
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def enqueued():
+    return tlgpu.stream_stats()["enqueued"]
+
+
+def check(t, ref):
+    got = t.numpy()
+    assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, ref.shape, got.dtype, ref.dtype)
+    np.testing.assert_array_equal(got, ref)
+
+
+E = Ellipsis
+KEYS = [
+    0, -1, 2, slice(None), slice(1, 3), slice(None, None, 2), slice(None, None, -1), slice(-2, None),
+    slice(3, 0, -2), slice(5, 100), slice(100, 200), slice(2, 2), (1, 2), (-1, -2, -3), (0, slice(None), 1),
+    (slice(None), None, 2), (None,), (None, 0, None), (E,), (E, 1), (1, E), (E, None), (0, E, 0), (E, slice(None, None, -1)),
+    (slice(1, None, 2), slice(None, None, -3), slice(3, None, -1)), (None, E, None), (), (slice(None), -1, None),
+    (slice(-1, -4, -1), E), (np.int64(1), np.int32(-1)),
+]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=[repr(k) for k in KEYS])
+def test_basic_keys_are_views(rng, key):
+    a = rand(rng, 4, 5, 6)
+    t = tlgpu.tensor(a)
+    n0 = enqueued()
+    v = t[key]
+    assert enqueued() == n0                          # no kernel for a basic index
+    ref = a[key]
+    check(v, np.asarray(ref, np.float32).reshape(np.shape(ref)))
+    check(v * 2 + 1, (np.asarray(ref) * 2 + 1).astype(np.float32))
+
+
+@pytest.mark.parametrize("n", ODD_SIZES)
+def test_slicing_sizes(rng, n):
+    a = rand(rng, n, 2)
+    t = tlgpu.tensor(a)
+    for key in [slice(None, None, -1), slice(1, None, 3), slice(n // 2, None), (slice(None, None, -2), 1), -1]:
+        check(t[key], a[key])
+    check(t[::-1].T + t.T, a[::-1].T + a.T)
+    check(t[::-3].reshape(-1), a[::-3].reshape(-1))
+
+
+def test_chained_views(rng):
+    a = rand(rng, 6, 7, 8)
+    t = tlgpu.tensor(a)
+    v = t[1:, ::-1][..., 2:7:2].T[::2, None]
+    ref = a[1:, ::-1][..., 2:7:2].T[::2, None]
+    check(v, ref)
+    check(v.reshape(-1), ref.reshape(-1))            # needs a copy: strides do not merge
+    check(t[2][3][-1:], a[2][3][-1:])
+
+
+def test_negative_step_view_writes(rng):
+    a = rand(rng, 10)
+    t = tlgpu.tensor(a)
+    t[::-3] = tlgpu.tensor(np.arange(4, dtype=np.float32))
+    a[::-3] = np.arange(4)
+    check(t, a)
+
+
+def test_index_errors(rng):
+    t = tlgpu.tensor(rand(rng, 3, 4))
+    with pytest.raises(IndexError, match=r"index 3 is out of bounds for dim 0 with size 3"):
+        t[3]
+    with pytest.raises(IndexError, match="out of bounds"):
+        t[0, -5]
+    with pytest.raises(IndexError, match=r"too many indices for a tensor of shape \(3, 4\): 3"):
+        t[0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        t[..., ...]
+    with pytest.raises(IndexError, match="valid indices"):
+        t[1.5]
+    with pytest.raises(IndexError, match="valid indices"):
+        t["a"]
+    with pytest.raises(IndexError):
+        t[True]
+    with pytest.raises(ValueError, match="step cannot be zero"):
+        t[::0]
+    with pytest.raises(IndexError, match="whole key"):
+        t[[0, 1], 0]
+    with pytest.raises(IndexError, match="too many indices"):
+        tlgpu.tensor(1.0)[0]
+
+
+def test_iteration(rng):
+    a = rand(rng, 5, 3)
+    t = tlgpu.tensor(a)
+    n0 = enqueued()
+    rows = list(t)
+    assert enqueued() == n0 and len(rows) == 5
+    for r, ra in zip(rows, a):
+        check(r, ra)
+    assert [len(r) for r in t.T] == [5, 5, 5]
+    assert list(tlgpu.zeros(0, 2)) == []
+    with pytest.raises(TypeError, match="0-d"):
+        iter(tlgpu.tensor(2.0)).__next__()
+    assert [x.item() for x in tlgpu.tensor(np.arange(4, dtype=np.int32))] == [0, 1, 2, 3]
+
+
+def test_zero_size(rng):
+    a = rand(rng, 4, 3)
+    t = tlgpu.tensor(a)
+    n0 = enqueued()
+    e = t[2:2]
+    assert enqueued() == n0
+    check(e, a[2:2])
+    check(e.reshape(0, 7), a[2:2].reshape(0, 7))
+    check(e.T[::-1], a[2:2].T[::-1])
+    check(t[:, 5:], a[:, 5:])
+    e[:] = 1.0                                       # writes nothing, fails nothing
+    z = tlgpu.zeros(0, 5)
+    check(z[:, 1:3], np.zeros((0, 2), np.float32))
+    check(z[..., None], np.zeros((0, 5, 1), np.float32))
+
+
+# ---- __setitem__ ----
+
+def test_setitem_scalar_and_version(rng):
+    a = rand(rng, 4, 6)
+    t = tlgpu.tensor(a)
+    view = t[1:3]
+    v0 = t._version
+    t[1:3, ::2] = 5.0
+    a[1:3, ::2] = 5.0
+    assert t._version > v0 and view._version == t._version
+    check(t, a)
+    check(view, a[1:3])
+    t[-1, -1] = np.float32(-2)
+    a[-1, -1] = -2
+    t[0] = 3
+    a[0] = 3
+    check(t, a)
+    i = tlgpu.tensor(np.arange(6, dtype=np.int32))
+    i[::2] = 7
+    check(i, np.array([7, 1, 7, 3, 7, 5], np.int32))
+
+
+def test_setitem_tensor_broadcast_and_arraylike(rng):
+    a, b = rand(rng, 5, 4), rand(rng, 4)
+    t = tlgpu.tensor(a)
+    t[1:4] = tlgpu.tensor(b)                         # broadcast over rows
+    a[1:4] = b
+    check(t, a)
+    c = rand(rng, 4, 5)
+    t[:, :] = tlgpu.tensor(c).T                      # non-contiguous source
+    a[:, :] = c.T
+    check(t, a)
+    t[0] = [1, 2, 3, 4]                              # array-like, uploaded
+    a[0] = [1, 2, 3, 4]
+    t[..., 1] = np.arange(5)
+    a[..., 1] = np.arange(5)
+    t[2:3] = rand(rng, 1, 1, 4) * 0 + 9              # leading size-1 dims of the value are dropped
+    a[2:3] = 9
+    check(t, a)
+
+
+def test_setitem_overlap_is_safe(rng):
+    a = rand(rng, 1025)
+    t = tlgpu.tensor(a)
+    t[1:] = t[:-1]
+    a[1:] = a[:-1].copy()
+    check(t, a)
+    m = rand(rng, 33, 33)
+    tm = tlgpu.tensor(m)
+    tm[:] = tm.T
+    check(tm, np.ascontiguousarray(m.T))
+
+
+def test_setitem_errors(rng):
+    t = tlgpu.tensor(rand(rng, 3, 4))
+    with pytest.raises(ValueError, match=r"__setitem__: .*\(2, 4\).*\(3,\)"):
+        t[:2] = tlgpu.zeros(3)
+    with pytest.raises(TypeError, match="__setitem__"):
+        t[0] = tlgpu.zeros(4, dtype="int32")
+    with pytest.raises(TypeError, match="delete"):
+        del t[0]
+    with pytest.raises(IndexError):
+        t[5] = 1.0
+    with pytest.raises(ValueError, match="broadcast"):
+        tlgpu.zeros(3, 1).expand(3, 4)[0] = 1.0
+    with pytest.raises(TypeError, match="integer-tensor"):
+        t[[0, 1]] = 1.0
+
+
+# ---- integer-tensor indexing, index_select, gather ----
+
+def test_integer_tensor_index(rng):
+    a = rand(rng, 6, 3)
+    t = tlgpu.tensor(a)
+    idx = np.array([5, 0, -1, 2, 2], np.int32)
+    check(t[tlgpu.tensor(idx)], a[idx])
+    check(t[[1, -6]], a[[1, -6]])
+    check(t[np.array([[0, 1], [3, 4]])], a[np.array([[0, 1], [3, 4]])])
+    check(t.T[tlgpu.tensor(np.array([2, 0], np.int32))], a.T[[2, 0]])
+    check(t[[]], a[np.array([], np.int64)])
+    with pytest.raises(IndexError, match=r"index 6 is out of range for dim 0 of shape \(6, 3\)"):
+        t[[0, 6]]
+    with pytest.raises(IndexError, match="int32"):
+        t[tlgpu.tensor(np.array([0.0, 1.0], np.float32))]
+    with pytest.raises(IndexError, match="integers"):
+        t[np.array([True, False, True, False, True, False])]
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_index_select(rng, dim):
+    a = rand(rng, 4, 5, 6)
+    t = tlgpu.tensor(a)
+    idx = rng.integers(-4, 4, size=7).astype(np.int32)      # valid for every dim of a and a.T
+    check(t.index_select(dim, tlgpu.tensor(idx)), np.take(a, idx, axis=dim))
+    check(tlgpu.index_select(t.T, dim, idx), np.take(a.T, idx, axis=dim))   # non-contiguous source
+    check(t[:, ::-1].index_select(dim, tlgpu.tensor(idx[::2].copy())), np.take(a[:, ::-1], idx[::2], axis=dim))
+
+
+@pytest.mark.parametrize("n", ODD_SIZES)
+def test_index_select_sizes(rng, n):
+    a = rand(rng, n, 2)
+    idx = rng.integers(0, n, size=n).astype(np.int32)
+    t = tlgpu.tensor(a)
+    check(t.index_select(0, tlgpu.tensor(idx)), a[idx])
+    ia = rng.integers(-100, 100, size=(3, n)).astype(np.int32)
+    check(tlgpu.tensor(ia).index_select(1, tlgpu.tensor(idx[::-1].copy())), ia[:, idx[::-1]])
+
+
+def test_index_select_checks_and_syncs(rng):
+    t = tlgpu.tensor(rand(rng, 4, 3))
+    idx = tlgpu.tensor(np.array([0, 4], np.int32))
+    with pytest.raises(IndexError, match=r"index_select: index 4 is out of range for dim 0 of shape \(4, 3\)"):
+        t.index_select(0, idx)
+    with pytest.raises(IndexError, match="index -4"):
+        t.index_select(1, [-4])
+    with pytest.raises(TypeError, match="int32"):
+        t.index_select(0, tlgpu.zeros(2))
+    with pytest.raises(ValueError, match="1-D"):
+        t.index_select(0, tlgpu.zeros(2, 2, dtype="int32"))
+    with pytest.raises(IndexError, match="index_select: dim 2"):
+        t.index_select(2, [0])
+    with pytest.raises(IndexError):
+        tlgpu.zeros(0, 3).index_select(0, [0])
+    check(tlgpu.zeros(0, 3).index_select(1, [0, 2]), np.zeros((0, 2), np.float32))
+    check(t.index_select(0, []), np.zeros((0, 3), np.float32))
+    w0 = tlgpu.stream_stats()["waits"]
+    t.index_select(0, tlgpu.tensor(np.array([1], np.int32)))
+    if os.environ.get("TLGPU_SYNC") != "1":          # eager mode waits after every command
+        assert tlgpu.stream_stats()["waits"] - w0 == 1   # documented: one read of the index
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_gather_take_along_axis(rng, dim):
+    a = rand(rng, 4, 5)
+    t = tlgpu.tensor(a)
+    shape = list(a.shape)
+    shape[dim] = 3
+    idx = rng.integers(0, a.shape[dim], size=shape).astype(np.int32)
+    check(t.gather(dim, tlgpu.tensor(idx)), np.take_along_axis(a, idx, axis=dim))
+    check(tlgpu.gather(t, dim, idx), np.take_along_axis(a, idx, axis=dim))
+    am = np.expand_dims(np.argmax(a, axis=dim), dim).astype(np.int32)
+    check(t.gather(dim, am), np.take_along_axis(a, am, axis=dim))
+    ib = idx[(slice(0, 1),) * 2 if dim == 1 or dim == -1 else (slice(None), slice(0, 1))]
+    check(t.gather(dim, ib), np.take_along_axis(a, ib, axis=dim))   # the index's size-1 dims broadcast
+    with pytest.raises(ValueError, match="gather"):
+        t.gather(dim, tlgpu.zeros(2, 2, 2, dtype="int32"))
+    with pytest.raises(IndexError, match="gather"):
+        t.gather(dim, np.full(shape, 99, np.int32))
