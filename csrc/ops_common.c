@@ -174,3 +174,33 @@ tl_copy_into(tl_tensor *dst, tl_tensor *src)
     if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
     return tl_launch_1d(&kh, (size_t)L.n, st, 2, 1u);
 }
+
+int
+tl_check_writable(const char *op, const tl_tensor *t)
+{
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->strides[d] == 0 && t->shape[d] > 1) {
+            char sh[128];
+            tl_shape_str(t->shape, t->ndim, sh, sizeof sh);
+            PyErr_Format(PyExc_ValueError, "%s: cannot write in place to an expanded view (shape %s, dim %d has "
+                         "stride 0); make it contiguous() first", op, sh, d);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Kernels write elements in no particular order, so a source that shares the destination's storage with a
+ * different layout (t[1:] += t[:-1]) is copied out first. The identical layout (t += t) is safe. */
+tl_tensor *
+tl_unalias(tl_tensor *dst, tl_tensor *src)
+{
+    int same = src->storage == NULL || src->storage != dst->storage ||
+               (src->offset == dst->offset && src->ndim == dst->ndim &&
+                memcmp(src->shape, dst->shape, sizeof(Py_ssize_t) * (size_t)src->ndim) == 0 &&
+                memcmp(src->strides, dst->strides, sizeof(Py_ssize_t) * (size_t)src->ndim) == 0);
+    if (same) return (tl_tensor *)Py_NewRef(src);
+    tl_tensor *tmp = tl_tensor_empty(src->dtype, src->ndim, src->shape);
+    if (tmp != NULL && tl_copy_into(tmp, src) < 0) Py_CLEAR(tmp);
+    return tmp;
+}

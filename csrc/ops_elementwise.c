@@ -78,17 +78,39 @@ record(int op, PyObject *x, PyObject *y, PyObject *z, const operand *o, tl_tenso
 }
 
 /* The one dispatch: out = OP(x, y, z). `into` (in-place target) or NULL for a new contiguous result. */
+static PyObject *ew_checked(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into,
+                            operand *o);
+
 static PyObject *
 ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into)
 {
-    static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32");
     operand o[3];
+    PyObject *held[3] = {NULL, NULL, NULL};            /* un-aliased copies of sources (in-place only) */
+    PyObject *res = NULL;
+    if (to_operand(x, name, &o[0]) < 0 || to_operand(y, name, &o[1]) < 0 || to_operand(z, name, &o[2]) < 0)
+        return NULL;
+    if (into != NULL) {
+        if (tl_check_writable(name, into) < 0) return NULL;
+        for (int i = 0; i < 3; i++) {
+            if (o[i].t == NULL || o[i].t->storage != into->storage) continue;
+            if ((o[i].t = tl_unalias(into, o[i].t)) == NULL) goto done;
+            held[i] = (PyObject *)o[i].t;
+        }
+    }
+    res = ew_checked(op, name, x, y, z, into, o);
+done:
+    for (int i = 0; i < 3; i++) Py_XDECREF(held[i]);
+    return res;
+}
+
+static PyObject *
+ew_checked(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into, operand *o)
+{
+    static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32");
     tl_tensor *ops[4], *out = NULL;
     Py_ssize_t shape[TL_MAX_DIMS];
     int ndim;
     tl_layout L;
-    if (to_operand(x, name, &o[0]) < 0 || to_operand(y, name, &o[1]) < 0 || to_operand(z, name, &o[2]) < 0)
-        return NULL;
     tl_tensor *ins[4] = {into, o[0].t, o[1].t, o[2].t};
     if (tl_broadcast(name, ins + (into == NULL), 4 - (into == NULL), &ndim, shape) < 0) return NULL;
     if (into != NULL) {
@@ -369,21 +391,31 @@ static PyObject *fn_maximum(PyObject *m, PyObject *args) { (void)m; return fn_bi
 static PyObject *fn_minimum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MINIMUM, "minimum", args); }
 
 static PyObject *
-m_zero_(PyObject *self, PyObject *Py_UNUSED(ignored))
+fill_inplace(PyObject *self, double v, const char *op)
 {
     tl_tensor *t = tl_tensor_CAST(self);
-    if (t->storage != NULL) tl_storage_bump_version(t->storage);
-    return tl_tensor_fill(t, 0.0) < 0 ? NULL : Py_NewRef(self);
+    if (tl_check_writable(op, t) < 0 || tl_check_inplace(op, t) < 0) return NULL;
+    if (t->dtype == TL_I32 && !(v >= INT32_MIN && v <= INT32_MAX)) {
+        char num[64];
+        snprintf(num, sizeof num, "%.17g", v);
+        return PyErr_Format(PyExc_OverflowError, "%s: value %s does not fit int32", op, num);
+    }
+    tl_mark_write(t, op);
+    return tl_tensor_fill(t, v) < 0 ? NULL : Py_NewRef(self);
+}
+
+static PyObject *
+m_zero_(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return fill_inplace(self, 0.0, "zero_");
 }
 
 static PyObject *
 m_fill_(PyObject *self, PyObject *value)
 {
-    tl_tensor *t = tl_tensor_CAST(self);
     double v = PyFloat_AsDouble(value);
     if (v == -1.0 && PyErr_Occurred()) return NULL;
-    if (t->storage != NULL) tl_storage_bump_version(t->storage);
-    return tl_tensor_fill(t, v) < 0 ? NULL : Py_NewRef(self);
+    return fill_inplace(self, v, "fill_");
 }
 
 /* copy_(src): src is a Tensor of the same dtype broadcastable to self, or array-like data (uploaded). */
@@ -396,6 +428,9 @@ m_copy_(PyObject *self, PyObject *src_o)
     if (tl_tensor_check(src_o)) src = (tl_tensor *)Py_NewRef(src_o);
     else src = tl_tensor_from_object(src_o, t->dtype, "copy_");
     if (src == NULL) return NULL;
+    if (tl_check_writable("copy_", t) < 0 || tl_check_inplace("copy_", t) < 0) goto done;
+    Py_SETREF(src, tl_unalias(t, src));
+    if (src == NULL) return NULL;
     ins[0] = t;
     ins[1] = src;
     if (tl_check_dtype("copy_", src, t->dtype) < 0 || tl_broadcast("copy_", ins, 2, &ndim, shape) < 0) goto done;
@@ -406,7 +441,7 @@ m_copy_(PyObject *self, PyObject *src_o)
         PyErr_Format(PyExc_ValueError, "copy_: source of shape %s does not broadcast to %s", b, a);
         goto done;
     }
-    if (t->storage != NULL) tl_storage_bump_version(t->storage);
+    tl_mark_write(t, "copy_");
     rc = tl_copy_into(t, src);
 done:
     Py_DECREF(src);

@@ -179,3 +179,30 @@ def test_determinism_500_ops(rng):
     for _ in range(19):
         again = program()
         assert all(np.array_equal(u, v) for u, v in zip(first, again))
+
+
+def test_inplace_with_overlapping_source_matches_numpy(rng):
+    x = rng.standard_normal(50).astype(np.float32)
+    t, y = tlgpu.tensor(x), x.copy()
+    t[1:].add_(t[:-1])
+    y[1:] += y[:-1].copy()
+    np.testing.assert_array_equal(t.numpy(), y)
+    t, y = tlgpu.tensor(x), x.copy()
+    t[1:].copy_(t[:-1])
+    y[1:] = y[:-1].copy()
+    np.testing.assert_array_equal(t.numpy(), y)
+    t = tlgpu.tensor(x)
+    t.mul_(t)                                        # identical layout: no copy needed, still right
+    np.testing.assert_allclose(t.numpy(), x * x)
+
+
+def test_inplace_on_expanded_view_is_refused():
+    e = tlgpu.zeros(4, 1).expand(4, 100)
+    for f in (lambda: e.add_(1.0), lambda: e.fill_(2.0), lambda: e.copy_(tlgpu.ones(4, 100)), lambda: e.zero_()):
+        with pytest.raises(ValueError, match="expanded view"):
+            f()
+
+
+def test_int_fill_range_checked():
+    with pytest.raises(OverflowError, match="does not fit int32"):
+        tlgpu.zeros(2, dtype=np.int32).fill_(2**40)
