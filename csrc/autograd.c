@@ -15,6 +15,14 @@ static unsigned long run_id;
 
 static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_EW] = {"Elementwise", tl_ew_backward},
+    [TL_OP_RESHAPE] = {"ReshapeBackward", tl_reshape_backward},
+    [TL_OP_PERMUTE] = {"PermuteBackward", tl_permute_backward},
+    [TL_OP_EXPAND] = {"ExpandBackward", tl_expand_backward},
+    [TL_OP_NARROW] = {"NarrowBackward", tl_narrow_backward},
+    [TL_OP_CAT] = {"CatBackward", tl_cat_backward},
+    [TL_OP_STACK] = {"StackBackward", tl_stack_backward},
+    [TL_OP_INDEX] = {"IndexBackward", tl_index_backward},
+    [TL_OP_INDEX_SELECT] = {"IndexSelectBackward", tl_index_select_backward},
 };
 _Static_assert(sizeof TL_OPS / sizeof TL_OPS[0] == TL_OP_COUNT, "one row per op");
 
@@ -36,7 +44,7 @@ tl_autograd_wanted(PyObject *const *ins, int n)
 tl_node *
 tl_node_new(int op, PyObject *const *ins, int n)
 {
-    tl_node *nd = PyMem_Calloc(1, sizeof *nd);
+    tl_node *nd = PyMem_Calloc(1, sizeof *nd + (size_t)n * sizeof(tl_edge));
     if (nd == NULL) return (tl_node *)PyErr_NoMemory();
     atomic_init(&nd->refs, 1);
     nd->op = op;
@@ -44,17 +52,36 @@ tl_node_new(int op, PyObject *const *ins, int n)
     for (int i = 0; i < n; i++) {
         if (ins[i] == NULL || !tl_tensor_check(ins[i])) continue;
         tl_tensor *t = tl_tensor_CAST(ins[i]);
-        nd->in_ndim[i] = t->ndim;
-        memcpy(nd->in_shape[i], t->shape, sizeof(Py_ssize_t) * (size_t)t->ndim);
+        tl_edge *e = &nd->in[i];
+        e->ndim = t->ndim;
+        memcpy(e->shape, t->shape, sizeof(Py_ssize_t) * (size_t)t->ndim);
         if (!t->requires_grad) continue;
         if (t->grad_fn != NULL) {
-            nd->next[i] = t->grad_fn;
+            e->next = t->grad_fn;
             atomic_fetch_add(&t->grad_fn->refs, 1);
         } else {
-            nd->leaf[i] = Py_NewRef(ins[i]);
+            e->leaf = Py_NewRef(ins[i]);
         }
     }
     return nd;
+}
+
+int
+tl_wants_grad(const tl_node *nd, int i)
+{
+    return nd->in[i].next != NULL || nd->in[i].leaf != NULL;
+}
+
+PyObject *
+tl_record1(PyObject *out, int op, PyObject *in, const int *iarg, int n_iarg, PyObject *extra)
+{
+    if (out == NULL || !tl_autograd_wanted(&in, 1)) return out;
+    tl_node *nd = tl_node_new(op, &in, 1);
+    if (nd == NULL) { Py_DECREF(out); return NULL; }
+    for (int i = 0; i < n_iarg; i++) nd->iarg[i] = iarg[i];
+    nd->extra = Py_XNewRef(extra);
+    tl_node_attach(nd, tl_tensor_CAST(out));
+    return out;
 }
 
 int
@@ -115,8 +142,8 @@ tl_node_release(tl_node *first)
     while (n > 0) {                                   /* iterative: long chains must not recurse */
         tl_node *nd = stack[--n];
         for (int i = 0; i < nd->n_in; i++) {
-            Py_CLEAR(nd->leaf[i]);
-            tl_node *nx = nd->next[i];
+            Py_CLEAR(nd->in[i].leaf);
+            tl_node *nx = nd->in[i].next;
             if (nx == NULL || atomic_fetch_sub(&nx->refs, 1) != 1) continue;
             if (n == cap) {
                 tl_node **grown = PyMem_Malloc(2 * cap * sizeof *grown);
@@ -130,6 +157,7 @@ tl_node_release(tl_node *first)
         }
         free_saved(nd);
         Py_CLEAR(nd->grad);
+        Py_CLEAR(nd->extra);
         PyMem_Free(nd);
     }
     if (stack != stack_buf) PyMem_Free(stack);
@@ -233,7 +261,7 @@ collect(tl_node *root, size_t *count)
                 "pass retain_graph=True to the first call", tl_node_name(nd));
         }
         for (int i = 0; i < nd->n_in; i++) {
-            tl_node *nx = nd->next[i];
+            tl_node *nx = nd->in[i].next;
             if (nx == NULL) continue;
             if (nx->mark != mark) {
                 nx->mark = mark;
@@ -265,21 +293,23 @@ run_backward(tl_node *root, PyObject *grad, int retain)
     ready[tail++] = root;
     while (head < tail) {
         tl_node *nd = ready[head++];
-        PyObject *gin[TL_NODE_MAX_IN] = {NULL};
+        PyObject *gbuf[8] = {NULL}, **gin = nd->n_in <= 8 ? gbuf : PyMem_Calloc((size_t)nd->n_in, sizeof *gin);
         PyObject *g = nd->grad;
         nd->grad = NULL;
-        int st = g == NULL ? 0 : TL_OPS[nd->op].backward(nd, g, gin);
+        int st = gin == NULL ? (PyErr_NoMemory(), -1) : g == NULL ? 0 : TL_OPS[nd->op].backward(nd, g, gin);
         Py_XDECREF(g);
-        for (int i = 0; i < nd->n_in; i++) {
-            if (st == 0 && gin[i] != NULL && (nd->next[i] != NULL || nd->leaf[i] != NULL)) {
-                PyObject *r = tl_sum_to_shape(gin[i], nd->in_ndim[i], nd->in_shape[i]);
+        for (int i = 0; gin != NULL && i < nd->n_in; i++) {
+            tl_edge *e = &nd->in[i];
+            if (st == 0 && gin[i] != NULL && (e->next != NULL || e->leaf != NULL)) {
+                PyObject *r = tl_sum_to_shape(gin[i], e->ndim, e->shape);
                 if (r == NULL) st = -1;
-                else if (accumulate(nd->next[i] ? &nd->next[i]->grad : &tl_tensor_CAST(nd->leaf[i])->grad, r) < 0) st = -1;
+                else if (accumulate(e->next ? &e->next->grad : &tl_tensor_CAST(e->leaf)->grad, r) < 0) st = -1;
                 Py_XDECREF(r);
             }
             Py_XDECREF(gin[i]);
-            if (nd->next[i] != NULL && --nd->next[i]->deps == 0) ready[tail++] = nd->next[i];
+            if (e->next != NULL && --e->next->deps == 0) ready[tail++] = e->next;
         }
+        if (gin != gbuf) PyMem_Free(gin);
         if (!retain) {
             free_saved(nd);
             nd->released = 1;

@@ -7,25 +7,29 @@
 #define TL_AUTOGRAD_H
 #include "tensor.h"
 
-#define TL_NODE_MAX_IN 4
 #define TL_NODE_MAX_SAVED 4
 
 typedef struct { tl_storage *storage; int dtype, ndim; Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset;
                  uint64_t version; } tl_saved;
 
+typedef struct tl_edge {
+    struct tl_node *next;                      /* the input's grad_fn (owned ref), or NULL */
+    PyObject *leaf;                            /* the input itself when it is a leaf requiring grad (owned) */
+    int ndim;                                  /* the input's shape: its gradient is reduced back to it */
+    Py_ssize_t shape[TL_MAX_DIMS];
+} tl_edge;
+
 typedef struct tl_node {
     atomic_int refs;
     int op, n_in, n_saved, released;
-    struct tl_node *next[TL_NODE_MAX_IN];      /* input's grad_fn (owned ref), or NULL */
-    PyObject *leaf[TL_NODE_MAX_IN];            /* input leaf that requires grad (owned ref), or NULL */
-    int in_ndim[TL_NODE_MAX_IN];               /* input shapes: gradients are reduced back to them */
-    Py_ssize_t in_shape[TL_NODE_MAX_IN][TL_MAX_DIMS];
     tl_saved saved[TL_NODE_MAX_SAVED];
-    int iarg[TL_MAX_DIMS + 4];                 /* op parameters (op code, axes, ...) */
+    int iarg[TL_MAX_DIMS + 4];                 /* op parameters (op code, dims, ...) */
     double farg[4];
+    PyObject *extra;                           /* op data that is a Python object (an index key), or NULL */
     PyObject *grad;                            /* engine scratch: gradient summed so far */
     int deps;
     unsigned long mark;                        /* engine scratch: the run that last visited it */
+    tl_edge in[];                              /* n_in edges */
 } tl_node;
 
 typedef int (*tl_backward_fn)(tl_node *nd, PyObject *grad, PyObject **grad_in);  /* grad_in: new refs or NULL */
@@ -33,12 +37,16 @@ typedef struct { const char *name; tl_backward_fn backward; } tl_op_info;
 
 enum {
     TL_OP_EW,                                   /* elementwise: iarg[0] is the TL_EW_* code */
+    TL_OP_RESHAPE, TL_OP_PERMUTE, TL_OP_EXPAND, TL_OP_NARROW, TL_OP_CAT, TL_OP_STACK,   /* ops_shape.c */
+    TL_OP_INDEX, TL_OP_INDEX_SELECT,                                                   /* ops_index.c */
     TL_OP_COUNT
 };
 
 int        tl_grad_enabled(void);
 int        tl_autograd_wanted(PyObject *const *ins, int n);       /* grad mode on and an input requires grad */
 tl_node   *tl_node_new(int op, PyObject *const *ins, int n);      /* NULL + exception on failure */
+PyObject  *tl_record1(PyObject *out, int op, PyObject *in, const int *iarg, int n_iarg, PyObject *extra);
+int        tl_wants_grad(const tl_node *nd, int i);                /* does input i need a gradient? */
 int        tl_node_save(tl_node *nd, tl_tensor *t);
 tl_tensor *tl_node_saved(tl_node *nd, int i);                      /* new ref: a view of saved tensor i */
 void       tl_node_attach(tl_node *nd, tl_tensor *out);            /* steals nd */
@@ -49,4 +57,12 @@ int        tl_check_inplace(const char *op, tl_tensor *t);         /* refuse in-
 void       tl_mark_write(tl_tensor *t, const char *op);            /* bump the version, remember the writer */
 
 int tl_ew_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_elementwise.c */
+int tl_reshape_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);  /* ops_shape.c */
+int tl_permute_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_expand_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_narrow_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_cat_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_stack_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_index_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /* ops_index.c */
+int tl_index_select_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 #endif

@@ -247,7 +247,7 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     int op = nd->iarg[0];
     PyObject *a = NULL, *b = NULL, *c = NULL, *out = NULL, *t = NULL, *u = NULL;
-    int want_a = nd->next[0] || nd->leaf[0], want_b = nd->next[1] || nd->leaf[1], want_c = nd->next[2] || nd->leaf[2];
+    int want_a = tl_wants_grad(nd, 0), want_b = tl_wants_grad(nd, 1), want_c = tl_wants_grad(nd, 2);
     if ((EW_SAVE[op] & SA) && (a = saved(nd, 0)) == NULL) goto fail;
     if ((EW_SAVE[op] & SB) && (b = saved(nd, 1)) == NULL) goto fail;
     if ((EW_SAVE[op] & SC) && (c = saved(nd, 2)) == NULL) goto fail;

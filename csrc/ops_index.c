@@ -16,6 +16,7 @@
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
+#include "autograd.h"
 #include <numpy/arrayobject.h>
 
 typedef struct { int ndim; Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset; } view_desc;
@@ -143,9 +144,10 @@ to_index(const char *op, PyObject *obj, PyObject *exc)
     return res;
 }
 
-/* Reads the index back (a sync point) and checks every entry lies in [-size, size). */
+/* Reads the index back (a sync point) and checks every entry lies in [-size, size). The host copy goes to
+ * *keep (new ref) when keep != NULL: index_select's backward builds its scatter plan from it. */
 static int
-check_indices(const char *op, tl_tensor *idx, const tl_tensor *src, int dim)
+check_indices(const char *op, tl_tensor *idx, const tl_tensor *src, int dim, PyObject **keep)
 {
     PyObject *arr = tl_tensor_to_numpy(idx);
     if (arr == NULL) return -1;
@@ -160,7 +162,8 @@ check_indices(const char *op, tl_tensor *idx, const tl_tensor *src, int dim)
             return -1;
         }
     }
-    Py_DECREF(arr);
+    if (keep != NULL) *keep = arr;
+    else Py_DECREF(arr);
     return 0;
 }
 
@@ -178,13 +181,13 @@ fake(tl_tensor *f, int ndim, Py_ssize_t offset)
  * indexed dim at size 1 (stride 0) so it yields the base element of each output position. */
 static int
 run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_tensor *idx, tl_tensor *idx_l,
-           int dim)
+           int dim, PyObject **keep)
 {
     static tl_kernel kh = TL_KERNEL("index", "tl_gather_u32");
     tl_layout L;
     cl_kernel k;
     if (out->storage == NULL) return 0;                      /* zero-size: no index is ever read */
-    if (check_indices(op, idx, src, dim) < 0 || (k = tl_kernel_py(&kh)) == NULL) return -1;
+    if (check_indices(op, idx, src, dim, keep) < 0 || (k = tl_kernel_py(&kh)) == NULL) return -1;
     tl_tensor *ops[3] = {out, src_l, idx_l};
     tl_layout_make(&L, out->ndim, out->shape, ops, 3);
     int dsize = (int)src->shape[dim], dstride = (int)src->strides[dim];
@@ -221,8 +224,17 @@ take_rows(tl_tensor *t, PyObject *key)
         shape[idx->ndim + d - 1] = src_l.shape[idx->ndim + d - 1] = t->shape[d];
         src_l.strides[idx->ndim + d - 1] = t->strides[d];
     }
+    PyObject *self = (PyObject *)t, *host = NULL;
+    if (tl_autograd_wanted(&self, 1) && idx->ndim != 1) {
+        PyErr_SetString(PyExc_NotImplementedError, "__getitem__: gradients flow through 1-D integer indices "
+                        "only; use index_select or reshape the index");
+        goto fail;
+    }
     if ((out = tl_tensor_empty(t->dtype, nd, shape)) == NULL) goto fail;
-    if (run_gather("__getitem__", out, t, &src_l, idx, &idx_l, 0) < 0) goto fail;
+    if (run_gather("__getitem__", out, t, &src_l, idx, &idx_l, 0, &host) < 0) goto fail;
+    int iarg[1] = {0};
+    out = (tl_tensor *)tl_record1((PyObject *)out, TL_OP_INDEX_SELECT, self, iarg, 1, host);
+    Py_XDECREF(host);
     Py_DECREF(idx);
     return (PyObject *)out;
 fail:
@@ -239,7 +251,8 @@ tensor_getitem(PyObject *self, PyObject *key)
     int kind = parse_key(t, key, "__getitem__", &v);
     if (kind < 0) return NULL;
     if (kind == KEY_ARRAY) return take_rows(t, key);
-    return (PyObject *)tl_tensor_view(t, v.ndim, v.shape, v.strides, v.offset);
+    return tl_record1((PyObject *)tl_tensor_view(t, v.ndim, v.shape, v.strides, v.offset), TL_OP_INDEX, self, NULL, 0,
+                      key);
 }
 
 /* Sequence protocol for `for row in t`: Python calls this with 0, 1, 2, ... until IndexError. */
@@ -361,8 +374,11 @@ m_index_select(PyObject *self, PyObject *args, PyObject *kwargs)
     src_l.shape[d] = 1;                                      /* the index supplies this coordinate */
     idx_l.shape[d] = k;
     idx_l.strides[d] = idx->ndim == 1 ? idx->strides[0] : 0;
+    PyObject *host = NULL;
     if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
-    if (run_gather("index_select", out, t, &src_l, idx, &idx_l, d) < 0) goto fail;
+    if (run_gather("index_select", out, t, &src_l, idx, &idx_l, d, &host) < 0) goto fail;
+    out = (tl_tensor *)tl_record1((PyObject *)out, TL_OP_INDEX_SELECT, self, &d, 1, host);
+    Py_XDECREF(host);
     Py_DECREF(idx);
     return (PyObject *)out;
 fail:
@@ -401,14 +417,83 @@ m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
     memcpy(src_l.shape, t->shape, sizeof shape);
     memcpy(src_l.strides, t->strides, sizeof shape);
     src_l.shape[d] = 1;
+    if (tl_autograd_wanted(&self, 1)) {
+        PyErr_SetString(PyExc_NotImplementedError, "gather: backward is not implemented; use index_select");
+        goto fail;
+    }
     if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
-    if (run_gather("gather", out, t, &src_l, idx, idx, d) < 0) goto fail;
+    if (run_gather("gather", out, t, &src_l, idx, idx, d, NULL) < 0) goto fail;
     Py_DECREF(idx);
     return (PyObject *)out;
 fail:
     Py_XDECREF(out);
     Py_XDECREF(idx);
     return NULL;
+}
+
+/* ---- autograd ---- */
+
+/* Basic indexing: zeros of the input's shape with the gradient written through the same key. */
+int
+tl_index_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    tl_tensor *z = tl_tensor_empty(TL_F32, nd->in[0].ndim, nd->in[0].shape);
+    if (z == NULL || tl_tensor_fill(z, 0.0) < 0 || PyObject_SetItem((PyObject *)z, nd->extra, g) < 0) {
+        Py_XDECREF(z);
+        return -1;
+    }
+    gin[0] = (PyObject *)z;
+    return 0;
+}
+
+/* index_select(dim, idx): grad_in[.., j, ..] = sum of g[.., i, ..] over the i with idx[i] == j. Repeated
+ * indices make this a scatter-add; instead of float atomics (not in OpenCL 1.2, and not deterministic) the
+ * host turns the forward's index copy into a plan (for each j, its i's in order) and one work-item per
+ * output element sums its list: deterministic, and no work for rows nobody picked. */
+int
+tl_index_select_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    static tl_kernel kh = TL_KERNEL("index", "tl_index_add_f32");
+    const tl_edge *e = &nd->in[0];
+    int dim = nd->iarg[0], rows = (int)e->shape[dim], pre = 1, post = 1;
+    tl_tensor *gc = NULL, *out = NULL, *order_t = NULL, *start_t = NULL;
+    PyObject *order = NULL, *starts = NULL;
+    int rc = -1;
+    for (int d = 0; d < dim; d++) pre *= (int)e->shape[d];
+    for (int d = dim + 1; d < e->ndim; d++) post *= (int)e->shape[d];
+    const int32_t *ix = PyArray_DATA((PyArrayObject *)nd->extra);
+    int k = (int)PyArray_SIZE((PyArrayObject *)nd->extra);
+    npy_intp nk = k, nr = rows + 1;
+    if ((order = PyArray_SimpleNew(1, &nk, NPY_INT32)) == NULL || (starts = PyArray_ZEROS(1, &nr, NPY_INT32, 0)) == NULL)
+        goto done;
+    int32_t *ord = PyArray_DATA((PyArrayObject *)order), *st = PyArray_DATA((PyArrayObject *)starts);
+    for (int i = 0; i < k; i++) st[(ix[i] < 0 ? ix[i] + rows : ix[i]) + 1]++;      /* counting sort: stable */
+    for (int j = 0; j < rows; j++) st[j + 1] += st[j];
+    int32_t *fill = PyMem_Malloc(sizeof(int32_t) * (size_t)(rows > 0 ? rows : 1));
+    if (fill == NULL) { PyErr_NoMemory(); goto done; }
+    memcpy(fill, st, sizeof(int32_t) * (size_t)rows);
+    for (int i = 0; i < k; i++) ord[fill[ix[i] < 0 ? ix[i] + rows : ix[i]]++] = i;
+    PyMem_Free(fill);
+    if ((gc = tl_tensor_contiguous(tl_tensor_CAST(g))) == NULL || (out = tl_tensor_empty(TL_F32, e->ndim, e->shape)) == NULL)
+        goto done;
+    if (out->storage == NULL) { rc = 0; gin[0] = Py_NewRef(out); goto done; }
+    if (k == 0) { rc = tl_tensor_fill(out, 0.0); if (rc == 0) gin[0] = Py_NewRef(out); goto done; }
+    if ((order_t = tl_tensor_from_object(order, TL_I32, "backward")) == NULL ||
+        (start_t = tl_tensor_from_object(starts, TL_I32, "backward")) == NULL)
+        goto done;
+    cl_kernel kern = tl_kernel_py(&kh);
+    if (kern == NULL) goto done;
+    const size_t sz[8] = {4, 4, 4, 4, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem)};
+    const void *v[8] = {&pre, &rows, &post, &k, &out->storage->mem, &gc->storage->mem, &order_t->storage->mem,
+                        &start_t->storage->mem};
+    tl_storage *sts[4] = {out->storage, gc->storage, order_t->storage, start_t->storage};
+    if (tl_set_args(kern, 0, 8, sz, v) < 0 || tl_launch_1d(&kh, (size_t)pre * (size_t)rows * (size_t)post, sts, 4, 1u) < 0)
+        goto done;
+    gin[0] = Py_NewRef(out);
+    rc = 0;
+done:
+    Py_XDECREF(order); Py_XDECREF(starts); Py_XDECREF(gc); Py_XDECREF(out); Py_XDECREF(order_t); Py_XDECREF(start_t);
+    return rc;
 }
 
 #define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS

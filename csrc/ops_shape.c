@@ -12,6 +12,7 @@
  *  - split/chunk follow torch: an int is a chunk size (split) or a chunk count (chunk), a list are sizes.
  */
 #include "ops_common.h"
+#include "autograd.h"
 
 static int
 norm_dim(const char *op, Py_ssize_t d, int range, const tl_tensor *t)
@@ -69,10 +70,18 @@ contig_strides(int nd, const Py_ssize_t *shape, Py_ssize_t *st)
     for (int d = nd - 1; d >= 0; d--) { st[d] = s; s *= shape[d] > 0 ? shape[d] : 1; }
 }
 
+/* A view of t; when autograd records, `op` (a TL_OP_* view kind with its iargs) undoes it in backward. */
+static PyObject *
+view_rec(tl_tensor *t, int nd, const Py_ssize_t *shape, const Py_ssize_t *st, Py_ssize_t off, int op,
+         const int *iarg, int n_iarg)
+{
+    return tl_record1((PyObject *)tl_tensor_view(t, nd, shape, st, off), op, (PyObject *)t, iarg, n_iarg, NULL);
+}
+
 static PyObject *
 view_of(tl_tensor *t, int nd, const Py_ssize_t *shape, const Py_ssize_t *st, Py_ssize_t off)
 {
-    return (PyObject *)tl_tensor_view(t, nd, shape, st, off);
+    return view_rec(t, nd, shape, st, off, TL_OP_RESHAPE, NULL, 0);
 }
 
 /* Resolves one -1 and checks the element count, naming the requested shape on failure. */
@@ -143,7 +152,8 @@ reshape_to(tl_tensor *t, int nd, Py_ssize_t *shape, int allow_copy, const char *
     }
     if ((src = tl_tensor_contiguous(t)) == NULL) return NULL;   /* one strided copy kernel */
     contig_strides(nd, shape, st);
-    res = view_of(src, nd, shape, st, src->offset);
+    res = tl_record1((PyObject *)tl_tensor_view(src, nd, shape, st, src->offset), TL_OP_RESHAPE, (PyObject *)t,
+                     NULL, 0, NULL);
     Py_DECREF(src);
     return res;
 }
@@ -199,14 +209,16 @@ m_transpose(PyObject *self, PyObject *args, PyObject *kwargs)
     memcpy(st, t->strides, sizeof st);
     shape[a] = t->shape[b]; shape[b] = t->shape[a];
     st[a] = t->strides[b]; st[b] = t->strides[a];
-    return view_of(t, t->ndim, shape, st, t->offset);
+    int perm[TL_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++) perm[d] = d == a ? b : d == b ? a : d;
+    return view_rec(t, t->ndim, shape, st, t->offset, TL_OP_PERMUTE, perm, t->ndim);
 }
 
 static PyObject *
 permute_by(tl_tensor *t, const Py_ssize_t *dims, int n, const char *op)
 {
     Py_ssize_t shape[TL_MAX_DIMS], st[TL_MAX_DIMS];
-    int seen[TL_MAX_DIMS] = {0};
+    int seen[TL_MAX_DIMS] = {0}, perm[TL_MAX_DIMS];
     char a[128], b[128];
     if (n != t->ndim) goto bad;
     for (int i = 0; i < n; i++) {
@@ -215,8 +227,9 @@ permute_by(tl_tensor *t, const Py_ssize_t *dims, int n, const char *op)
         if (seen[d]++) goto bad;
         shape[i] = t->shape[d];
         st[i] = t->strides[d];
+        perm[i] = d;
     }
-    return view_of(t, n, shape, st, t->offset);
+    return view_rec(t, n, shape, st, t->offset, TL_OP_PERMUTE, perm, n);
 bad:
     tl_shape_str(dims, n, a, sizeof a);
     tl_shape_str(t->shape, t->ndim, b, sizeof b);
@@ -325,7 +338,7 @@ expand_to(tl_tensor *t, int n, const Py_ssize_t *want, const char *op)
             goto bad;
         }
     }
-    return view_of(t, n, shape, st, t->offset);
+    return view_rec(t, n, shape, st, t->offset, TL_OP_EXPAND, NULL, 0);
 bad:
     tl_shape_str(t->shape, t->ndim, a, sizeof a);
     tl_shape_str(want, n, b, sizeof b);
@@ -357,7 +370,8 @@ narrow(tl_tensor *t, int dim, Py_ssize_t start, Py_ssize_t len)
     Py_ssize_t shape[TL_MAX_DIMS];
     memcpy(shape, t->shape, sizeof shape);
     shape[dim] = len;
-    return view_of(t, t->ndim, shape, t->strides, t->offset + start * t->strides[dim]);
+    int iarg[2] = {dim, (int)start};
+    return view_rec(t, t->ndim, shape, t->strides, t->offset + start * t->strides[dim], TL_OP_NARROW, iarg, 2);
 }
 
 /* Views of consecutive pieces of the given sizes along dim, as a list. */
@@ -478,6 +492,8 @@ shape_mismatch(const char *op, Py_ssize_t i, const tl_tensor *t, const tl_tensor
     return -1;
 }
 
+static int record_many(PyObject **ins, Py_ssize_t n, int op, int dim, tl_tensor *out);
+
 static PyObject *
 fn_cat(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
@@ -509,6 +525,7 @@ fn_cat(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
         if (rc < 0) goto fail;
         at += ts[i]->shape[d];
     }
+    if (record_many((PyObject **)ts, n, TL_OP_CAT, d, out) < 0) goto fail;
     Py_DECREF(fast);
     return (PyObject *)out;
 fail:
@@ -548,12 +565,97 @@ fn_stack(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
         Py_XDECREF(dst);
         if (rc < 0) goto fail;
     }
+    if (record_many((PyObject **)ts, n, TL_OP_STACK, d, out) < 0) goto fail;
     Py_DECREF(fast);
     return (PyObject *)out;
 fail:
     Py_XDECREF(out);
     Py_XDECREF(fast);
     return NULL;
+}
+
+/* ---- autograd: each view op's backward undoes it on the gradient ---- */
+
+static int
+record_many(PyObject **ins, Py_ssize_t n, int op, int dim, tl_tensor *out)
+{
+    if (!tl_autograd_wanted(ins, (int)n)) return 0;
+    tl_node *nd = tl_node_new(op, ins, (int)n);
+    if (nd == NULL) return -1;
+    nd->iarg[0] = dim;
+    tl_node_attach(nd, out);
+    return 0;
+}
+
+int
+tl_reshape_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    Py_ssize_t shape[TL_MAX_DIMS];
+    memcpy(shape, nd->in[0].shape, sizeof shape);
+    gin[0] = reshape_to(tl_tensor_CAST(g), nd->in[0].ndim, shape, 1, "backward");
+    return gin[0] == NULL ? -1 : 0;
+}
+
+int
+tl_permute_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    Py_ssize_t inv[TL_MAX_DIMS];
+    int n = nd->in[0].ndim;
+    for (int i = 0; i < n; i++) inv[nd->iarg[i]] = i;
+    gin[0] = permute_by(tl_tensor_CAST(g), inv, n, "backward");
+    return gin[0] == NULL ? -1 : 0;
+}
+
+int
+tl_expand_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    (void)nd;
+    gin[0] = Py_NewRef(g);                            /* the engine sums it back to the input's shape */
+    return 0;
+}
+
+/* zeros of the input's shape with g written into the narrowed region */
+int
+tl_narrow_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    tl_tensor *z = tl_tensor_empty(TL_F32, nd->in[0].ndim, nd->in[0].shape), *dst = NULL;
+    int rc = -1;
+    if (z == NULL || tl_tensor_fill(z, 0.0) < 0) goto done;
+    if ((dst = (tl_tensor *)narrow(z, nd->iarg[0], nd->iarg[1], tl_tensor_CAST(g)->shape[nd->iarg[0]])) == NULL)
+        goto done;
+    if ((rc = tl_copy_into(dst, tl_tensor_CAST(g))) == 0) gin[0] = Py_NewRef(z);
+done:
+    Py_XDECREF(dst);
+    Py_XDECREF(z);
+    return rc;
+}
+
+int
+tl_cat_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    Py_ssize_t at = 0;
+    int d = nd->iarg[0];
+    for (int i = 0; i < nd->n_in; i++) {
+        if (tl_wants_grad(nd, i) && (gin[i] = narrow(tl_tensor_CAST(g), d, at, nd->in[i].shape[d])) == NULL) return -1;
+        at += nd->in[i].shape[d];
+    }
+    return 0;
+}
+
+int
+tl_stack_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    tl_tensor *gt = tl_tensor_CAST(g);
+    Py_ssize_t st[TL_MAX_DIMS];
+    int d = nd->iarg[0];
+    for (int k = 0, j = 0; k < gt->ndim; k++)
+        if (k != d) st[j++] = gt->strides[k];
+    for (int i = 0; i < nd->n_in; i++) {
+        if (!tl_wants_grad(nd, i)) continue;
+        gin[i] = (PyObject *)tl_tensor_view(gt, nd->in[i].ndim, nd->in[i].shape, st, gt->offset + i * gt->strides[d]);
+        if (gin[i] == NULL) return -1;
+    }
+    return 0;
 }
 
 #define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS

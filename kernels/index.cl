@@ -30,3 +30,17 @@ tl_gather_u32(tl_layout L, global uint *o, global const uint *a, global const in
     if (i < 0) i += dim_size;
     o[ix.s0] = a[ix.s1 + i * dim_stride];
 }
+
+/* index_select backward: out is [pre, rows, post], g is [pre, k, post] (contiguous). For output row j the
+ * source rows are order[starts[j] .. starts[j+1]), in increasing order, so the sum is deterministic. */
+kernel void
+tl_index_add_f32(int pre, int rows, int post, int k, global float *out, global const float *g,
+                 global const int *order, global const int *starts)
+{
+    int gid = get_global_id(0);
+    if (gid >= pre * rows * post) return;
+    int q = gid % post, j = (gid / post) % rows, p = gid / (post * rows);
+    float acc = 0.0f;
+    for (int t = starts[j]; t < starts[j + 1]; t++) acc += g[(p * k + order[t]) * post + q];
+    out[gid] = acc;
+}
