@@ -73,9 +73,11 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
     if (inner == 2) { nb1 = p->bshape[first]; sb[0][0] = p->bst[1][first]; sb[1][0] = p->bst[2][first]; }
     for (int d = 0; d < first; d++) nouter *= p->bshape[d];
     size_t gws[3], lws[3] = {(size_t)mm_tile[v] / 4, (size_t)mm_tile[v] / 4, 1};
-    if (v == MM_NAIVE) {
-        gws[0] = (size_t)p->N;
-        gws[1] = (size_t)p->M;
+    if (v == MM_NAIVE) {                                 /* flat over M*N with the handle's 1-D size */
+        lws[0] = kh->wg;
+        lws[1] = 1;
+        gws[0] = tl_round_up((size_t)p->M * (size_t)p->N, kh->wg);
+        gws[1] = 1;
     } else {
         gws[0] = tl_round_up((size_t)p->N, (size_t)mm_tile[v]) / 4;
         gws[1] = tl_round_up((size_t)p->M, (size_t)mm_tile[v]) / 4;
@@ -95,20 +97,20 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
                                &p->sAm, &p->sAk, &b->storage->mem, &off[2], &sb[1][0], &sb[1][1], &p->sBk,
                                &p->sBn, &out->storage->mem, &off[0]};
         if (tl_set_args(k, 0, 18, sz, val) < 0) return -1;
-        if (tl_stream_launch(k, 3, gws, v == MM_NAIVE ? NULL : lws, st, 3, 1u, kh->name, &err) != TL_OK)
+        if (tl_stream_launch(k, 3, gws, lws, st, 3, 1u, kh->name, &err) != TL_OK)
             return tl_raise(&err);
     }
     return 0;
 }
 
-static int
+/* ValueError naming the op and both shapes; returns NULL. */
+static PyObject *
 shapes_error(const char *op, const tl_tensor *a, const tl_tensor *b, const char *why)
 {
     char sa[128], sb[128];
     tl_shape_str(a->shape, a->ndim, sa, sizeof sa);
     tl_shape_str(b->shape, b->ndim, sb, sizeof sb);
-    PyErr_Format(PyExc_ValueError, "%s: shapes %s and %s %s", op, sa, sb, why);
-    return -1;
+    return PyErr_Format(PyExc_ValueError, "%s: shapes %s and %s %s", op, sa, sb, why);
 }
 
 /* Broadcasts the batch dims of a (first nda dims) and b (first ndb) into p and shape; C strides follow
@@ -121,7 +123,10 @@ mm_batch(const char *op, tl_tensor *a, int nda, tl_tensor *b, int ndb, mm_proble
     for (int d = 0; d < nd; d++) {
         int da = d - (nd - nda), db = d - (nd - ndb);
         Py_ssize_t ea = da >= 0 ? a->shape[da] : 1, eb = db >= 0 ? b->shape[db] : 1;
-        if (ea != eb && ea != 1 && eb != 1) return shapes_error(op, a, b, "have batch dims that cannot be broadcast");
+        if (ea != eb && ea != 1 && eb != 1) {
+            shapes_error(op, a, b, "have batch dims that cannot be broadcast");
+            return -1;
+        }
         shape[d] = ea == 1 ? eb : ea;
     }
     *nshape = nd;
@@ -162,10 +167,10 @@ mm(const char *op, tl_tensor *a, tl_tensor *b)
     int nshape = 0;
     tl_tensor *out = NULL;
     if (tl_check_dtype(op, a, TL_F32) < 0 || tl_check_dtype(op, b, TL_F32) < 0) return NULL;
-    if (a->ndim == 0 || b->ndim == 0) return shapes_error(op, a, b, "include a 0-d operand; use * for scalars"), NULL;
+    if (a->ndim == 0 || b->ndim == 0) return shapes_error(op, a, b, "include a 0-d operand; use * for scalars");
     int av = a->ndim == 1, bv = b->ndim == 1;
     Py_ssize_t Ka = a->shape[a->ndim - 1], Kb = b->shape[bv ? 0 : b->ndim - 2];
-    if (Ka != Kb) return shapes_error(op, a, b, "are not aligned: the contracted dims differ"), NULL;
+    if (Ka != Kb) return shapes_error(op, a, b, "are not aligned: the contracted dims differ");
     p.M = av ? 1 : to_int(a->shape[a->ndim - 2]);
     p.N = bv ? 1 : to_int(b->shape[b->ndim - 1]);
     p.K = to_int(Ka);
@@ -176,7 +181,7 @@ mm(const char *op, tl_tensor *a, tl_tensor *b)
     if (mm_batch(op, a, av ? 0 : a->ndim - 2, b, bv ? 0 : b->ndim - 2, &p, shape, &nshape) < 0) return NULL;
     if (!av) shape[nshape++] = p.M;
     if (!bv) shape[nshape++] = p.N;
-    if (nshape > TL_MAX_DIMS) return shapes_error(op, a, b, "give a result of too many dims"), NULL;
+    if (nshape > TL_MAX_DIMS) return shapes_error(op, a, b, "give a result of too many dims");
     if ((out = tl_tensor_empty(TL_F32, nshape, shape)) == NULL) return NULL;
     if (out->storage == NULL) return (PyObject *)out;    /* zero-size: enqueue nothing */
     p.off[1] = to_int(a->offset);
@@ -212,7 +217,7 @@ m_dot(PyObject *self, PyObject *other)
 {
     tl_tensor *a = tl_tensor_CAST(self), *b;
     if (want_tensor("dot", other, &b) < 0) return NULL;
-    if (a->ndim != 1 || b->ndim != 1) return shapes_error("dot", a, b, "are not both 1-D; use matmul"), NULL;
+    if (a->ndim != 1 || b->ndim != 1) return shapes_error("dot", a, b, "are not both 1-D; use matmul");
     return mm("dot", a, b);
 }
 
@@ -224,7 +229,7 @@ m_outer(PyObject *self, PyObject *other)
     mm_problem p = {0};
     if (want_tensor("outer", other, &b) < 0) return NULL;
     if (tl_check_dtype("outer", a, TL_F32) < 0 || tl_check_dtype("outer", b, TL_F32) < 0) return NULL;
-    if (a->ndim != 1 || b->ndim != 1) return shapes_error("outer", a, b, "are not both 1-D"), NULL;
+    if (a->ndim != 1 || b->ndim != 1) return shapes_error("outer", a, b, "are not both 1-D");
     Py_ssize_t shape[2] = {a->shape[0], b->shape[0]};
     if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL) return (PyObject *)out;
     p.M = to_int(shape[0]);
@@ -238,43 +243,41 @@ m_outer(PyObject *self, PyObject *other)
     return (PyObject *)out;
 }
 
-/* Test hook until the shape family offers views: a strided view of t, checked against its storage. */
+/* Test hook until the shape family offers views: a strided view of t, checked against its storage so a
+ * test cannot make the kernel read outside the buffer. */
 static PyObject *
 fn_test_view(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    PyObject *t_o, *shape_o, *strides_o;
-    Py_ssize_t off, shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], lo, hi;
-    int nd, nds;
+    PyObject *t_o, *shape_o, *strides_o, *shape_args = NULL, *fast = NULL, *res = NULL;
+    Py_ssize_t off, shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    int nd;
     if (!PyArg_ParseTuple(args, "O!OOn:_matmul_test_view", tl_state_get()->tensor_type, &t_o, &shape_o, &strides_o,
                           &off))
         return NULL;
     tl_tensor *t = tl_tensor_CAST(t_o);
-    PyObject *one_s = PyTuple_Pack(1, shape_o), *one_t = one_s ? PyTuple_Pack(1, strides_o) : NULL;
-    int rc = one_t == NULL ? -1 : tl_parse_shape("_matmul_test_view", one_s, &nd, shape);
-    if (rc == 0) {
-        PyObject *fast = PySequence_Fast(strides_o, "strides must be a sequence of ints");
-        rc = fast == NULL ? -1 : 0;
-        nds = fast ? (int)PySequence_Fast_GET_SIZE(fast) : 0;
-        for (int d = 0; rc == 0 && d < nds && d < TL_MAX_DIMS; d++) {
-            strides[d] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, d));
-            if (strides[d] == -1 && PyErr_Occurred()) rc = -1;
-        }
-        Py_XDECREF(fast);
-        if (rc == 0 && nds != nd) rc = -1, PyErr_SetString(PyExc_ValueError, "shape and strides differ in length");
+    if ((shape_args = PyTuple_Pack(1, shape_o)) == NULL) goto done;
+    if (tl_parse_shape("_matmul_test_view", shape_args, &nd, shape) < 0) goto done;
+    if ((fast = PySequence_Fast(strides_o, "strides must be a sequence of ints")) == NULL) goto done;
+    if (PySequence_Fast_GET_SIZE(fast) != nd) {
+        PyErr_SetString(PyExc_ValueError, "_matmul_test_view: shape and strides differ in length");
+        goto done;
     }
-    Py_XDECREF(one_s);
-    Py_XDECREF(one_t);
-    if (rc < 0) return NULL;
-    lo = hi = off;
+    Py_ssize_t lo = off, hi = off, n = 1, cap = t->storage ? (Py_ssize_t)(t->storage->nbytes / 4) : 0;
     for (int d = 0; d < nd; d++) {
-        if (shape[d] == 0) { lo = hi = 0; break; }
-        if (strides[d] < 0) lo += strides[d] * (shape[d] - 1);
-        else hi += strides[d] * (shape[d] - 1);
+        strides[d] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, d));
+        if (strides[d] == -1 && PyErr_Occurred()) goto done;
+        *(strides[d] < 0 ? &lo : &hi) += strides[d] * (shape[d] > 0 ? shape[d] - 1 : 0);
+        n *= shape[d];
     }
-    Py_ssize_t cap = t->storage ? (Py_ssize_t)(t->storage->nbytes / 4) : 0;
-    if (lo < 0 || (hi >= cap && !(lo == 0 && hi == 0 && cap == 0)))
-        return PyErr_Format(PyExc_IndexError, "_matmul_test_view: view reaches outside the storage");
-    return (PyObject *)tl_tensor_view(t, nd, shape, strides, off);
+    if (n > 0 && (lo < 0 || hi >= cap)) {
+        PyErr_SetString(PyExc_IndexError, "_matmul_test_view: the view reaches outside the storage");
+        goto done;
+    }
+    res = (PyObject *)tl_tensor_view(t, nd, shape, strides, off);
+done:
+    Py_XDECREF(fast);
+    Py_XDECREF(shape_args);
+    return res;
 }
 
 static const PyMethodDef mm_methods[] = {

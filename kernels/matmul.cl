@@ -6,7 +6,8 @@
  * out-of-range stores are skipped, so the global size is only rounded up to the tile.
  * Tiles are -D-free constants. tl_matmul_f32 (the default) runs 16x16 work-items on a 64x64 output
  * tile; tl_matmul_small_f32 runs 8x8 on 32x32 for devices whose kernel limit is under 256 work-items;
- * tl_matmul_naive_f32 (one output per work-item, no local memory) fits any work-group size.
+ * tl_matmul_naive_f32 (one output per work-item, no local memory) fits any work-group size and
+ * also serves vector products (M or N == 1), where a square tile would sit mostly idle.
  * Each work-item of a tiled kernel keeps a 4x4 block of C in registers, strided by the tile side / 4,
  * so neighbouring work-items read neighbouring B values (coalesced on GPUs, SIMD lanes on PoCL). */
 
@@ -72,12 +73,15 @@ tl_matmul_small_f32(MM_ARGS)
     mm_tile(32, As, Bs, M, N, K, nb2, A, offA, sAb1, sAb2, sAm, sAk, B, offB, sBb1, sBb2, sBk, sBn, C, offC);
 }
 
-/* Global size (N, M, batch) exactly; any local size. */
+/* One output per work-item over the flattened M x N (so a vector product keeps every lane busy and the
+ * launch keeps one local size, which PoCL compiles once); global size (>= M*N, 1, batch). */
 kernel void
 tl_matmul_naive_f32(MM_ARGS)
 {
-    const int n = get_global_id(0), m = get_global_id(1), b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;
-    if (n >= N || m >= M) return;
+    const size_t idx = get_global_id(0);
+    if (idx >= (size_t)M * (size_t)N) return;
+    const int m = (int)(idx / (size_t)N), n = (int)(idx - (size_t)m * (size_t)N);
+    const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;
     A += offA + b1 * sAb1 + b2 * sAb2 + m * sAm;
     B += offB + b1 * sBb1 + b2 * sBb2 + n * sBn;
     float acc = 0.0f;

@@ -62,7 +62,7 @@ box_muller(uint a, uint b)
 kernel void
 tl_philox_normal_f32(int n, global float *o, ulong seed, ulong block0)
 {
-    size_t i = get_global_id(0) * 4;                 /* size_t: the rounded-up tail must not wrap */
+    size_t i = get_global_id(0) * 4;
     if (i >= (size_t)n) return;
     uint4 x = philox_block(seed, block0);
     float2 z0 = box_muller(x.x, x.y), z1 = box_muller(x.z, x.w);
@@ -77,7 +77,7 @@ tl_philox_normal_f32(int n, global float *o, ulong seed, ulong block0)
 kernel void
 tl_philox_randint_i32(int n, global int *o, ulong seed, ulong block0, long low, ulong range)
 {
-    size_t i = get_global_id(0) * 2;                 /* size_t: the rounded-up tail must not wrap */
+    size_t i = get_global_id(0) * 2;
     if (i >= (size_t)n) return;
     uint4 x = philox_block(seed, block0);
     o[i] = (int)(low + (long)((((ulong)x.y << 32) | x.x) % range));
@@ -88,7 +88,7 @@ tl_philox_randint_i32(int n, global int *o, ulong seed, ulong block0, long low, 
 kernel void
 tl_philox_dropout_f32(int n, global float *o, ulong seed, ulong block0, float p, float scale)
 {
-    size_t i = get_global_id(0) * 4;                 /* size_t: the rounded-up tail must not wrap */
+    size_t i = get_global_id(0) * 4;
     if (i >= (size_t)n) return;
     uint4 x = philox_block(seed, block0);
     o[i] = to_unit(x.x) >= p ? scale : 0.0f;
