@@ -206,7 +206,8 @@ fn_dropout(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 static PyObject *
 fn_manual_seed(PyObject *Py_UNUSED(m), PyObject *s)
 {
-    if (!PyLong_Check(s)) return PyErr_Format(PyExc_TypeError, "manual_seed: expected an int, got %s", Py_TYPE(s)->tp_name);
+    if (!PyLong_Check(s))
+        return PyErr_Format(PyExc_TypeError, "manual_seed: expected an int, got %s", Py_TYPE(s)->tp_name);
     unsigned long long v = PyLong_AsUnsignedLongLongMask(s);   /* any int, taken mod 2**64 */
     if (v == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
     rng_seed = v;
