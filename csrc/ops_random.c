@@ -1,4 +1,277 @@
-/* ops_random.c: (stub) the random op family; see DESIGN.md. */
+/* ops_random.c: random tensors from the device's Philox4x32-10 stream (kernels/random.cl): rand, randn,
+ * randint, rand_like, randn_like, dropout_mask, dropout, and the generator state (manual_seed, seed,
+ * initial_seed, get_rng_state, set_rng_state).
+ * The generator is (seed, offset): offset counts the 32-bit values consumed so far and is always a
+ * multiple of 4 (one Philox block). Each call takes the next range of the stream, [offset, offset + used)
+ * with used rounded up to a whole block, so consecutive calls differ and a seed replays the same sequence
+ * in every process and on every device. The state is touched only with the GIL held, which orders calls
+ * the same way it orders their enqueues; no other lock is needed. Without manual_seed a process starts
+ * from TL_RNG_DEFAULT_SEED (deterministic by default; seed() draws a fresh one from os.urandom). */
 #include "ops_common.h"
 
-const tl_family tl_family_random = {NULL, NULL, NULL, NULL, NULL};
+#define TL_RNG_DEFAULT_SEED 0x853c49e6748fea9bULL
+
+static uint64_t rng_seed = TL_RNG_DEFAULT_SEED, rng_offset = 0;
+
+typedef enum { RNG_UNIFORM, RNG_NORMAL, RNG_RANDINT, RNG_DROPOUT } rng_kind;
+static tl_kernel rng_kernels[4] = {
+    TL_KERNEL("random", "tl_philox_uniform_f32"), TL_KERNEL("random", "tl_philox_normal_f32"),
+    TL_KERNEL("random", "tl_philox_randint_i32"), TL_KERNEL("random", "tl_philox_dropout_f32")};
+static const int rng_per_block[4] = {4, 4, 2, 4};        /* outputs of one 4-value Philox block */
+
+/* Fills out (new, contiguous) from the next blocks of the stream; extra: the kind's trailing arguments. */
+static int
+rng_fill(rng_kind kind, tl_tensor *out, int nextra, const size_t *xsz, const void *const *xval)
+{
+    tl_kernel *kh = &rng_kernels[kind];
+    if (out->storage == NULL) return 0;                  /* zero-size: consumes nothing */
+    cl_kernel k = tl_kernel_py(kh);
+    if (k == NULL) return -1;
+    int n = (int)tl_tensor_numel(out);
+    size_t blocks = ((size_t)n + (size_t)rng_per_block[kind] - 1) / (size_t)rng_per_block[kind];
+    cl_ulong seed = rng_seed, block0 = rng_offset / 4;
+    const size_t sz[4] = {sizeof n, sizeof(cl_mem), sizeof seed, sizeof block0};
+    const void *v[4] = {&n, &out->storage->mem, &seed, &block0};
+    if (tl_set_args(k, 0, 4, sz, v) < 0 || tl_set_args(k, 4, nextra, xsz, xval) < 0) return -1;
+    if (tl_launch_1d(kh, blocks, &out->storage, 1, 1u) < 0) return -1;
+    rng_offset += 4 * (uint64_t)blocks;                  /* only once enqueued: a failed call replays */
+    return 0;
+}
+
+/* Keywords shared by the creation functions: dtype (float32 only here) and requires_grad. */
+static int
+float_kwargs(const char *op, PyObject *kwargs, int dflt, int *requires_grad)
+{
+    static char *kw[] = {"dtype", "requires_grad", NULL};
+    PyObject *dtype = Py_None, *empty = PyTuple_New(0);
+    if (empty == NULL) return -1;
+    int ok = PyArg_ParseTupleAndKeywords(empty, kwargs, "|Op", kw, &dtype, requires_grad);
+    Py_DECREF(empty);
+    int td = ok ? tl_parse_dtype(dtype, dflt) : -1;
+    if (td == TL_I32) {
+        PyErr_Format(PyExc_TypeError, "%s: dtype must be float32 (use randint for int32)", op);
+        return -1;
+    }
+    return td;
+}
+
+static PyObject *
+finish(tl_tensor *t, int requires_grad)
+{
+    if (t != NULL && requires_grad && PyObject_SetAttrString((PyObject *)t, "requires_grad", Py_True) < 0)
+        Py_CLEAR(t);
+    return (PyObject *)t;
+}
+
+static PyObject *
+make_random(rng_kind kind, int ndim, const Py_ssize_t *shape, int requires_grad)
+{
+    tl_tensor *t = tl_tensor_empty(TL_F32, ndim, shape);
+    if (t != NULL && rng_fill(kind, t, 0, NULL, NULL) < 0) Py_CLEAR(t);
+    return finish(t, requires_grad);
+}
+
+static PyObject *
+shaped(rng_kind kind, const char *op, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t shape[TL_MAX_DIMS];
+    int ndim, rg = 0;
+    if (float_kwargs(op, kwargs, TL_F32, &rg) < 0 || tl_parse_shape(op, args, &ndim, shape) < 0) return NULL;
+    return make_random(kind, ndim, shape, rg);
+}
+
+static PyObject *
+fn_rand(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    return shaped(RNG_UNIFORM, "rand", args, kwargs);
+}
+
+static PyObject *
+fn_randn(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    return shaped(RNG_NORMAL, "randn", args, kwargs);
+}
+
+static PyObject *
+like(rng_kind kind, const char *op, PyObject *args, PyObject *kwargs)
+{
+    PyObject *t_o;
+    int rg = 0;
+    if (PyTuple_GET_SIZE(args) != 1 || !tl_tensor_check(t_o = PyTuple_GET_ITEM(args, 0)))
+        return PyErr_Format(PyExc_TypeError, "%s(t, dtype=None): t must be a Tensor", op);
+    tl_tensor *t = tl_tensor_CAST(t_o);
+    if (float_kwargs(op, kwargs, t->dtype, &rg) < 0) return NULL;
+    return make_random(kind, t->ndim, t->shape, rg);
+}
+
+static PyObject *
+fn_rand_like(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    return like(RNG_UNIFORM, "rand_like", args, kwargs);
+}
+
+static PyObject *
+fn_randn_like(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    return like(RNG_NORMAL, "randn_like", args, kwargs);
+}
+
+/* randint(low, high, shape, dtype=None): int32 uniform on [low, high). */
+static PyObject *
+fn_randint(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"low", "high", "shape", "dtype", NULL};
+    long long lo, hi;
+    PyObject *shape_o, *dtype = Py_None, *shape_args = NULL;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    int ndim;
+    tl_tensor *t = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "LLO|O:randint", kw, &lo, &hi, &shape_o, &dtype)) return NULL;
+    int td = tl_parse_dtype(dtype, TL_I32);
+    if (td < 0) return NULL;
+    if (td != TL_I32) return PyErr_Format(PyExc_TypeError, "randint: dtype must be int32");
+    if (lo >= hi) return PyErr_Format(PyExc_ValueError, "randint: low (%lld) must be below high (%lld)", lo, hi);
+    if (lo < INT32_MIN || hi > (long long)INT32_MAX + 1)
+        return PyErr_Format(PyExc_ValueError, "randint: [%lld, %lld) does not fit int32", lo, hi);
+    if ((shape_args = PyTuple_Pack(1, shape_o)) == NULL) return NULL;
+    int rc = tl_parse_shape("randint", shape_args, &ndim, shape);
+    Py_DECREF(shape_args);
+    if (rc < 0 || (t = tl_tensor_empty(TL_I32, ndim, shape)) == NULL) return NULL;
+    cl_long low = lo;
+    cl_ulong range = (cl_ulong)(hi - lo);
+    const size_t xsz[2] = {sizeof low, sizeof range};
+    const void *xv[2] = {&low, &range};
+    if (rng_fill(RNG_RANDINT, t, 2, xsz, xv) < 0) Py_CLEAR(t);
+    return (PyObject *)t;
+}
+
+static int
+check_p(const char *op, double p)
+{
+    char buf[32];
+    if (p >= 0.0 && p < 1.0) return 0;                   /* also refuses NaN */
+    snprintf(buf, sizeof buf, "%g", p);
+    PyErr_Format(PyExc_ValueError, "%s: p must be in [0, 1), got %s", op, buf);
+    return -1;
+}
+
+static tl_tensor *
+mask(int ndim, const Py_ssize_t *shape, double p)
+{
+    tl_tensor *t = tl_tensor_empty(TL_F32, ndim, shape);
+    float pf = (float)p, scale = (float)(1.0 / (1.0 - p));
+    const size_t xsz[2] = {sizeof pf, sizeof scale};
+    const void *xv[2] = {&pf, &scale};
+    if (t != NULL && rng_fill(RNG_DROPOUT, t, 2, xsz, xv) < 0) Py_CLEAR(t);
+    return t;
+}
+
+/* dropout_mask(shape, p): float32, each element 1/(1-p) with probability 1-p, else 0. */
+static PyObject *
+fn_dropout_mask(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"shape", "p", NULL};
+    PyObject *shape_o, *shape_args;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    double p;
+    int ndim;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "Od:dropout_mask", kw, &shape_o, &p)) return NULL;
+    if (check_p("dropout_mask", p) < 0 || (shape_args = PyTuple_Pack(1, shape_o)) == NULL) return NULL;
+    int rc = tl_parse_shape("dropout_mask", shape_args, &ndim, shape);
+    Py_DECREF(shape_args);
+    return rc < 0 ? NULL : (PyObject *)mask(ndim, shape, p);
+}
+
+/* dropout(x, p=0.5, training=True) = x * dropout_mask(x.shape, p); x itself when there is nothing to drop.
+ * The product goes through Tensor.__mul__, so it is recorded like any product once autograd exists. */
+static PyObject *
+fn_dropout(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"x", "p", "training", NULL};
+    PyObject *x_o, *res;
+    double p = 0.5;
+    int training = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|dp:dropout", kw, &x_o, &p, &training)) return NULL;
+    if (!tl_tensor_check(x_o))
+        return PyErr_Format(PyExc_TypeError, "dropout: expected a Tensor, got %s", Py_TYPE(x_o)->tp_name);
+    tl_tensor *x = tl_tensor_CAST(x_o), *mk;
+    if (check_p("dropout", p) < 0 || tl_check_dtype("dropout", x, TL_F32) < 0) return NULL;
+    if (!training || p == 0.0) return Py_NewRef(x_o);
+    if ((mk = mask(x->ndim, x->shape, p)) == NULL) return NULL;
+    res = PyNumber_Multiply(x_o, (PyObject *)mk);
+    Py_DECREF(mk);
+    return res;
+}
+
+static PyObject *
+fn_manual_seed(PyObject *Py_UNUSED(m), PyObject *s)
+{
+    if (!PyLong_Check(s))
+        return PyErr_Format(PyExc_TypeError, "manual_seed: expected an int, got %s", Py_TYPE(s)->tp_name);
+    unsigned long long v = PyLong_AsUnsignedLongLongMask(s);   /* any int, taken mod 2**64 */
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    rng_seed = v;
+    rng_offset = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+fn_seed(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    PyObject *os = PyImport_ImportModule("os"), *bytes = NULL, *v = NULL;
+    uint64_t s;
+    if (os != NULL && (bytes = PyObject_CallMethod(os, "urandom", "i", 8)) != NULL && PyBytes_Check(bytes) &&
+        PyBytes_GET_SIZE(bytes) == 8) {
+        memcpy(&s, PyBytes_AS_STRING(bytes), 8);
+        if ((v = PyLong_FromUnsignedLongLong(s)) != NULL) {
+            rng_seed = s;
+            rng_offset = 0;
+        }
+    }
+    Py_XDECREF(bytes);
+    Py_XDECREF(os);
+    return v;
+}
+
+static PyObject *
+fn_initial_seed(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyLong_FromUnsignedLongLong(rng_seed);
+}
+
+static PyObject *
+fn_get_rng_state(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return Py_BuildValue("(KK)", (unsigned long long)rng_seed, (unsigned long long)rng_offset);
+}
+
+static PyObject *
+fn_set_rng_state(PyObject *Py_UNUSED(m), PyObject *state)
+{
+    unsigned long long s, off;
+    if (!PyArg_ParseTuple(state, "KK:set_rng_state", &s, &off)) return NULL;
+    if (off % 4 != 0)
+        return PyErr_Format(PyExc_ValueError, "set_rng_state: offset %llu is not a multiple of 4", off);
+    rng_seed = s;
+    rng_offset = off;
+    Py_RETURN_NONE;
+}
+
+#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
+static const PyMethodDef random_functions[] = {
+    {"rand", KW(fn_rand), "rand(*shape, dtype=None, requires_grad=False): uniform on [0, 1), float32."},
+    {"randn", KW(fn_randn), "randn(*shape, dtype=None, requires_grad=False): standard normal, float32."},
+    {"randint", KW(fn_randint), "randint(low, high, shape, dtype=None): int32 uniform on [low, high)."},
+    {"rand_like", KW(fn_rand_like), "rand_like(t, dtype=None): rand with t's shape."},
+    {"randn_like", KW(fn_randn_like), "randn_like(t, dtype=None): randn with t's shape."},
+    {"dropout_mask", KW(fn_dropout_mask), "dropout_mask(shape, p): 0 or 1/(1-p), keeping with probability 1-p."},
+    {"dropout", KW(fn_dropout), "dropout(x, p=0.5, training=True): x * dropout_mask(x.shape, p) (inverted)."},
+    {"manual_seed", fn_manual_seed, METH_O, "manual_seed(s): seed the generator and rewind its stream."},
+    {"seed", fn_seed, METH_NOARGS, "seed(): seed from os.urandom; returns the seed."},
+    {"initial_seed", fn_initial_seed, METH_NOARGS, "The generator's current seed."},
+    {"get_rng_state", fn_get_rng_state, METH_NOARGS, "(seed, offset): the stream position, for checkpoints."},
+    {"set_rng_state", fn_set_rng_state, METH_O, "set_rng_state((seed, offset)): resume a saved position."},
+    {NULL, NULL, 0, NULL},
+};
+
+const tl_family tl_family_random = {random_functions, NULL, NULL, NULL, NULL};
