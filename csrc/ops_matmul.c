@@ -8,6 +8,8 @@
  * launch per index of any batch dims beyond the two the kernel walks. TLGPU_MATMUL_KERNEL=small|naive
  * forces a fallback kernel (for tests). No backward yet (autograd has not landed). */
 #include "ops_common.h"
+#include "autograd.h"
+#include <stdarg.h>
 #include "cl_runtime.h"
 #include <stdlib.h>
 #include <string.h>
@@ -160,7 +162,7 @@ mm_batch(const char *op, tl_tensor *a, int nda, tl_tensor *b, int ndb, mm_proble
 
 /* numpy matmul: a (..., M, K) or (K,), b (..., K, N) or (K,). */
 static PyObject *
-mm(const char *op, tl_tensor *a, tl_tensor *b)
+mm_forward(const char *op, tl_tensor *a, tl_tensor *b)
 {
     mm_problem p = {0};
     Py_ssize_t shape[TL_MAX_DIMS + 2];
@@ -188,6 +190,90 @@ mm(const char *op, tl_tensor *a, tl_tensor *b)
     p.off[2] = to_int(b->offset);
     if (mm_launch(&p, a, b, out) < 0) Py_CLEAR(out);
     return (PyObject *)out;
+}
+
+/* Records out = a @ b (kind 0) or outer(a, b) (kind 1) for autograd: both operands are saved. */
+static PyObject *
+record(PyObject *out, tl_tensor *a, tl_tensor *b, int kind)
+{
+    PyObject *ins[2] = {(PyObject *)a, (PyObject *)b};
+    if (out == NULL || !tl_autograd_wanted(ins, 2)) return out;
+    tl_node *nd = tl_node_new(TL_OP_MATMUL, ins, 2);
+    if (nd == NULL) { Py_DECREF(out); return NULL; }
+    nd->iarg[0] = kind;
+    tl_node_save(nd, a);
+    tl_node_save(nd, b);
+    tl_node_attach(nd, tl_tensor_CAST(out));
+    return out;
+}
+
+static PyObject *
+mm(const char *op, tl_tensor *a, tl_tensor *b)
+{
+    return record(mm_forward(op, a, b), a, b, 0);
+}
+
+static PyObject *
+call(PyObject *obj, const char *method, const char *fmt, ...);
+
+/* d(a @ b): da = g @ b^T, db = a^T @ g, with 1-D operands promoted to matrices (and the promoted dim squeezed
+ * back out) so the engine's broadcast reduction sees only real batch dims. outer: da = g @ b, db = g^T @ a. */
+int
+tl_matmul_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    PyObject *a = (PyObject *)tl_node_saved(nd, 0), *b = a ? (PyObject *)tl_node_saved(nd, 1) : NULL;
+    PyObject *a2 = NULL, *b2 = NULL, *g2 = NULL, *t = NULL, *r = NULL;
+    int rc = -1;
+    if (b == NULL) goto done;
+    int av = tl_tensor_CAST(a)->ndim == 1, bv = tl_tensor_CAST(b)->ndim == 1;
+    if (nd->iarg[0] == 1) {
+        if (tl_wants_grad(nd, 0) && (gin[0] = mm("backward", tl_tensor_CAST(g), tl_tensor_CAST(b))) == NULL) goto done;
+        if (tl_wants_grad(nd, 1) && ((t = call(g, "transpose", "ii", 0, 1)) == NULL ||
+                                     (gin[1] = mm("backward", tl_tensor_CAST(t), tl_tensor_CAST(a))) == NULL))
+            goto done;
+        rc = 0;
+        goto done;
+    }
+    a2 = av ? call(a, "unsqueeze", "i", 0) : Py_NewRef(a);
+    b2 = bv ? call(b, "unsqueeze", "i", -1) : Py_NewRef(b);
+    g2 = Py_NewRef(g);
+    if (a2 == NULL || b2 == NULL) goto done;
+    if (av) Py_SETREF(g2, call(g2, "unsqueeze", "i", tl_tensor_CAST(g2)->ndim - (bv ? 0 : 1)));
+    if (bv && g2 != NULL) Py_SETREF(g2, call(g2, "unsqueeze", "i", -1));
+    if (g2 == NULL) goto done;
+    if (tl_wants_grad(nd, 0)) {
+        if ((t = call(b2, "transpose", "ii", -1, -2)) == NULL || (r = mm("backward", tl_tensor_CAST(g2), tl_tensor_CAST(t))) == NULL)
+            goto done;
+        gin[0] = av ? call(r, "squeeze", "i", -2) : Py_NewRef(r);
+        Py_CLEAR(t);
+        Py_CLEAR(r);
+        if (gin[0] == NULL) goto done;
+    }
+    if (tl_wants_grad(nd, 1)) {
+        if ((t = call(a2, "transpose", "ii", -1, -2)) == NULL || (r = mm("backward", tl_tensor_CAST(t), tl_tensor_CAST(g2))) == NULL)
+            goto done;
+        if ((gin[1] = bv ? call(r, "squeeze", "i", -1) : Py_NewRef(r)) == NULL) goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(a2); Py_XDECREF(b2); Py_XDECREF(g2); Py_XDECREF(t); Py_XDECREF(r);
+    return rc;
+}
+
+static PyObject *
+call(PyObject *obj, const char *method, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyObject *args = Py_VaBuildValue(fmt, va), *fn = PyObject_GetAttrString(obj, method), *r = NULL;
+    va_end(va);
+    if (args != NULL && fn != NULL) {
+        if (!PyTuple_Check(args)) Py_SETREF(args, PyTuple_Pack(1, args));
+        if (args != NULL) r = PyObject_Call(fn, args, NULL);
+    }
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    return r;
 }
 
 static int
@@ -240,7 +326,7 @@ m_outer(PyObject *self, PyObject *other)
     p.off[1] = to_int(a->offset);
     p.off[2] = to_int(b->offset);
     if (mm_launch(&p, a, b, out) < 0) Py_CLEAR(out);
-    return (PyObject *)out;
+    return record((PyObject *)out, a, b, 1);
 }
 
 /* Test hook until the shape family offers views: a strided view of t, checked against its storage so a
