@@ -1,0 +1,191 @@
+/* reduce.cl: reductions (sum mean max min argmax argmin logsumexp) and row softmax / log_softmax.
+ * The host turns every reduction into [rows, cols] with a row stride pattern: element j of row r sits at
+ * base(r) + j*inner, base(r) = (r / inner) * cols * inner + r % inner (inner = 1 when the reduced axes
+ * are last). A work-group of L threads (L a power of two) holds L/G "units" of G lanes each (G a power
+ * of two, glog = log2 G); a unit reduces one segment of one row: each lane first accumulates serially
+ * (grid-stride, float4 loads where rows are contiguous), then the G lanes combine in a local-memory
+ * tree. With nseg > 1 segments per row the kernel writes partials (value, aux, index) that a second
+ * launch of the same kernel finishes (fin = 1): deterministic, no atomics.
+ * Invariants: every work-item reaches every barrier (G and the op are uniform per launch); the
+ * combine order depends only on (L, G, nseg), so the same input gives bit-identical results.
+ * NaN: sum/max/min propagate NaN and argmax/argmin return the first NaN, as numpy does. */
+
+/* Must match ops_reduce.c's enum. */
+#define R_SUM 0
+#define R_MEAN 1
+#define R_MAX 2
+#define R_MIN 3
+#define R_ARGMAX 4
+#define R_ARGMIN 5
+#define R_LSE 6
+
+/* Does candidate (vb, ib) replace (va, ia)? Index -1 marks an empty lane; ties keep the lower index. */
+inline bool
+arg_better(int op, float va, int ia, float vb, int ib)
+{
+    if (ib < 0) return false;
+    if (ia < 0) return true;
+    bool na = isnan(va), nb = isnan(vb);
+    if (na || nb) return nb && (!na || ib < ia);
+    if (vb != va) return op == R_ARGMAX ? vb > va : vb < va;
+    return ib < ia;
+}
+
+/* logsumexp state (m, s): the set's max m and s = sum exp(x - m). s == 0 means empty; m == ±inf is
+ * kept exact (x == m counts 1) so rows of -inf give -inf and +inf gives +inf, as numpy's formula does. */
+inline float2
+lse_merge(float m1, float s1, float m2, float s2)
+{
+    float m = fmax(m1, m2);
+    float a = (s1 == 0.0f || m1 == m) ? s1 : s1 * exp(m1 - m);
+    float b = (s2 == 0.0f || m2 == m) ? s2 : s2 * exp(m2 - m);
+    return (float2)(m, a + b);
+}
+
+inline void
+merge(int op, float *v, float *w, int *i, float v2, float w2, int i2)
+{
+    switch (op) {
+    case R_SUM: case R_MEAN: *v += v2; break;
+    case R_MAX: *v = (*v >= v2 || isnan(*v)) ? *v : v2; break;
+    case R_MIN: *v = (*v <= v2 || isnan(*v)) ? *v : v2; break;
+    case R_ARGMAX: case R_ARGMIN:
+        if (arg_better(op, *v, *i, v2, i2)) { *v = v2; *i = i2; }
+        break;
+    default: {
+        float2 r = lse_merge(*v, *w, v2, w2);
+        *v = r.x;
+        *w = r.y;
+    }
+    }
+}
+
+/* x: raw input (pass 1: xw = xi = NULL) or partials [rows, cols] with aux sums (xw, logsumexp) and
+ * indices (xi, argmax/argmin). Out slot r*nseg + s. count: the full reduction size, for mean. */
+kernel void
+tl_reduce_f32(int op, int rows, int cols, int inner, int chunk, int nseg, int glog, int fin, float count,
+              int xoff, global const float *x, global const float *xw, global const int *xi,
+              global float *ov, global float *ow, global int *oi,
+              local float *lv, local float *lw, local int *li)
+{
+    int lid = (int)get_local_id(0), G = 1 << glog, lane = lid & (G - 1);
+    int u = (int)get_group_id(0) * ((int)get_local_size(0) >> glog) + (lid >> glog);
+    int live = u < rows * nseg;
+    int r = G == 1 ? u % rows : u / nseg, s = G == 1 ? u / rows : u % nseg;  /* G == 1: adjacent threads,
+                                                                                 adjacent rows (coalesced) */
+    int j0 = s * chunk, j1 = min(cols, j0 + chunk);
+    int base = (r / inner) * cols * inner + r % inner;
+    global const float *p = x + xoff + base;
+    float v = op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : op == R_LSE ? -INFINITY : 0.0f;
+    float w = 0.0f;
+    int i = -1;
+    if (!live) {
+        /* an idle unit still takes part in the barriers below */
+    } else if ((op == R_SUM || op == R_MEAN) && inner == 1) {
+        /* four independent accumulators: float4 loads and some ILP on CPUs */
+        int nv = (j1 - j0) >> 2;
+        float4 a4 = (float4)(0.0f);
+        for (int q = lane; q < nv; q += G) a4 += vload4(0, p + j0 + 4 * q);
+        float t = 0.0f;
+        for (int j = j0 + 4 * nv + lane; j < j1; j += G) t += p[j];
+        v = ((a4.x + a4.y) + (a4.z + a4.w)) + t;
+    } else if (op == R_SUM || op == R_MEAN) {
+        for (int j = j0 + lane; j < j1; j += G) v += p[j * inner];
+    } else if (op == R_MAX) {
+        for (int j = j0 + lane; j < j1; j += G) { float t = p[j * inner]; v = (v >= t || isnan(v)) ? v : t; }
+    } else if (op == R_MIN) {
+        for (int j = j0 + lane; j < j1; j += G) { float t = p[j * inner]; v = (v <= t || isnan(v)) ? v : t; }
+    } else if (op == R_ARGMAX || op == R_ARGMIN) {
+        for (int j = j0 + lane; j < j1; j += G) {
+            float t = p[j * inner];
+            int ti = xi ? xi[base + j] : j;
+            if (arg_better(op, v, i, t, ti)) { v = t; i = ti; }
+        }
+    } else if (xw == 0) {
+        /* logsumexp pass 1: the lane's own max, then its sum of exp relative to it (no rescaling) */
+        float m = -INFINITY, sum = 0.0f;
+        for (int j = j0 + lane; j < j1; j += G) m = fmax(m, p[j * inner]);
+        for (int j = j0 + lane; j < j1; j += G) { float t = p[j * inner]; sum += t == m ? 1.0f : exp(t - m); }
+        v = m;
+        w = sum;
+    } else {
+        for (int j = j0 + lane; j < j1; j += G) merge(op, &v, &w, &i, p[j], xw[base + j], 0);
+    }
+    if (G > 1) {
+        int use_w = op == R_LSE, use_i = op == R_ARGMAX || op == R_ARGMIN;
+        lv[lid] = v;
+        if (use_w) lw[lid] = w;
+        if (use_i) li[lid] = i;
+        for (int h = G >> 1; h > 0; h >>= 1) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (lane < h) {
+                merge(op, &v, &w, &i, lv[lid + h], use_w ? lw[lid + h] : 0.0f, use_i ? li[lid + h] : 0);
+                lv[lid] = v;
+                if (use_w) lw[lid] = w;
+                if (use_i) li[lid] = i;
+            }
+        }
+    }
+    if (!live || lane != 0) return;
+    int o = r * nseg + s;
+    if (!fin) {
+        ov[o] = v;
+        if (ow) ow[o] = w;
+        if (oi) oi[o] = i;
+    } else if (op == R_ARGMAX || op == R_ARGMIN) {
+        oi[o] = i;
+    } else if (op == R_MEAN) {
+        ov[o] = v / count;
+    } else if (op == R_LSE) {
+        ov[o] = isnan(w) ? w : isinf(v) ? v : v + log(w);
+    } else {
+        ov[o] = v;
+    }
+}
+
+/* Combines v over the G lanes of each unit; every lane gets the unit's result. Call uniformly. */
+inline float
+unit_combine(local float *lv, int lid, int lane, int G, float v, int is_max)
+{
+    if (G == 1) return v;
+    barrier(CLK_LOCAL_MEM_FENCE);                     /* earlier readers of lv are done */
+    lv[lid] = v;
+    for (int h = G >> 1; h > 0; h >>= 1) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lane < h) {
+            v = is_max ? fmax(v, lv[lid + h]) : v + lv[lid + h];
+            lv[lid] = v;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return lv[lid - lane];
+}
+
+/* softmax (logmode 0) or log_softmax (1) along rows laid out as in tl_reduce_f32: a max pass, a
+ * sum-of-exp pass and a normalise pass, each spread over the unit's G lanes. A NaN anywhere in a row
+ * makes the whole row NaN (through the sum), as numpy's exp(x - max) / sum does. */
+kernel void
+tl_softmax_f32(int logmode, int rows, int cols, int inner, int glog, int xoff, global const float *x,
+               global float *o, local float *lv)
+{
+    int lid = (int)get_local_id(0), G = 1 << glog, lane = lid & (G - 1);
+    int r = (int)get_group_id(0) * ((int)get_local_size(0) >> glog) + (lid >> glog);
+    int live = r < rows;
+    int base = (r / inner) * cols * inner + r % inner;
+    global const float *p = x + xoff + base;
+    global float *q = o + base;
+    float m = -INFINITY, sum = 0.0f;
+    if (live)
+        for (int j = lane; j < cols; j += G) m = fmax(m, p[j * inner]);
+    m = unit_combine(lv, lid, lane, G, m, 1);
+    if (live)
+        for (int j = lane; j < cols; j += G) sum += exp(p[j * inner] - m);
+    sum = unit_combine(lv, lid, lane, G, sum, 0);
+    if (!live) return;
+    if (logmode) {
+        float ls = log(sum);
+        for (int j = lane; j < cols; j += G) q[j * inner] = (p[j * inner] - m) - ls;
+    } else {
+        for (int j = lane; j < cols; j += G) q[j * inner] = exp(p[j * inner] - m) / sum;
+    }
+}
