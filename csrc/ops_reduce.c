@@ -12,6 +12,7 @@
 #include "ops_common.h"
 #include "cl_runtime.h"
 #include <math.h>
+#include <stdlib.h>
 
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE };    /* = kernels/reduce.cl's R_* */
 static const char *const R_NAME[] = {"sum", "mean", "max", "min", "argmax", "argmin", "logsumexp"};
@@ -115,7 +116,7 @@ parse_args(const char *op, PyObject *args, PyObject *kwargs, PyObject *dflt, PyO
 
 /* ---- launch planning ---- */
 
-typedef struct { size_t L, W; } geometry;           /* local size; threads that fill the device */
+typedef struct { size_t L, W; int blocked; } geometry;  /* local size; threads that fill the device; CPU */
 
 static int
 get_geometry(tl_kernel *kh, geometry *g)
@@ -129,15 +130,21 @@ get_geometry(tl_kernel *kh, geometry *g)
     while (L > 1 && 3 * L * sizeof(float) > rt->info.local_mem) L /= 2;
     g->L = L;
     g->W = 4 * (size_t)(rt->info.compute_units > 0 ? rt->info.compute_units : 1) * L;
+    /* a CPU runs a work-group's items as a loop on one core: give each lane a contiguous stretch.
+     * TLGPU_REDUCE_BLOCKED=0/1 forces the choice, so tests reach the GPU layout on PoCL too. */
+    const char *force = getenv("TLGPU_REDUCE_BLOCKED");
+    g->blocked = force != NULL && *force ? *force == '1' : (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
     return 0;
 }
 
-/* Lanes per row: about 8 elements per lane before the tree, at most L. */
+/* Lanes per row, at most L: about 8 elements per lane before the tree on GPUs; on CPUs 1024, enough
+ * for float16 vectors to pay off (fewer lanes also means fewer barriers, which PoCL makes costly). */
 static int
-lanes_log2(Py_ssize_t cols, size_t L)
+lanes_log2(Py_ssize_t cols, const geometry *g)
 {
     int glog = 0;
-    while (((size_t)1 << glog) < L && ((Py_ssize_t)8 << glog) < cols) glog++;
+    Py_ssize_t per = g->blocked ? 1024 : 8;
+    while (((size_t)1 << glog) < g->L && (per << glog) < cols) glog++;
     return glog;
 }
 
@@ -159,14 +166,14 @@ launch_reduce(const rpass *p, const geometry *g)
     tl_err err = {0};
     cl_kernel k = k_reduce.k;
     const size_t cm = sizeof(cl_mem), lm = g->L * sizeof(float);
-    const size_t sz[19] = {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, cm, cm, cm, cm, cm, cm, lm, lm, lm};
-    const void *v[19] = {&p->op, &p->rows, &p->cols, &p->inner, &p->chunk, &p->nseg, &p->glog, &p->fin,
+    const size_t sz[20] = {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, cm, cm, cm, cm, cm, cm, lm, lm, lm};
+    const void *v[20] = {&p->op, &g->blocked, &p->rows, &p->cols, &p->inner, &p->chunk, &p->nseg, &p->glog, &p->fin,
                          &p->count, &p->xoff, mem_of(p->x), mem_of(p->xw), mem_of(p->xi), mem_of(p->ov),
                          mem_of(p->ow), mem_of(p->oi), NULL, NULL, NULL};
     tl_storage *st[6] = {p->x, p->xw, p->xi, p->ov, p->ow, p->oi};
     size_t units = (size_t)p->rows * (size_t)p->nseg, per = g->L >> p->glog;
     size_t gws = (units + per - 1) / per * g->L, lws = g->L;
-    if (tl_set_args(k, 0, 19, sz, v) < 0) return -1;
+    if (tl_set_args(k, 0, 20, sz, v) < 0) return -1;
     if (tl_stream_launch(k, 1, &gws, &lws, st, 6, 0x38u, k_reduce.name, &err) != TL_OK) return tl_raise(&err);
     return 0;
 }
@@ -182,14 +189,14 @@ run_reduce(int op, tl_tensor *src, int rows, int cols, int inner, tl_tensor *out
     rpass p = {op, rows, cols, inner, cols, 1, 0, 1, (int)src->offset, (float)cols,
                src->storage, NULL, NULL, arg ? NULL : out->storage, NULL, arg ? out->storage : NULL};
     /* inner > 1: one lane per row keeps adjacent threads on adjacent addresses (a column reduction) */
-    p.glog = inner > 1 || cols <= 4 ? 0 : lanes_log2(cols, g.L);
+    p.glog = inner > 1 || cols <= 4 ? 0 : lanes_log2(cols, &g);
     size_t G = (size_t)1 << p.glog, want = g.W / G > 0 ? g.W / G : 1;
     if ((size_t)rows < want && (size_t)cols >= 32 * G) {
         /* too few rows to fill the device: split each into segments of >= 16 elements per lane */
         size_t ns = (want + (size_t)rows - 1) / (size_t)rows, cap = (size_t)cols / (16 * G);
         if (ns > cap) ns = cap;
         size_t chunk = ((size_t)cols + ns - 1) / ns;
-        if (G > 1) chunk = tl_round_up(chunk, 4 * G);   /* whole float4 steps per segment */
+        if (G > 1) chunk = tl_round_up(chunk, (g.blocked ? 32 : 4) * G);   /* whole vector steps per lane */
         p.chunk = (int)chunk;
         p.nseg = (int)(((size_t)cols + chunk - 1) / chunk);
     }
@@ -203,7 +210,7 @@ run_reduce(int op, tl_tensor *src, int rows, int cols, int inner, tl_tensor *out
     p1.ov = pv->storage;
     p1.ow = pw != NULL ? pw->storage : NULL;
     p1.oi = pi != NULL ? pi->storage : NULL;
-    rpass p2 = {op, rows, p.nseg, 1, p.nseg, 1, lanes_log2(p.nseg, g.L), 1, 0, (float)cols,
+    rpass p2 = {op, rows, p.nseg, 1, p.nseg, 1, lanes_log2(p.nseg, &g), 1, 0, (float)cols,
                 p1.ov, p1.ow, p1.oi, p.ov, NULL, p.oi};
     rc = launch_reduce(&p1, &g) < 0 || launch_reduce(&p2, &g) < 0 ? -1 : 0;
 done:
@@ -309,14 +316,14 @@ softmax_impl(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
     rows = tl_tensor_numel(x) / cols;
     if ((src = tl_tensor_contiguous(x)) == NULL || get_geometry(&k_softmax, &g) < 0) goto fail;
     /* a column softmax with rows to spare: one lane per row, adjacent threads on adjacent addresses */
-    glog = inner > 1 && (size_t)rows >= g.W ? 0 : lanes_log2(cols, g.L);
+    glog = inner > 1 && (size_t)rows >= g.W ? 0 : lanes_log2(cols, &g);
     int ri = (int)rows, ci = (int)cols, ii = (int)inner, xoff = (int)src->offset;
-    const size_t sz[9] = {4, 4, 4, 4, 4, 4, sizeof(cl_mem), sizeof(cl_mem), g.L * sizeof(float)};
-    const void *v[9] = {&logmode, &ri, &ci, &ii, &glog, &xoff, &src->storage->mem, &out->storage->mem, NULL};
+    const size_t sz[10] = {4, 4, 4, 4, 4, 4, 4, sizeof(cl_mem), sizeof(cl_mem), g.L * sizeof(float)};
+    const void *v[10] = {&logmode, &g.blocked, &ri, &ci, &ii, &glog, &xoff, &src->storage->mem, &out->storage->mem, NULL};
     tl_storage *st[2] = {src->storage, out->storage};
     size_t per = g.L >> glog, gws = ((size_t)rows + per - 1) / per * g.L, lws = g.L;
     tl_err err = {0};
-    if (tl_set_args(k_softmax.k, 0, 9, sz, v) < 0) goto fail;
+    if (tl_set_args(k_softmax.k, 0, 10, sz, v) < 0) goto fail;
     if (tl_stream_launch(k_softmax.k, 1, &gws, &lws, st, 2, 0x2u, k_softmax.name, &err) != TL_OK) {
         tl_raise(&err);
         goto fail;

@@ -4,7 +4,9 @@
  * are last). A work-group of L threads (L a power of two) holds L/G "units" of G lanes each (G a power
  * of two, glog = log2 G); a unit reduces one segment of one row: each lane first accumulates serially
  * (grid-stride, float4 loads where rows are contiguous), then the G lanes combine in a local-memory
- * tree. With nseg > 1 segments per row the kernel writes partials (value, aux, index) that a second
+ * tree. Lanes interleave (lane, lane+G, ...: adjacent work-items on adjacent addresses, what GPUs
+ * coalesce) or, with `blocked` (CPU devices, where a work-group's items run as a loop on one core),
+ * each lane takes one contiguous stretch (multiple of 32) read with float16 vectors. With nseg > 1 segments per row the kernel writes partials (value, aux, index) that a second
  * launch of the same kernel finishes (fin = 1): deterministic, no atomics.
  * Invariants: every work-item reaches every barrier (G and the op are uniform per launch); the
  * combine order depends only on (L, G, nseg), so the same input gives bit-identical results.
@@ -62,8 +64,50 @@ merge(int op, float *v, float *w, int *i, float v2, float w2, int i2)
 
 /* x: raw input (pass 1: xw = xi = NULL) or partials [rows, cols] with aux sums (xw, logsumexp) and
  * indices (xi, argmax/argmin). Out slot r*nseg + s. count: the full reduction size, for mean. */
+/* Sum of p[j0, j1) (contiguous) over this lane's share; the combine order is fixed by (G, blocked). */
+inline float
+sum_run(global const float *p, int j0, int j1, int lane, int G, int blocked)
+{
+    float t = 0.0f;
+    if (blocked) {
+        /* two float16 accumulators: SIMD width plus two add chains in flight */
+        int nv = (j1 - j0) >> 5, per = (nv + G - 1) / G, q0 = min(nv, lane * per), q1 = min(nv, q0 + per);
+        float16 a = (float16)(0.0f), b = (float16)(0.0f);
+        for (int q = q0; q < q1; q++) {
+            a += vload16(0, p + j0 + 32 * q);
+            b += vload16(0, p + j0 + 32 * q + 16);
+        }
+        for (int j = j0 + 32 * nv + lane; j < j1; j += G) t += p[j];
+        a += b;
+        float8 c = a.lo + a.hi;
+        float4 d = c.lo + c.hi;
+        return ((d.x + d.y) + (d.z + d.w)) + t;
+    }
+    int nv = (j1 - j0) >> 2;
+    float4 a4 = (float4)(0.0f);
+    for (int q = lane; q < nv; q += G) a4 += vload4(0, p + j0 + 4 * q);
+    for (int j = j0 + 4 * nv + lane; j < j1; j += G) t += p[j];
+    return ((a4.x + a4.y) + (a4.z + a4.w)) + t;
+}
+
+/* The lane's walk over [j0, j1): *jb, *je, *js (start, end, step). */
+inline void
+lane_walk(int j0, int j1, int lane, int G, int blocked, int *jb, int *je, int *js)
+{
+    if (blocked) {
+        int per = (((j1 - j0) + G - 1) / G + 31) & ~31;
+        *jb = min(j1, j0 + lane * per);
+        *je = min(j1, *jb + per);
+        *js = 1;
+    } else {
+        *jb = j0 + lane;
+        *je = j1;
+        *js = G;
+    }
+}
+
 kernel void
-tl_reduce_f32(int op, int rows, int cols, int inner, int chunk, int nseg, int glog, int fin, float count,
+tl_reduce_f32(int op, int blocked, int rows, int cols, int inner, int chunk, int nseg, int glog, int fin, float count,
               int xoff, global const float *x, global const float *xw, global const int *xi,
               global float *ov, global float *ow, global int *oi,
               local float *lv, local float *lw, local int *li)
@@ -79,24 +123,20 @@ tl_reduce_f32(int op, int rows, int cols, int inner, int chunk, int nseg, int gl
     float v = op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : op == R_LSE ? -INFINITY : 0.0f;
     float w = 0.0f;
     int i = -1;
+    int jb, je, js;
+    lane_walk(j0, j1, lane, G, blocked, &jb, &je, &js);
     if (!live) {
         /* an idle unit still takes part in the barriers below */
     } else if ((op == R_SUM || op == R_MEAN) && inner == 1) {
-        /* four independent accumulators: float4 loads and some ILP on CPUs */
-        int nv = (j1 - j0) >> 2;
-        float4 a4 = (float4)(0.0f);
-        for (int q = lane; q < nv; q += G) a4 += vload4(0, p + j0 + 4 * q);
-        float t = 0.0f;
-        for (int j = j0 + 4 * nv + lane; j < j1; j += G) t += p[j];
-        v = ((a4.x + a4.y) + (a4.z + a4.w)) + t;
+        v = sum_run(p, j0, j1, lane, G, blocked);
     } else if (op == R_SUM || op == R_MEAN) {
-        for (int j = j0 + lane; j < j1; j += G) v += p[j * inner];
+        for (int j = jb; j < je; j += js) v += p[j * inner];
     } else if (op == R_MAX) {
-        for (int j = j0 + lane; j < j1; j += G) { float t = p[j * inner]; v = (v >= t || isnan(v)) ? v : t; }
+        for (int j = jb; j < je; j += js) { float t = p[j * inner]; v = (v >= t || isnan(v)) ? v : t; }
     } else if (op == R_MIN) {
-        for (int j = j0 + lane; j < j1; j += G) { float t = p[j * inner]; v = (v <= t || isnan(v)) ? v : t; }
+        for (int j = jb; j < je; j += js) { float t = p[j * inner]; v = (v <= t || isnan(v)) ? v : t; }
     } else if (op == R_ARGMAX || op == R_ARGMIN) {
-        for (int j = j0 + lane; j < j1; j += G) {
+        for (int j = jb; j < je; j += js) {
             float t = p[j * inner];
             int ti = xi ? xi[base + j] : j;
             if (arg_better(op, v, i, t, ti)) { v = t; i = ti; }
@@ -104,12 +144,12 @@ tl_reduce_f32(int op, int rows, int cols, int inner, int chunk, int nseg, int gl
     } else if (xw == 0) {
         /* logsumexp pass 1: the lane's own max, then its sum of exp relative to it (no rescaling) */
         float m = -INFINITY, sum = 0.0f;
-        for (int j = j0 + lane; j < j1; j += G) m = fmax(m, p[j * inner]);
-        for (int j = j0 + lane; j < j1; j += G) { float t = p[j * inner]; sum += t == m ? 1.0f : exp(t - m); }
+        for (int j = jb; j < je; j += js) m = fmax(m, p[j * inner]);
+        for (int j = jb; j < je; j += js) { float t = p[j * inner]; sum += t == m ? 1.0f : exp(t - m); }
         v = m;
         w = sum;
     } else {
-        for (int j = j0 + lane; j < j1; j += G) merge(op, &v, &w, &i, p[j], xw[base + j], 0);
+        for (int j = jb; j < je; j += js) merge(op, &v, &w, &i, p[j], xw[base + j], 0);
     }
     if (G > 1) {
         int use_w = op == R_LSE, use_i = op == R_ARGMAX || op == R_ARGMIN;
@@ -162,30 +202,49 @@ unit_combine(local float *lv, int lid, int lane, int G, float v, int is_max)
 }
 
 /* softmax (logmode 0) or log_softmax (1) along rows laid out as in tl_reduce_f32: a max pass, a
- * sum-of-exp pass and a normalise pass, each spread over the unit's G lanes. A NaN anywhere in a row
- * makes the whole row NaN (through the sum), as numpy's exp(x - max) / sum does. */
+ * sum-of-exp pass and a normalise pass, each spread over the unit's G lanes (a row is re-read from
+ * cache, not from memory, when it fits). Blocked contiguous rows (CPU) use float16 vectors so exp is
+ * vectorised. A NaN anywhere in a row makes the whole row NaN (through the sum), as numpy's
+ * exp(x - max) / sum does. */
 kernel void
-tl_softmax_f32(int logmode, int rows, int cols, int inner, int glog, int xoff, global const float *x,
+tl_softmax_f32(int logmode, int blocked, int rows, int cols, int inner, int glog, int xoff, global const float *x,
                global float *o, local float *lv)
 {
     int lid = (int)get_local_id(0), G = 1 << glog, lane = lid & (G - 1);
     int r = (int)get_group_id(0) * ((int)get_local_size(0) >> glog) + (lid >> glog);
-    int live = r < rows;
+    int live = r < rows, vec = blocked && inner == 1;
     int base = (r / inner) * cols * inner + r % inner;
     global const float *p = x + xoff + base;
     global float *q = o + base;
     float m = -INFINITY, sum = 0.0f;
-    if (live)
-        for (int j = lane; j < cols; j += G) m = fmax(m, p[j * inner]);
+    int jb, je, js, jv;
+    lane_walk(0, cols, lane, G, blocked, &jb, &je, &js);
+    jv = vec ? jb + ((je - jb) & ~15) : jb;           /* [jb, jv): float16 steps; [jv, je): scalar */
+    if (live) {
+        float16 m16 = (float16)(-INFINITY);
+        for (int j = jb; j < jv; j += 16) m16 = fmax(m16, vload16(0, p + j));
+        float8 m8 = fmax(m16.lo, m16.hi);
+        float4 m4 = fmax(m8.lo, m8.hi);
+        m = fmax(fmax(m4.x, m4.y), fmax(m4.z, m4.w));
+        for (int j = jv; j < je; j += js) m = fmax(m, p[j * inner]);
+    }
     m = unit_combine(lv, lid, lane, G, m, 1);
-    if (live)
-        for (int j = lane; j < cols; j += G) sum += exp(p[j * inner] - m);
+    if (live) {
+        float16 s16 = (float16)(0.0f);
+        for (int j = jb; j < jv; j += 16) s16 += exp(vload16(0, p + j) - m);
+        float8 s8 = s16.lo + s16.hi;
+        float4 s4 = s8.lo + s8.hi;
+        sum = (s4.x + s4.y) + (s4.z + s4.w);
+        for (int j = jv; j < je; j += js) sum += exp(p[j * inner] - m);
+    }
     sum = unit_combine(lv, lid, lane, G, sum, 0);
     if (!live) return;
     if (logmode) {
         float ls = log(sum);
-        for (int j = lane; j < cols; j += G) q[j * inner] = (p[j * inner] - m) - ls;
+        for (int j = jb; j < jv; j += 16) vstore16((vload16(0, p + j) - m) - ls, 0, q + j);
+        for (int j = jv; j < je; j += js) q[j * inner] = (p[j * inner] - m) - ls;
     } else {
-        for (int j = lane; j < cols; j += G) q[j * inner] = exp(p[j * inner] - m) / sum;
+        for (int j = jb; j < jv; j += 16) vstore16(exp(vload16(0, p + j) - m) / sum, 0, q + j);
+        for (int j = jv; j < je; j += js) q[j * inner] = exp(p[j * inner] - m) / sum;
     }
 }

@@ -147,6 +147,11 @@ def test_argmax_ties_first_occurrence():
     assert t.argmax().item() == 5
     y = np.tile(np.array([1, 3, 3, 2], np.float32), (1000, 1)).T.copy()   # column ties, axis 0
     np.testing.assert_array_equal(tlgpu.tensor(y).argmax(axis=0).numpy(), np.full(1000, 1))
+    z = np.zeros((70000, 3), np.float32)
+    z[[100, 50000], 1] = 5.0                       # column ties in different segments (column path)
+    z[[69999, 7], 2] = -5.0
+    np.testing.assert_array_equal(tlgpu.tensor(z).argmax(axis=0).numpy(), [0, 100, 0])
+    np.testing.assert_array_equal(tlgpu.tensor(z).argmin(axis=0).numpy(), [0, 0, 7])
     big = np.full(1 << 20, -np.inf, np.float32)
     assert tlgpu.tensor(big).argmax().item() == 0 and tlgpu.tensor(big).max().item() == -np.inf
 
@@ -277,3 +282,30 @@ def test_non_contiguous_views_when_available(rng):
         for axis in (None, 0, 1, -1):
             check(op, xt, getattr(view, op)(axis=axis).numpy(), axis)
     np.testing.assert_allclose(view.softmax(axis=1).numpy(), softmax_ref(xt, 1), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("blocked", ["0", "1"])
+def test_both_lane_layouts(blocked):
+    """The interleaved (GPU) and blocked (CPU) lane layouts agree with numpy, whatever the device is."""
+    from conftest import run_python
+    code = """
+import numpy as np, tlgpu
+from test_reduce import OPS, check, softmax_ref
+rng = np.random.default_rng(7)
+for shape, axis in [((65537,), None), ((3, 1025), 1), ((1025, 3), 0), ((4, 70001), 1), ((2, 3, 4), (0, 2)),
+                    ((1 << 20,), None), ((700, 5000), 1)]:
+    x = (rng.standard_normal(shape) * 3 + 0.5).astype(np.float32)
+    t = tlgpu.tensor(x)
+    for op in OPS:
+        if op.startswith("arg") and isinstance(axis, tuple):
+            continue
+        check(op, x, getattr(t, op)(axis=axis).numpy(), axis)
+    if not isinstance(axis, tuple):
+        ax = -1 if axis is None else axis
+        want = softmax_ref(x.reshape(-1) if axis is None else x, ax).reshape(shape)
+        np.testing.assert_allclose(t.softmax(axis=axis).numpy(), want, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(t.log_softmax(axis=axis).numpy(), np.log(want), rtol=1e-5, atol=2e-5)
+print("ok")
+"""
+    r = run_python("import sys; sys.path.insert(0, 'tests')\n" + code, env={"TLGPU_REDUCE_BLOCKED": blocked})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
