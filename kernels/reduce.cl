@@ -64,24 +64,56 @@ merge(int op, float *v, float *w, int *i, float v2, float w2, int i2)
 
 /* x: raw input (pass 1: xw = xi = NULL) or partials [rows, cols] with aux sums (xw, logsumexp) and
  * indices (xi, argmax/argmin). Out slot r*nseg + s. count: the full reduction size, for mean. */
-/* Sum of p[j0, j1) (contiguous) over this lane's share; the combine order is fixed by (G, blocked). */
-inline float
-sum_run(global const float *p, int j0, int j1, int lane, int G, int blocked)
+/* NaN-propagating max/min of vectors, numpy's rule: a NaN on either side wins. */
+inline float16
+vmax16(float16 a, float16 x)
 {
-    float t = 0.0f;
+    return select(x, a, isgreaterequal(a, x) | isnan(a));
+}
+
+inline float16
+vmin16(float16 a, float16 x)
+{
+    return select(x, a, islessequal(a, x) | isnan(a));
+}
+
+inline float
+smerge(int op, float a, float b)
+{
+    return op == R_MAX ? ((a >= b || isnan(a)) ? a : b) : op == R_MIN ? ((a <= b || isnan(a)) ? a : b) : a + b;
+}
+
+/* Sum, max or min of p[j0, j1) (contiguous) over this lane's share; the combine order is fixed by
+ * (G, blocked). `ident`: 0, -inf or +inf. */
+inline float
+contig_run(int op, float ident, global const float *p, int j0, int j1, int lane, int G, int blocked)
+{
+    float t = ident;
     if (blocked) {
-        /* two float16 accumulators: SIMD width plus two add chains in flight */
+        /* two float16 accumulators: SIMD width plus two dependency chains in flight */
         int nv = (j1 - j0) >> 5, per = (nv + G - 1) / G, q0 = min(nv, lane * per), q1 = min(nv, q0 + per);
-        float16 a = (float16)(0.0f), b = (float16)(0.0f);
-        for (int q = q0; q < q1; q++) {
-            a += vload16(0, p + j0 + 32 * q);
-            b += vload16(0, p + j0 + 32 * q + 16);
+        float16 a = (float16)(ident), b = (float16)(ident);
+        global const float *p0 = p + j0;
+        if (op == R_MAX) {
+            for (int q = q0; q < q1; q++) { a = vmax16(a, vload16(0, p0 + 32 * q)); b = vmax16(b, vload16(0, p0 + 32 * q + 16)); }
+            a = vmax16(a, b);
+        } else if (op == R_MIN) {
+            for (int q = q0; q < q1; q++) { a = vmin16(a, vload16(0, p0 + 32 * q)); b = vmin16(b, vload16(0, p0 + 32 * q + 16)); }
+            a = vmin16(a, b);
+        } else {
+            for (int q = q0; q < q1; q++) { a += vload16(0, p0 + 32 * q); b += vload16(0, p0 + 32 * q + 16); }
+            a += b;
         }
-        for (int j = j0 + 32 * nv + lane; j < j1; j += G) t += p[j];
-        a += b;
-        float8 c = a.lo + a.hi;
-        float4 d = c.lo + c.hi;
-        return ((d.x + d.y) + (d.z + d.w)) + t;
+        for (int j = j0 + 32 * nv + lane; j < j1; j += G) t = smerge(op, t, p[j]);
+        float r[16];
+        vstore16(a, 0, r);
+        for (int h = 8; h > 0; h >>= 1)
+            for (int k = 0; k < h; k++) r[k] = smerge(op, r[k], r[k + h]);
+        return smerge(op, r[0], t);
+    }
+    if (op != R_SUM) {
+        for (int j = j0 + lane; j < j1; j += G) t = smerge(op, t, p[j]);
+        return t;
     }
     int nv = (j1 - j0) >> 2;
     float4 a4 = (float4)(0.0f);
@@ -127,8 +159,8 @@ tl_reduce_f32(int op, int blocked, int rows, int cols, int inner, int chunk, int
     lane_walk(j0, j1, lane, G, blocked, &jb, &je, &js);
     if (!live) {
         /* an idle unit still takes part in the barriers below */
-    } else if ((op == R_SUM || op == R_MEAN) && inner == 1) {
-        v = sum_run(p, j0, j1, lane, G, blocked);
+    } else if ((op == R_SUM || op == R_MEAN || op == R_MAX || op == R_MIN) && inner == 1) {
+        v = contig_run(op == R_MEAN ? R_SUM : op, v, p, j0, j1, lane, G, blocked);
     } else if (op == R_SUM || op == R_MEAN) {
         for (int j = jb; j < je; j += js) v += p[j * inner];
     } else if (op == R_MAX) {
@@ -202,8 +234,8 @@ unit_combine(local float *lv, int lid, int lane, int G, float v, int is_max)
 }
 
 /* softmax (logmode 0) or log_softmax (1) along rows laid out as in tl_reduce_f32: a max pass, a
- * sum-of-exp pass and a normalise pass, each spread over the unit's G lanes (a row is re-read from
- * cache, not from memory, when it fits). Blocked contiguous rows (CPU) use float16 vectors so exp is
+ * sum-of-exp pass (softmax stores each exp in the output) and a normalise pass, each spread over the
+ * unit's G lanes; a row is re-read from cache, not memory, when it fits. Blocked contiguous rows (CPU) use float16 vectors so exp is
  * vectorised. A NaN anywhere in a row makes the whole row NaN (through the sum), as numpy's
  * exp(x - max) / sum does. */
 kernel void
@@ -230,12 +262,21 @@ tl_softmax_f32(int logmode, int blocked, int rows, int cols, int inner, int glog
     }
     m = unit_combine(lv, lid, lane, G, m, 1);
     if (live) {
+        /* softmax keeps each exp in the output (re-read by the same lane below: one exp per element) */
         float16 s16 = (float16)(0.0f);
-        for (int j = jb; j < jv; j += 16) s16 += exp(vload16(0, p + j) - m);
+        for (int j = jb; j < jv; j += 16) {
+            float16 e = exp(vload16(0, p + j) - m);
+            s16 += e;
+            if (!logmode) vstore16(e, 0, q + j);
+        }
         float8 s8 = s16.lo + s16.hi;
         float4 s4 = s8.lo + s8.hi;
         sum = (s4.x + s4.y) + (s4.z + s4.w);
-        for (int j = jv; j < je; j += js) sum += exp(p[j * inner] - m);
+        for (int j = jv; j < je; j += js) {
+            float e = exp(p[j * inner] - m);
+            sum += e;
+            if (!logmode) q[j * inner] = e;
+        }
     }
     sum = unit_combine(lv, lid, lane, G, sum, 0);
     if (!live) return;
@@ -244,7 +285,7 @@ tl_softmax_f32(int logmode, int blocked, int rows, int cols, int inner, int glog
         for (int j = jb; j < jv; j += 16) vstore16((vload16(0, p + j) - m) - ls, 0, q + j);
         for (int j = jv; j < je; j += js) q[j * inner] = (p[j * inner] - m) - ls;
     } else {
-        for (int j = jb; j < jv; j += 16) vstore16(exp(vload16(0, p + j) - m) / sum, 0, q + j);
-        for (int j = jv; j < je; j += js) q[j * inner] = exp(p[j * inner] - m) / sum;
+        for (int j = jb; j < jv; j += 16) vstore16(vload16(0, q + j) / sum, 0, q + j);
+        for (int j = jv; j < je; j += js) q[j * inner] = q[j * inner] / sum;
     }
 }
