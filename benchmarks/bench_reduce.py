@@ -3,7 +3,8 @@
 (a) sum over 16M floats: reads 4*n bytes; the raw copy kernel (tlgpu._C._bench_raw(2, n, iters), seconds
     per launch) moves 2*4*n bytes. Target: sum GB/s >= 70 % of copy GB/s.
 (b) softmax / log_softmax over (4096, 4096) rows: read + write, 2*4*n bytes.
-Medians over rounds; each op and the copy are timed in blocks of repeated launches (see main()). Usage: python3 benchmarks/bench_reduce.py [--json] [--rounds R] [--n N] [--rows R --cols C]
+Medians over rounds; each op and the copy are timed in blocks of repeated launches (see main()).
+Usage: python3 benchmarks/bench_reduce.py [--json] [--rounds R] [--n N] [--rows R --cols C]
 """
 import argparse
 import json

@@ -319,7 +319,8 @@ softmax_impl(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
     glog = inner > 1 && (size_t)rows >= g.W ? 0 : lanes_log2(cols, &g);
     int ri = (int)rows, ci = (int)cols, ii = (int)inner, xoff = (int)src->offset;
     const size_t sz[10] = {4, 4, 4, 4, 4, 4, 4, sizeof(cl_mem), sizeof(cl_mem), g.L * sizeof(float)};
-    const void *v[10] = {&logmode, &g.blocked, &ri, &ci, &ii, &glog, &xoff, &src->storage->mem, &out->storage->mem, NULL};
+    const void *v[10] = {&logmode, &g.blocked, &ri, &ci, &ii, &glog, &xoff, &src->storage->mem,
+                         &out->storage->mem, NULL};
     tl_storage *st[2] = {src->storage, out->storage};
     size_t per = g.L >> glog, gws = ((size_t)rows + per - 1) / per * g.L, lws = g.L;
     tl_err err = {0};

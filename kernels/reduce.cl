@@ -3,11 +3,12 @@
  * base(r) + j*inner, base(r) = (r / inner) * cols * inner + r % inner (inner = 1 when the reduced axes
  * are last). A work-group of L threads (L a power of two) holds L/G "units" of G lanes each (G a power
  * of two, glog = log2 G); a unit reduces one segment of one row: each lane first accumulates serially
- * (grid-stride, float4 loads where rows are contiguous), then the G lanes combine in a local-memory
- * tree. Lanes interleave (lane, lane+G, ...: adjacent work-items on adjacent addresses, what GPUs
- * coalesce) or, with `blocked` (CPU devices, where a work-group's items run as a loop on one core),
- * each lane takes one contiguous stretch (multiple of 32) read with float16 vectors. With nseg > 1 segments per row the kernel writes partials (value, aux, index) that a second
- * launch of the same kernel finishes (fin = 1): deterministic, no atomics.
+ * (vector loads where rows are contiguous), then the G lanes combine in a local-memory tree. Lanes
+ * interleave (lane, lane+G, ...: adjacent work-items on adjacent addresses, what GPUs coalesce) or,
+ * with `blocked` (CPU devices, where a work-group's items run as a loop on one core), each lane takes
+ * one contiguous stretch (a multiple of 32) read with float16 vectors. With nseg > 1 segments per row
+ * the kernel writes partials (value, aux, index) that a second launch of it finishes (fin = 1):
+ * deterministic, no atomics.
  * Invariants: every work-item reaches every barrier (G and the op are uniform per launch); the
  * combine order depends only on (L, G, nseg), so the same input gives bit-identical results.
  * NaN: sum/max/min propagate NaN and argmax/argmin return the first NaN, as numpy does. */
@@ -95,13 +96,22 @@ contig_run(int op, float ident, global const float *p, int j0, int j1, int lane,
         float16 a = (float16)(ident), b = (float16)(ident);
         global const float *p0 = p + j0;
         if (op == R_MAX) {
-            for (int q = q0; q < q1; q++) { a = vmax16(a, vload16(0, p0 + 32 * q)); b = vmax16(b, vload16(0, p0 + 32 * q + 16)); }
+            for (int q = q0; q < q1; q++) {
+                a = vmax16(a, vload16(0, p0 + 32 * q));
+                b = vmax16(b, vload16(0, p0 + 32 * q + 16));
+            }
             a = vmax16(a, b);
         } else if (op == R_MIN) {
-            for (int q = q0; q < q1; q++) { a = vmin16(a, vload16(0, p0 + 32 * q)); b = vmin16(b, vload16(0, p0 + 32 * q + 16)); }
+            for (int q = q0; q < q1; q++) {
+                a = vmin16(a, vload16(0, p0 + 32 * q));
+                b = vmin16(b, vload16(0, p0 + 32 * q + 16));
+            }
             a = vmin16(a, b);
         } else {
-            for (int q = q0; q < q1; q++) { a += vload16(0, p0 + 32 * q); b += vload16(0, p0 + 32 * q + 16); }
+            for (int q = q0; q < q1; q++) {
+                a += vload16(0, p0 + 32 * q);
+                b += vload16(0, p0 + 32 * q + 16);
+            }
             a += b;
         }
         for (int j = j0 + 32 * nv + lane; j < j1; j += G) t = smerge(op, t, p[j]);
@@ -235,9 +245,9 @@ unit_combine(local float *lv, int lid, int lane, int G, float v, int is_max)
 
 /* softmax (logmode 0) or log_softmax (1) along rows laid out as in tl_reduce_f32: a max pass, a
  * sum-of-exp pass (softmax stores each exp in the output) and a normalise pass, each spread over the
- * unit's G lanes; a row is re-read from cache, not memory, when it fits. Blocked contiguous rows (CPU) use float16 vectors so exp is
- * vectorised. A NaN anywhere in a row makes the whole row NaN (through the sum), as numpy's
- * exp(x - max) / sum does. */
+ * unit's G lanes; a row is re-read from cache, not memory, when it fits. Blocked contiguous rows
+ * (CPU) use float16 vectors so that exp is vectorised. A NaN anywhere in a row makes the whole row
+ * NaN (through the sum), as numpy's exp(x - max) / sum does. */
 kernel void
 tl_softmax_f32(int logmode, int blocked, int rows, int cols, int inner, int glog, int xoff, global const float *x,
                global float *o, local float *lv)
