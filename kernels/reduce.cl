@@ -132,6 +132,31 @@ contig_run(int op, float ident, global const float *p, int j0, int j1, int lane,
     return ((a4.x + a4.y) + (a4.z + a4.w)) + t;
 }
 
+/* argmax/argmin of a contiguous stretch p[jb, je) (CPU layout): the extreme with float16 vectors, then
+ * the first index holding it (the first NaN when it is NaN), found a vector at a time. */
+inline void
+arg_stretch(int op, global const float *p, int jb, int je, float *v, int *i)
+{
+    if (jb >= je) return;
+    int jv = jb + ((je - jb) & ~15), j, sop = op == R_ARGMAX ? R_MAX : R_MIN;
+    float16 a = (float16)(p[jb]);
+    for (j = jb; j < jv; j += 16) a = op == R_ARGMAX ? vmax16(a, vload16(0, p + j)) : vmin16(a, vload16(0, p + j));
+    float r[16];
+    vstore16(a, 0, r);
+    float m = r[0];
+    for (int k = 1; k < 16; k++) m = smerge(sop, m, r[k]);
+    for (j = jv; j < je; j++) m = smerge(sop, m, p[j]);
+    int nan_m = isnan(m);
+    for (j = jb; j < jv; j += 16) {
+        float16 x = vload16(0, p + j);
+        if (nan_m ? any(isnan(x)) : any(x == m)) break;
+    }
+    for (; j < je; j++)
+        if (nan_m ? isnan(p[j]) : p[j] == m) break;
+    *v = m;
+    *i = j;
+}
+
 /* The lane's walk over [j0, j1): *jb, *je, *js (start, end, step). */
 inline void
 lane_walk(int j0, int j1, int lane, int G, int blocked, int *jb, int *je, int *js)
@@ -177,6 +202,8 @@ tl_reduce_f32(int op, int blocked, int rows, int cols, int inner, int chunk, int
         for (int j = jb; j < je; j += js) { float t = p[j * inner]; v = (v >= t || isnan(v)) ? v : t; }
     } else if (op == R_MIN) {
         for (int j = jb; j < je; j += js) { float t = p[j * inner]; v = (v <= t || isnan(v)) ? v : t; }
+    } else if ((op == R_ARGMAX || op == R_ARGMIN) && blocked && inner == 1 && !xi) {
+        arg_stretch(op, p, jb, je, &v, &i);
     } else if (op == R_ARGMAX || op == R_ARGMIN) {
         for (int j = jb; j < je; j += js) {
             float t = p[j * inner];
