@@ -1,5 +1,6 @@
 """Reductions (sum mean max min argmax argmin logsumexp) and softmax/log_softmax against numpy (float64)."""
 import itertools
+import os
 import warnings
 
 import numpy as np
@@ -257,7 +258,8 @@ def test_deterministic_and_lazy(rng):
     tlgpu.synchronize()
     tlgpu.reset_stream_stats()
     outs = [(t.sum(axis=1), t.logsumexp(axis=0), t.softmax(axis=1), t.mean(axis=(0, 1))) for _ in range(3)]
-    assert tlgpu.stream_stats()["waits"] == 0
+    if os.environ.get("TLGPU_SYNC") != "1":       # eager debug mode waits after every command
+        assert tlgpu.stream_stats()["waits"] == 0
     first = [o.numpy().tobytes() for o in outs[0]]
     for rest in outs[1:]:
         assert [o.numpy().tobytes() for o in rest] == first
