@@ -24,6 +24,8 @@ static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_INDEX] = {"IndexBackward", tl_index_backward},
     [TL_OP_INDEX_SELECT] = {"IndexSelectBackward", tl_index_select_backward},
     [TL_OP_MATMUL] = {"MatmulBackward", tl_matmul_backward},
+    [TL_OP_REDUCE] = {"ReduceBackward", tl_reduce_backward},
+    [TL_OP_SOFTMAX] = {"SoftmaxBackward", tl_softmax_backward},
 };
 _Static_assert(sizeof TL_OPS / sizeof TL_OPS[0] == TL_OP_COUNT, "one row per op");
 

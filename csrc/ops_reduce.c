@@ -10,6 +10,7 @@
  * to run; empty reductions enqueue at most a fill (sum 0, mean NaN, logsumexp -inf; max/min/arg raise);
  * zero-size outputs enqueue nothing. */
 #include "ops_common.h"
+#include "autograd.h"
 #include "cl_runtime.h"
 #include <math.h>
 #include <stdlib.h>
@@ -222,8 +223,37 @@ done:
 
 /* ---- reductions ---- */
 
+static PyObject *reduce_fwd(int op, PyObject *self, PyObject *axis_o, int keepdims, unsigned *mask_out);
+
+/* Records a reduction or softmax node: iarg = {kind, op/logmode, axis mask, keepdims}; x and out saved. */
+static PyObject *
+record(PyObject *out, PyObject *x, int kind, int op, unsigned mask, int keepdims, int save_x, int save_out)
+{
+    if (out == NULL || !tl_autograd_wanted(&x, 1)) return out;
+    if (op == R_ARGMAX || op == R_ARGMIN) return out;                  /* integer results: no gradient */
+    tl_node *nd = tl_node_new(kind, &x, 1);
+    if (nd == NULL) { Py_DECREF(out); return NULL; }
+    nd->iarg[0] = op;
+    nd->iarg[1] = (int)mask;
+    nd->iarg[2] = keepdims;
+    nd->iarg[3] = nd->iarg[4] = -1;
+    if (save_x) { nd->iarg[3] = nd->n_saved; tl_node_save(nd, tl_tensor_CAST(x)); }
+    if (save_out) { nd->iarg[4] = nd->n_saved; tl_node_save(nd, tl_tensor_CAST(out)); }
+    tl_node_attach(nd, tl_tensor_CAST(out));
+    return out;
+}
+
 static PyObject *
 reduce_impl(int op, PyObject *self, PyObject *axis_o, int keepdims)
+{
+    unsigned mask = 0;
+    int needs = op == R_MAX || op == R_MIN || op == R_LSE;
+    PyObject *out = reduce_fwd(op, self, axis_o, keepdims, &mask);      /* sets mask: call it first */
+    return record(out, self, TL_OP_REDUCE, op, mask, keepdims, needs, needs);
+}
+
+static PyObject *
+reduce_fwd(int op, PyObject *self, PyObject *axis_o, int keepdims, unsigned *mask_out)
 {
     const char *name = R_NAME[op];
     tl_tensor *x = tl_tensor_CAST(self), *view = NULL, *src = NULL, *out = NULL;
@@ -231,6 +261,7 @@ reduce_impl(int op, PyObject *self, PyObject *axis_o, int keepdims)
     unsigned mask;
     int nd = x->ndim, ond = 0, nkept = 0, arg = op == R_ARGMAX || op == R_ARGMIN;
     if (tl_check_dtype(name, x, TL_F32) < 0 || parse_axes(name, x, axis_o, !arg, &mask) < 0) return NULL;
+    *mask_out = mask;
     for (int d = 0; d < nd; d++) {
         if (mask & (1u << d)) {
             cols *= x->shape[d];
@@ -297,7 +328,7 @@ softmax_impl(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
     tl_tensor *x = tl_tensor_CAST(self), *src = NULL, *out = NULL;
     PyObject *ax = NULL, *dim = NULL, *m1 = NULL;
     Py_ssize_t cols = 1, inner = 1, rows = 1;
-    unsigned mask;
+    unsigned mask, smask = 0;
     int a = 0, glog = 0;
     geometry g;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, logmode ? "|OO:log_softmax" : "|OO:softmax", kw, &ax, &dim))
@@ -313,6 +344,7 @@ softmax_impl(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
         cols = tl_tensor_numel(x);
     }
     if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) goto done;
+    smask = mask;
     rows = tl_tensor_numel(x) / cols;
     if ((src = tl_tensor_contiguous(x)) == NULL || get_geometry(&k_softmax, &g) < 0) goto fail;
     /* a column softmax with rows to spare: one lane per row, adjacent threads on adjacent addresses */
@@ -332,7 +364,7 @@ softmax_impl(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
 done:
     Py_XDECREF(src);
     Py_XDECREF(m1);
-    return (PyObject *)out;
+    return record((PyObject *)out, self, TL_OP_SOFTMAX, logmode, smask, 1, 0, 1);
 fail:
     Py_CLEAR(out);
     goto done;
@@ -340,6 +372,100 @@ fail:
 
 static PyObject *m_softmax(PyObject *s, PyObject *a, PyObject *k) { return softmax_impl(0, s, a, k); }
 static PyObject *m_log_softmax(PyObject *s, PyObject *a, PyObject *k) { return softmax_impl(1, s, a, k); }
+
+/* ---- backward ---- */
+
+static PyObject *
+mask_tuple(unsigned mask, int ndim)
+{
+    PyObject *t = PyTuple_New(0);
+    for (int d = 0; t != NULL && d < ndim; d++) {
+        if (!(mask >> d & 1u)) continue;
+        PyObject *v = PyLong_FromLong(d);
+        if (v == NULL || _PyTuple_Resize(&t, PyTuple_GET_SIZE(t) + 1) < 0) { Py_XDECREF(v); Py_CLEAR(t); break; }
+        PyTuple_SET_ITEM(t, PyTuple_GET_SIZE(t) - 1, v);
+    }
+    return t;
+}
+
+/* t (a reduced result) with the reduced dims back as size 1, so it broadcasts against the input */
+static PyObject *
+keep_dims(PyObject *t, const tl_edge *e, unsigned mask, int keepdims)
+{
+    if (keepdims) return Py_NewRef(t);
+    PyObject *shape = PyTuple_New(e->ndim);
+    for (int d = 0; shape != NULL && d < e->ndim; d++)
+        PyTuple_SET_ITEM(shape, d, PyLong_FromSsize_t(mask >> d & 1u ? 1 : e->shape[d]));
+    PyObject *r = shape != NULL ? PyObject_CallMethod(t, "reshape", "O", shape) : NULL;
+    Py_XDECREF(shape);
+    return r;
+}
+
+static PyObject *
+saved_or_null(tl_node *nd, int which)
+{
+    return nd->iarg[which] >= 0 ? (PyObject *)tl_node_saved(nd, nd->iarg[which]) : Py_NewRef(Py_None);
+}
+
+/* sum: g broadcast back; mean: / count; max/min: shared evenly among the elements equal to the extreme;
+ * logsumexp: g * exp(x - lse). The engine keeps every result contiguous-or-temporary. */
+int
+tl_reduce_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    const tl_edge *e = &nd->in[0];
+    int op = nd->iarg[0], keep = nd->iarg[2];
+    unsigned mask = (unsigned)nd->iarg[1];
+    PyObject *x = saved_or_null(nd, 3), *out = x ? saved_or_null(nd, 4) : NULL;
+    PyObject *gk = NULL, *ok = NULL, *t = NULL, *u = NULL, *axes = NULL;
+    Py_ssize_t count = 1;
+    for (int d = 0; d < e->ndim; d++) if (mask >> d & 1u) count *= e->shape[d];
+    if (out == NULL || (gk = keep_dims(g, e, mask, keep)) == NULL) goto done;
+    if (op == R_SUM || op == R_MEAN) {
+        tl_tensor *full = tl_tensor_empty(TL_F32, e->ndim, e->shape);        /* materialised: .grad must own it */
+        if ((t = (PyObject *)full) == NULL) goto done;
+        if (op == R_MEAN && (u = PyFloat_FromDouble(1.0 / (double)(count ? count : 1))) != NULL)
+            Py_SETREF(u, PyNumber_Multiply(gk, u));
+        if (op == R_MEAN && u == NULL) goto done;
+        if (tl_copy_into(full, tl_tensor_CAST(u != NULL ? u : gk)) < 0) goto done;   /* broadcasting copy */
+        gin[0] = Py_NewRef(t);
+    } else if (op == R_LSE) {
+        if ((ok = keep_dims(out, e, mask, keep)) == NULL || (t = PyNumber_Subtract(x, ok)) == NULL ||
+            (u = PyObject_CallMethod(t, "exp", NULL)) == NULL)
+            goto done;
+        gin[0] = PyNumber_Multiply(u, gk);
+    } else {                                          /* R_MAX / R_MIN */
+        if ((ok = keep_dims(out, e, mask, keep)) == NULL || (t = PyObject_CallMethod(x, "eq", "O", ok)) == NULL ||
+            (axes = mask_tuple(mask, e->ndim)) == NULL || (u = reduce_impl(R_SUM, t, axes, 1)) == NULL)
+            goto done;
+        Py_SETREF(u, PyNumber_TrueDivide(gk, u));
+        if (u != NULL) gin[0] = PyNumber_Multiply(t, u);
+    }
+done:
+    Py_XDECREF(x); Py_XDECREF(out); Py_XDECREF(gk); Py_XDECREF(ok); Py_XDECREF(t); Py_XDECREF(u); Py_XDECREF(axes);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g), sums over the softmax axis */
+int
+tl_softmax_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    PyObject *y = saved_or_null(nd, 4), *axes = NULL, *t = NULL, *s = NULL, *u = NULL;
+    if (y == NULL || (axes = mask_tuple((unsigned)nd->iarg[1], nd->in[0].ndim)) == NULL) goto done;
+    if (nd->iarg[0] == 0) {
+        if ((t = PyNumber_Multiply(g, y)) == NULL || (s = reduce_impl(R_SUM, t, axes, 1)) == NULL ||
+            (u = PyNumber_Subtract(g, s)) == NULL)
+            goto done;
+        gin[0] = PyNumber_Multiply(y, u);
+    } else {
+        if ((s = reduce_impl(R_SUM, g, axes, 1)) == NULL || (t = PyObject_CallMethod(y, "exp", NULL)) == NULL ||
+            (u = PyNumber_Multiply(t, s)) == NULL)
+            goto done;
+        gin[0] = PyNumber_Subtract(g, u);
+    }
+done:
+    Py_XDECREF(y); Py_XDECREF(axes); Py_XDECREF(t); Py_XDECREF(s); Py_XDECREF(u);
+    return PyErr_Occurred() ? -1 : 0;
+}
 
 #define KW(name, doc) {#name, (PyCFunction)(void (*)(void))m_##name, METH_VARARGS | METH_KEYWORDS, doc}
 static const PyMethodDef reduce_methods[] = {

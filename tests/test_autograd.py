@@ -220,3 +220,46 @@ def test_grads_match_torch_when_available():
     (pa @ pb).tanh().backward(torch.ones(3, 5, dtype=torch.float64))
     np.testing.assert_allclose(ta.grad.numpy(), pa.grad.numpy(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(tb.grad.numpy(), pb.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _lse(a, axis=None, keepdims=False):
+    m = np.max(a, axis=axis, keepdims=True)
+    r = np.log(np.sum(np.exp(a - m), axis=axis, keepdims=True)) + m
+    return r if keepdims else np.squeeze(r, axis=axis) if axis is not None else r.reshape(())
+
+
+REDUCTIONS = [
+    ("sum", dict(), lambda a: a.sum()), ("sum", dict(axis=1), lambda a: a.sum(1)),
+    ("sum", dict(axis=(0, 2), keepdims=True), lambda a: a.sum((0, 2), keepdims=True)),
+    ("mean", dict(axis=-1), lambda a: a.mean(-1)), ("mean", dict(), lambda a: a.mean()),
+    ("max", dict(axis=1), lambda a: a.max(1)), ("min", dict(axis=(0, 1)), lambda a: a.min((0, 1))),
+    ("max", dict(), lambda a: a.max()),
+    ("logsumexp", dict(axis=2), lambda a: _lse(a, 2)), ("logsumexp", dict(), lambda a: _lse(a)),
+]
+
+
+@pytest.mark.parametrize("name,kw,fn", REDUCTIONS, ids=[f"{r[0]}-{r[1]}" for r in REDUCTIONS])
+def test_reduction_grads(name, kw, fn):
+    check(lambda t: getattr(t, name)(**kw), fn, [rand(2, 3, 4)])
+
+
+def _softmax(a, axis):
+    e = np.exp(a - a.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax_grads(axis):
+    check(lambda t: t.softmax(axis), lambda a: _softmax(a, axis), [rand(3, 4, 5)])
+    check(lambda t: t.log_softmax(axis=axis), lambda a: np.log(_softmax(a, axis)), [rand(3, 4, 5)])
+
+
+def test_reduction_grad_of_non_contiguous_input():
+    check(lambda t: t.sum(0) * 2, lambda a: a.T.sum(0) * 2, [rand(3, 4)], views=[lambda t: t.T])
+
+
+def test_scalar_loss_backward_implicit():
+    x = tlgpu.tensor(rand(4, 3).astype(np.float32), requires_grad=True)
+    loss = (x * x).mean()
+    loss.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy() / 12, rtol=1e-5)
