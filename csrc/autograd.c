@@ -26,6 +26,7 @@ static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_MATMUL] = {"MatmulBackward", tl_matmul_backward},
     [TL_OP_REDUCE] = {"ReduceBackward", tl_reduce_backward},
     [TL_OP_SOFTMAX] = {"SoftmaxBackward", tl_softmax_backward},
+    [TL_OP_CROSS_ENTROPY] = {"CrossEntropyBackward", tl_cross_entropy_backward},
 };
 _Static_assert(sizeof TL_OPS / sizeof TL_OPS[0] == TL_OP_COUNT, "one row per op");
 
@@ -33,6 +34,14 @@ int
 tl_grad_enabled(void)
 {
     return !grad_off;
+}
+
+int
+tl_grad_set(int enabled)
+{
+    int prev = !grad_off;
+    grad_off = !enabled;
+    return prev;
 }
 
 int
@@ -229,15 +238,21 @@ tl_mark_write(tl_tensor *t, const char *op)
     tl_storage_bump_version(t->storage);
 }
 
-/* grad_acc += g, where acc may be NULL (then it takes g: a fresh temporary is kept, a shared one copied). */
+/* grad_acc += g, where acc may be NULL. A .grad must own its memory, contiguous from element 0 (optimizers
+ * update it with flat kernels and in place): g is kept when it is such a private temporary (only we hold it
+ * and its storage), otherwise copied. */
 static int
 accumulate(PyObject **acc, PyObject *g)
 {
+    tl_tensor *t = tl_tensor_CAST(g);
     if (*acc == NULL) {
-        if (Py_REFCNT(g) == 1) { *acc = Py_NewRef(g); return 0; }
-        *acc = (PyObject *)tl_tensor_contiguous(tl_tensor_CAST(g));
-        if (*acc == g) Py_SETREF(*acc, PyObject_CallMethod(g, "mul", "d", 1.0));   /* a private copy */
-        return *acc == NULL ? -1 : 0;
+        int private = Py_REFCNT(g) == 1 && t->offset == 0 && tl_tensor_is_contig(t) &&
+                      (t->storage == NULL || atomic_load(&t->storage->refs) == 1);
+        if (private) { *acc = Py_NewRef(g); return 0; }
+        tl_tensor *copy = tl_tensor_empty(TL_F32, t->ndim, t->shape);
+        if (copy != NULL && tl_copy_into(copy, t) < 0) Py_CLEAR(copy);
+        *acc = (PyObject *)copy;
+        return copy == NULL ? -1 : 0;
     }
     PyObject *r = PyObject_CallMethod(*acc, "add_", "O", g);
     Py_XDECREF(r);

@@ -41,10 +41,12 @@ enum {
     TL_OP_INDEX, TL_OP_INDEX_SELECT,                                                   /* ops_index.c */
     TL_OP_MATMUL,                                                                      /* ops_matmul.c */
     TL_OP_REDUCE, TL_OP_SOFTMAX,                                                       /* ops_reduce.c */
+    TL_OP_CROSS_ENTROPY,                                                               /* ops_nn.c */
     TL_OP_COUNT
 };
 
 int        tl_grad_enabled(void);
+int        tl_grad_set(int enabled);                               /* returns the previous mode */
 int        tl_autograd_wanted(PyObject *const *ins, int n);       /* grad mode on and an input requires grad */
 tl_node   *tl_node_new(int op, PyObject *const *ins, int n);      /* NULL + exception on failure */
 PyObject  *tl_record1(PyObject *out, int op, PyObject *in, const int *iarg, int n_iarg, PyObject *extra);
@@ -70,4 +72,5 @@ int tl_index_select_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_matmul_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_matmul.c */
 int tl_reduce_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_reduce.c */
 int tl_softmax_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_cross_entropy_backward(tl_node *nd, PyObject *grad, PyObject **grad_in); /* ops_nn.c */
 #endif

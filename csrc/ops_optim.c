@@ -1,0 +1,108 @@
+/* ops_optim.c: fused optimizer steps, one kernel launch per parameter (kernels/optim.cl). The Python
+ * optimizers (tlgpu/optim.py) hold hyperparameters and state tensors and call these once per parameter.
+ * Steps write parameters in place: they bump the version counter (a graph that saved the old values will
+ * refuse to backward) but are allowed on leaves that require grad, as optimizer updates must be. */
+#include "ops_common.h"
+#include "autograd.h"
+
+/* Checks that every tensor is float32, contiguous and shaped like p (state may be None when flagged). */
+static int
+check_group(const char *op, PyObject *const *ts, int n, unsigned optional)
+{
+    tl_tensor *p = NULL;
+    for (int i = 0; i < n; i++) {
+        if (ts[i] == Py_None && (optional >> i & 1u)) continue;
+        if (!tl_tensor_check(ts[i])) {
+            PyErr_Format(PyExc_TypeError, "%s: argument %d must be a Tensor, got %s", op, i, Py_TYPE(ts[i])->tp_name);
+            return -1;
+        }
+        tl_tensor *t = tl_tensor_CAST(ts[i]);
+        if (tl_check_dtype(op, t, TL_F32) < 0) return -1;
+        if (p == NULL) p = t;
+        char a[128], b[128];
+        tl_shape_str(t->shape, t->ndim, a, sizeof a);
+        tl_shape_str(p->shape, p->ndim, b, sizeof b);
+        if (!tl_tensor_is_contig(t)) return PyErr_Format(PyExc_ValueError, "%s: tensors must be contiguous (argument "
+                                                          "%d, shape %s)", op, i, a), -1;
+        if (t->ndim != p->ndim || memcmp(t->shape, p->shape, sizeof(Py_ssize_t) * (size_t)t->ndim) != 0)
+            return PyErr_Format(PyExc_ValueError, "%s: argument %d has shape %s; the parameter has %s", op, i, a, b), -1;
+    }
+    return 0;
+}
+
+/* Sets mem + offset-free arguments: every buffer argument is the tensor's storage (offsets are folded in by
+ * refusing non-zero offsets: parameters and state created by tlgpu start at element 0). */
+static int
+launch(tl_kernel *kh, PyObject *const *ts, int nts, const size_t *sz, const void *const *extra, int nextra,
+       int first_extra)
+{
+    cl_kernel k = tl_kernel_py(kh);
+    tl_tensor *p = tl_tensor_CAST(ts[0]);
+    tl_storage *st[6] = {NULL};
+    cl_mem none = NULL;
+    int n = (int)tl_tensor_numel(p);
+    if (k == NULL) return -1;
+    if (p->storage == NULL) return 0;
+    if (clSetKernelArg(k, 0, sizeof n, &n) != CL_SUCCESS) return PyErr_Format(PyExc_SystemError, "clSetKernelArg"), -1;
+    for (int i = 0; i < nts; i++) {
+        tl_tensor *t = ts[i] == Py_None ? NULL : tl_tensor_CAST(ts[i]);
+        if (t != NULL && t->offset != 0)
+            return PyErr_Format(PyExc_ValueError, "%s: tensors must start at element 0 (argument %d is a slice)",
+                                kh->name, i), -1;
+        st[i] = t != NULL ? t->storage : NULL;
+        const void *mem = t != NULL ? (const void *)&t->storage->mem : (const void *)&none;
+        size_t msz = sizeof(cl_mem);
+        if (tl_set_args(k, 1 + i, 1, &msz, &mem) < 0) return -1;
+    }
+    if (tl_set_args(k, first_extra, nextra, sz, extra) < 0) return -1;
+    unsigned written = 1u;
+    for (int i = 2; i < nts; i++) written |= 1u << i;             /* p and the state; g (1) is read only */
+    tl_mark_write(p, kh->name);
+    return tl_launch_1d(kh, (size_t)n, st, nts, written);
+}
+
+static PyObject *
+fn_sgd_step(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh = TL_KERNEL("optim", "tl_sgd_f32");
+    PyObject *ts[3];
+    float lr, momentum, dampening, wd;
+    int nesterov, first;
+    if (!PyArg_ParseTuple(args, "OOOffffpp:_sgd_step", &ts[0], &ts[1], &ts[2], &lr, &momentum, &dampening, &wd,
+                          &nesterov, &first))
+        return NULL;
+    if (check_group("sgd", ts, 3, 4u) < 0) return NULL;
+    if (ts[2] == Py_None && momentum != 0.0f) return PyErr_Format(PyExc_ValueError, "sgd: momentum needs a buffer");
+    const size_t sz[6] = {4, 4, 4, 4, 4, 4};
+    const void *v[6] = {&lr, &momentum, &dampening, &wd, &nesterov, &first};
+    if (launch(&kh, ts, 3, sz, v, 6, 4) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+fn_adam_step(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh = TL_KERNEL("optim", "tl_adam_f32");
+    PyObject *ts[5];
+    float lr, b1, b2, eps, wd, bc1, bc2;
+    int decoupled, amsgrad;
+    if (!PyArg_ParseTuple(args, "OOOOOfffffpffp:_adam_step", &ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &lr, &b1, &b2,
+                          &eps, &wd, &decoupled, &bc1, &bc2, &amsgrad))
+        return NULL;
+    if (check_group("adam", ts, 5, 16u) < 0) return NULL;
+    if (amsgrad && ts[4] == Py_None) return PyErr_Format(PyExc_ValueError, "adam: amsgrad needs a max buffer");
+    const size_t sz[9] = {4, 4, 4, 4, 4, 4, 4, 4, 4};
+    const void *v[9] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &bc1, &bc2, &amsgrad};
+    if (launch(&kh, ts, 5, sz, v, 9, 6) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static const PyMethodDef optim_functions[] = {
+    {"_sgd_step", fn_sgd_step, METH_VARARGS,
+     "_sgd_step(p, g, buf|None, lr, momentum, dampening, weight_decay, nesterov, first): one fused SGD step."},
+    {"_adam_step", fn_adam_step, METH_VARARGS,
+     "_adam_step(p, g, m, v, vmax|None, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2, amsgrad)."},
+    {NULL, NULL, 0, NULL},
+};
+
+const tl_family tl_family_optim = {optim_functions, NULL, NULL, NULL, NULL};

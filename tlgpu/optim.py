@@ -1,0 +1,91 @@
+"""Optimizers: hyperparameters and state tensors here; every step() is one fused C kernel per parameter
+(kernels/optim.cl), so a step costs len(params) launches and never waits for the device."""
+from . import _C
+
+
+class Optimizer:
+    def __init__(self, params, defaults):
+        params = list(params)
+        if not params:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        groups = params if isinstance(params[0], dict) else [{"params": params}]
+        self.param_groups = []
+        for g in groups:
+            group = dict(defaults)
+            group.update(g)
+            group["params"] = list(group["params"])
+            for p in group["params"]:
+                if not isinstance(p, _C.Tensor) or p.dtype != "float32" or not p.requires_grad:
+                    raise TypeError(f"{type(self).__name__}: parameters must be float32 tensors that require grad")
+                if not p.is_contiguous():
+                    raise ValueError(f"{type(self).__name__}: parameters must be contiguous")
+            self.param_groups.append(group)
+        self.state = {}
+
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if set_to_none or p.grad is None:
+                    p.grad = None
+                else:
+                    p.grad.zero_()
+
+    def _grads(self, group):
+        for p in group["params"]:
+            if p.grad is not None:
+                yield p, p.grad
+
+
+class SGD(Optimizer):
+    """SGD with momentum, dampening, nesterov and (coupled) weight decay, as torch.optim.SGD."""
+
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError("SGD: lr, momentum and weight_decay must be >= 0")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov))
+
+    def step(self):
+        for group in self.param_groups:
+            for p, g in self._grads(group):
+                st = self.state.setdefault(p, {})
+                first = "momentum_buffer" not in st
+                if group["momentum"] != 0 and first:
+                    st["momentum_buffer"] = _C.zeros(*p.shape)
+                _C._sgd_step(p, g, st.get("momentum_buffer"), group["lr"], group["momentum"], group["dampening"],
+                             group["weight_decay"], group["nesterov"], first)
+
+
+class Adam(Optimizer):
+    """Adam with bias correction and optional amsgrad; weight_decay is added to the gradient (L2)."""
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False):
+        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"{type(self).__name__}: invalid lr, eps or betas")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad))
+
+    def step(self):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p, g in self._grads(group):
+                st = self.state.get(p)
+                if st is None:
+                    st = self.state[p] = {"step": 0, "exp_avg": _C.zeros(*p.shape), "exp_avg_sq": _C.zeros(*p.shape),
+                                          "max_exp_avg_sq": _C.zeros(*p.shape) if group["amsgrad"] else None}
+                st["step"] += 1
+                t = st["step"]
+                _C._adam_step(p, g, st["exp_avg"], st["exp_avg_sq"], st["max_exp_avg_sq"], group["lr"], b1, b2,
+                              group["eps"], group["weight_decay"], self._decoupled, 1 - b1 ** t, 1 - b2 ** t,
+                              group["amsgrad"])
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (p -= lr * weight_decay * p before the Adam update)."""
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
