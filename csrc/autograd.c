@@ -242,9 +242,14 @@ tl_mark_write(tl_tensor *t, const char *op)
  * update it with flat kernels and in place): g is kept when it is such a private temporary (only we hold it
  * and its storage), otherwise copied. */
 static int
-accumulate(PyObject **acc, PyObject *g)
+accumulate(PyObject **acc, PyObject *g, int leaf)
 {
     tl_tensor *t = tl_tensor_CAST(g);
+    if (!leaf) {                                      /* a node's pending sum: shared refs are fine, never in place */
+        if (*acc == NULL) { *acc = Py_NewRef(g); return 0; }
+        Py_SETREF(*acc, PyNumber_Add(*acc, g));
+        return *acc == NULL ? -1 : 0;
+    }
     if (*acc == NULL) {
         int private = Py_REFCNT(g) == 1 && t->offset == 0 && tl_tensor_is_contig(t) &&
                       (t->storage == NULL || atomic_load(&t->storage->refs) == 1);
@@ -321,7 +326,8 @@ run_backward(tl_node *root, PyObject *grad, int retain)
             if (st == 0 && gin[i] != NULL && (e->next != NULL || e->leaf != NULL)) {
                 PyObject *r = tl_sum_to_shape(gin[i], e->ndim, e->shape);
                 if (r == NULL) st = -1;
-                else if (accumulate(e->next ? &e->next->grad : &tl_tensor_CAST(e->leaf)->grad, r) < 0) st = -1;
+                else if (accumulate(e->next ? &e->next->grad : &tl_tensor_CAST(e->leaf)->grad, r, e->next == NULL) < 0)
+                    st = -1;
                 Py_XDECREF(r);
             }
             Py_XDECREF(gin[i]);
@@ -376,7 +382,7 @@ tensor_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     if (g == NULL) return NULL;
     int was_off = grad_off;
     grad_off = 1;
-    if (t->grad_fn == NULL) rc = accumulate(&t->grad, g);          /* a leaf: d(t)/d(t) */
+    if (t->grad_fn == NULL) rc = accumulate(&t->grad, g, 1);       /* a leaf: d(t)/d(t) */
     else rc = run_backward(t->grad_fn, g, retain);
     grad_off = was_off;
     Py_DECREF(g);
