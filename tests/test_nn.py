@@ -215,3 +215,13 @@ def test_training_memory_flat_over_2000_steps():
     assert tlgpu.stream_stats()["waits"] == 0                    # the loss is never read
     # live = inputs + params + grads + Adam's two moments (each a pool block of at most 17/16 of its size)
     assert base <= (x.numel() * 4 + 64 * 4 + 4 * params) * 17 // 16 + 256 * 20
+
+
+def test_training_example_reaches_95_percent():
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "examples", "train_mlp.py")
+    spec = importlib.util.spec_from_file_location("train_mlp", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(steps=300) >= 0.95

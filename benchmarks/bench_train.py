@@ -1,0 +1,98 @@
+"""Training step of an MLP 784-256-256-10, batch 256, Adam: ms/step after warm-up and host waits per step,
+with and without reading the loss; next to PyTorch on the same hardware class when torch is importable
+(CUDA when available, else CPU), in the same run. Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import tlgpu  # noqa: E402
+from tlgpu import nn  # noqa: E402
+from tlgpu.nn import functional as F  # noqa: E402
+from _util import report  # noqa: E402
+
+STEPS = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 50
+BATCH, SIZES = 256, (784, 256, 256, 10)
+
+
+def data():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((BATCH, SIZES[0])).astype(np.float32), rng.integers(0, 10, BATCH).astype(np.int32)
+
+
+def bench_tlgpu(read_loss):
+    x_np, y_np = data()
+    x, y = tlgpu.tensor(x_np), tlgpu.tensor(y_np)
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return float(loss) if read_loss else None
+
+    for _ in range(5):
+        step()
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    t0 = time.perf_counter()
+    for _ in range(STEPS):
+        step()
+    tlgpu.synchronize()
+    dt = (time.perf_counter() - t0) / STEPS
+    s = tlgpu.stream_stats()
+    return dt, (s["waits"] - 1) / STEPS, s["enqueued"] / STEPS
+
+
+def bench_torch(read_loss):
+    try:
+        import torch
+    except ImportError:
+        return None
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    x_np, y_np = data()
+    x, y = torch.tensor(x_np, device=dev), torch.tensor(y_np, device=dev).long()
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 10)).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item() if read_loss else None
+
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    for _ in range(5):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(STEPS):
+        step()
+    sync()
+    return (time.perf_counter() - t0) / STEPS, dev
+
+
+def main():
+    rows = []
+    for read in (False, True):
+        dt, waits, enq = bench_tlgpu(read)
+        rows.append({"what": f"tlgpu, loss {'read' if read else 'not read'}", "ms/step": dt * 1e3,
+                     "waits/step": waits, "enqueues/step": enq})
+        t = bench_torch(read)
+        if t is not None:
+            rows.append({"what": f"PyTorch {t[1]}, loss {'read' if read else 'not read'}", "ms/step": t[0] * 1e3})
+    report(f"MLP 784-256-256-10 training step, batch {BATCH}, Adam ({STEPS} steps)", rows,
+           ["what", "ms/step", "waits/step", "enqueues/step"])
+
+
+if __name__ == "__main__":
+    main()
