@@ -33,6 +33,7 @@ typedef struct {
     PyObject *names;
     int ack_slot;
     long retries;
+    unsigned delay_us;               /* test hook: _slow_reads() */
 } sub_obj;
 
 static double
@@ -600,7 +601,7 @@ sub_read(sub_obj *self, uint64_t newer_than)
         Py_DECREF(a);
     }
     Py_BEGIN_ALLOW_THREADS
-    got = tl_shm_read(self->shm, newer_than, dst, &version, &step, &retries);
+    got = tl_shm_read(self->shm, newer_than, dst, &version, &step, &retries, self->delay_us);
     Py_END_ALLOW_THREADS
     self->retries += retries;
     res = got ? Py_BuildValue("KKO", (unsigned long long)version, (unsigned long long)step, dict) : Py_NewRef(Py_None);
@@ -656,6 +657,16 @@ sub_ack(PyObject *op, PyObject *arg)
     if (self->ack_slot < 0)
         return PyErr_Format(PyExc_RuntimeError, "Subscriber.ack: all %d ack slots are taken", TL_SHM_ACK_SLOTS);
     tl_shm_ack(self->shm, self->ack_slot, v);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+sub_slow_reads(PyObject *op, PyObject *arg)
+{
+    long us = PyLong_AsLong(arg);
+    if (us == -1 && PyErr_Occurred()) return NULL;
+    if (us < 0 || us > 10000000) return PyErr_Format(PyExc_ValueError, "_slow_reads: 0..10^7 microseconds");
+    ((sub_obj *)op)->delay_us = (unsigned)us;
     Py_RETURN_NONE;
 }
 
@@ -716,6 +727,7 @@ static PyMethodDef sub_methods[] = {
      "wait(newer_than, timeout=None) -> the first version newer than newer_than, or None."},
     {"ack", sub_ack, METH_O, "ack(version): tell the publisher which version this subscriber holds."},
     {"close", sub_close, METH_NOARGS, "close(): release the ack slot and unmap."},
+    {"_slow_reads", sub_slow_reads, METH_O, "Test hook: sleep this many microseconds inside each first copy."},
     {"__enter__", sub_enter, METH_NOARGS, NULL},
     {"__exit__", sub_exit, METH_VARARGS, NULL},
     {NULL},

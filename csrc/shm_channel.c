@@ -295,7 +295,8 @@ tl_shm_latest_version(const tl_shm *s)
 }
 
 int
-tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version, uint64_t *step, long *retries)
+tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version, uint64_t *step, long *retries,
+            unsigned delay_us)
 {
     shm_header *h = s->h;
     for (int attempt = 0;; attempt++) {
@@ -310,8 +311,10 @@ tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version
         if (s1 & 1) continue;                   /* being rewritten: `latest` has moved on, reload it */
         uint64_t v = atomic_load_explicit(&sh->version, memory_order_relaxed);
         uint64_t st = atomic_load_explicit(&sh->step, memory_order_relaxed);
-        for (uint32_t i = 0; i < h->n_tensors; i++)
+        for (uint32_t i = 0; i < h->n_tensors; i++) {
+            if (delay_us && attempt == 0 && i == h->n_tensors / 2) usleep(delay_us);   /* test hook */
             memcpy(dst[i], s->data[L & 1] + s->meta[i].off, s->meta[i].numel * 4);
+        }
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&sh->seq, memory_order_relaxed) != s1) continue;   /* lapped: torn */
         *version = v;

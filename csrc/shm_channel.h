@@ -31,9 +31,10 @@ void      tl_shm_destroy(tl_shm *s);                         /* marks closed, un
 tl_status tl_shm_open(const char *name, tl_shm **out, int *os_errno, tl_err *err);
 int       tl_shm_count(const tl_shm *s);
 void      tl_shm_tensor_info(const tl_shm *s, int i, tl_shm_tensor *out);   /* name points into the map */
-/* 1: copied a version newer than newer_than into dst[i] (numel floats each); 0: none newer yet. */
+/* 1: copied a version newer than newer_than into dst[i] (numel floats each); 0: none newer yet.
+ * delay_us (test hook): sleep halfway through the first copy attempt, so that the writer laps it. */
 int       tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version, uint64_t *step,
-                      long *retries);
+                      long *retries, unsigned delay_us);
 int       tl_shm_wait(tl_shm *s, uint64_t newer_than, double timeout);     /* 1 newer there, 0 timeout/closed */
 uint64_t  tl_shm_latest_version(const tl_shm *s);
 int       tl_shm_claim(tl_shm *s);                          /* an ack slot index, or -1 if all taken */
