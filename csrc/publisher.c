@@ -461,6 +461,7 @@ process(tl_pub *p, job *j, tl_err *err)
     float gmax = 0.0f;
     cl_int rc = clWaitForEvents(1, &j->ev);   /* the snapshot is on the device: timings below are ours */
     if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clWaitForEvents", "publish snapshot");
+    double t_snap = now_s();
     if (!first) {
         if ((st = compare(p, j, err)) != TL_OK) return st;
         for (int i = 0; i < p->n; i++) {
@@ -486,7 +487,7 @@ process(tl_pub *p, job *j, tl_err *err)
     while (p->pins[w] > 0) pthread_cond_wait(&p->cv_done, &p->mu);   /* a reader still copies slot w */
     pthread_mutex_unlock(&p->mu);
     uint64_t moved = 0;
-    double t0 = now_s();
+    double t0 = now_s(), cmp = t0 - t_snap;
     if ((st = read_runs(p, j, w, 0, &moved, err)) != TL_OK) return st;
     double xfer = now_s() - t0;
     for (int i = 0; i < p->n; i++) {
@@ -509,6 +510,8 @@ process(tl_pub *p, job *j, tl_err *err)
     p->st.delivered++;
     p->st.bytes_moved += moved;
     p->st.xfer_sum += xfer;
+    p->st.snap_sum += t_snap - j->t0;
+    p->st.cmp_sum += cmp;
     p->st.lat_sum += lat;
     if (lat > p->st.lat_max) p->st.lat_max = lat;
     pthread_cond_broadcast(&p->cv_done);

@@ -20,7 +20,7 @@ typedef struct { double threshold; int incremental; long force_every; const char
 typedef struct {
     long published, delivered, skipped, dropped;
     uint64_t bytes_moved, version, step;
-    double xfer_sum, lat_sum, lat_max;
+    double xfer_sum, lat_sum, lat_max, snap_sum, cmp_sum;   /* sums over delivered versions */
     int fast_path, n_launches, n_acked;
     uint64_t acked[TL_SHM_ACK_SLOTS];
 } tl_pub_stats;

@@ -442,10 +442,11 @@ pub_stats(PyObject *op, PyObject *Py_UNUSED(ignored))
     }
     double nd = s.delivered > 0 ? (double)s.delivered : 1.0, nb = self->block_n > 0 ? (double)self->block_n : 1.0;
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:K,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:N,s:O,s:i}", "published", s.published, "delivered",
-        s.delivered, "skipped", s.skipped, "dropped", s.dropped, "bytes_moved", (unsigned long long)s.bytes_moved,
-        "blocking_mean_s", self->block_sum / nb, "blocking_max_s", self->block_max, "transfer_mean_s",
-        s.xfer_sum / nd, "latency_mean_s", s.lat_sum / nd, "latency_max_s", s.lat_max, "version",
+        "{s:l,s:l,s:l,s:l,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:N,s:O,s:i}", "published", s.published,
+        "delivered", s.delivered, "skipped", s.skipped, "dropped", s.dropped, "bytes_moved",
+        (unsigned long long)s.bytes_moved, "blocking_mean_s", self->block_sum / nb, "blocking_max_s",
+        self->block_max, "transfer_mean_s", s.xfer_sum / nd, "snapshot_mean_s", s.snap_sum / nd, "compare_mean_s",
+        s.cmp_sum / nd, "latency_mean_s", s.lat_sum / nd, "latency_max_s", s.lat_max, "version",
         (unsigned long long)s.version, "step", (unsigned long long)s.step, "acked", acked, "fast_path",
         s.fast_path ? Py_True : Py_False, "snapshot_enqueues", s.n_launches);
 }
