@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
@@ -47,7 +48,7 @@ typedef struct {
     _Atomic uint64_t magic;                     /* stored last by the creator */
     uint32_t layout_version, n_tensors;
     uint64_t flat_elems, meta_off, names_off, data_off[2], total_bytes, creator_pid;
-    uint64_t pad0[6];
+    uint64_t pad0[7];
     _Atomic uint64_t latest;                    /* 0 = nothing yet; else version << 1 | slot */
     _Atomic uint64_t closed;                    /* the publisher closed: no newer version will come */
     _Atomic uint32_t notify;                    /* futex word, bumped after every publish */
@@ -56,6 +57,10 @@ typedef struct {
     slot_hdr slot[2];
     ack_slot ack[TL_SHM_ACK_SLOTS];
 } shm_header;
+
+/* The offsets docs/publish.md documents: other-language readers depend on them. */
+_Static_assert(offsetof(shm_header, latest) == 128 && offsetof(shm_header, notify) == 144 &&
+               offsetof(shm_header, slot) == 192 && offsetof(shm_header, ack) == 320, "shm header layout");
 
 typedef struct {                                /* one per tensor, after the header */
     uint64_t off, numel, name_off, name_len;
