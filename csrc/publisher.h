@@ -1,0 +1,48 @@
+/* publisher.h: the asynchronous weight publisher core (pure C, no Python; see docs/publish.md).
+ * The learner (GIL holder) snapshots the parameters into a flat device buffer on q0 and posts it to a
+ * one-slot mailbox; a background pthread compares, transfers into pinned staging and makes the version
+ * visible. Functions marked "lock held" need tl_pub_lock/tl_pub_trylock first; the blocking ones are
+ * called with the GIL released. */
+#ifndef TL_PUBLISHER_H
+#define TL_PUBLISHER_H
+#include "storage.h"
+#include "shm_channel.h"
+
+typedef struct tl_pub tl_pub;
+typedef struct {
+    const char *name;
+    tl_storage *storage;                 /* NULL for a zero-size tensor; the publisher retains it */
+    uint64_t offset, numel;              /* elements; the tensor is contiguous */
+    int ndim;
+    int64_t shape[TL_SHM_MAX_DIMS];
+} tl_pub_param;
+typedef struct { double threshold; int incremental; long force_every; const char *shm_name; } tl_pub_config;
+typedef struct {
+    long published, delivered, skipped, dropped;
+    uint64_t bytes_moved, version, step;
+    double xfer_sum, lat_sum, lat_max, snap_sum, cmp_sum;   /* sums over delivered versions */
+    int fast_path, n_launches, n_acked;
+    uint64_t acked[TL_SHM_ACK_SLOTS];
+} tl_pub_stats;
+
+tl_status tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub **out, int *os_errno,
+                        tl_err *err);                                    /* blocks: builds, allocates */
+void      tl_pub_lock(tl_pub *p);
+int       tl_pub_trylock(tl_pub *p);                                     /* 1 when taken */
+void      tl_pub_unlock(tl_pub *p);
+tl_status tl_pub_publish_locked(tl_pub *p, uint64_t step, double t_enter, tl_err *err);  /* GIL + lock held */
+tl_status tl_pub_take_error_locked(tl_pub *p, tl_err *err);             /* the thread's error, once */
+int       tl_pub_failed_locked(const tl_pub *p);
+/* Blocking (GIL released). wait: 1 a version > newer_than is visible, 0 timeout, -1 the thread stopped. */
+int       tl_pub_wait(tl_pub *p, uint64_t newer_than, double timeout);
+int       tl_pub_drain(tl_pub *p, double timeout);                       /* 1 idle, 0 timeout, -1 stopped */
+/* Pins the visible staging slot if its version > newer_than: returns the slot (0/1) or -1. */
+int       tl_pub_pin(tl_pub *p, uint64_t newer_than, const float **flat, uint64_t *version, uint64_t *step);
+void      tl_pub_unpin(tl_pub *p, int slot);
+uint64_t  tl_pub_flat_offset(const tl_pub *p, int i);
+void      tl_pub_get_stats(tl_pub *p, tl_pub_stats *out);
+void      tl_pub_inject_error(tl_pub *p);                                /* test hook: the thread fails */
+tl_status tl_pub_close(tl_pub *p, int cancel, tl_err *err);              /* blocks: joins, frees; idempotent */
+void      tl_pub_free(tl_pub *p);                                        /* after close */
+tl_status tl_pub_bench_pinned_read(size_t nbytes, int iters, double *seconds, tl_err *err);   /* blocks */
+#endif

@@ -1,0 +1,65 @@
+"""Asynchronous weight publishing for RL learners (docs/publish.md).
+
+    pub = tlgpu.publish.WeightPublisher(model_params, threshold=0.0, name="policy")
+    for step in range(...):
+        train_step()
+        pub.publish(step)              # returns at once: a device-side snapshot plus a mailbox post
+    pub.close()
+
+`publish()` enqueues a device-to-device snapshot of every parameter on the compute queue and hands it to a
+background C thread (latest-only: a snapshot not yet taken is replaced and counted as dropped). The thread
+compares the snapshot with the last delivered version on the device, skips it when nothing changed by
+more than `threshold`, moves only the changed tensors (`incremental=True`) into pinned host staging and
+then makes the version visible to `latest()` / `wait()` and, with `name=...`, to `Subscriber(name)` in
+other processes through POSIX shared memory.
+"""
+from . import _C
+
+_Publisher, _Subscriber = _C._publish_types()
+
+__all__ = ["WeightPublisher", "Subscriber"]
+
+
+class WeightPublisher(_Publisher):
+    """WeightPublisher(params, threshold=0.0, incremental=True, force_every=None, name=None)
+
+    params: a dict name -> float32 Tensor (contiguous), or an object whose ``named_parameters()`` yields
+        (name, Tensor) pairs (a Module). The tensors are fixed at construction: publishing after one of
+        them changed shape or storage raises ValueError.
+    threshold: a publish is skipped when the largest absolute change of any element since the last
+        delivered version is <= threshold. A tensor counts as *changed* when its largest absolute change
+        is > threshold (so with threshold=0, any nonzero change); NaN always counts as changed.
+    incremental: move only the changed tensors to the host (otherwise every tensor, every delivery).
+    force_every: K >= 1: a snapshot taken K or more publishes after the last delivered one is delivered
+        whatever the change (moving every tensor with any nonzero change, so it is exact).
+    name: also deliver into POSIX shared memory under this name for ``Subscriber(name)``.
+
+    Methods: publish(step), latest(), wait(newer_than, timeout=None), drain(timeout=None), stats(),
+    close(cancel=False); also a context manager (leaving on an exception cancels the pending snapshot).
+    A version is the 1-based number of the publish() call that produced it; versions only go up.
+    An error on the background thread is raised by the next publish()/latest()/wait()/drain()/close().
+    """
+
+    def __init__(self, params, threshold=0.0, incremental=True, force_every=None, name=None):
+        # everything happens in the C type's __new__; this signature is for help() and IDEs
+        pass
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return f"<WeightPublisher {len(self.names)} tensors, {state}>"
+
+
+class Subscriber(_Subscriber):
+    """Subscriber(name): reads the versions a WeightPublisher(name=...) writes into shared memory.
+
+    latest() -> (version, step, {name: ndarray}) or None; wait(newer_than, timeout=None) -> the first
+    version newer than newer_than, or None on timeout or once the publisher closed; ack(version) tells the
+    publisher which version this process holds (its stats()["acked"]); close() releases the ack slot.
+    Never returns a torn version: reads are checked with a seqlock and retried.
+    """
+
+    def __init__(self, name):
+        pass
+
+    def __repr__(self):
+        return f"<Subscriber {len(self.names)} tensors>"
