@@ -61,12 +61,29 @@ marker_covering(const tl_runtime *rt, uint64_t need, cl_event *out, tl_err *err)
     return TL_OK;
 }
 
+/* Moves an event into the wait list; when the list is full (more than MAX_WAIT storages with transfers in
+ * flight, which no op produces today) the host waits for it instead, so an ordering is never dropped. */
+static int
+take_one(cl_event *slot, cl_event *wl, int nwl)
+{
+    cl_event ev = *slot;
+    *slot = NULL;
+    if (nwl < MAX_WAIT) {
+        wl[nwl++] = ev;
+    } else {
+        clWaitForEvents(1, &ev);
+        tl_stream_count_wait("wait list full");
+        clReleaseEvent(ev);
+    }
+    return nwl;
+}
+
 /* Moves the transfer events a q0 command must wait on into wl. slock held. */
 static int
 take_events(tl_storage *s, int writes, cl_event *wl, int nwl)
 {
-    if (s->ready_ev != NULL && nwl < MAX_WAIT) { wl[nwl++] = s->ready_ev; s->ready_ev = NULL; }
-    if (writes && s->rd_ev != NULL && nwl < MAX_WAIT) { wl[nwl++] = s->rd_ev; s->rd_ev = NULL; }
+    if (s->ready_ev != NULL) nwl = take_one(&s->ready_ev, wl, nwl);
+    if (writes && s->rd_ev != NULL) nwl = take_one(&s->rd_ev, wl, nwl);
     return nwl;
 }
 
@@ -154,6 +171,7 @@ tl_stream_read(tl_storage *s, size_t off, void *dst, size_t n, tl_err *err)
     nwl = take_events(s, 0, wl, 0);
     s->use_seq = ++q0_seq;
     since_flush = 0;                                   /* a blocking read flushes q0 */
+    atomic_fetch_add(&n_enqueued, 1);
     pthread_mutex_unlock(&slock);
     cl_int rc = clEnqueueReadBuffer(rt->q0, s->mem, CL_TRUE, off, n, dst, (cl_uint)nwl, nwl ? wl : NULL, NULL);
     tl_stream_count_wait("read");
@@ -245,6 +263,15 @@ tl_stream_synchronize(tl_err *err)
     tl_stream_count_wait("synchronize");
     if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clFinish", "compute queue");
     return rc1 == CL_SUCCESS ? TL_OK : tl_err_set(err, rc1, "clFinish", "transfer queue");
+}
+
+int
+tl_stream_pending(tl_storage *s)
+{
+    pthread_mutex_lock(&slock);
+    int pending = s->ready_ev != NULL || s->rd_ev != NULL;
+    pthread_mutex_unlock(&slock);
+    return pending;
 }
 
 void

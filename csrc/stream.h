@@ -19,6 +19,7 @@ tl_status tl_stream_read_async(cl_command_queue q, tl_storage *s, size_t off, vo
                                cl_event *done, tl_err *err);                               /* q1-side read */
 tl_status tl_stream_synchronize(tl_err *err);                                                 /* blocks */
 void      tl_stream_retire(tl_storage *s);                                                    /* may block */
+int       tl_stream_pending(tl_storage *s);          /* transfer events still on s: its release may block */
 void      tl_stream_count_wait(const char *why);
 void      tl_stream_get_stats(tl_stream_stats *out);
 void      tl_stream_reset_stats(void);

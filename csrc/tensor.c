@@ -176,7 +176,14 @@ tensor_dealloc(PyObject *op)
     if (t->weakreflist != NULL) PyObject_ClearWeakRefs(op);
     tensor_clear(op);
     if (t->grad_fn != NULL) tl_node_release(t->grad_fn);
-    tl_storage_release(t->storage);
+    tl_storage *s = t->storage;
+    if (s != NULL && atomic_load(&s->refs) == 1 && tl_stream_pending(s)) {
+        Py_BEGIN_ALLOW_THREADS                       /* the last release waits for an in-flight transfer */
+        tl_storage_release(s);
+        Py_END_ALLOW_THREADS
+    } else {
+        tl_storage_release(s);
+    }
     tp->tp_free(op);
     Py_DECREF(tp);
 }
