@@ -1,5 +1,5 @@
 # make test: install what is missing (Debian OpenCL packages, Python test deps), build, run the suite.
-# make demo: the demo on the default device.
+# make demo: the RL learner demo (PPO on CartPole, actors fed by the weight publisher) on the default device.
 PYTHON ?= python3
 APT_PACKAGES := ocl-icd-opencl-dev pocl-opencl-icd clinfo
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -27,7 +27,7 @@ test: build check-size
 	$(PYTHON) -m pytest -q tests
 
 demo: build
-	$(PYTHON) examples/tour.py
+	$(PYTHON) examples/rl_learner.py
 
 bench: build
 	$(PYTHON) benchmarks/bench_dispatch.py

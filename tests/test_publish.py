@@ -395,3 +395,16 @@ def test_in_process_subscriber_and_acks(rng):
     check_equal(subs[1].latest()[2], arrs)                   # the mapping outlives the unlink
     for s in subs[1:]:
         s.close()
+
+
+def test_rl_learner_demo_smoke():
+    """make demo's script runs end to end (actor processes, shared memory, PPO updates) in a tiny config."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, os.path.join(root, "examples", "rl_learner.py"), "--actors", "1", "--envs", "4",
+                        "--horizon", "32", "--max-updates", "3"], capture_output=True, text=True, timeout=300, cwd=root)
+    assert "summary: 3 updates" in r.stdout, r.stdout + r.stderr
+    assert "published 4, delivered" in r.stdout
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith("tlgpu_rl_")]

@@ -12,7 +12,7 @@ from . import _C
 from ._C import *  # noqa: F401,F403  every public C function: each op family registers its own
 from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor, empty, full, ones, zeros
 from .autograd import enable_grad, no_grad  # noqa: F401
-from . import nn, optim  # noqa: F401,E402
+from . import nn, optim, publish  # noqa: F401,E402
 
 __version__ = "0.1.0"
 float32 = _np.dtype("float32")

@@ -1,0 +1,241 @@
+"""RL learner demo: PPO on CartPole with actor processes fed by tlgpu's asynchronous weight publisher.
+
+The learner trains a small policy/value MLP on the default device and publishes the weights after every
+update (publish() only enqueues a device snapshot: the learner does not wait for the copy). N actor
+processes step vectorised numpy CartPoles with the newest policy they can read from shared memory
+(tlgpu.publish.Subscriber), ack the version they use, and send trajectories back. The learner prints a live
+progress line and a summary; the run ends when the mean return of the last 100 episodes passes 195.
+
+python examples/rl_learner.py [--actors 2] [--envs 16] [--horizon 128] [--max-updates 200] [--time-limit 300]
+"""
+import argparse
+import math
+import multiprocessing as mp
+import os
+import queue
+import sys
+import time
+from collections import deque
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class CartPole:
+    """The classic cart-pole (Barto, Sutton & Anderson 1983; gym's CartPole-v1 constants), vectorised."""
+    gravity, masscart, masspole, length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
+    theta_limit, x_limit, max_steps = 12 * 2 * math.pi / 360, 2.4, 500
+
+    def __init__(self, n, seed):
+        self.n, self.rng = n, np.random.default_rng(seed)
+        self.state = np.zeros((n, 4))
+        self.steps = np.zeros(n, np.int64)
+        self.returns = np.zeros(n)
+
+    def reset(self, mask=None):
+        mask = np.ones(self.n, bool) if mask is None else mask
+        self.state[mask] = self.rng.uniform(-0.05, 0.05, (mask.sum(), 4))
+        self.steps[mask] = 0
+        self.returns[mask] = 0
+        return self.state.astype(np.float32)
+
+    def step(self, action):
+        x, x_dot, th, th_dot = self.state.T
+        force = np.where(action == 1, self.force_mag, -self.force_mag)
+        total, pml = self.masscart + self.masspole, self.masspole * self.length
+        cos, sin = np.cos(th), np.sin(th)
+        temp = (force + pml * th_dot ** 2 * sin) / total
+        th_acc = (self.gravity * sin - cos * temp) / (self.length * (4 / 3 - self.masspole * cos ** 2 / total))
+        x_acc = temp - pml * th_acc * cos / total
+        self.state = np.stack([x + self.tau * x_dot, x_dot + self.tau * x_acc, th + self.tau * th_dot,
+                               th_dot + self.tau * th_acc], 1)
+        self.steps += 1
+        self.returns += 1.0
+        fell = (np.abs(self.state[:, 0]) > self.x_limit) | (np.abs(self.state[:, 2]) > self.theta_limit)
+        done = fell | (self.steps >= self.max_steps)
+        finished = self.returns[done].tolist()
+        terminal = fell.copy()                       # time-limit ends are not terminal: bootstrap them
+        if done.any():
+            self.reset(done)
+        return self.state.astype(np.float32), np.ones(self.n, np.float32), done, terminal, finished
+
+
+def np_mlp(w, prefix, x):
+    h = np.tanh(x @ w[prefix + ".0.weight"].T + w[prefix + ".0.bias"])
+    h = np.tanh(h @ w[prefix + ".2.weight"].T + w[prefix + ".2.bias"])
+    return h @ w[prefix + ".4.weight"].T + w[prefix + ".4.bias"]
+
+
+def np_policy(w, obs):
+    """The actors' copy of the networks, in numpy: (logits, value)."""
+    return np_mlp(w, "pi", obs), np_mlp(w, "v", obs)[:, 0]
+
+
+def actor(idx, name, out_q, stop, n_envs, horizon):
+    from tlgpu.publish import Subscriber
+    sub = None
+    while sub is None and not stop.is_set():
+        try:
+            sub = Subscriber(name)
+        except FileNotFoundError:
+            time.sleep(0.01)
+    if sub is None:
+        return
+    rng = np.random.default_rng(1000 + idx)
+    env = CartPole(n_envs, seed=idx)
+    obs = env.reset()
+    got = sub.wait(0, timeout=30.0)
+    while got is not None and not stop.is_set():
+        version, _, w = sub.latest()
+        sub.ack(version)
+        buf = {k: [] for k in ("obs", "act", "logp", "val", "rew", "done", "term")}
+        finished = []
+        for _ in range(horizon):
+            logits, val = np_policy(w, obs)
+            z = logits - logits.max(1, keepdims=True)
+            p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+            act = (rng.random(n_envs) < p[:, 1]).astype(np.int32)
+            logp = np.log(p[np.arange(n_envs), act] + 1e-12)
+            nobs, rew, done, term, fin = env.step(act)
+            for k, v in zip(buf, (obs, act, logp, val, rew, done, term)):
+                buf[k].append(v)
+            finished += fin
+            obs = nobs
+        _, last_val = np_policy(w, obs)
+        traj = {k: np.stack(v) for k, v in buf.items()}
+        traj.update(last_val=last_val, version=version, finished=finished, actor=idx)
+        try:
+            out_q.put(traj, timeout=5.0)
+        except queue.Full:
+            continue
+    sub.close()
+
+
+def gae(traj, gamma=0.99, lam=0.95):
+    """Generalised advantage estimation over a [T, E] rollout (numpy)."""
+    rew, val, done, term = traj["rew"], traj["val"], traj["done"], traj["term"]
+    T = rew.shape[0]
+    adv = np.zeros_like(rew)
+    last = np.zeros(rew.shape[1], np.float32)
+    for t in reversed(range(T)):
+        nxt = traj["last_val"] if t == T - 1 else val[t + 1]
+        nxt = np.where(term[t], 0.0, nxt)                      # fell: no future value
+        delta = rew[t] + gamma * nxt - val[t]
+        last = delta + gamma * lam * np.where(done[t], 0.0, last)
+        adv[t] = last
+    return adv, adv + val
+
+
+def build_model(tlgpu):
+    from tlgpu import nn
+
+    def mlp(out):
+        return nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, out))
+
+    class ActorCritic(nn.Module):
+        """Separate policy and value networks (a shared body lets the value loss swamp the policy)."""
+
+        def __init__(self):
+            super().__init__()
+            self.pi, self.v = mlp(2), mlp(1)
+
+        def forward(self, x):
+            return self.pi(x), self.v(x).reshape(-1)
+    return ActorCritic()
+
+
+def ppo_update(tlgpu, model, opt, batch, epochs=4, minibatches=4, clip=0.2):
+    from tlgpu.nn import functional as F
+    n = batch["obs"].shape[0]
+    obs, act = tlgpu.tensor(batch["obs"]), tlgpu.tensor(batch["act"])
+    old_logp, adv, ret = (tlgpu.tensor(batch[k]) for k in ("logp", "adv", "ret"))
+    rng = np.random.default_rng()
+    for _ in range(epochs):
+        perm = rng.permutation(n).astype(np.int32)
+        for idx in np.array_split(perm, minibatches):
+            i = tlgpu.tensor(idx)
+            logits, value = model(obs.index_select(0, i))
+            logp_all = logits.log_softmax(-1)
+            logp = -F.cross_entropy(logits, act.index_select(0, i), reduction="none")
+            ratio = (logp - old_logp.index_select(0, i)).exp()
+            a = adv.index_select(0, i)
+            pg = -tlgpu.minimum(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+            vloss = (value - ret.index_select(0, i)).square().mean()
+            entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+            loss = pg + 0.5 * vloss - 0.01 * entropy
+            opt.zero_grad()
+            loss.backward()
+            tlgpu.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+            opt.step()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--actors", type=int, default=2)
+    ap.add_argument("--envs", type=int, default=16)
+    ap.add_argument("--horizon", type=int, default=128)
+    ap.add_argument("--max-updates", type=int, default=300)
+    ap.add_argument("--time-limit", type=float, default=300.0)
+    ap.add_argument("--target", type=float, default=195.0)
+    args = ap.parse_args(argv)
+
+    import tlgpu
+    tlgpu.manual_seed(0)
+    model = build_model(tlgpu)
+    opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
+    name = f"tlgpu_rl_{os.getpid()}"
+    ctx = mp.get_context("spawn")
+    out_q, stop = ctx.Queue(maxsize=args.actors), ctx.Event()   # small queue: little policy lag
+    returns, t0, steps, update, blocking = deque(maxlen=100), time.perf_counter(), 0, 0, []
+    print(f"device: {tlgpu.device().name}; {args.actors} actors x {args.envs} envs, horizon {args.horizon}")
+    with tlgpu.publish.WeightPublisher(model, name=name) as pub:
+        pub.publish(0)
+        procs = [ctx.Process(target=actor, args=(i, name, out_q, stop, args.envs, args.horizon), daemon=True)
+                 for i in range(args.actors)]
+        for p in procs:
+            p.start()
+        try:
+            while update < args.max_updates and time.perf_counter() - t0 < args.time_limit:
+                trajs = [out_q.get(timeout=120) for _ in range(args.actors)]
+                lag = np.mean([update + 1 - t["version"] for t in trajs])   # version = publishes so far
+                for t in trajs:
+                    returns.extend(t["finished"])
+                    t["adv"], t["ret"] = gae(t)
+                batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
+                         for k in ("obs", "act", "logp", "adv", "ret")}
+                batch["adv"] = ((batch["adv"] - batch["adv"].mean()) / (batch["adv"].std() + 1e-8)).astype(np.float32)
+                batch["ret"] = batch["ret"].astype(np.float32)
+                steps += batch["obs"].shape[0]
+                ppo_update(tlgpu, model, opt, batch)
+                update += 1
+                b0 = time.perf_counter()
+                pub.publish(update)
+                blocking.append(time.perf_counter() - b0)
+                mean_ret = float(np.mean(returns)) if returns else 0.0
+                el = time.perf_counter() - t0
+                acked = pub.stats()["acked"]
+                print(f"\rupdate {update:4d}  env steps {steps:7d}  {steps / el:6.0f} steps/s  mean return "
+                      f"{mean_ret:6.1f}  policy lag {lag:4.2f}  publish {1e6 * blocking[-1]:6.1f} us  "
+                      f"acked {acked}   ", end="", flush=True)
+                if len(returns) >= 20 and mean_ret > args.target:
+                    break
+        finally:
+            stop.set()
+            for p in procs:
+                p.join(timeout=10)
+                if p.is_alive():
+                    p.terminate()
+        stats = pub.stats()
+    el = time.perf_counter() - t0
+    mean_ret = float(np.mean(returns)) if returns else 0.0
+    print(f"\n\nsummary: {update} updates, {steps} env steps in {el:.1f} s ({steps / el:.0f} steps/s); "
+          f"mean return of the last {len(returns)} episodes {mean_ret:.1f} (target {args.target})")
+    print(f"publisher: published {stats['published']}, delivered {stats['delivered']}, skipped "
+          f"{stats['skipped']}, dropped {stats['dropped']}; learner blocked {1e6 * np.mean(blocking):.1f} us "
+          f"mean / {1e6 * np.median(blocking):.1f} us median / {1e6 * np.max(blocking):.1f} us max per publish")
+    return mean_ret
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() > 195.0 else 1)
