@@ -13,6 +13,7 @@
  *    visible slot always holds every tensor at cur_tv (unchanged tensors are copied over from it).
  *  - mu guards the mailbox, roles, pins, visible version and stats; it is never held across a blocking
  *    call except the learner's own (non-blocking) snapshot enqueues. Lock order: mu, then stream's lock. */
+#include "clock.h"
 #include "publisher.h"
 #include "cl_runtime.h"
 #include "programs.h"
@@ -70,14 +71,6 @@ struct tl_pub {
 };
 
 static tl_kernel k_gather = TL_KERNEL("publish", "tl_publish_gather_f32");
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void
 abs_deadline(double timeout, struct timespec *ts)
@@ -461,7 +454,7 @@ process(tl_pub *p, job *j, tl_err *err)
     float gmax = 0.0f;
     cl_int rc = clWaitForEvents(1, &j->ev);   /* the snapshot is on the device: timings below are ours */
     if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clWaitForEvents", "publish snapshot");
-    double t_snap = now_s();
+    double t_snap = tl_now_s();
     if (!first) {
         if ((st = compare(p, j, err)) != TL_OK) return st;
         for (int i = 0; i < p->n; i++) {
@@ -487,9 +480,9 @@ process(tl_pub *p, job *j, tl_err *err)
     while (p->pins[w] > 0) pthread_cond_wait(&p->cv_done, &p->mu);   /* a reader still copies slot w */
     pthread_mutex_unlock(&p->mu);
     uint64_t moved = 0;
-    double t0 = now_s(), cmp = t0 - t_snap;
+    double t0 = tl_now_s(), cmp = t0 - t_snap;
     if ((st = read_runs(p, j, w, 0, &moved, err)) != TL_OK) return st;
-    double xfer = now_s() - t0;
+    double xfer = tl_now_s() - t0;
     for (int i = 0; i < p->n; i++) {
         if (p->flags[i]) {
             p->cur_tv[i] = p->slot_tv[w * p->n + i] = j->version;
@@ -500,7 +493,7 @@ process(tl_pub *p, job *j, tl_err *err)
     }
     if (!exact && (st = update_last(p, j, err)) != TL_OK) return st;
     if (p->shm != NULL) tl_shm_publish(p->shm, p->stage[w], p->cur_tv, j->version, j->step);
-    double lat = now_s() - j->t0;
+    double lat = tl_now_s() - j->t0;
     pthread_mutex_lock(&p->mu);
     if (exact) p->last = j->buf;              /* the snapshot is the delivered version: no device copy */
     p->visible = w;
@@ -724,10 +717,10 @@ tl_pub_bench_pinned_read(size_t nbytes, int iters, double *seconds, tl_err *err)
     if (rc != CL_SUCCESS) { host = NULL; st = tl_err_set(err, rc, "clEnqueueMapBuffer", "bench"); goto done; }
     TL_CL(err, done, clEnqueueFillBuffer, (q, dev, &pattern, 4, 0, nbytes, 0, NULL, NULL));
     TL_CL(err, done, clEnqueueReadBuffer, (q, dev, CL_TRUE, 0, nbytes, host, 0, NULL, NULL));   /* warm-up */
-    double t0 = now_s();
+    double t0 = tl_now_s();
     for (int i = 0; i < iters; i++)
         TL_CL(err, done, clEnqueueReadBuffer, (q, dev, CL_TRUE, 0, nbytes, host, 0, NULL, NULL));
-    *seconds = (now_s() - t0) / (iters > 0 ? iters : 1);
+    *seconds = (tl_now_s() - t0) / (iters > 0 ? iters : 1);
 done:
     if (err->code != TL_OK) st = err->code;
     if (host != NULL) { clEnqueueUnmapMemObject(q, pin, host, 0, NULL, NULL); clFinish(q); }

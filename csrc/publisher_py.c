@@ -8,6 +8,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
+#include "clock.h"
 #include "ops_common.h"
 #include "publisher.h"
 #include <errno.h>
@@ -35,14 +36,6 @@ typedef struct {
     long retries;
     unsigned delay_us;               /* test hook: _slow_reads() */
 } sub_obj;
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* bz2's pattern: take a C lock while holding the GIL without ever blocking other Python threads on it. */
 static void
@@ -250,7 +243,7 @@ static PyObject *
 pub_publish(PyObject *op, PyObject *arg)
 {
     pub_obj *self = (pub_obj *)op;
-    double t0 = now_s();
+    double t0 = tl_now_s();
     tl_err err = {0};
     if (check_open(self, "publish") < 0) return NULL;
     unsigned long long step = PyLong_AsUnsignedLongLong(arg);
@@ -260,7 +253,7 @@ pub_publish(PyObject *op, PyObject *arg)
     tl_status st = tl_pub_publish_locked(self->core, step, t0, &err);
     tl_pub_unlock(self->core);
     if (st != TL_OK) return raise_status(&err, 0, NULL), NULL;
-    double dt = now_s() - t0;
+    double dt = tl_now_s() - t0;
     self->block_sum += dt;
     self->block_n++;
     if (dt > self->block_max) self->block_max = dt;
@@ -326,14 +319,14 @@ parse_timeout(PyObject *obj, double *out)
 static int
 wait_sliced(pub_obj *self, int drain, uint64_t newer_than, double timeout)
 {
-    double end = now_s() + timeout;
+    double end = tl_now_s() + timeout;
     for (;;) {
-        double left = timeout < 0 ? 0.2 : end - now_s(), slice = left > 0.2 ? 0.2 : left < 0 ? 0 : left;
+        double left = timeout < 0 ? 0.2 : end - tl_now_s(), slice = left > 0.2 ? 0.2 : left < 0 ? 0 : left;
         int r;
         Py_BEGIN_ALLOW_THREADS
         r = drain ? tl_pub_drain(self->core, slice) : tl_pub_wait(self->core, newer_than, slice);
         Py_END_ALLOW_THREADS
-        if (r != 0 || (timeout >= 0 && now_s() >= end)) return r;
+        if (r != 0 || (timeout >= 0 && tl_now_s() >= end)) return r;
         if (PyErr_CheckSignals() < 0) return -2;
     }
 }
@@ -631,9 +624,9 @@ sub_wait(PyObject *op, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|O:wait", kw, &newer, &tobj) || parse_timeout(tobj, &timeout) < 0)
         return NULL;
     if (sub_check(self, "wait") < 0) return NULL;
-    double end = now_s() + timeout;
+    double end = tl_now_s() + timeout;
     for (;;) {                                            /* a newer version can be lapped away: loop */
-        double left = timeout < 0 ? 0.2 : end - now_s(), slice = left > 0.2 ? 0.2 : left < 0 ? 0 : left;
+        double left = timeout < 0 ? 0.2 : end - tl_now_s(), slice = left > 0.2 ? 0.2 : left < 0 ? 0 : left;
         int r;
         Py_BEGIN_ALLOW_THREADS
         r = tl_shm_wait(self->shm, newer, slice);
@@ -643,7 +636,7 @@ sub_wait(PyObject *op, PyObject *args, PyObject *kwargs)
             if (res != Py_None) return res;
             Py_DECREF(res);
         }
-        if (timeout >= 0 && now_s() >= end) Py_RETURN_NONE;
+        if (timeout >= 0 && tl_now_s() >= end) Py_RETURN_NONE;
         if (PyErr_CheckSignals() < 0) return NULL;
     }
 }

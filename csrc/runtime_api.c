@@ -4,7 +4,7 @@
 #include "ops_common.h"
 #include "cl_runtime.h"
 #include "pool.h"
-#include <time.h>
+#include "clock.h"
 
 static PyObject *
 device_dict(const tl_device_info *d, int index)
@@ -107,14 +107,6 @@ fn_program_stats(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
                          s.cache_writes, "cache_rejects", s.cache_rejects);
 }
 
-static double
-now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Raw reference loops. mode 0: tl_ew_contig_f32 ADD on n floats, args set once, `iters` enqueues, then
  * one clFinish; mode 1: the same with clFinish after every enqueue; mode 2: tl_bench_copy_f32 on n floats.
  * Returns seconds per enqueue (wall time, including the final finish). */
@@ -158,13 +150,13 @@ raw_loop(int mode, int n, int iters, double *per_op, tl_err *err)
     if (kmax < lws) { lws = kmax; gws = tl_round_up((size_t)n, lws); }
     TL_CL(err, cl_fail, clEnqueueNDRangeKernel, (rt->q0, k, 1, NULL, &gws, &lws, 0, NULL, NULL));   /* warm-up */
     TL_CL(err, cl_fail, clFinish, (rt->q0));
-    double t0 = now();
+    double t0 = tl_now_s();
     for (int i = 0; i < iters; i++) {
         TL_CL(err, cl_fail, clEnqueueNDRangeKernel, (rt->q0, k, 1, NULL, &gws, &lws, 0, NULL, NULL));
         if (mode == 1) TL_CL(err, cl_fail, clFinish, (rt->q0));
     }
     TL_CL(err, cl_fail, clFinish, (rt->q0));
-    *per_op = (now() - t0) / iters;
+    *per_op = (tl_now_s() - t0) / iters;
     goto done;
 cl_fail:
     st = err->code;

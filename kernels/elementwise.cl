@@ -58,19 +58,6 @@ NAME(int op, T x, T y, T z)                                                     
 EW_APPLY(ew_apply, float)
 EW_APPLY(ew_apply4, float4)
 
-/* Element gid of a row-major walk over L.shape: offsets of out (0) and the inputs (1..3). */
-inline int4
-ew_index(const tl_layout *L, int gid)
-{
-    int4 ix = (int4)(L->off[0], L->off[1], L->off[2], L->off[3]);
-    for (int d = L->ndim - 1; d >= 0; d--) {
-        int i = gid % L->shape[d];
-        gid /= L->shape[d];
-        ix += i * (int4)(L->st[0][d], L->st[1][d], L->st[2][d], L->st[3][d]);
-    }
-    return ix;
-}
-
 kernel void
 tl_ew_f32(int op, tl_layout L, global float *o, global const float *a, global const float *b,
           global const float *c, float sa, float sb, float sc)

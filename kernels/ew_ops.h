@@ -24,4 +24,19 @@ typedef struct {
     int st[4][TL_MAX_DIMS];
     int off[4];
 } tl_layout;
+
+#ifdef __OPENCL_VERSION__
+/* Element gid of a row-major walk over L->shape: offsets of operand 0 (the output) and operands 1..3. */
+inline int4
+ew_index(const tl_layout *L, int gid)
+{
+    int4 ix = (int4)(L->off[0], L->off[1], L->off[2], L->off[3]);
+    for (int d = L->ndim - 1; d >= 0; d--) {
+        int i = gid % L->shape[d];
+        gid /= L->shape[d];
+        ix += i * (int4)(L->st[0][d], L->st[1][d], L->st[2][d], L->st[3][d]);
+    }
+    return ix;
+}
+#endif
 #endif

@@ -5,19 +5,6 @@
  * Indices were checked on the host to lie in [-dim_size, dim_size); negative ones count from the end. */
 #include "ew_ops.h"
 
-/* Element gid of a row-major walk over L.shape: offsets of the output (0) and operands 1..3. */
-inline int4
-ix_offsets(const tl_layout *L, int gid)
-{
-    int4 ix = (int4)(L->off[0], L->off[1], L->off[2], L->off[3]);
-    for (int d = L->ndim - 1; d >= 0; d--) {
-        int i = gid % L->shape[d];
-        gid /= L->shape[d];
-        ix += i * (int4)(L->st[0][d], L->st[1][d], L->st[2][d], L->st[3][d]);
-    }
-    return ix;
-}
-
 /* 4-byte elements moved as bits, so float32 and int32 sources share the kernel. */
 kernel void
 tl_gather_u32(tl_layout L, global uint *o, global const uint *a, global const int *idx, int dim_size,
@@ -25,7 +12,7 @@ tl_gather_u32(tl_layout L, global uint *o, global const uint *a, global const in
 {
     int gid = get_global_id(0);
     if (gid >= L.n) return;
-    int4 ix = ix_offsets(&L, gid);
+    int4 ix = ew_index(&L, gid);
     int i = idx[ix.s2];
     if (i < 0) i += dim_size;
     o[ix.s0] = a[ix.s1 + i * dim_stride];
