@@ -24,3 +24,12 @@ def run_python(code, env=None, timeout=300):
     full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
+
+
+def pool_enabled():
+    import tlgpu
+    return tlgpu.memory_stats()["enabled"]
+
+
+needs_pool = pytest.mark.skipif("not __import__('conftest').pool_enabled()",
+                                reason="the pool is bypassed (TLGPU_POOL=0 or a sanitizer build)")

@@ -211,7 +211,7 @@ def test_training_memory_flat_over_2000_steps():
         if i % 250 == 0:
             assert tlgpu.memory_stats()["live"] == base
     s = tlgpu.memory_stats()
-    assert s["live"] == base and s["hits"] / s["allocations"] >= 0.99
+    assert s["live"] == base and (s["hits"] / s["allocations"] >= 0.99 or not s["enabled"])
     assert tlgpu.stream_stats()["waits"] == 0                    # the loss is never read
     # live = inputs + params + grads + Adam's two moments (each a pool block of at most 17/16 of its size)
     assert base <= (x.numel() * 4 + 64 * 4 + 4 * params) * 17 // 16 + 256 * 20

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tlgpu
-from conftest import run_python
+from conftest import needs_pool, run_python
 
 
 def test_devices_and_device():
@@ -105,6 +105,7 @@ def test_recycled_buffer_upload_waits_for_pending_reader(rng):
         assert not c.numpy().any()
 
 
+@needs_pool
 def test_pool_reuse_flat_live_bytes_and_hit_rate(rng):
     x = tlgpu.tensor(rng.standard_normal((64, 64)).astype(np.float32))
     for _ in range(10):
@@ -123,6 +124,7 @@ def test_pool_reuse_flat_live_bytes_and_hit_rate(rng):
     x.numpy()
 
 
+@needs_pool
 def test_pool_stats_and_empty_cache():
     tlgpu.empty_cache()
     s0 = tlgpu.memory_stats()
@@ -140,6 +142,7 @@ def test_pool_stats_and_empty_cache():
     assert tlgpu.memory_stats()["cached"] == 0
 
 
+@needs_pool
 def test_size_classes_bound_waste():
     # rounding waste is at most 1/16 (4 mantissa bits), 256 bytes minimum
     for n in [1, 255, 257, 1000, 4097, 10**6 + 3, 3 * 2**20 + 1]:
@@ -184,6 +187,7 @@ def test_more_than_int32_elements_is_refused():
         tlgpu.empty(2**31)
 
 
+@needs_pool
 def test_pool_bypass_and_limit():
     code = ("import tlgpu\nfor _ in range(5): t = tlgpu.zeros(1000); del t\n"
             "import json; print(json.dumps(tlgpu.memory_stats()))")
