@@ -166,8 +166,11 @@ pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|dpOO:WeightPublisher", kw, &params, &threshold, &incremental,
                                      &force, &name))
         return NULL;
-    if (!(threshold >= 0.0))
-        return PyErr_Format(PyExc_ValueError, "WeightPublisher: threshold must be >= 0, got %g", threshold);
+    if (!(threshold >= 0.0)) {
+        char num[64];                                 /* PyErr_Format has no %g */
+        snprintf(num, sizeof num, "%g", threshold);
+        return PyErr_Format(PyExc_ValueError, "WeightPublisher: threshold must be >= 0, got %s", num);
+    }
     if (force != Py_None) {
         cfg.force_every = PyLong_AsLong(force);
         if (cfg.force_every == -1 && PyErr_Occurred()) return NULL;
