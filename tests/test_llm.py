@@ -194,3 +194,51 @@ def test_mul_mv(rng, m, k, n):
     close(T(x) @ T(w).T, ref, 1e-4, 1e-5 * np.sqrt(k))
     wide = T(randn(rng, n, k + 3))[:, 1:k + 1]                 # strided weight rows
     close(T(x) @ wide.T, x.astype(np.float64) @ wide.numpy().T, 1e-4, 1e-5 * np.sqrt(k))
+
+
+def small_decoder_check(q4, rtol):
+    import tiny_decoder as td
+    cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=8)
+    w = td.make_weights(cfg, seed=7)
+    model = td.Decoder(cfg, w, q4=q4)
+    tokens = [5, 7, 11]
+    got = np.stack([model.step(t, p).numpy()[0] for p, t in enumerate(tokens)])
+    ref = td.reference_logits(cfg, td.dequantized(w) if q4 else w, tokens)
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol * np.abs(ref).max())
+    return model
+
+
+@pytest.mark.parametrize("q4", [False, True])
+def test_tiny_decoder_logits(q4):
+    small_decoder_check(q4, 1e-4)
+
+
+def test_tiny_decoder_repeatable():
+    import tiny_decoder as td
+    cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=16)
+    tokens, _, _ = td.run(cfg, q4=False, n_tokens=6, runs=3)
+    assert len(tokens) == 6
+
+
+def test_fast_math_subprocess():
+    from conftest import run_python
+    code = """
+import sys, numpy as np, tlgpu
+sys.path.insert(0, 'tests')
+import test_llm as t
+rng = np.random.default_rng(5)
+x, w = rng.standard_normal((3, 65)).astype(np.float32), rng.standard_normal(65).astype(np.float32)
+np.testing.assert_allclose(tlgpu.rms_norm(t.T(x), t.T(w)).numpy(), t.ref_rms(x, w, 1e-6), rtol=1e-3, atol=1e-3)
+s = rng.standard_normal((2, 5, 9)).astype(np.float32)
+np.testing.assert_allclose(tlgpu.softmax_rows(t.T(s), causal=True).numpy(), t.ref_softmax(s, 1.0, True), atol=1e-3)
+q, k, v = (rng.standard_normal(sh).astype(np.float32) for sh in [(4, 16), (2, 9, 16), (2, 9, 16)])
+np.testing.assert_allclose(tlgpu.attention(t.T(q), t.T(k), t.T(v), 7).numpy(), t.ref_attention(q, k, v, 7),
+                           rtol=1e-3, atol=1e-3)
+a, b = rng.standard_normal((33, 70)).astype(np.float32), rng.standard_normal((65, 70)).astype(np.float32)
+np.testing.assert_allclose((t.T(a) @ t.T(b).T).numpy(), a.astype(np.float64) @ b.T, rtol=1e-3, atol=1e-3)
+t.small_decoder_check(False, 1e-3)
+t.small_decoder_check(True, 1e-3)
+print("ok", tlgpu._C._program_stats())
+"""
+    r = run_python(code, env={"TLGPU_FAST_MATH": "1"})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
