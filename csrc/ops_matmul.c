@@ -532,6 +532,45 @@ done:
     return res;
 }
 
+/* Raw handles for benchmarks that drive another OpenCL library (CLBlast through ctypes) on tlgpu's own
+ * buffers and queue: (cl_mem, offset in elements) of a tensor, and (queue, context, device). The caller
+ * owns the ordering: such work is outside tlgpu's stream accounting, so end it with tlgpu.synchronize(). */
+static PyObject *
+fn_cl_handles(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    tl_tensor *t;
+    if (want_tensor("_cl_handles", arg, &t) < 0) return NULL;
+    if (t->storage == NULL) return Py_BuildValue("(Kn)", 0ULL, t->offset);
+    if (t->storage->ready_ev != NULL && tl_stream_synchronize(&(tl_err){0}) != TL_OK)   /* finish its upload */
+        return PyErr_Format(PyExc_RuntimeError, "_cl_handles: synchronize failed");
+    return Py_BuildValue("(Kn)", (unsigned long long)(uintptr_t)t->storage->mem, t->offset);
+}
+
+static PyObject *
+fn_cl_queue(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), NULL;
+    return Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)rt->q0, (unsigned long long)(uintptr_t)rt->ctx,
+                         (unsigned long long)(uintptr_t)rt->device);
+}
+
+/* The GEMM parameters in use on this device (after TLGPU_GEMM_PARAMS), for benchmarks and docs. */
+static PyObject *
+fn_gemm_params(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    gemm_params q;
+    PyObject *d = NULL;
+    if (gemm_check(&q) < 0 || (d = PyDict_New()) == NULL) return NULL;
+    for (int i = 0; i < TL_GP_COUNT; i++) {
+        PyObject *v = PyLong_FromLong(q.v[i]);
+        if (v == NULL || PyDict_SetItemString(d, gp_names[i], v) < 0) { Py_XDECREF(v); Py_DECREF(d); return NULL; }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
 static const PyMethodDef mm_methods[] = {
     {"matmul", m_matmul, METH_O, "matmul(other): self @ other with numpy semantics (float32)."},
     {"dot", m_dot, METH_O, "dot(other): inner product of two 1-D tensors, a 0-d tensor."},
@@ -542,6 +581,9 @@ static const PyMethodDef mm_methods[] = {
 static const PyMethodDef mm_functions[] = {
     {"_matmul_test_view", fn_test_view, METH_VARARGS,
      "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
+    {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
+    {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
+    {"_gemm_params", fn_gemm_params, METH_NOARGS, "_gemm_params(): the GEMM tile parameters in use on this device."},
     {NULL, NULL, 0, NULL},
 };
 
