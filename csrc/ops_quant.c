@@ -136,7 +136,7 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
         lws[0] = kh->wg < 8 ? kh->wg : 8;
         lws[1] = 1;
         gws[0] = tl_round_up(groups, lws[0]);
-        gws[1] = (size_t)R;
+        gws[1] = (size_t)(R + 1) / 2;                   /* two activation rows per work-item */
     } else {
         lws[0] = 1;
         while (lws[0] * 2 <= kh->wg && lws[0] * 2 * 4 * 8 * sizeof(float) <= rt->info.local_mem / 2) lws[0] *= 2;

@@ -105,28 +105,36 @@ tl_mul_mv_q4_0_f32(int N, int K, int R, global const float *x, int offx, int sx,
     }
 }
 
-/* CPU: one work-item per MV_NR rows of W and one row of x (global (ceil(N/MV_NR), R)). */
+/* CPU: one work-item per MV_NR rows of W and two rows of x (global (ceil(N/MV_NR), ceil(R/2))), so each
+ * block is unpacked once for two activation rows; no barriers. */
 kernel void
 tl_mul_mv_q4_0_rows_f32(int N, int K, int R, global const float *x, int offx, int sx, global const uint *qs,
                         global const half *d, global float *y)
 {
-    const int n0 = get_global_id(0) * MV_NR, r = get_global_id(1), nb = K / 32;
-    if (n0 >= N || r >= R) return;
-    x += offx + r * sx;
-    float16 acc[MV_NR];
-    for (int j = 0; j < MV_NR; j++) acc[j] = (float16)0.0f;
+    const int n0 = get_global_id(0) * MV_NR, r0 = get_global_id(1) * 2, nb = K / 32;
+    if (n0 >= N || r0 >= R) return;
+    const int r1 = min(r0 + 1, R - 1);
+    const global float *x0 = x + offx + r0 * sx, *x1 = x + offx + r1 * sx;
+    float16 a0[MV_NR], a1[MV_NR];
+    for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (float16)0.0f;
     for (int b = 0; b < nb; b++) {
-        const float16 xl = vload16(0, x + b * 32), xh = vload16(1, x + b * 32);
+        const float16 xl0 = vload16(0, x0 + b * 32), xh0 = vload16(1, x0 + b * 32);
+        const float16 xl1 = vload16(0, x1 + b * 32), xh1 = vload16(1, x1 + b * 32);
         for (int j = 0; j < MV_NR; j++) {
             const int blk = min(n0 + j, N - 1) * nb + b;
             const uchar16 q = as_uchar16(vload4(blk, qs));
-            const float16 lo = convert_float16(q & (uchar)0xF) - 8.0f, hi = convert_float16(q >> (uchar)4) - 8.0f;
-            acc[j] = mad((float16)vload_half(blk, d), mad(lo, xl, hi * xh), acc[j]);
+            const float16 s = (float16)vload_half(blk, d);
+            const float16 lo = (convert_float16(q & (uchar)0xF) - 8.0f) * s, hi = (convert_float16(q >> (uchar)4) - 8.0f) * s;
+            a0[j] = mad(lo, xl0, mad(hi, xh0, a0[j]));
+            if (r1 != r0) a1[j] = mad(lo, xl1, mad(hi, xh1, a1[j]));   /* uniform: an odd last row */
         }
     }
     for (int j = 0; j < MV_NR && n0 + j < N; j++) {
-        float8 h8 = acc[j].lo + acc[j].hi;
+        float8 h8 = a0[j].lo + a0[j].hi;
         float4 h = h8.lo + h8.hi;
-        y[r * N + n0 + j] = (h.x + h.y) + (h.z + h.w);
+        y[r0 * N + n0 + j] = (h.x + h.y) + (h.z + h.w);
+        h8 = a1[j].lo + a1[j].hi;
+        h = h8.lo + h8.hi;
+        if (r1 != r0) y[r1 * N + n0 + j] = (h.x + h.y) + (h.z + h.w);
     }
 }
