@@ -78,7 +78,8 @@ fn_rms_norm(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (no_grad("rms_norm", ins, w != NULL ? 2 : 1) < 0) return NULL;
     if (x->ndim == 0) return shape_error("rms_norm", x, "x needs at least one dim");
     int D = (int)x->shape[x->ndim - 1];
-    if (w != NULL && (w->ndim != 1 || w->shape[0] != D)) return shape_error("rms_norm", w, "weight must be (D,) for x's last dim D");
+    if (w != NULL && (w->ndim != 1 || w->shape[0] != D))
+        return shape_error("rms_norm", w, "weight must be (D,) for x's last dim D");
     if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
     if (tl_kernel_py(&k_rms) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     if (w != NULL && (wc = tl_tensor_contiguous(w)) == NULL) goto fail;
@@ -214,7 +215,8 @@ fn_silu_mul(PyObject *Py_UNUSED(m), PyObject *args)
         return PyErr_Format(PyExc_ValueError, "silu_mul: x %s and y %s must have the same shape", a, b);
     }
     if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
-    if (tl_kernel_py(&k_silu) == NULL || (xc = tl_tensor_contiguous(x)) == NULL || (yc = tl_tensor_contiguous(y)) == NULL)
+    if (tl_kernel_py(&k_silu) == NULL || (xc = tl_tensor_contiguous(x)) == NULL ||
+        (yc = tl_tensor_contiguous(y)) == NULL)
         goto fail;
     int n = (int)tl_tensor_numel(x), ox = (int)xc->offset, oy = (int)yc->offset;
     const size_t sz[6] = {I, Mm, I, Mm, I, Mm};
@@ -233,7 +235,10 @@ static int
 check_cache(const char *op, const char *name, const tl_tensor *c)
 {
     if (c->ndim != 3) { shape_error(op, c, name); return -1; }
-    if (!tl_tensor_is_contig(c)) { shape_error(op, c, "caches must be contiguous (Hkv, max_len, D) tensors"); return -1; }
+    if (!tl_tensor_is_contig(c)) {
+        shape_error(op, c, "caches must be contiguous (Hkv, max_len, D) tensors");
+        return -1;
+    }
     return 0;
 }
 
@@ -245,7 +250,8 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
     int pos;
     tl_tensor *c, *x, *xc = NULL;
     if (!PyArg_ParseTuple(args, "OOi:kv_write", &co, &xo, &pos)) return NULL;
-    if ((c = arg_tensor("kv_write", "cache", co, TL_F32)) == NULL || (x = arg_tensor("kv_write", "x", xo, TL_F32)) == NULL)
+    if ((c = arg_tensor("kv_write", "cache", co, TL_F32)) == NULL ||
+        (x = arg_tensor("kv_write", "x", xo, TL_F32)) == NULL)
         return NULL;
     if (check_cache("kv_write", "cache must be (Hkv, max_len, D)", c) < 0 || tl_check_inplace("kv_write", c) < 0)
         return NULL;
@@ -283,7 +289,8 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     int Lk;
     tl_tensor *q, *kc, *vc, *qc = NULL, *out = NULL, *sc = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOi|O:attention", kwl, &qo, &ko, &vo, &Lk, &so)) return NULL;
-    if ((q = arg_tensor("attention", "q", qo, TL_F32)) == NULL || (kc = arg_tensor("attention", "k_cache", ko, TL_F32)) == NULL ||
+    if ((q = arg_tensor("attention", "q", qo, TL_F32)) == NULL ||
+        (kc = arg_tensor("attention", "k_cache", ko, TL_F32)) == NULL ||
         (vc = arg_tensor("attention", "v_cache", vo, TL_F32)) == NULL)
         return NULL;
     PyObject *ins[3] = {qo, ko, vo};

@@ -14,8 +14,10 @@
 #define GP_DIRECT 10
 void tl_matmul_params(const tl_runtime *rt, int *out);  /* ops_matmul.c */
 
-static tl_kernel k_deq = TL_KERNEL("quant", "tl_dequantize_q4_0_f32"), k_rows = TL_KERNEL("quant", "tl_get_rows_q4_0_f32"),
-                 k_mv = TL_KERNEL("quant", "tl_mul_mv_q4_0_f32"), k_mv_rows = TL_KERNEL("quant", "tl_mul_mv_q4_0_rows_f32");
+static tl_kernel k_deq = TL_KERNEL("quant", "tl_dequantize_q4_0_f32"),
+                 k_rows = TL_KERNEL("quant", "tl_get_rows_q4_0_f32"),
+                 k_mv = TL_KERNEL("quant", "tl_mul_mv_q4_0_f32"),
+                 k_mv_rows = TL_KERNEL("quant", "tl_mul_mv_q4_0_rows_f32");
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 
 /* Parses (qs, d, N, K) at the front of args and checks the flat q4_0 arrays. */
@@ -154,9 +156,9 @@ fail:
 }
 
 static const PyMethodDef quant_functions[] = {
-    {"_q4_0_dequantize", fn_dequantize, METH_VARARGS, "_q4_0_dequantize(qs, d, N, K): float32 (N, K) (see tlgpu.quant)."},
-    {"_q4_0_get_rows", fn_get_rows, METH_VARARGS, "_q4_0_get_rows(qs, d, N, K, ids): dequantized rows (see tlgpu.quant)."},
-    {"_q4_0_mul_mv", fn_mul_mv, METH_VARARGS, "_q4_0_mul_mv(x, qs, d, N, K): x @ W^T for x (R <= 8, K) (see tlgpu.quant)."},
+    {"_q4_0_dequantize", fn_dequantize, METH_VARARGS, "_q4_0_dequantize(qs, d, N, K): float32 (N, K)"},
+    {"_q4_0_get_rows", fn_get_rows, METH_VARARGS, "_q4_0_get_rows(qs, d, N, K, ids): dequantized rows"},
+    {"_q4_0_mul_mv", fn_mul_mv, METH_VARARGS, "_q4_0_mul_mv(x, qs, d, N, K): x @ W^T for x (R <= 8, K)"},
     {NULL, NULL, 0, NULL},
 };
 

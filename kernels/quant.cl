@@ -124,7 +124,8 @@ tl_mul_mv_q4_0_rows_f32(int N, int K, int R, global const float *x, int offx, in
             const int blk = min(n0 + j, N - 1) * nb + b;
             const uchar16 q = as_uchar16(vload4(blk, qs));
             const float16 s = (float16)vload_half(blk, d);
-            const float16 lo = (convert_float16(q & (uchar)0xF) - 8.0f) * s, hi = (convert_float16(q >> (uchar)4) - 8.0f) * s;
+            const float16 lo = (convert_float16(q & (uchar)0xF) - 8.0f) * s;
+            const float16 hi = (convert_float16(q >> (uchar)4) - 8.0f) * s;
             a0[j] = mad(lo, xl0, mad(hi, xh0, a0[j]));
             if (r1 != r0) a1[j] = mad(lo, xl1, mad(hi, xh1, a1[j]));   /* uniform: an odd last row */
         }
