@@ -1,4 +1,406 @@
-/* ops_llm.c: (stub) the llm op family; see DESIGN.md. */
+/* ops_llm.c: the inference op family (kernels/llm.cl): rms_norm, rope, softmax_rows, silu_mul, kv_write,
+ * attention (one decode step over a KV cache, grouped-query heads allowed) and get_rows (embedding from a
+ * float32 table). These ops have no backward: called with an input that requires grad while grad mode is
+ * on, they raise NotImplementedError naming the composite ops to use instead.
+ * Invariants: outputs are new contiguous tensors (kv_write and rope(inplace=True) write their target);
+ * inputs that are views are copied to contiguous first (tl_tensor_contiguous), so kernels see rows of
+ * known stride; row kernels get a power-of-two local size from the kernel's own limit (tl_kernel.wg),
+ * never a hard-coded one; zero-size inputs enqueue nothing. Errors name the op and the shapes. */
 #include "ops_common.h"
+#include "autograd.h"
+#include "cl_runtime.h"
+#include <math.h>
 
-const tl_family tl_family_llm = {NULL, NULL, NULL, NULL, NULL};
+static tl_kernel k_rms = TL_KERNEL("llm", "tl_rms_norm_f32"), k_rope = TL_KERNEL("llm", "tl_rope_f32"),
+                 k_softmax = TL_KERNEL("llm", "tl_softmax_rows_f32"), k_silu = TL_KERNEL("llm", "tl_silu_mul_f32"),
+                 k_kv = TL_KERNEL("llm", "tl_kv_write_f32"), k_attn = TL_KERNEL("llm", "tl_attention_f32"),
+                 k_rows = TL_KERNEL("llm", "tl_get_rows_f32");
+
+static const size_t I = sizeof(int), F = sizeof(float), Mm = sizeof(cl_mem);
+
+/* A Tensor argument of dtype `dtype`, or TypeError. Borrowed. */
+static tl_tensor *
+arg_tensor(const char *op, const char *name, PyObject *o, int dtype)
+{
+    if (!tl_tensor_check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a Tensor, got %s", op, name, Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return tl_check_dtype(op, tl_tensor_CAST(o), dtype) < 0 ? NULL : tl_tensor_CAST(o);
+}
+
+static int
+no_grad(const char *op, PyObject *const *ins, int n)
+{
+    if (!tl_autograd_wanted(ins, n)) return 0;
+    PyErr_Format(PyExc_NotImplementedError, "%s: inference op without a backward; an input requires grad. Use "
+                 "tlgpu.no_grad(), detach(), or the composite differentiable ops", op);
+    return -1;
+}
+
+static PyObject *
+shape_error(const char *op, const tl_tensor *t, const char *what)
+{
+    char s[128];
+    tl_shape_str(t->shape, t->ndim, s, sizeof s);
+    return PyErr_Format(PyExc_ValueError, "%s: %s (got shape %s)", op, what, s);
+}
+
+/* Power-of-two local size for a row kernel over rows of n: at most the kernel's size, at least 1. */
+static size_t
+row_wg(tl_kernel *kh, int n)
+{
+    size_t L = 1;
+    while (L * 2 <= kh->wg && L < (size_t)n) L *= 2;
+    return L;
+}
+
+static int
+launch(tl_kernel *kh, size_t gws, size_t lws, tl_storage *const *st, int nst, unsigned written)
+{
+    tl_err err = {0};
+    if (tl_stream_launch(kh->k, 1, &gws, &lws, st, nst, written, kh->name, &err) != TL_OK) return tl_raise(&err);
+    return 0;
+}
+
+/* rms_norm(x, weight=None, eps=1e-6): over the last dim. */
+static PyObject *
+fn_rms_norm(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"x", "weight", "eps", NULL};
+    PyObject *xo, *wo = Py_None;
+    double eps = 1e-6;
+    tl_tensor *x, *w = NULL, *xc = NULL, *wc = NULL, *out = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Od:rms_norm", kwl, &xo, &wo, &eps)) return NULL;
+    if ((x = arg_tensor("rms_norm", "x", xo, TL_F32)) == NULL) return NULL;
+    if (wo != Py_None && (w = arg_tensor("rms_norm", "weight", wo, TL_F32)) == NULL) return NULL;
+    PyObject *ins[2] = {xo, wo != Py_None ? wo : NULL};
+    if (no_grad("rms_norm", ins, w != NULL ? 2 : 1) < 0) return NULL;
+    if (x->ndim == 0) return shape_error("rms_norm", x, "x needs at least one dim");
+    int D = (int)x->shape[x->ndim - 1];
+    if (w != NULL && (w->ndim != 1 || w->shape[0] != D))
+        return shape_error("rms_norm", w, "weight must be (D,) for x's last dim D");
+    if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    if (tl_kernel_py(&k_rms) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    if (w != NULL && (wc = tl_tensor_contiguous(w)) == NULL) goto fail;
+    int offx = (int)xc->offset, offw = wc ? (int)wc->offset : 0, hw = w != NULL, zero = 0;
+    float e = (float)eps;
+    size_t L = row_wg(&k_rms, D);
+    cl_mem *wm = wc ? &wc->storage->mem : &xc->storage->mem;
+    const size_t sz[10] = {I, F, Mm, I, Mm, I, I, Mm, I, L * F};
+    const void *v[10] = {&D, &e, &xc->storage->mem, &offx, wm, &offw, &hw, &out->storage->mem, &zero, NULL};
+    tl_storage *st[3] = {out->storage, xc->storage, wc ? wc->storage : NULL};
+    if (tl_set_args(k_rms.k, 0, 10, sz, v) < 0) goto fail;
+    if (launch(&k_rms, (size_t)(tl_tensor_numel(x) / D) * L, L, st, 3, 1u) < 0) goto fail;
+    Py_XDECREF(xc); Py_XDECREF(wc);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(xc); Py_XDECREF(wc); Py_XDECREF(out);
+    return NULL;
+}
+
+/* positions as an int32 tensor of T elements: an int, a sequence of ints or an int32 Tensor. New ref. */
+static tl_tensor *
+positions(PyObject *po, int T)
+{
+    tl_tensor *p = NULL;
+    if (tl_tensor_check(po)) {
+        if (tl_check_dtype("rope", tl_tensor_CAST(po), TL_I32) < 0) return NULL;
+        p = (tl_tensor *)Py_NewRef(po);
+    } else if (PyLong_Check(po)) {
+        PyObject *lst = Py_BuildValue("[O]", po);
+        p = lst ? tl_tensor_from_object(lst, TL_I32, "rope") : NULL;
+        Py_XDECREF(lst);
+    } else {
+        p = tl_tensor_from_object(po, TL_I32, "rope");
+    }
+    if (p == NULL) return NULL;
+    if (tl_tensor_numel(p) != T) {
+        PyErr_Format(PyExc_ValueError, "rope: %zd positions for %d rows of x (x is (T, H, D) or (H, D) with T = 1)",
+                     tl_tensor_numel(p), T);
+        Py_DECREF(p);
+        return NULL;
+    }
+    Py_SETREF(p, tl_tensor_contiguous(p));
+    return p;
+}
+
+/* rope(x, positions, theta=10000.0, interleaved=False, inplace=False): x (T, H, D) or (H, D), D even. */
+static PyObject *
+fn_rope(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"x", "positions", "theta", "interleaved", "inplace", NULL};
+    PyObject *xo, *po;
+    double theta = 10000.0;
+    int inter = 0, inplace = 0;
+    tl_tensor *x, *xc = NULL, *p = NULL, *out = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|dpp:rope", kwl, &xo, &po, &theta, &inter, &inplace)) return NULL;
+    if ((x = arg_tensor("rope", "x", xo, TL_F32)) == NULL || no_grad("rope", &xo, 1) < 0) return NULL;
+    if (x->ndim != 2 && x->ndim != 3) return shape_error("rope", x, "x must be (T, H, D) or (H, D)");
+    int T = x->ndim == 3 ? (int)x->shape[0] : 1, H = (int)x->shape[x->ndim - 2], D = (int)x->shape[x->ndim - 1];
+    if (D % 2 != 0) return shape_error("rope", x, "the head dim D must be even");
+    if (!(theta > 0.0)) return PyErr_Format(PyExc_ValueError, "rope: theta must be positive, got %g", theta);
+    if (inplace && !tl_tensor_is_contig(x)) return shape_error("rope", x, "inplace=True needs a contiguous x");
+    if ((p = positions(po, T)) == NULL) return NULL;
+    if (inplace) {
+        if (tl_check_inplace("rope", x) < 0) goto fail;
+        out = (tl_tensor *)Py_NewRef(x);
+    } else if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL) {
+        goto fail;
+    }
+    if (out->storage == NULL) { Py_DECREF(p); return (PyObject *)out; }
+    if (tl_kernel_py(&k_rope) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    int offx = (int)xc->offset, offp = (int)p->offset, offy = (int)out->offset;
+    float lt = (float)log2(theta);
+    const size_t sz[11] = {I, I, I, F, I, Mm, I, Mm, I, Mm, I};
+    const void *v[11] = {&T, &H, &D, &lt, &inter, &xc->storage->mem, &offx, &p->storage->mem, &offp,
+                         &out->storage->mem, &offy};
+    tl_storage *st[3] = {out->storage, xc->storage, p->storage};
+    if (tl_set_args(k_rope.k, 0, 11, sz, v) < 0) goto fail;
+    if (tl_launch_1d(&k_rope, (size_t)T * (size_t)H * (size_t)(D / 2), st, 3, 1u) < 0) goto fail;
+    if (inplace) tl_mark_write(out, "rope");
+    Py_XDECREF(xc); Py_XDECREF(p);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(xc); Py_XDECREF(p); Py_XDECREF(out);
+    return NULL;
+}
+
+/* softmax_rows(x, scale=1.0, causal=False): softmax(scale * x) over the last dim. */
+static PyObject *
+fn_softmax_rows(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"x", "scale", "causal", NULL};
+    PyObject *xo;
+    double scale = 1.0;
+    int causal = 0;
+    tl_tensor *x, *xc = NULL, *out = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|dp:softmax_rows", kwl, &xo, &scale, &causal)) return NULL;
+    if ((x = arg_tensor("softmax_rows", "x", xo, TL_F32)) == NULL || no_grad("softmax_rows", &xo, 1) < 0) return NULL;
+    if (x->ndim == 0 || (causal && x->ndim < 2)) return shape_error("softmax_rows", x, "x needs 1 dim (2 with causal)");
+    int n = (int)x->shape[x->ndim - 1], Tq = causal ? (int)x->shape[x->ndim - 2] : 1;
+    if (causal && Tq > n) return shape_error("softmax_rows", x, "causal needs queries <= keys (dims -2 <= -1)");
+    if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    if (tl_kernel_py(&k_softmax) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    int offx = (int)xc->offset, zero = 0;
+    float s = (float)scale;
+    size_t L = row_wg(&k_softmax, n);
+    const size_t sz[9] = {I, I, F, I, Mm, I, Mm, I, L * F};
+    const void *v[9] = {&n, &Tq, &s, &causal, &xc->storage->mem, &offx, &out->storage->mem, &zero, NULL};
+    tl_storage *st[2] = {out->storage, xc->storage};
+    if (tl_set_args(k_softmax.k, 0, 9, sz, v) < 0) goto fail;
+    if (launch(&k_softmax, (size_t)(tl_tensor_numel(x) / n) * L, L, st, 2, 1u) < 0) goto fail;
+    Py_DECREF(xc);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(xc); Py_XDECREF(out);
+    return NULL;
+}
+
+/* silu_mul(x, y) = silu(x) * y, same shapes. */
+static PyObject *
+fn_silu_mul(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *xo, *yo;
+    tl_tensor *x, *y, *xc = NULL, *yc = NULL, *out = NULL;
+    if (!PyArg_ParseTuple(args, "OO:silu_mul", &xo, &yo)) return NULL;
+    if ((x = arg_tensor("silu_mul", "x", xo, TL_F32)) == NULL || (y = arg_tensor("silu_mul", "y", yo, TL_F32)) == NULL)
+        return NULL;
+    PyObject *ins[2] = {xo, yo};
+    if (no_grad("silu_mul", ins, 2) < 0) return NULL;
+    if (x->ndim != y->ndim || memcmp(x->shape, y->shape, sizeof(Py_ssize_t) * (size_t)x->ndim) != 0) {
+        char a[128], b[128];
+        tl_shape_str(x->shape, x->ndim, a, sizeof a);
+        tl_shape_str(y->shape, y->ndim, b, sizeof b);
+        return PyErr_Format(PyExc_ValueError, "silu_mul: x %s and y %s must have the same shape", a, b);
+    }
+    if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    if (tl_kernel_py(&k_silu) == NULL || (xc = tl_tensor_contiguous(x)) == NULL ||
+        (yc = tl_tensor_contiguous(y)) == NULL)
+        goto fail;
+    int n = (int)tl_tensor_numel(x), ox = (int)xc->offset, oy = (int)yc->offset;
+    const size_t sz[6] = {I, Mm, I, Mm, I, Mm};
+    const void *v[6] = {&n, &xc->storage->mem, &ox, &yc->storage->mem, &oy, &out->storage->mem};
+    tl_storage *st[3] = {out->storage, xc->storage, yc->storage};
+    if (tl_set_args(k_silu.k, 0, 6, sz, v) < 0 || tl_launch_1d(&k_silu, (size_t)n, st, 3, 1u) < 0) goto fail;
+    Py_DECREF(xc); Py_DECREF(yc);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(xc); Py_XDECREF(yc); Py_XDECREF(out);
+    return NULL;
+}
+
+/* The (Hkv, max_len, D) cache checks shared by kv_write and attention. */
+static int
+check_cache(const char *op, const char *name, const tl_tensor *c)
+{
+    if (c->ndim != 3) { shape_error(op, c, name); return -1; }
+    if (!tl_tensor_is_contig(c)) {
+        shape_error(op, c, "caches must be contiguous (Hkv, max_len, D) tensors");
+        return -1;
+    }
+    return 0;
+}
+
+/* kv_write(cache, x, pos): cache[:, pos:pos+T, :] = x for x (Hkv, D) (T = 1) or (Hkv, T, D). Returns cache. */
+static PyObject *
+fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *co, *xo;
+    int pos;
+    tl_tensor *c, *x, *xc = NULL;
+    if (!PyArg_ParseTuple(args, "OOi:kv_write", &co, &xo, &pos)) return NULL;
+    if ((c = arg_tensor("kv_write", "cache", co, TL_F32)) == NULL ||
+        (x = arg_tensor("kv_write", "x", xo, TL_F32)) == NULL)
+        return NULL;
+    if (check_cache("kv_write", "cache must be (Hkv, max_len, D)", c) < 0 || tl_check_inplace("kv_write", c) < 0)
+        return NULL;
+    int Hkv = (int)c->shape[0], ML = (int)c->shape[1], D = (int)c->shape[2];
+    int T = x->ndim == 3 ? (int)x->shape[1] : 1;
+    if ((x->ndim != 2 && x->ndim != 3) || x->shape[0] != Hkv || x->shape[x->ndim - 1] != D) {
+        char a[128], b[128];
+        tl_shape_str(c->shape, c->ndim, a, sizeof a);
+        tl_shape_str(x->shape, x->ndim, b, sizeof b);
+        return PyErr_Format(PyExc_ValueError, "kv_write: x %s must be (Hkv, D) or (Hkv, T, D) for cache %s", b, a);
+    }
+    if (pos < 0 || pos + T > ML)
+        return PyErr_Format(PyExc_IndexError, "kv_write: positions [%d, %d) outside the cache's max_len %d", pos,
+                            pos + T, ML);
+    if (c->storage == NULL || T == 0) return Py_NewRef(co);
+    if (tl_kernel_py(&k_kv) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) return NULL;
+    int ox = (int)xc->offset, oc = (int)c->offset;
+    const size_t sz[9] = {I, I, I, I, I, Mm, I, Mm, I};
+    const void *v[9] = {&Hkv, &T, &D, &ML, &pos, &xc->storage->mem, &ox, &c->storage->mem, &oc};
+    tl_storage *st[2] = {c->storage, xc->storage};
+    int rc = tl_set_args(k_kv.k, 0, 9, sz, v);
+    if (rc == 0) rc = tl_launch_1d(&k_kv, (size_t)Hkv * (size_t)T * (size_t)D, st, 2, 1u);
+    Py_DECREF(xc);
+    if (rc < 0) return NULL;
+    tl_mark_write(c, "kv_write");
+    return Py_NewRef(co);
+}
+
+/* attention(q, k_cache, v_cache, length, scale=None): q (H, D), caches (Hkv, max_len, D), H % Hkv == 0. */
+static PyObject *
+fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"q", "k_cache", "v_cache", "length", "scale", NULL};
+    PyObject *qo, *ko, *vo, *so = Py_None;
+    int Lk;
+    tl_tensor *q, *kc, *vc, *qc = NULL, *out = NULL, *sc = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOi|O:attention", kwl, &qo, &ko, &vo, &Lk, &so)) return NULL;
+    if ((q = arg_tensor("attention", "q", qo, TL_F32)) == NULL ||
+        (kc = arg_tensor("attention", "k_cache", ko, TL_F32)) == NULL ||
+        (vc = arg_tensor("attention", "v_cache", vo, TL_F32)) == NULL)
+        return NULL;
+    PyObject *ins[3] = {qo, ko, vo};
+    if (no_grad("attention", ins, 3) < 0) return NULL;
+    if (q->ndim != 2) return shape_error("attention", q, "q must be (H, D)");
+    if (check_cache("attention", "k_cache must be (Hkv, max_len, D)", kc) < 0 ||
+        check_cache("attention", "v_cache must be (Hkv, max_len, D)", vc) < 0)
+        return NULL;
+    int H = (int)q->shape[0], D = (int)q->shape[1], Hkv = (int)kc->shape[0], ML = (int)kc->shape[1];
+    if (memcmp(kc->shape, vc->shape, sizeof kc->shape[0] * 3) != 0 || kc->shape[2] != D || Hkv == 0 || H % Hkv != 0) {
+        char a[128], b[128], c[128];
+        tl_shape_str(q->shape, 2, a, sizeof a);
+        tl_shape_str(kc->shape, 3, b, sizeof b);
+        tl_shape_str(vc->shape, 3, c, sizeof c);
+        return PyErr_Format(PyExc_ValueError, "attention: q %s, k_cache %s, v_cache %s: caches must match, share D "
+                            "with q, and Hkv must divide H", a, b, c);
+    }
+    if (Lk < 1 || Lk > ML)
+        return PyErr_Format(PyExc_ValueError, "attention: length %d outside [1, max_len=%d]", Lk, ML);
+    double scale = 1.0 / sqrt((double)(D > 0 ? D : 1));
+    if (so != Py_None && ((scale = PyFloat_AsDouble(so)) == -1.0 && PyErr_Occurred())) return NULL;
+    if ((out = tl_tensor_empty(TL_F32, 2, q->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    Py_ssize_t nsc = (Py_ssize_t)H * Lk;
+    if (tl_kernel_py(&k_attn) == NULL || (qc = tl_tensor_contiguous(q)) == NULL ||
+        (sc = tl_tensor_empty(TL_F32, 1, &nsc)) == NULL)
+        goto fail;
+    int G = H / Hkv, oq = (int)qc->offset, ok = (int)kc->offset, ov = (int)vc->offset;
+    float s = (float)scale;
+    size_t L = row_wg(&k_attn, Lk > D ? Lk : D);
+    const size_t sz[14] = {I, I, I, I, F, Mm, I, Mm, I, Mm, I, Mm, Mm, L * F};
+    const void *v[14] = {&G, &D, &Lk, &ML, &s, &qc->storage->mem, &oq, &kc->storage->mem, &ok, &vc->storage->mem,
+                         &ov, &out->storage->mem, &sc->storage->mem, NULL};
+    tl_storage *st[5] = {out->storage, sc->storage, qc->storage, kc->storage, vc->storage};
+    if (tl_set_args(k_attn.k, 0, 14, sz, v) < 0 || launch(&k_attn, (size_t)H * L, L, st, 5, 3u) < 0) goto fail;
+    Py_DECREF(qc); Py_DECREF(sc);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(qc); Py_XDECREF(sc); Py_XDECREF(out);
+    return NULL;
+}
+
+/* get_rows(table, ids): table (V, D) float32, ids an int32 Tensor (any shape) or ints; out ids.shape + (D,).
+ * Ids given as Python ints are range-checked here; ids already on the device cannot be without a sync, so
+ * an id outside [0, V) there yields a zero row. */
+static PyObject *
+fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *to, *io;
+    tl_tensor *t, *ids = NULL, *tc = NULL, *out = NULL;
+    if (!PyArg_ParseTuple(args, "OO:get_rows", &to, &io)) return NULL;
+    if ((t = arg_tensor("get_rows", "table", to, TL_F32)) == NULL || no_grad("get_rows", &to, 1) < 0) return NULL;
+    if (t->ndim != 2) return shape_error("get_rows", t, "table must be (V, D)");
+    int V = (int)t->shape[0], D = (int)t->shape[1];
+    if (tl_tensor_check(io)) {
+        if (tl_check_dtype("get_rows", tl_tensor_CAST(io), TL_I32) < 0) return NULL;
+        ids = tl_tensor_contiguous(tl_tensor_CAST(io));
+    } else {
+        PyObject *arr = PyLong_Check(io) ? Py_BuildValue("[O]", io) : Py_NewRef(io);
+        PyObject *fast = arr ? PySequence_Fast(arr, "get_rows: ids must be an int32 Tensor, an int or ints") : NULL;
+        for (Py_ssize_t i = 0; fast != NULL && i < PySequence_Fast_GET_SIZE(fast); i++) {
+            long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+            if (id == -1 && PyErr_Occurred()) { Py_CLEAR(fast); break; }
+            if (id < 0 || id >= V) {
+                PyErr_Format(PyExc_IndexError, "get_rows: id %ld outside the table's %d rows", id, V);
+                Py_CLEAR(fast);
+            }
+        }
+        ids = fast ? tl_tensor_from_object(arr, TL_I32, "get_rows") : NULL;
+        Py_XDECREF(fast); Py_XDECREF(arr);
+    }
+    if (ids == NULL) return NULL;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    if (ids->ndim + 1 > TL_MAX_DIMS) { shape_error("get_rows", ids, "too many id dims"); goto fail; }
+    memcpy(shape, ids->shape, sizeof(Py_ssize_t) * (size_t)ids->ndim);
+    shape[ids->ndim] = D;
+    if ((out = tl_tensor_empty(TL_F32, ids->ndim + 1, shape)) == NULL) goto fail;
+    if (out->storage == NULL) { Py_DECREF(ids); return (PyObject *)out; }
+    if (tl_kernel_py(&k_rows) == NULL || (tc = tl_tensor_contiguous(t)) == NULL) goto fail;
+    int n = (int)tl_tensor_numel(ids), oi = (int)ids->offset, ot = (int)tc->offset;
+    const size_t sz[9] = {I, I, I, Mm, I, Mm, I, I, Mm};
+    const void *v[9] = {&n, &D, &V, &ids->storage->mem, &oi, &tc->storage->mem, &ot, &D, &out->storage->mem};
+    tl_storage *st[3] = {out->storage, ids->storage, tc->storage};
+    if (tl_set_args(k_rows.k, 0, 9, sz, v) < 0 || tl_launch_1d(&k_rows, (size_t)n * (size_t)D, st, 3, 1u) < 0)
+        goto fail;
+    Py_DECREF(ids); Py_DECREF(tc);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(ids); Py_XDECREF(tc); Py_XDECREF(out);
+    return NULL;
+}
+
+#define KW (PyCFunction)(void (*)(void))
+static const PyMethodDef llm_functions[] = {
+    {"rms_norm", KW fn_rms_norm, METH_VARARGS | METH_KEYWORDS,
+     "rms_norm(x, weight=None, eps=1e-6): x * rsqrt(mean(x**2, -1) + eps) * weight (no autograd)."},
+    {"rope", KW fn_rope, METH_VARARGS | METH_KEYWORDS,
+     "rope(x, positions, theta=10000.0, interleaved=False, inplace=False): rotary embedding of x (T, H, D) or "
+     "(H, D); NeoX pairing (i, i + D/2), GPT-J (2i, 2i+1) when interleaved (no autograd)."},
+    {"softmax_rows", KW fn_softmax_rows, METH_VARARGS | METH_KEYWORDS,
+     "softmax_rows(x, scale=1.0, causal=False): softmax(scale*x) over the last dim; causal: query i of Tq "
+     "(dim -2) sees keys j <= i + Tk - Tq (no autograd)."},
+    {"silu_mul", fn_silu_mul, METH_VARARGS, "silu_mul(x, y): silu(x) * y, same shapes (no autograd)."},
+    {"kv_write", fn_kv_write, METH_VARARGS,
+     "kv_write(cache, x, pos): cache[:, pos:pos+T] = x for cache (Hkv, max_len, D), x (Hkv, D) or (Hkv, T, D)."},
+    {"attention", KW fn_attention, METH_VARARGS | METH_KEYWORDS,
+     "attention(q, k_cache, v_cache, length, scale=None): one decode step, q (H, D) over the first `length` "
+     "positions of caches (Hkv, max_len, D); head h reads kv head h // (H // Hkv); scale 1/sqrt(D) by default."},
+    {"get_rows", fn_get_rows, METH_VARARGS,
+     "get_rows(table, ids): table[ids] for a (V, D) float32 table and int32 ids (embedding lookup)."},
+    {NULL, NULL, 0, NULL},
+};
+
+const tl_family tl_family_llm = {llm_functions, NULL, NULL, NULL, NULL};

@@ -11,6 +11,8 @@
 #include "autograd.h"
 #include <stdarg.h>
 #include "cl_runtime.h"
+#define TL_GP_COUNT 11
+void tl_matmul_params(const tl_runtime *rt, int *out);   /* also used by programs.c (family_options) */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,35 +23,145 @@ typedef struct {
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3];
 } mm_problem;
 
-typedef enum { MM_TILED = 0, MM_SMALL = 1, MM_NAIVE = 2 } mm_variant;
-static tl_kernel mm_kernels[3] = {TL_KERNEL("matmul", "tl_matmul_f32"), TL_KERNEL("matmul", "tl_matmul_small_f32"),
-                                  TL_KERNEL("matmul", "tl_matmul_naive_f32")};
-static const int mm_tile[3] = {64, 32, 1};              /* output tile side; 4x4 outputs per work-item */
-static int mm_best = -1;                                /* the tiled variant this device can run */
+/* ---- tile parameters: a small table keyed by device type/vendor, TLGPU_GEMM_PARAMS overrides ---- */
+typedef struct { int v[TL_GP_COUNT]; } gemm_params;
+static const char *const gp_names[TL_GP_COUNT] = {"MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VW", "CMR", "CVW", "CNV",
+                                                  "CNR", "DIRECT"};
+enum { GP_MWG, GP_NWG, GP_KWG, GP_MDIMC, GP_NDIMC, GP_VW, GP_CMR, GP_CVW, GP_CNV, GP_CNR, GP_DIRECT };
+static gemm_params gp;
+static int gp_ready;                                    /* 0 unset, 1 ok, -1 bad TLGPU_GEMM_PARAMS (in gp_error) */
+static char gp_error[200];
 
-/* The largest tiled kernel whose work-group (tile/4 squared) the device allows for it, else naive. */
 static int
-choose_tiled(void)
+pow2(int v)
+{
+    return v > 0 && (v & (v - 1)) == 0;
+}
+
+/* Checks the divisibility rules the kernels rely on; a message for the first one broken, else NULL. */
+static const char *
+gp_invalid(const gemm_params *q)
+{
+    const int *v = q->v;
+    for (int i = 0; i < TL_GP_COUNT - 1; i++)
+        if (v[i] <= 0) return "every value must be a positive integer";
+    if (!pow2(v[GP_VW]) || v[GP_VW] > 16) return "VW must be 1, 2, 4, 8 or 16";
+    if (v[GP_CVW] != 4 && v[GP_CVW] != 8 && v[GP_CVW] != 16) return "CVW must be 4, 8 or 16";
+    if (v[GP_MWG] % v[GP_MDIMC] != 0) return "MWG must be a multiple of MDIMC";
+    if (v[GP_NWG] % (v[GP_NDIMC] * v[GP_VW]) != 0) return "NWG must be a multiple of NDIMC*VW";
+    if (v[GP_MDIMC] * v[GP_NDIMC] > 1024) return "MDIMC*NDIMC must be at most 1024";
+    return NULL;
+}
+
+/* Built-in table. GPUs: 256 work-items, 8x8 (NVIDIA: 128x128 tiles) or 4x4 outputs each, float4 along n;
+ * the 128x128 tile stages 16 KiB of local memory per k-step. CPUs: the direct kernels, vectors as wide
+ * as the ISA (PoCL puts the ISA in the device name), 4 rows x 32 columns (nn) or 4 x 4 dots (nt). */
+static void
+gp_table(const tl_runtime *rt, gemm_params *q)
+{
+    static const gemm_params gpu = {{64, 64, 16, 16, 16, 4, 4, 16, 2, 4, 0}};
+    static const gemm_params nvidia = {{128, 128, 16, 16, 16, 4, 4, 16, 2, 4, 0}};
+    static const gemm_params cpu = {{64, 64, 16, 8, 8, 4, 4, 16, 2, 4, 1}};
+    const tl_device_info *d = &rt->info;
+    if (d->type & CL_DEVICE_TYPE_CPU) {
+        *q = cpu;
+        if (strstr(d->name, "avx512") == NULL) q->v[GP_CVW] = 8;
+    } else if (strstr(d->vendor, "NVIDIA") != NULL || strstr(d->platform, "NVIDIA") != NULL) {
+        *q = nvidia;
+    } else {
+        *q = gpu;
+    }
+}
+
+/* Table entry with TLGPU_GEMM_PARAMS ("MWG=64,NWG=64,...": any subset) applied on top. Pure C: also called
+ * from programs.c's family_options. A bad override keeps the table entry and is reported by gemm_check. */
+void
+tl_matmul_params(const tl_runtime *rt, int *out)
+{
+    if (!gp_ready) {
+        const char *env = getenv("TLGPU_GEMM_PARAMS");
+        gemm_params q;
+        gp_table(rt, &q);
+        gp_ready = 1;
+        if (env != NULL && *env != '\0') {
+            gemm_params o = q;
+            char buf[256], *save = NULL;
+            snprintf(buf, sizeof buf, "%s", env);
+            for (char *tok = strtok_r(buf, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
+                char *eq = strchr(tok, '='), *end = NULL;
+                int i = 0;
+                if (eq != NULL) *eq = '\0';
+                while (i < TL_GP_COUNT && strcmp(gp_names[i], tok) != 0) i++;
+                long val = eq != NULL ? strtol(eq + 1, &end, 10) : 0;
+                if (i == TL_GP_COUNT || eq == NULL || *end != '\0' || val < 0 || val > 4096) {
+                    snprintf(gp_error, sizeof gp_error, "unknown key or bad value in '%s'", tok);
+                    gp_ready = -1;
+                    break;
+                }
+                o.v[i] = (int)val;
+            }
+            const char *why = gp_ready == 1 ? gp_invalid(&o) : NULL;
+            if (why != NULL) { snprintf(gp_error, sizeof gp_error, "%s", why); gp_ready = -1; }
+            if (gp_ready == 1) q = o;
+        }
+        gp = q;
+    }
+    memcpy(out, gp.v, sizeof gp.v);
+}
+
+/* Raises ValueError for a bad TLGPU_GEMM_PARAMS; fills the parameters otherwise. */
+static int
+gemm_check(gemm_params *q)
 {
     const tl_runtime *rt;
     tl_err err = {0};
-    if (mm_best >= 0) return mm_best;
-    const char *force = getenv("TLGPU_MATMUL_KERNEL");    /* "small" or "naive": test the fallbacks */
-    if (force != NULL && strcmp(force, "small") == 0) return mm_best = MM_SMALL;
-    if (force != NULL && strcmp(force, "naive") == 0) return mm_best = MM_NAIVE;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    for (int v = MM_TILED; v <= MM_SMALL; v++) {
-        size_t kmax = 0, need = (size_t)(mm_tile[v] / 4) * (size_t)(mm_tile[v] / 4);
-        cl_kernel k = tl_kernel_py(&mm_kernels[v]);
-        if (k == NULL) return -1;
-        cl_int rc = clGetKernelWorkGroupInfo(k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL);
-        if (rc != CL_SUCCESS) {
-            tl_err_set(&err, rc, "clGetKernelWorkGroupInfo", mm_kernels[v].name);
-            return tl_raise(&err);
-        }
-        if (kmax >= need) return mm_best = v;
+    tl_matmul_params(rt, q->v);
+    if (gp_ready < 0) {
+        PyErr_Format(PyExc_ValueError, "matmul: TLGPU_GEMM_PARAMS='%s': %s (keys: MWG NWG KWG MDIMC NDIMC VW CMR "
+                     "CVW CNV CNR DIRECT)", getenv("TLGPU_GEMM_PARAMS"), gp_error);
+        return -1;
     }
-    return mm_best = MM_NAIVE;
+    return 0;
+}
+
+typedef enum { MM_GEMM, MM_DIRECT_NN, MM_DIRECT_NT, MM_SMALL, MM_NAIVE, MM_MV, MM_MV_ROWS, MM_NKERNELS } mm_variant;
+static tl_kernel mm_kernels[MM_NKERNELS] = {
+    TL_KERNEL("matmul", "tl_gemm_f32"), TL_KERNEL("matmul", "tl_gemm_direct_nn_f32"),
+    TL_KERNEL("matmul", "tl_gemm_direct_nt_f32"), TL_KERNEL("matmul", "tl_matmul_small_f32"),
+    TL_KERNEL("matmul", "tl_matmul_naive_f32"), TL_KERNEL("matmul", "tl_mul_mv_f32"),
+    TL_KERNEL("matmul", "tl_mul_mv_rows_f32")};
+static int mm_tiled = -1;                               /* MM_GEMM, MM_SMALL or MM_NAIVE: what the device runs */
+
+static size_t
+kernel_max_wg(tl_kernel *kh)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    size_t kmax = 0;
+    if (tl_kernel_py(kh) == NULL) return 0;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), 0;
+    cl_int rc = clGetKernelWorkGroupInfo(kh->k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL);
+    if (rc != CL_SUCCESS) { tl_err_set(&err, rc, "clGetKernelWorkGroupInfo", kh->name); return tl_raise(&err), 0; }
+    return kmax;
+}
+
+/* The local-memory kernel when the device allows its MDIMC*NDIMC work-items, else small, else naive
+ * (TLGPU_MATMUL_KERNEL=small|naive forces a fallback, for tests). -1 with an exception set. */
+static int
+choose_tiled(const gemm_params *q)
+{
+    if (mm_tiled >= 0) return mm_tiled;
+    const char *force = getenv("TLGPU_MATMUL_KERNEL");
+    if (force != NULL && strcmp(force, "small") == 0) return mm_tiled = MM_SMALL;
+    if (force != NULL && strcmp(force, "naive") == 0) return mm_tiled = MM_NAIVE;
+    size_t need[2] = {(size_t)q->v[GP_MDIMC] * (size_t)q->v[GP_NDIMC], 64};
+    for (int v = MM_GEMM; v <= MM_SMALL; v += MM_SMALL - MM_GEMM) {
+        size_t kmax = kernel_max_wg(&mm_kernels[v]);
+        if (kmax == 0) return -1;
+        if (kmax >= need[v == MM_SMALL]) return mm_tiled = v;
+    }
+    return mm_tiled = MM_NAIVE;
 }
 
 static int
@@ -58,15 +170,53 @@ to_int(Py_ssize_t v)                                    /* sizes and strides fit
     return (int)v;
 }
 
+/* Decode-case matrix-vector product: C[M, N] = A[M, K] @ W^T with W [N, K] row-major (B = W^T view), M <= 8. */
+static int
+mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int cpu)
+{
+    tl_err err = {0};
+    tl_kernel *kh = &mm_kernels[cpu ? MM_MV_ROWS : MM_MV];
+    cl_kernel k = tl_kernel_py(kh);
+    if (k == NULL) return -1;
+    const tl_runtime *rt;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    int sy = p->N, groups = (p->N + 3) / 4;
+    const size_t I = sizeof(int), Mm = sizeof(cl_mem);
+    const size_t sz[12] = {I, I, I, Mm, I, I, Mm, I, I, Mm, I, I};
+    const void *val[12] = {&p->N, &p->K, &p->M, &a->storage->mem, &p->off[1], &p->sAm, &b->storage->mem,
+                           &p->off[2], &p->sBn, &out->storage->mem, &p->off[0], &sy};
+    if (tl_set_args(k, 0, 12, sz, val) < 0) return -1;
+    size_t gws, lws;
+    if (cpu) {                                           /* small groups: PoCL spreads groups over cores */
+        lws = kh->wg < 8 ? kh->wg : 8;
+        gws = tl_round_up((size_t)groups, lws);
+    } else {
+        lws = 1;
+        while (lws * 2 <= kh->wg && lws * 2 * 4 * 8 * sizeof(float) <= rt->info.local_mem / 2) lws *= 2;
+        gws = (size_t)groups * lws;
+        if (tl_set_args(k, 12, 1, (size_t[]){lws * 4 * (size_t)p->M * sizeof(float)}, (const void *[]){NULL}) < 0)
+            return -1;
+    }
+    tl_storage *st[3] = {out->storage, a->storage, b->storage};
+    if (tl_stream_launch(k, 1, &gws, &lws, st, 3, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
+    return 0;
+}
+
 /* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. */
 static int
 mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
 {
     tl_err err = {0};
+    gemm_params q;
     int v, nouter = 1, nb1 = 1, nb2 = 1, sb[2][2] = {{0, 0}, {0, 0}};
     if (p->K == 0) return tl_tensor_fill(out, 0.0);
-    if ((v = choose_tiled()) < 0) return -1;
-    if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* a vector product: a tile would be mostly idle */
+    if (gemm_check(&q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
+    const int cpu = q.v[GP_DIRECT] != 0, forced = v != MM_GEMM;
+    if (!forced && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1)
+        return mv_launch(p, a, b, out, cpu);             /* x @ w.T with few rows: the decode case */
+    if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
+    else if (!forced && cpu && p->sBn == 1) v = MM_DIRECT_NN;
+    else if (!forced && cpu && p->sAk == 1 && p->sBk == 1) v = MM_DIRECT_NT;
     tl_kernel *kh = &mm_kernels[v];
     cl_kernel k = tl_kernel_py(kh);
     if (k == NULL) return -1;
@@ -74,15 +224,31 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
     if (inner >= 1) { nb2 = p->bshape[p->nbd - 1]; sb[0][1] = p->bst[1][p->nbd - 1]; sb[1][1] = p->bst[2][p->nbd - 1]; }
     if (inner == 2) { nb1 = p->bshape[first]; sb[0][0] = p->bst[1][first]; sb[1][0] = p->bst[2][first]; }
     for (int d = 0; d < first; d++) nouter *= p->bshape[d];
-    size_t gws[3], lws[3] = {(size_t)mm_tile[v] / 4, (size_t)mm_tile[v] / 4, 1};
-    if (v == MM_NAIVE) {                                 /* flat over M*N with the handle's 1-D size */
+    size_t gws[3], lws[3] = {1, 1, 1};
+    switch (v) {
+    case MM_NAIVE:                                       /* flat over M*N with the handle's 1-D size */
         lws[0] = kh->wg;
-        lws[1] = 1;
         gws[0] = tl_round_up((size_t)p->M * (size_t)p->N, kh->wg);
         gws[1] = 1;
-    } else {
-        gws[0] = tl_round_up((size_t)p->N, (size_t)mm_tile[v]) / 4;
-        gws[1] = tl_round_up((size_t)p->M, (size_t)mm_tile[v]) / 4;
+        break;
+    case MM_SMALL:
+        lws[0] = lws[1] = 8;
+        gws[0] = tl_round_up((size_t)p->N, 32) / 4;
+        gws[1] = tl_round_up((size_t)p->M, 32) / 4;
+        break;
+    case MM_GEMM:
+        lws[0] = (size_t)q.v[GP_NDIMC];
+        lws[1] = (size_t)q.v[GP_MDIMC];
+        gws[0] = (size_t)((p->N + q.v[GP_NWG] - 1) / q.v[GP_NWG]) * lws[0];
+        gws[1] = (size_t)((p->M + q.v[GP_MWG] - 1) / q.v[GP_MWG]) * lws[1];
+        break;
+    default: {                                           /* direct: no barriers, so any small local size */
+        int cols = v == MM_DIRECT_NN ? q.v[GP_CNV] * q.v[GP_CVW] : q.v[GP_CNR];
+        lws[0] = kh->wg < 4 ? kh->wg : 4;                /* 1-D over row x column blocks (swizzled) */
+        gws[0] = tl_round_up((size_t)((p->N + cols - 1) / cols) * (size_t)((p->M + q.v[GP_CMR] - 1) / q.v[GP_CMR]),
+                             lws[0]);
+        gws[1] = 1;
+    }
     }
     gws[2] = (size_t)nb1 * (size_t)nb2;
     tl_storage *st[3] = {out->storage, a->storage, b->storage};
@@ -91,7 +257,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
         for (int d = first - 1, rest = o; d >= 0; d--) {  /* batch dims the kernel does not walk */
             int i = rest % p->bshape[d];
             rest /= p->bshape[d];
-            for (int q = 0; q < 3; q++) off[q] += i * p->bst[q][d];
+            for (int r = 0; r < 3; r++) off[r] += i * p->bst[r][d];
         }
         const size_t I = sizeof(int), Mm = sizeof(cl_mem);
         const size_t sz[18] = {I, I, I, I, Mm, I, I, I, I, I, Mm, I, I, I, I, I, Mm, I};
@@ -366,6 +532,45 @@ done:
     return res;
 }
 
+/* Raw handles for benchmarks that drive another OpenCL library (CLBlast through ctypes) on tlgpu's own
+ * buffers and queue: (cl_mem, offset in elements) of a tensor, and (queue, context, device). The caller
+ * owns the ordering: such work is outside tlgpu's stream accounting, so end it with tlgpu.synchronize(). */
+static PyObject *
+fn_cl_handles(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    tl_tensor *t;
+    if (want_tensor("_cl_handles", arg, &t) < 0) return NULL;
+    if (t->storage == NULL) return Py_BuildValue("(Kn)", 0ULL, t->offset);
+    if (t->storage->ready_ev != NULL && tl_stream_synchronize(&(tl_err){0}) != TL_OK)   /* finish its upload */
+        return PyErr_Format(PyExc_RuntimeError, "_cl_handles: synchronize failed");
+    return Py_BuildValue("(Kn)", (unsigned long long)(uintptr_t)t->storage->mem, t->offset);
+}
+
+static PyObject *
+fn_cl_queue(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), NULL;
+    return Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)rt->q0, (unsigned long long)(uintptr_t)rt->ctx,
+                         (unsigned long long)(uintptr_t)rt->device);
+}
+
+/* The GEMM parameters in use on this device (after TLGPU_GEMM_PARAMS), for benchmarks and docs. */
+static PyObject *
+fn_gemm_params(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    gemm_params q;
+    PyObject *d = NULL;
+    if (gemm_check(&q) < 0 || (d = PyDict_New()) == NULL) return NULL;
+    for (int i = 0; i < TL_GP_COUNT; i++) {
+        PyObject *v = PyLong_FromLong(q.v[i]);
+        if (v == NULL || PyDict_SetItemString(d, gp_names[i], v) < 0) { Py_XDECREF(v); Py_DECREF(d); return NULL; }
+        Py_DECREF(v);
+    }
+    return d;
+}
+
 static const PyMethodDef mm_methods[] = {
     {"matmul", m_matmul, METH_O, "matmul(other): self @ other with numpy semantics (float32)."},
     {"dot", m_dot, METH_O, "dot(other): inner product of two 1-D tensors, a 0-d tensor."},
@@ -376,6 +581,9 @@ static const PyMethodDef mm_methods[] = {
 static const PyMethodDef mm_functions[] = {
     {"_matmul_test_view", fn_test_view, METH_VARARGS,
      "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
+    {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
+    {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
+    {"_gemm_params", fn_gemm_params, METH_NOARGS, "_gemm_params(): the GEMM tile parameters in use on this device."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,165 @@
-/* ops_quant.c: (stub) the quant op family; see DESIGN.md. */
+/* ops_quant.c: the q4_0 op family (kernels/quant.cl): dequantize, get_rows and the matrix-vector product
+ * of float32 activations by q4_0 weights. The Python face is tlgpu/quant.py (class Q4_0), which quantizes
+ * on the host and hands these private functions the two device arrays of the flat layout: qs, an int32
+ * tensor of N*K/8 words (16 bytes of nibbles per block), and d, an int32 tensor holding the N*K/32 fp16
+ * scales two to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
+ * them; the kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT flag
+ * so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; no autograd (weights are
+ * constants; activations that require grad are refused). */
 #include "ops_common.h"
+#include "autograd.h"
+#include "cl_runtime.h"
 
-const tl_family tl_family_quant = {NULL, NULL, NULL, NULL, NULL};
+#define TL_GP_COUNT 11
+#define GP_DIRECT 10
+void tl_matmul_params(const tl_runtime *rt, int *out);  /* ops_matmul.c */
+
+static tl_kernel k_deq = TL_KERNEL("quant", "tl_dequantize_q4_0_f32"),
+                 k_rows = TL_KERNEL("quant", "tl_get_rows_q4_0_f32"),
+                 k_mv = TL_KERNEL("quant", "tl_mul_mv_q4_0_f32"),
+                 k_mv_rows = TL_KERNEL("quant", "tl_mul_mv_q4_0_rows_f32");
+static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
+
+/* Parses (qs, d, N, K) at the front of args and checks the flat q4_0 arrays. */
+static int
+q4_args(const char *op, PyObject *qo, PyObject *dq, int N, int K, tl_tensor **qs, tl_tensor **d)
+{
+    if (!tl_tensor_check(qo) || !tl_tensor_check(dq)) {
+        PyErr_Format(PyExc_TypeError, "%s: qs and d must be int32 Tensors", op);
+        return -1;
+    }
+    *qs = tl_tensor_CAST(qo);
+    *d = tl_tensor_CAST(dq);
+    if (tl_check_dtype(op, *qs, TL_I32) < 0 || tl_check_dtype(op, *d, TL_I32) < 0) return -1;
+    if (N < 0 || K < 0 || K % 32 != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: q4_0 shape (%d, %d): the row length must be a multiple of 32", op, N, K);
+        return -1;
+    }
+    Py_ssize_t nblk = (Py_ssize_t)N * (K / 32);
+    if (!tl_tensor_is_contig(*qs) || !tl_tensor_is_contig(*d) || tl_tensor_numel(*qs) != nblk * 4 ||
+        tl_tensor_numel(*d) < (nblk + 1) / 2 || (*qs)->offset != 0 || (*d)->offset != 0) {
+        PyErr_Format(PyExc_ValueError, "%s: q4_0 arrays (%zd words, %zd scale words) do not hold a (%d, %d) matrix",
+                     op, tl_tensor_numel(*qs), tl_tensor_numel(*d), N, K);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+fn_dequantize(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *qo, *dq;
+    int N, K;
+    tl_tensor *qs, *d, *out;
+    if (!PyArg_ParseTuple(args, "OOii:_q4_0_dequantize", &qo, &dq, &N, &K)) return NULL;
+    if (q4_args("dequantize", qo, dq, N, K, &qs, &d) < 0) return NULL;
+    Py_ssize_t shape[2] = {N, K};
+    if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    int nblk = N * (K / 32);
+    const size_t sz[4] = {I, Mm, Mm, Mm};
+    const void *v[4] = {&nblk, &qs->storage->mem, &d->storage->mem, &out->storage->mem};
+    tl_storage *st[3] = {out->storage, qs->storage, d->storage};
+    if (tl_kernel_py(&k_deq) == NULL || tl_set_args(k_deq.k, 0, 4, sz, v) < 0 ||
+        tl_launch_1d(&k_deq, (size_t)nblk, st, 3, 1u) < 0)
+        Py_CLEAR(out);
+    return (PyObject *)out;
+}
+
+/* _q4_0_get_rows(qs, d, N, K, ids): ids an int32 Tensor (checked in quant.py when given as ints). */
+static PyObject *
+fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *qo, *dq, *io;
+    int N, K;
+    tl_tensor *qs, *d, *ids = NULL, *out = NULL;
+    if (!PyArg_ParseTuple(args, "OOiiO:_q4_0_get_rows", &qo, &dq, &N, &K, &io)) return NULL;
+    if (q4_args("embedding", qo, dq, N, K, &qs, &d) < 0) return NULL;
+    if (!tl_tensor_check(io)) return PyErr_Format(PyExc_TypeError, "embedding: ids must be an int32 Tensor");
+    if (tl_check_dtype("embedding", tl_tensor_CAST(io), TL_I32) < 0) return NULL;
+    if ((ids = tl_tensor_contiguous(tl_tensor_CAST(io))) == NULL) return NULL;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    if (ids->ndim + 1 > TL_MAX_DIMS) { PyErr_SetString(PyExc_ValueError, "embedding: too many id dims"); goto done; }
+    memcpy(shape, ids->shape, sizeof(Py_ssize_t) * (size_t)ids->ndim);
+    shape[ids->ndim] = K;
+    if ((out = tl_tensor_empty(TL_F32, ids->ndim + 1, shape)) == NULL || out->storage == NULL) goto done;
+    int n = (int)tl_tensor_numel(ids), nb = K / 32, oi = (int)ids->offset;
+    const size_t sz[8] = {I, I, I, Mm, I, Mm, Mm, Mm};
+    const void *v[8] = {&n, &N, &nb, &ids->storage->mem, &oi, &qs->storage->mem, &d->storage->mem, &out->storage->mem};
+    tl_storage *st[4] = {out->storage, ids->storage, qs->storage, d->storage};
+    if (tl_kernel_py(&k_rows) == NULL || tl_set_args(k_rows.k, 0, 8, sz, v) < 0 ||
+        tl_launch_1d(&k_rows, (size_t)n * (size_t)nb, st, 4, 1u) < 0)
+        Py_CLEAR(out);
+done:
+    Py_XDECREF(ids);
+    return (PyObject *)out;
+}
+
+/* _q4_0_mul_mv(x, qs, d, N, K): x (R, K) float32 with R <= 8 -> (R, N) = x @ W^T. */
+static PyObject *
+fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *xo, *qo, *dq;
+    int N, K;
+    tl_tensor *x, *qs, *d, *xc = NULL, *out = NULL;
+    tl_err err = {0};
+    const tl_runtime *rt;
+    if (!PyArg_ParseTuple(args, "OOOii:_q4_0_mul_mv", &xo, &qo, &dq, &N, &K)) return NULL;
+    if (q4_args("matmul", qo, dq, N, K, &qs, &d) < 0) return NULL;
+    if (!tl_tensor_check(xo)) return PyErr_Format(PyExc_TypeError, "matmul: x must be a Tensor");
+    x = tl_tensor_CAST(xo);
+    if (tl_check_dtype("matmul", x, TL_F32) < 0) return NULL;
+    if (tl_autograd_wanted(&xo, 1))
+        return PyErr_Format(PyExc_NotImplementedError, "matmul (q4_0): no backward; use tlgpu.no_grad() or detach()");
+    if (x->ndim != 2 || x->shape[1] != K || x->shape[0] > 8) {
+        char s[128];
+        tl_shape_str(x->shape, x->ndim, s, sizeof s);
+        return PyErr_Format(PyExc_ValueError, "matmul (q4_0 mul_mv): x %s must be (R <= 8, %d) for weights (%d, %d)",
+                            s, K, N, K);
+    }
+    int R = (int)x->shape[0];
+    Py_ssize_t shape[2] = {R, N};
+    if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    if (K == 0) { if (tl_tensor_fill(out, 0.0) < 0) Py_CLEAR(out); return (PyObject *)out; }
+    if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
+    int gp[TL_GP_COUNT];
+    tl_matmul_params(rt, gp);
+    const int cpu = gp[GP_DIRECT] != 0;
+    tl_kernel *kh = cpu ? &k_mv_rows : &k_mv;
+    if (tl_kernel_py(kh) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    int ox = (int)xc->offset, sx = K;
+    const size_t sz[9] = {I, I, I, Mm, I, I, Mm, Mm, Mm};
+    const void *v[9] = {&N, &K, &R, &xc->storage->mem, &ox, &sx, &qs->storage->mem, &d->storage->mem,
+                        &out->storage->mem};
+    if (tl_set_args(kh->k, 0, 9, sz, v) < 0) goto fail;
+    size_t groups = (size_t)(N + 3) / 4, gws[2], lws[2];
+    cl_uint dim = 1;
+    if (cpu) {                                           /* small groups: PoCL spreads them over cores */
+        dim = 2;
+        lws[0] = kh->wg < 8 ? kh->wg : 8;
+        lws[1] = 1;
+        gws[0] = tl_round_up(groups, lws[0]);
+        gws[1] = (size_t)(R + 1) / 2;                   /* two activation rows per work-item */
+    } else {
+        lws[0] = 1;
+        while (lws[0] * 2 <= kh->wg && lws[0] * 2 * 4 * 8 * sizeof(float) <= rt->info.local_mem / 2) lws[0] *= 2;
+        gws[0] = groups * lws[0];
+        if (tl_set_args(kh->k, 9, 1, (size_t[]){lws[0] * 4 * (size_t)R * sizeof(float)}, (const void *[]){NULL}) < 0)
+            goto fail;
+    }
+    tl_storage *st[4] = {out->storage, xc->storage, qs->storage, d->storage};
+    if (tl_stream_launch(kh->k, dim, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK) { tl_raise(&err); goto fail; }
+    Py_DECREF(xc);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(xc); Py_XDECREF(out);
+    return NULL;
+}
+
+static const PyMethodDef quant_functions[] = {
+    {"_q4_0_dequantize", fn_dequantize, METH_VARARGS, "_q4_0_dequantize(qs, d, N, K): float32 (N, K)"},
+    {"_q4_0_get_rows", fn_get_rows, METH_VARARGS, "_q4_0_get_rows(qs, d, N, K, ids): dequantized rows"},
+    {"_q4_0_mul_mv", fn_mul_mv, METH_VARARGS, "_q4_0_mul_mv(x, qs, d, N, K): x @ W^T for x (R <= 8, K)"},
+    {NULL, NULL, 0, NULL},
+};
+
+const tl_family tl_family_quant = {quant_functions, NULL, NULL, NULL, NULL};

@@ -76,10 +76,19 @@ family_source(const char *family, char **text, size_t *len, const char **incdir,
 }
 
 static void
-family_options(const tl_runtime *rt, const char *incdir, char *out, size_t cap)
+family_options(const tl_runtime *rt, const char *family, const char *incdir, char *out, size_t cap)
 {
     const char *fast = getenv("TLGPU_FAST_MATH");
     int k = snprintf(out, cap, "-cl-std=CL1.2 -DTL_MAX_WG=%zu", rt->info.max_wg);
+    if (strcmp(family, "matmul") == 0 || strcmp(family, "llm") == 0 || strcmp(family, "quant") == 0) {
+        /* GEMM tile parameters per device (ops_matmul.c's table or TLGPU_GEMM_PARAMS), in the cache key */
+        extern void tl_matmul_params(const tl_runtime *rt, int *out);
+        static const char *const names[11] = {"MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VW", "CMR", "CVW", "CNV",
+                                              "CNR", "GEMM_DIRECT"};
+        int v[11];
+        tl_matmul_params(rt, v);
+        for (int i = 0; i < 11; i++) k += snprintf(out + k, cap - (size_t)k, " -D%s=%d", names[i], v[i]);
+    }
     if (fast != NULL && strcmp(fast, "1") == 0)
         k += snprintf(out + k, cap - (size_t)k, " -cl-mad-enable -cl-fast-relaxed-math");
     if (incdir != NULL) snprintf(out + k, cap - (size_t)k, " -I %s", incdir);
@@ -198,7 +207,7 @@ build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *
     cl_int rc;
     tl_status st = family_source(family, &text, &len, &incdir, err);
     if (st != TL_OK) return st;
-    family_options(rt, incdir, opts, sizeof opts);
+    family_options(rt, family, incdir, opts, sizeof opts);
     cache_path(rt, text, len, opts, path, sizeof path);
     if ((*out = cache_load(rt, path, opts)) != NULL) { free(text); return TL_OK; }
     const char *src = text;

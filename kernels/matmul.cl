@@ -1,35 +1,318 @@
-/* matmul.cl: batched float32 GEMM over strided operands, C[b] = A[b] @ B[b] (C contiguous).
- * Every operand is addressed as off + b1*sb1 + b2*sb2 + row*s_row + col*s_col, so transposed views,
- * 1-D operands (a zero stride on the missing side) and broadcast batches (sb = 0) need no copy.
- * The batch index is global id 2, split as b = b1*nb2 + b2 (two collapsed batch dims); the host loops
- * over any further ones. Sizes need not be multiples of a tile: out-of-range loads read 0 and
- * out-of-range stores are skipped, so the global size is only rounded up to the tile.
- * Tiles are -D-free constants. tl_matmul_f32 (the default) runs 16x16 work-items on a 64x64 output
- * tile; tl_matmul_small_f32 runs 8x8 on 32x32 for devices whose kernel limit is under 256 work-items;
- * tl_matmul_naive_f32 (one output per work-item, no local memory) fits any work-group size and
- * also serves vector products (M or N == 1), where a square tile would sit mostly idle.
- * Each work-item of a tiled kernel keeps a 4x4 block of C in registers, strided by the tile side / 4,
- * so neighbouring work-items read neighbouring B values (coalesced on GPUs, SIMD lanes on PoCL). */
+/* matmul.cl: batched float32 GEMM over strided operands, C[b] = A[b] @ B[b] (C contiguous), and the
+ * matrix-vector kernels of the decode case. Every operand is addressed as off + b1*sb1 + b2*sb2 +
+ * row*s_row + col*s_col, so transposed views (x @ w.T), 1-D operands and broadcast batches need no copy;
+ * the batch index is global id 2, split as b = b1*nb2 + b2, and the host loops over further batch dims.
+ * Tile parameters come from -D options chosen per device by the host (ops_matmul.c's table, or
+ * TLGPU_GEMM_PARAMS); the defaults below only make the file compile on its own.
+ *  - tl_gemm_f32: CLBlast-style. MDIMC x NDIMC work-items stage an MWG x KWG tile of A and a KWG x NWG
+ *    tile of B in local memory, each keeps an MWI x NWI block of C in registers as float VW vectors.
+ *  - tl_gemm_direct_{nn,nt}_f32: CLBlast's SA=SB=0 idea taken to CPUs: no local memory and no barriers
+ *    (PoCL keeps variables live across barriers in memory), each work-item a register block read from
+ *    the caches; nn vectorises along n (B rows contiguous), nt along k (both operands' k contiguous).
+ *  - tl_mul_mv_f32 (GPU: one work-group per MV_NR weight rows, local-memory tree) and
+ *    tl_mul_mv_rows_f32 (CPU: one work-item per MV_NR rows): y[r, n] = x[r, :] . W[n, :], r < R <= 8.
+ *  - tl_matmul_small_f32 / tl_matmul_naive_f32: fallbacks for devices with small work-group limits.
+ * Sizes need not be multiples of a tile: edge loads read 0 (or a clamped row) and edge stores are skipped. */
 
-#define MM_WPT 4                      /* outputs per work-item along each of m and n */
-#define MM_TK 16                      /* k-depth of one local tile */
+#ifndef MWG
+#define MWG 64
+#endif
+#ifndef NWG
+#define NWG 64
+#endif
+#ifndef KWG
+#define KWG 16
+#endif
+#ifndef MDIMC
+#define MDIMC 16
+#endif
+#ifndef NDIMC
+#define NDIMC 16
+#endif
+#ifndef VW
+#define VW 4
+#endif
+#ifndef CMR
+#define CMR 4                         /* direct kernels: rows of C per work-item */
+#endif
+#ifndef CVW
+#define CVW 16                        /* direct kernels: vector width */
+#endif
+#ifndef CNV
+#define CNV 2                         /* direct nn: vectors of C columns per work-item */
+#endif
+#ifndef CNR
+#define CNR 4                         /* direct nt: columns of C per work-item */
+#endif
+#ifndef DSW
+#define DSW 16                        /* direct kernels: row blocks swept together (cache blocking) */
+#endif
+#define MV_NR 4                       /* mul_mv: weight rows per work-group (GPU) or work-item (CPU) */
+#define MV_MAXR 8                     /* mul_mv: at most this many activation rows */
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define MWI (MWG / MDIMC)
+#define NWI (NWG / NDIMC)
+#define NVW (NWI / VW)
+#if VW == 1
+typedef float realV;
+#define LOADV(p) (*(p))
+#else
+typedef CAT(float, VW) realV;
+#define LOADV(p) CAT(vload, VW)(0, p)
+#endif
+typedef CAT(float, CVW) realC;
+#define LOADC(p) CAT(vload, CVW)(0, p)
 
 #define MM_ARGS int M, int N, int K, int nb2,                                                       \
     global const float *A, int offA, int sAb1, int sAb2, int sAm, int sAk,                          \
     global const float *B, int offB, int sBb1, int sBb2, int sBk, int sBn,                          \
     global float *C, int offC
+/* Direct kernels run a 1-D grid over row blocks x column blocks in swizzled order: DSW row blocks
+ * (a slice of A that stays in L2) are swept against one column block (its B panel stays in L1) before
+ * moving on, so consecutive work-items share operands. */
+#define DIRECT_BLOCK(rows, cols)                                                                    \
+    const int MB = (M + (rows) - 1) / (rows), NB = (N + (cols) - 1) / (cols);                       \
+    const int g = get_global_id(0), chunk = g / (DSW * NB);                                         \
+    if (g >= MB * NB) return;                                                                       \
+    const int hgt = min(DSW, MB - chunk * DSW), rr = g - chunk * DSW * NB;                          \
+    const int m0 = (chunk * DSW + rr % hgt) * (rows), n0 = (rr / hgt) * (cols)
+#define MM_BATCH()                                                                                  \
+    const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;                                \
+    A += offA + b1 * sAb1 + b2 * sAb2;                                                              \
+    B += offB + b1 * sBb1 + b2 * sBb2;                                                              \
+    C += offC + b * M * N
 
-/* One TS x TS output tile (TS = 4 * local size); As is TS x MM_TK, Bs is MM_TK x TS. */
-inline void
-mm_tile(const int TS, local float *As, local float *Bs, MM_ARGS)
+/* Local tiles: As[k][m] (padded by 1: the k-fastest fill of a row-major A would hit one bank),
+ * Bs[k][n] (padded by VW, which keeps its rows vector-aligned and spreads a k-fastest fill). */
+#define AS_LD (MWG + 1)
+#define BS_LD (NWG + VW)
+
+kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void
+tl_gemm_f32(MM_ARGS)
 {
-    const int R = TS / MM_WPT, nthreads = R * R;
+    local float As[KWG * AS_LD];
+    local float Bs[KWG * BS_LD];
+    const int tn = get_local_id(0), tm = get_local_id(1), lid = tm * NDIMC + tn;
+    const int n0 = get_group_id(0) * NWG, m0 = get_group_id(1) * MWG;
+    MM_BATCH();
+    realV acc[MWI][NVW];
+    for (int i = 0; i < MWI; i++)
+        for (int j = 0; j < NVW; j++) acc[i][j] = (realV)0.0f;
+    /* the fill order follows whichever stride is 1, so neighbouring work-items read neighbouring words */
+    const int a_kfast = sAk == 1, b_kfast = sBn != 1 && sBk == 1;
+    for (int k0 = 0; k0 < K; k0 += KWG) {
+        for (int e = lid; e < MWG * KWG; e += MDIMC * NDIMC) {
+            int r = a_kfast ? e / KWG : e % MWG, c = a_kfast ? e % KWG : e / MWG;
+            int m = m0 + r, k = k0 + c;
+            As[c * AS_LD + r] = (m < M && k < K) ? A[m * sAm + k * sAk] : 0.0f;
+        }
+        for (int e = lid; e < KWG * NWG; e += MDIMC * NDIMC) {
+            int r = b_kfast ? e % KWG : e / NWG, c = b_kfast ? e / KWG : e % NWG;
+            int k = k0 + r, n = n0 + c;
+            Bs[r * BS_LD + c] = (k < K && n < N) ? B[k * sBk + n * sBn] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+        for (int k = 0; k < KWG; k++) {
+            realV bv[NVW];
+            for (int j = 0; j < NVW; j++) bv[j] = LOADV(&Bs[k * BS_LD + (tn + j * NDIMC) * VW]);
+            for (int i = 0; i < MWI; i++) {
+                float a = As[k * AS_LD + tm + i * MDIMC];
+                for (int j = 0; j < NVW; j++) acc[i][j] = mad((realV)a, bv[j], acc[i][j]);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);       /* the next fill must not overwrite a tile still being read */
+    }
+    for (int i = 0; i < MWI; i++) {
+        int m = m0 + tm + i * MDIMC;
+        if (m >= M) break;
+        for (int j = 0; j < NVW; j++) {
+            int n = n0 + (tn + j * NDIMC) * VW;
+            global float *c = C + m * N + n;
+#if VW == 1
+            if (n < N) c[0] = acc[i][j];
+#else
+            if (n + VW <= N) {
+                CAT(vstore, VW)(acc[i][j], 0, c);
+            } else {
+                float t[VW];
+                CAT(vstore, VW)(acc[i][j], 0, t);
+                for (int v = 0; v < VW && n + v < N; v++) c[v] = t[v];
+            }
+#endif
+        }
+    }
+}
+
+/* CPU nn: CMR rows x CNV*CVW columns per work-item; B rows contiguous (sBn == 1). Edge rows are clamped
+ * (computed twice, stored once); an edge column block takes the scalar path. */
+kernel void
+tl_gemm_direct_nn_f32(MM_ARGS)
+{
+    DIRECT_BLOCK(CMR, CNV * CVW);
+    MM_BATCH();
+    int mr[CMR];
+    for (int i = 0; i < CMR; i++) mr[i] = min(m0 + i, M - 1) * sAm;
+    if (n0 + CNV * CVW <= N) {
+        realC acc[CMR][CNV];
+        for (int i = 0; i < CMR; i++)
+            for (int j = 0; j < CNV; j++) acc[i][j] = (realC)0.0f;
+        for (int k = 0; k < K; k++) {
+            const global float *bk = B + k * sBk + n0;
+            realC bv[CNV];
+            for (int j = 0; j < CNV; j++) bv[j] = LOADC(bk + j * CVW);
+            for (int i = 0; i < CMR; i++) {
+                realC a = (realC)A[mr[i] + k * sAk];
+                for (int j = 0; j < CNV; j++) acc[i][j] = mad(a, bv[j], acc[i][j]);
+            }
+        }
+        for (int i = 0; i < CMR && m0 + i < M; i++)
+            for (int j = 0; j < CNV; j++) CAT(vstore, CVW)(acc[i][j], 0, C + (m0 + i) * N + n0 + j * CVW);
+        return;
+    }
+    for (int i = 0; i < CMR && m0 + i < M; i++)
+        for (int n = n0; n < N; n++) {
+            float s = 0.0f;
+            for (int k = 0; k < K; k++) s = mad(A[mr[i] + k * sAk], B[k * sBk + n], s);
+            C[(m0 + i) * N + n] = s;
+        }
+}
+
+inline float
+hsum(realC v)
+{
+#if CVW == 16
+    float8 h8 = v.lo + v.hi;
+    float4 h = h8.lo + h8.hi;
+#elif CVW == 8
+    float4 h = v.lo + v.hi;
+#else
+    float4 h = v;
+#endif
+    return (h.x + h.y) + (h.z + h.w);
+}
+
+/* CPU nt (x @ w.T): CMR rows of A x CNR columns of C per work-item, as dot products along k (both k
+ * strides 1), vectors of CVW; edge rows and columns are clamped and their stores skipped. */
+kernel void
+tl_gemm_direct_nt_f32(MM_ARGS)
+{
+    DIRECT_BLOCK(CMR, CNR);
+    MM_BATCH();
+    const global float *ar[CMR], *br[CNR];
+    for (int i = 0; i < CMR; i++) ar[i] = A + min(m0 + i, M - 1) * sAm;
+    for (int j = 0; j < CNR; j++) br[j] = B + min(n0 + j, N - 1) * sBn;
+    realC acc[CMR][CNR];
+    for (int i = 0; i < CMR; i++)
+        for (int j = 0; j < CNR; j++) acc[i][j] = (realC)0.0f;
+    const int kv = K - K % CVW;
+    for (int k = 0; k < kv; k += CVW) {
+        realC av[CMR], bv[CNR];
+        for (int i = 0; i < CMR; i++) av[i] = LOADC(ar[i] + k);
+        for (int j = 0; j < CNR; j++) bv[j] = LOADC(br[j] + k);
+        for (int i = 0; i < CMR; i++)
+            for (int j = 0; j < CNR; j++) acc[i][j] = mad(av[i], bv[j], acc[i][j]);
+    }
+    for (int i = 0; i < CMR && m0 + i < M; i++)
+        for (int j = 0; j < CNR && n0 + j < N; j++) {
+            float s = hsum(acc[i][j]);
+            for (int k = kv; k < K; k++) s = mad(ar[i][k], br[j][k], s);
+            C[(m0 + i) * N + n0 + j] = s;
+        }
+}
+
+/* GPU matrix-vector: y[r, n] = sum_k x[r, k] * W[n, k] for R <= MV_MAXR rows of x (row stride sx) and
+ * W rows of stride sw (both k-contiguous). One work-group of any size L (a power of two) per MV_NR
+ * consecutive rows of W: every weight word is read once, by neighbouring work-items (float4 where
+ * aligned), x comes from the cache; red holds L * MV_NR * R partial sums for the tree. */
+kernel void
+tl_mul_mv_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w, int offw,
+              int sw, global float *y, int offy, int sy, local float *red)
+{
+    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * MV_NR;
+    x += offx;
+    w += offw;
+    float acc[MV_NR][MV_MAXR];
+    for (int j = 0; j < MV_NR; j++)
+        for (int r = 0; r < MV_MAXR; r++) acc[j][r] = 0.0f;
+    const int kv = K - K % 4;                  /* float4 body (vload4 needs only float alignment), scalar tail */
+    for (int k = lid * 4; k < kv; k += L * 4) {
+        float4 xv[MV_MAXR];
+        for (int r = 0; r < R; r++) xv[r] = vload4(0, x + r * sx + k);
+        for (int j = 0; j < MV_NR && n0 + j < N; j++) {
+            float4 wv = vload4(0, w + (n0 + j) * sw + k);
+            for (int r = 0; r < R; r++) acc[j][r] += dot(wv, xv[r]);
+        }
+    }
+    for (int k = kv + lid; k < K; k += L)
+        for (int j = 0; j < MV_NR && n0 + j < N; j++) {
+            float wv = w[(n0 + j) * sw + k];
+            for (int r = 0; r < R; r++) acc[j][r] = mad(wv, x[r * sx + k], acc[j][r]);
+        }
+    for (int j = 0; j < MV_NR; j++)
+        for (int r = 0; r < R; r++) red[(j * R + r) * L + lid] = acc[j][r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = L / 2; s > 0; s >>= 1) {
+        if (lid < s)
+            for (int q = 0; q < MV_NR * R; q++) red[q * L + lid] += red[q * L + lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid < MV_NR * R) {
+        int j = lid / R, r = lid - j * R;
+        if (n0 + j < N) y[offy + r * sy + n0 + j] = red[lid * L];
+    }
+}
+
+/* CPU matrix-vector: one work-item per MV_NR rows of W, CVW-wide dot products, no barriers. */
+kernel void
+tl_mul_mv_rows_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w,
+                   int offw, int sw, global float *y, int offy, int sy)
+{
+    const int n0 = get_global_id(0) * MV_NR;
+    if (n0 >= N) return;
+    x += offx;
+    w += offw;
+    const global float *wr[MV_NR];
+    for (int j = 0; j < MV_NR; j++) wr[j] = w + min(n0 + j, N - 1) * sw;
+    const int kv = K - K % CVW;
+    for (int r0 = 0; r0 < R; r0 += 2) {          /* two x rows at a time: W stays in L1 between them */
+        const int r1 = min(r0 + 1, R - 1);
+        realC a0[MV_NR], a1[MV_NR];
+        for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (realC)0.0f;
+        for (int k = 0; k < kv; k += CVW) {
+            realC x0 = LOADC(x + r0 * sx + k), x1 = LOADC(x + r1 * sx + k);
+            for (int j = 0; j < MV_NR; j++) {
+                realC wv = LOADC(wr[j] + k);
+                a0[j] = mad(wv, x0, a0[j]);
+                a1[j] = mad(wv, x1, a1[j]);
+            }
+        }
+        for (int j = 0; j < MV_NR && n0 + j < N; j++) {
+            float s0 = hsum(a0[j]), s1 = hsum(a1[j]);
+            for (int k = kv; k < K; k++) {
+                s0 = mad(wr[j][k], x[r0 * sx + k], s0);
+                s1 = mad(wr[j][k], x[r1 * sx + k], s1);
+            }
+            y[offy + r0 * sy + n0 + j] = s0;
+            if (r1 != r0) y[offy + r1 * sy + n0 + j] = s1;
+        }
+    }
+}
+
+#define MM_WPT 4                      /* fallbacks: outputs per work-item along each of m and n */
+#define MM_TK 16                      /* fallbacks: k-depth of one local tile */
+
+/* Fallback: 8x8 work-items on a 32x32 output tile, 4x4 outputs each (devices under 64 work-items use naive). */
+kernel void
+tl_matmul_small_f32(MM_ARGS)
+{
+    local float As[32 * MM_TK], Bs[MM_TK * 32];
+    const int TS = 32, R = TS / MM_WPT, nthreads = R * R;
     const int tx = get_local_id(0), ty = get_local_id(1), lid = ty * R + tx;
     const int n0 = get_group_id(0) * TS, m0 = get_group_id(1) * TS;
-    const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;
-    A += offA + b1 * sAb1 + b2 * sAb2;
-    B += offB + b1 * sBb1 + b2 * sBb2;
-    C += offC + b * M * N;
+    MM_BATCH();
     float acc[MM_WPT][MM_WPT];
     for (int i = 0; i < MM_WPT; i++)
         for (int j = 0; j < MM_WPT; j++) acc[i][j] = 0.0f;
@@ -48,7 +331,7 @@ mm_tile(const int TS, local float *As, local float *Bs, MM_ARGS)
             for (int i = 0; i < MM_WPT; i++)
                 for (int j = 0; j < MM_WPT; j++) acc[i][j] = mad(a[i], bv[j], acc[i][j]);
         }
-        barrier(CLK_LOCAL_MEM_FENCE);       /* the next load must not overwrite a tile still being read */
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (int i = 0; i < MM_WPT; i++) {
         int m = m0 + ty + i * R;
@@ -59,21 +342,7 @@ mm_tile(const int TS, local float *As, local float *Bs, MM_ARGS)
     }
 }
 
-kernel void
-tl_matmul_f32(MM_ARGS)
-{
-    local float As[64 * MM_TK], Bs[MM_TK * 64];
-    mm_tile(64, As, Bs, M, N, K, nb2, A, offA, sAb1, sAb2, sAm, sAk, B, offB, sBb1, sBb2, sBk, sBn, C, offC);
-}
-
-kernel void
-tl_matmul_small_f32(MM_ARGS)
-{
-    local float As[32 * MM_TK], Bs[MM_TK * 32];
-    mm_tile(32, As, Bs, M, N, K, nb2, A, offA, sAb1, sAb2, sAm, sAk, B, offB, sBb1, sBb2, sBk, sBn, C, offC);
-}
-
-/* One output per work-item over the flattened M x N (so a vector product keeps every lane busy and the
+/* One output per work-item over the flattened M x N (a vector product keeps every lane busy and the
  * launch keeps one local size, which PoCL compiles once); global size (>= M*N, 1, batch). */
 kernel void
 tl_matmul_naive_f32(MM_ARGS)

@@ -1,0 +1,68 @@
+"""Decode tokens/s of examples/tiny_decoder.py (float32 and q4_0 weights) next to the bytes-moved floor.
+
+Usage: python3 benchmarks/bench_decode.py [--quick] [--models tiny medium] [--tokens 32] [--json]
+
+The floor is the weight bytes one token reads (every linear layer and the head once, one embedding
+row) divided by the device's copy bandwidth measured in the same run (tlgpu._C._bench_raw(2, n, iters):
+a read+write copy kernel over 64 MiB, counted as 8 bytes per element). `pct_of_floor` = floor time /
+measured time per token: 100 % would be a decoder limited only by reading its weights. Models: tiny
+(dim 256, 4 layers, 8 heads / 2 KV heads, vocab 1000; the default everywhere) and medium (dim 2048,
+8 layers, 16 / 4 heads, hidden 5632, vocab 32000, 1.7 GB float32; the default on GPUs too).
+"""
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+import tlgpu  # noqa: E402
+import tiny_decoder as td  # noqa: E402
+
+MODELS = {
+    "tiny": td.Config(),
+    "medium": td.Config(dim=2048, n_layers=8, n_heads=16, n_kv_heads=4, vocab=32000, hidden=5632, max_len=128),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", choices=sorted(MODELS))
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="tiny model only, 16 tokens, 2 runs")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    dev = tlgpu.device()
+    models = args.models or (["tiny"] if dev.type == "cpu" or args.quick else ["tiny", "medium"])
+    tokens, runs = (16, 2) if args.quick else (args.tokens, args.runs)
+    n = 16 << 20
+    bw = 8.0 * n / tlgpu._C._bench_raw(2, n, 20)
+    rows = []
+    for name in models:
+        cfg = MODELS[name]
+        cfg.max_len = max(cfg.max_len, tokens + 8)
+        for q4 in (False, True):
+            toks, tps, model = td.run(cfg, q4, tokens, runs)
+            per_tok = model.bytes_per_token()
+            floor_s = per_tok / bw
+            rows.append({"model": name, "weights": "q4_0" if q4 else "float32", "tokens_per_s": round(tps, 1),
+                         "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),
+                         "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
+                         "identical_runs": runs})
+            del model
+    out = {"benchmark": "decode", "device": dev.name, "platform": dev.platform,
+           "copy_bandwidth_GBps": round(bw / 1e9, 2), "rows": rows}
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return
+    cols = ["model", "weights", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor"]
+    print(f"## Decode\ndevice: {dev.name} ({dev.platform}); copy bandwidth {bw / 1e9:.1f} GB/s; "
+          f"{tokens} tokens, best of {runs} identical runs\n")
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
+
+
+if __name__ == "__main__":
+    main()

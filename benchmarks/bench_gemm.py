@@ -1,0 +1,172 @@
+"""GFLOP/s of tlgpu's GEMM and mul_mv against CLBlast (same OpenCL device, same buffers and queue), numpy on
+the host and PyTorch CUDA float32 (TF32 off), all measured in the same run.
+
+Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--json]
+
+Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
+x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T,
+divided by 4 on CPU devices. Rows with M <= 8 also report the weight-read bandwidth (GB/s) and its share
+of the device's copy bandwidth (tlgpu._C._bench_raw(2, n, iters): a read+write copy kernel).
+CLBlast is loaded with ctypes from libclblast (Debian libclblast-dev) when present; PyTorch when torch
+and CUDA are importable. Each figure is the best of 5 rounds, each round long enough to time.
+"""
+import argparse
+import ctypes
+import ctypes.util
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tlgpu  # noqa: E402
+
+
+def best_time(fn, seconds, sync=lambda: None):
+    fn()
+    sync()                                            # warm-up: kernel builds, pool, library init
+    t = time.perf_counter()
+    fn()
+    sync()
+    one = max(time.perf_counter() - t, 1e-6)
+    reps = max(1, int(seconds / 5 / one))
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best
+
+
+class CLBlast:
+    """CLBlastSgemm on tlgpu's own cl_mem buffers and compute queue (row-major)."""
+
+    def __init__(self):
+        name = ctypes.util.find_library("clblast") or "libclblast.so.1"
+        self.lib = ctypes.CDLL(name)
+        f = self.lib.CLBlastSgemm
+        sz, vp = ctypes.c_size_t, ctypes.c_void_p
+        f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, sz, sz, sz, ctypes.c_float, vp, sz, sz, vp, sz, sz,
+                      ctypes.c_float, vp, sz, sz, ctypes.POINTER(vp), vp]
+        f.restype = ctypes.c_int
+        self.queue = ctypes.c_void_p(tlgpu._C._cl_queue()[0])
+
+    def gemm(self, a, b, c, trans_b):
+        """c = a @ b (trans_b False: b is [k, n]) or a @ b^T (trans_b: b is [n, k]); all contiguous."""
+        m, k = a.shape
+        n = b.shape[0] if trans_b else b.shape[1]
+        (am, ao), (bm, bo), (cm, co) = (tlgpu._C._cl_handles(t) for t in (a, b, c))
+        st = self.lib.CLBlastSgemm(101, 111, 112 if trans_b else 111, m, n, k, 1.0, am, ao, k, bm, bo,
+                                   k if trans_b else n, 0.0, cm, co, n, ctypes.byref(self.queue), None)
+        if st != 0:
+            raise RuntimeError(f"CLBlastSgemm returned {st}")
+
+
+def load_clblast():
+    try:
+        return CLBlast()
+    except (OSError, AttributeError):
+        return None
+
+
+def load_torch():
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        return torch
+    except ImportError:
+        return None
+
+
+def copy_bandwidth():
+    """Bytes/s of the raw copy kernel (read + write) over 64 MiB."""
+    n = 16 << 20
+    per = tlgpu._C._bench_raw(2, n, 20)
+    return 8.0 * n / per
+
+
+def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw):
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n), dtype=np.float32)
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    tbb = tb.T if trans_b else tb                      # the transposed view: no copy
+    ref = a.astype(np.float64) @ (b.T if trans_b else b).astype(np.float64)
+    err = float(np.abs((ta @ tbb).numpy() - ref).max() / max(1.0, np.abs(ref).max()))
+    flops = 2.0 * m * n * k
+    row = {"shape": f"[{m},{k}]x[{k},{n}]" + ("^T" if trans_b else ""), "M": m, "N": n, "K": k}
+    t = best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize)
+    row["tlgpu_gflops"] = round(flops / t / 1e9, 2)
+    row["rel_err"] = err
+    if m <= 8:
+        row["tlgpu_GBps"] = round(4.0 * n * k / t / 1e9, 2)
+        row["pct_copy_bw"] = round(100 * 4.0 * n * k / t / bw, 1)
+    if clblast is not None:
+        tc = tlgpu.empty(m, n)
+        bb = tb if trans_b else tb
+        try:
+            clblast.gemm(ta, bb, tc, trans_b)
+            tlgpu.synchronize()
+            row["clblast_gflops"] = round(flops / best_time(lambda: clblast.gemm(ta, bb, tc, trans_b), seconds,
+                                                            tlgpu.synchronize) / 1e9, 2)
+        except RuntimeError as e:
+            row["clblast_gflops"] = str(e)
+    time.sleep(0.1)                                    # let the OpenCL runtime's workers go idle
+    bn = np.ascontiguousarray(b)
+    row["numpy_gflops"] = round(flops / best_time(lambda: a @ (bn.T if trans_b else bn), seconds) / 1e9, 2)
+    if torch is not None:
+        xa, xb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        f = (lambda: xa @ xb.T) if trans_b else (lambda: xa @ xb)
+        row["torch_cuda_gflops"] = round(flops / best_time(f, seconds, torch.cuda.synchronize) / 1e9, 2)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+")
+    ap.add_argument("--seconds", type=float, default=1.0, help="rough time per measurement")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes, shorter measurements")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = ap.parse_args()
+    dev = tlgpu.device()
+    cpu = dev.type == "cpu"
+    sizes = args.sizes or ([256, 512, 1024] if cpu else [512, 1024, 2048, 4096])
+    seconds = args.seconds
+    if args.quick:
+        sizes, seconds = sizes[::2], min(seconds, 0.3)
+    s = 4 if cpu else 1
+    dec = [(1, 4096 // s, 4096 // s), (8, 4096 // s, 4096 // s), (512 // s, 11008 // s, 4096 // s)]
+    if args.quick:
+        dec = dec[::2]
+    rng = np.random.default_rng(0)
+    clblast, torch = load_clblast(), load_torch()
+    bw = copy_bandwidth()
+    rows = []
+    for n in sizes:
+        rows.append(bench_shape(n, n, n, False, seconds, clblast, torch, rng, bw))
+        rows.append(bench_shape(n, n, n, True, seconds, clblast, torch, rng, bw))
+    for m, n, k in dec:
+        rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw))
+    out = {"benchmark": "gemm", "device": dev.name, "platform": dev.platform, "gemm_params": tlgpu._C._gemm_params(),
+           "copy_bandwidth_GBps": round(bw / 1e9, 2), "clblast": clblast is not None, "torch_cuda": torch is not None,
+           "host_threads": os.cpu_count(), "rows": rows}
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return
+    cols = ["shape", "tlgpu_gflops", "clblast_gflops", "numpy_gflops", "torch_cuda_gflops", "tlgpu_GBps",
+            "pct_copy_bw", "rel_err"]
+    print(f"## GEMM\ndevice: {dev.name} ({dev.platform}); copy bandwidth {bw / 1e9:.1f} GB/s; "
+          f"params {out['gemm_params']}\n")
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(f"{r[c]:.2g}" if c == "rel_err" and c in r else str(r.get(c, "-")) for c in cols) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+"""A tiny llama-style decoder on tlgpu's inference ops: greedy generation with a KV cache.
+
+    python3 examples/tiny_decoder.py [--q4] [--tokens 32] [--runs 5] [--dim 256 --layers 4 ...]
+
+Random weights from a fixed numpy seed; float32 or q4_0 (--q4) weights. Each step: get_rows (embedding)
+-> per layer [rms_norm -> q/k/v projections (x @ w.T: the mul_mv path) -> rope (NeoX pairing) ->
+kv_write -> attention over the cache (grouped-query heads) -> output projection -> residual ->
+rms_norm -> silu_mul MLP -> residual] -> rms_norm -> logits -> argmax. The runs must produce identical
+tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
+model that tests/test_llm.py checks the first steps against.
+"""
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tlgpu  # noqa: E402
+from tlgpu import quant  # noqa: E402
+
+
+@dataclass
+class Config:
+    dim: int = 256
+    n_layers: int = 4
+    n_heads: int = 8
+    n_kv_heads: int = 2
+    vocab: int = 1000
+    hidden: int = 768               # a multiple of 32, so every weight can be q4_0
+    max_len: int = 128
+    eps: float = 1e-5
+    theta: float = 10000.0
+
+    @property
+    def head_dim(self):
+        return self.dim // self.n_heads
+
+
+LINEARS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
+
+
+def make_weights(cfg, seed=0):
+    """float32 numpy weights, linear layers stored [out, in] (x @ w.T)."""
+    rng = np.random.default_rng(seed)
+    kv = cfg.n_kv_heads * cfg.head_dim
+
+    def lin(o, i):
+        return (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
+    layers = []
+    for _ in range(cfg.n_layers):
+        layers.append({"attn_norm": (1 + 0.1 * rng.standard_normal(cfg.dim)).astype(np.float32),
+                       "wq": lin(cfg.dim, cfg.dim), "wk": lin(kv, cfg.dim), "wv": lin(kv, cfg.dim),
+                       "wo": lin(cfg.dim, cfg.dim),
+                       "mlp_norm": (1 + 0.1 * rng.standard_normal(cfg.dim)).astype(np.float32),
+                       "w1": lin(cfg.hidden, cfg.dim), "w3": lin(cfg.hidden, cfg.dim), "w2": lin(cfg.dim, cfg.hidden)})
+    return {"embed": rng.standard_normal((cfg.vocab, cfg.dim)).astype(np.float32), "layers": layers,
+            "norm": (1 + 0.1 * rng.standard_normal(cfg.dim)).astype(np.float32),
+            "out": lin(cfg.vocab, cfg.dim)}
+
+
+class Decoder:
+    def __init__(self, cfg, weights, q4=False):
+        self.cfg, self.q4 = cfg, q4
+        up = quant.quantize_q4_0 if q4 else tlgpu.tensor
+        self.embed = up(weights["embed"])
+        self.out = up(weights["out"])
+        self.norm = tlgpu.tensor(weights["norm"])
+        self.layers = [{k: (up(v) if k in LINEARS else tlgpu.tensor(v)) for k, v in lw.items()}
+                       for lw in weights["layers"]]
+        self.weight_bytes = sum(self._bytes(w) for w in [self.embed, self.out] +
+                                [lw[k] for lw in self.layers for k in LINEARS])
+        self.reset()
+
+    @staticmethod
+    def _bytes(w):
+        return w.nbytes if isinstance(w, quant.Q4_0) else 4 * w.numel()
+
+    def bytes_per_token(self):
+        """Weight bytes one decode step reads: every linear layer and the head, one embedding row."""
+        emb = self._bytes(self.embed) // self.cfg.vocab
+        return self.weight_bytes - self._bytes(self.embed) + emb
+
+    def reset(self):
+        c = self.cfg
+        shape = (c.n_kv_heads, c.max_len, c.head_dim)
+        self.kc = [tlgpu.zeros(shape) for _ in self.layers]
+        self.vc = [tlgpu.zeros(shape) for _ in self.layers]
+
+    def linear(self, x, w):
+        return quant.matmul(x, w) if self.q4 else x @ w.T
+
+    def step(self, token, pos):
+        """Logits (1, vocab) after feeding `token` at position `pos`."""
+        c = self.cfg
+        hd = c.head_dim
+        x = quant.embedding(self.embed, [token])                         # (1, dim)
+        for i, lw in enumerate(self.layers):
+            h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)
+            q = tlgpu.rope(self.linear(h, lw["wq"]).reshape(c.n_heads, hd), pos, theta=c.theta)
+            k = tlgpu.rope(self.linear(h, lw["wk"]).reshape(c.n_kv_heads, hd), pos, theta=c.theta)
+            tlgpu.kv_write(self.kc[i], k, pos)
+            tlgpu.kv_write(self.vc[i], self.linear(h, lw["wv"]).reshape(c.n_kv_heads, hd), pos)
+            a = tlgpu.attention(q, self.kc[i], self.vc[i], pos + 1)
+            x = x + self.linear(a.reshape(1, c.dim), lw["wo"])
+            h = tlgpu.rms_norm(x, lw["mlp_norm"], eps=c.eps)
+            m = tlgpu.silu_mul(self.linear(h, lw["w1"]), self.linear(h, lw["w3"]))
+            x = x + self.linear(m, lw["w2"])
+        return self.linear(tlgpu.rms_norm(x, self.norm, eps=c.eps), self.out)
+
+    def generate(self, prompt, n_tokens):
+        self.reset()
+        tokens, pos = list(prompt), 0
+        for t in prompt[:-1]:
+            self.step(t, pos)
+            pos += 1
+        for _ in range(n_tokens):
+            logits = self.step(tokens[-1], pos)
+            pos += 1
+            tokens.append(int(logits.argmax().item()))                # the one sync point per token
+        return tokens[len(prompt):]
+
+
+def reference_logits(cfg, weights, tokens):
+    """numpy float64 logits (len(tokens), vocab) of feeding `tokens` from position 0."""
+    hd, g = cfg.head_dim, cfg.n_heads // cfg.n_kv_heads
+    W = {k: v.astype(np.float64) for k, v in weights.items() if k != "layers"}
+    layers = [{k: v.astype(np.float64) for k, v in lw.items()} for lw in weights["layers"]]
+    kc = [np.zeros((cfg.n_kv_heads, len(tokens), hd)) for _ in layers]
+    vc = [np.zeros_like(k) for k in kc]
+
+    def rms(x, w):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + cfg.eps) * w
+
+    def rope(x, pos):
+        inv = cfg.theta ** (-np.arange(0, hd, 2) / hd)
+        c, s = np.cos(pos * inv), np.sin(pos * inv)
+        a, b = x[..., : hd // 2], x[..., hd // 2:]
+        return np.concatenate([a * c - b * s, a * s + b * c], -1)
+    out = []
+    for pos, t in enumerate(tokens):
+        x = W["embed"][t]
+        for i, lw in enumerate(layers):
+            h = rms(x, lw["attn_norm"])
+            q = rope((lw["wq"] @ h).reshape(cfg.n_heads, hd), pos)
+            kc[i][:, pos] = rope((lw["wk"] @ h).reshape(cfg.n_kv_heads, hd), pos)
+            vc[i][:, pos] = (lw["wv"] @ h).reshape(cfg.n_kv_heads, hd)
+            a = np.empty((cfg.n_heads, hd))
+            for hh in range(cfg.n_heads):
+                s = kc[i][hh // g, : pos + 1] @ q[hh] / np.sqrt(hd)
+                p = np.exp(s - s.max())
+                a[hh] = p / p.sum() @ vc[i][hh // g, : pos + 1]
+            x = x + lw["wo"] @ a.reshape(-1)
+            h = rms(x, lw["mlp_norm"])
+            u = lw["w1"] @ h
+            x = x + lw["w2"] @ (u / (1 + np.exp(-u)) * (lw["w3"] @ h))
+        out.append(W["out"] @ rms(x, W["norm"]))
+    return np.array(out)
+
+
+def dequantized(weights):
+    """The weights a q4_0 model really computes with (for its reference)."""
+    def dq(w):
+        qs, d = quant.quantize_q4_0_numpy(w)
+        q = np.concatenate([qs & 0xF, qs >> 4], -1).astype(np.float32) - 8
+        return (q * d.astype(np.float32)[..., None]).reshape(w.shape)
+    out = dict(weights, embed=dq(weights["embed"]), out=dq(weights["out"]))
+    out["layers"] = [{k: (dq(v) if k in LINEARS else v) for k, v in lw.items()} for lw in weights["layers"]]
+    return out
+
+
+def run(cfg, q4, n_tokens, runs, seed=0):
+    model = Decoder(cfg, make_weights(cfg, seed), q4=q4)
+    prompt = [1, 2, 3]
+    model.generate(prompt, 2)                                        # warm-up: kernel builds
+    results, times = [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        results.append(model.generate(prompt, n_tokens))
+        times.append(time.perf_counter() - t0)
+    assert all(r == results[0] for r in results), "greedy generation is not repeatable"
+    steps = len(prompt) - 1 + n_tokens
+    return results[0], steps / min(times), model
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--q4", action="store_true", help="q4_0 weights")
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--runs", type=int, default=5)
+    for f in ("dim", "layers", "heads", "kv_heads", "vocab", "hidden"):
+        ap.add_argument("--" + f, type=int)
+    a = ap.parse_args()
+    cfg = Config()
+    for f, attr in (("dim", "dim"), ("layers", "n_layers"), ("heads", "n_heads"), ("kv_heads", "n_kv_heads"),
+                    ("vocab", "vocab"), ("hidden", "hidden")):
+        if getattr(a, f) is not None:
+            setattr(cfg, attr, getattr(a, f))
+    cfg.max_len = max(cfg.max_len, a.tokens + 8)
+    tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs)
+    print(f"device: {tlgpu.device().name}")
+    print(f"weights: {'q4_0' if a.q4 else 'float32'}, {model.weight_bytes / 1e6:.2f} MB; {a.runs} runs identical")
+    print(f"tokens: {tokens}")
+    print(f"{tps:.1f} tokens/s (best run)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+/* llm.cl: the row-wise and decode-step kernels of LLM inference (no autograd; ops_llm.c checks shapes).
+ * Invariants: every row kernel runs one work-group per row with a local size L that is a power of two
+ * (the host picks it from the kernel's limits), so the tree reductions in wg_sum/wg_max are exact, and
+ * every work-item reaches every barrier. Operands are contiguous (the host copies views first) and
+ * offsets are in elements. Nothing relies on infinities (TLGPU_FAST_MATH=1 assumes there are none):
+ * masked scores are skipped, and maxima start at -FLT_MAX.
+ *  - rms_norm: y = x * rsqrt(mean(x^2) + eps) * w, one pass for the sum of squares, one for the output.
+ *  - rope: NeoX pairing (i, i + D/2) by default, GPT-J pairing (2i, 2i + 1) when interleaved; may run in
+ *    place (each work-item reads its pair before writing it).
+ *  - softmax_rows: max, sum of exp, normalise (three passes over a row held in cache), optional causal
+ *    mask aligned to the end of the row (query i of Tq sees keys j <= i + Tk - Tq) and a scale.
+ *  - attention: one work-group per query head over a KV cache: scores into a global scratch row, the
+ *    max-subtracted softmax, then P @ V with the work-items split over (dim, slice of positions). */
+
+inline float
+wg_sum(float v, local float *red)
+{
+    const int lid = get_local_id(0), L = get_local_size(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = L / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] += red[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);                      /* red is reused by the caller's next reduction */
+    return r;
+}
+
+inline float
+wg_max(float v, local float *red)
+{
+    const int lid = get_local_id(0), L = get_local_size(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = L / 2; s > 0; s >>= 1) {
+        if (lid < s) red[lid] = fmax(red[lid], red[lid + s]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+/* One row of D per work-group; w may be absent (has_w == 0: the host passes x's buffer, never read). */
+kernel void
+tl_rms_norm_f32(int D, float eps, global const float *x, int offx, global const float *w, int offw, int has_w,
+                global float *y, int offy, local float *red)
+{
+    const int row = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
+    x += offx + row * D;
+    y += offy + row * D;
+    w += offw;
+    float ss = 0.0f;
+    for (int i = lid; i < D; i += L) ss = mad(x[i], x[i], ss);
+    const float r = rsqrt(wg_sum(ss, red) / (float)D + eps);
+    for (int i = lid; i < D; i += L) y[i] = has_w ? x[i] * r * w[i] : x[i] * r;
+}
+
+/* x and y: (T, H, D); pos[t] from the int32 buffer (offset offp). One work-item per rotated pair.
+ * The angle of pair i is pos * theta^(-2i/D), computed as exp2(-(2i/D) * log2(theta)) in float32. */
+kernel void
+tl_rope_f32(int T, int H, int D, float log2_theta, int interleaved, global const float *x, int offx,
+            global const int *pos, int offp, global float *y, int offy)
+{
+    const int g = get_global_id(0), half_d = D / 2;
+    if (g >= T * H * half_d) return;
+    const int i = g % half_d, row = g / half_d, t = row / H;
+    const float ang = (float)pos[offp + t] * exp2(-(float)(2 * i) / (float)D * log2_theta);
+    float c, s = sincos(ang, &c);
+    const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half_d;
+    x += offx + row * D;
+    y += offy + row * D;
+    const float a = x[i0], b = x[i1];
+    y[i0] = a * c - b * s;
+    y[i1] = a * s + b * c;
+}
+
+/* Rows of n; row r is query r % Tq of its group. Masked entries (causal) become exactly 0. */
+kernel void
+tl_softmax_rows_f32(int n, int Tq, float scale, int causal, global const float *x, int offx, global float *y,
+                    int offy, local float *red)
+{
+    const int row = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
+    const int lim = causal ? min(n, row % Tq + n - Tq + 1) : n;      /* keys [0, lim) are visible */
+    x += offx + row * n;
+    y += offy + row * n;
+    float mx = -FLT_MAX;
+    for (int j = lid; j < lim; j += L) mx = fmax(mx, x[j] * scale);
+    mx = wg_max(mx, red);
+    float sum = 0.0f;
+    for (int j = lid; j < lim; j += L) sum += exp(x[j] * scale - mx);
+    const float inv = 1.0f / wg_sum(sum, red);
+    for (int j = lid; j < n; j += L) y[j] = j < lim ? exp(x[j] * scale - mx) * inv : 0.0f;
+}
+
+kernel void
+tl_silu_mul_f32(int n, global const float *x, int offx, global const float *g, int offg, global float *y)
+{
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    const float v = x[offx + i];
+    y[i] = v / (1.0f + exp(-v)) * g[offg + i];
+}
+
+/* cache (Hkv, max_len, D) at offc; x (Hkv, T, D) contiguous at offx; rows [pos, pos + T) of every head. */
+kernel void
+tl_kv_write_f32(int Hkv, int T, int D, int max_len, int pos, global const float *x, int offx, global float *cache,
+                int offc)
+{
+    const int g = get_global_id(0);
+    if (g >= Hkv * T * D) return;
+    const int d = g % D, t = (g / D) % T, h = g / (D * T);
+    cache[offc + (h * max_len + pos + t) * D + d] = x[offx + g];
+}
+
+/* q (H, D); caches (Hkv, max_len, D), head h reads kv head h / G; out (H, D); sc: H * L floats of scratch;
+ * red: L floats (L = local size, a power of two). */
+kernel void
+tl_attention_f32(int G, int D, int Lk, int max_len, float scale, global const float *q, int offq,
+                 global const float *kc, int offk, global const float *vc, int offv, global float *out,
+                 global float *sc, local float *red)
+{
+    const int h = get_group_id(0), lid = get_local_id(0), L = get_local_size(0), kvh = h / G;
+    q += offq + h * D;
+    kc += offk + kvh * max_len * D;
+    vc += offv + kvh * max_len * D;
+    sc += h * Lk;
+    float mx = -FLT_MAX;
+    for (int l = lid; l < Lk; l += L) {              /* each work-item scores whole positions */
+        const global float *k = kc + l * D;
+        float4 acc4 = (float4)0.0f;
+        int i = 0;
+        for (; i + 4 <= D; i += 4) acc4 = mad(vload4(0, q + i), vload4(0, k + i), acc4);
+        float d = (acc4.x + acc4.y) + (acc4.z + acc4.w);
+        for (; i < D; i++) d = mad(q[i], k[i], d);
+        d *= scale;
+        sc[l] = d;
+        mx = fmax(mx, d);
+    }
+    mx = wg_max(mx, red);
+    float sum = 0.0f;
+    for (int l = lid; l < Lk; l += L) {
+        float e = exp(sc[l] - mx);
+        sc[l] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / wg_sum(sum, red);
+    barrier(CLK_GLOBAL_MEM_FENCE);                   /* the P row in sc is read by every work-item below */
+    if (D >= L) {                                    /* a work-item owns dims lid, lid + L, ... */
+        for (int d = lid; d < D; d += L) {
+            float o = 0.0f;
+            for (int l = 0; l < Lk; l++) o = mad(sc[l], vc[l * D + d], o);
+            out[h * D + d] = o * inv;
+        }
+        return;
+    }
+    const int parts = L / D, d = lid % D, part = lid / D;   /* (dim, slice of positions); part == parts idles */
+    float o = 0.0f;
+    if (part < parts)
+        for (int l = part; l < Lk; l += parts) o = mad(sc[l], vc[l * D + d], o);
+    red[lid] = o;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < D) {
+        float t = 0.0f;
+        for (int p = 0; p < parts; p++) t += red[p * D + lid];
+        out[h * D + lid] = t * inv;
+    }
+}
+
+/* out[i, :] = table[ids[i], :] (V rows of D, row stride st); an id outside [0, V) gives a zero row. */
+kernel void
+tl_get_rows_f32(int n, int D, int V, global const int *ids, int offi, global const float *table, int offt, int st,
+                global float *out)
+{
+    const int g = get_global_id(0);
+    if (g >= n * D) return;
+    const int i = g / D, d = g - i * D, id = ids[offi + i];
+    out[g] = (id >= 0 && id < V) ? table[offt + id * st + d] : 0.0f;
+}

@@ -1,0 +1,141 @@
+/* quant.cl: q4_0 weights (llama.cpp's format, stored "flat" as ggml's _flat kernels do): a matrix W of
+ * N rows x K columns (K a multiple of 32) is nb = K/32 blocks per row; block (n, b) has an fp16 scale
+ * d[n*nb + b] (read with vload_half, which needs no cl_khr_fp16) and 16 bytes of nibbles, the words
+ * qs[(n*nb + b)*4 + i], i < 4, little-endian: byte j holds element j in its low nibble and element j+16
+ * in its high one; the value is d * (q - 8). The scales and the nibbles live in two arrays so every
+ * load is aligned and neighbouring work-items read neighbouring words.
+ *  - dequantize / get_rows: one work-item per block (32 outputs).
+ *  - mul_mv (y[r, n] = x[r, :] . W[n, :], R <= 8 rows of x): GPU, one work-group per MV_NR rows, each
+ *    work-item one block per step for all R rows, then a local-memory tree; CPU, one work-item per
+ *    MV_NR rows with 16-wide vectors, no barriers. Either reads each weight byte once per launch. */
+
+#define MV_NR 4
+#define MV_MAXR 8
+
+inline void
+unpack(uint w, float4 *lo, float4 *hi)              /* word i: elements 4i..4i+3 and 16+4i..16+4i+3 */
+{
+    uint4 b = (uint4)(w, w >> 8, w >> 16, w >> 24);
+    *lo = convert_float4(b & 0xFu) - 8.0f;
+    *hi = convert_float4((b >> 4) & 0xFu) - 8.0f;
+}
+
+kernel void
+tl_dequantize_q4_0_f32(int nblocks, global const uint *qs, global const half *d, global float *y)
+{
+    const int g = get_global_id(0);
+    if (g >= nblocks) return;
+    const float s = vload_half(g, d);
+    const uint4 w = vload4(g, qs);
+    float4 lo, hi;
+    y += g * 32;
+    unpack(w.x, &lo, &hi); vstore4(lo * s, 0, y); vstore4(hi * s, 4, y);
+    unpack(w.y, &lo, &hi); vstore4(lo * s, 1, y); vstore4(hi * s, 5, y);
+    unpack(w.z, &lo, &hi); vstore4(lo * s, 2, y); vstore4(hi * s, 6, y);
+    unpack(w.w, &lo, &hi); vstore4(lo * s, 3, y); vstore4(hi * s, 7, y);
+}
+
+/* out[i, :] = W[ids[i], :]; one work-item per (i, block); an id outside [0, N) gives a zero row. */
+kernel void
+tl_get_rows_q4_0_f32(int n, int N, int nb, global const int *ids, int offi, global const uint *qs,
+                     global const half *d, global float *y)
+{
+    const int g = get_global_id(0);
+    if (g >= n * nb) return;
+    const int i = g / nb, b = g - i * nb, id = ids[offi + i];
+    y += g * 32;
+    if (id < 0 || id >= N) {
+        for (int j = 0; j < 8; j++) vstore4((float4)0.0f, j, y);
+        return;
+    }
+    const int blk = id * nb + b;
+    const float s = vload_half(blk, d);
+    const uint4 w = vload4(blk, qs);
+    float4 lo, hi;
+    unpack(w.x, &lo, &hi); vstore4(lo * s, 0, y); vstore4(hi * s, 4, y);
+    unpack(w.y, &lo, &hi); vstore4(lo * s, 1, y); vstore4(hi * s, 5, y);
+    unpack(w.z, &lo, &hi); vstore4(lo * s, 2, y); vstore4(hi * s, 6, y);
+    unpack(w.w, &lo, &hi); vstore4(lo * s, 3, y); vstore4(hi * s, 7, y);
+}
+
+/* d * (q . x) for one block and 32 values of x at xb. */
+inline float
+block_dot(uint4 w, float s, const global float *xb)
+{
+    float4 lo, hi, acc;
+    unpack(w.x, &lo, &hi); acc = lo * vload4(0, xb) + hi * vload4(4, xb);
+    unpack(w.y, &lo, &hi); acc = mad(lo, vload4(1, xb), mad(hi, vload4(5, xb), acc));
+    unpack(w.z, &lo, &hi); acc = mad(lo, vload4(2, xb), mad(hi, vload4(6, xb), acc));
+    unpack(w.w, &lo, &hi); acc = mad(lo, vload4(3, xb), mad(hi, vload4(7, xb), acc));
+    return s * ((acc.x + acc.y) + (acc.z + acc.w));
+}
+
+/* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous; red: L * MV_NR * R floats. */
+kernel void
+tl_mul_mv_q4_0_f32(int N, int K, int R, global const float *x, int offx, int sx, global const uint *qs,
+                   global const half *d, global float *y, local float *red)
+{
+    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * MV_NR, nb = K / 32;
+    x += offx;
+    float acc[MV_NR][MV_MAXR];
+    for (int j = 0; j < MV_NR; j++)
+        for (int r = 0; r < MV_MAXR; r++) acc[j][r] = 0.0f;
+    for (int b = lid; b < nb; b += L) {
+        uint4 w[MV_NR];
+        float s[MV_NR];
+        for (int j = 0; j < MV_NR; j++) {
+            const int blk = min(n0 + j, N - 1) * nb + b;          /* an edge row repeats the last; not stored */
+            w[j] = vload4(blk, qs);
+            s[j] = vload_half(blk, d);
+        }
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < MV_NR; j++) acc[j][r] += block_dot(w[j], s[j], x + r * sx + b * 32);
+    }
+    for (int j = 0; j < MV_NR; j++)
+        for (int r = 0; r < R; r++) red[(j * R + r) * L + lid] = acc[j][r];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int st = L / 2; st > 0; st >>= 1) {
+        if (lid < st)
+            for (int q = 0; q < MV_NR * R; q++) red[q * L + lid] += red[q * L + lid + st];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid < MV_NR * R) {
+        const int j = lid / R, r = lid - j * R;
+        if (n0 + j < N) y[r * N + n0 + j] = red[lid * L];
+    }
+}
+
+/* CPU: one work-item per MV_NR rows of W and two rows of x (global (ceil(N/MV_NR), ceil(R/2))), so each
+ * block is unpacked once for two activation rows; no barriers. */
+kernel void
+tl_mul_mv_q4_0_rows_f32(int N, int K, int R, global const float *x, int offx, int sx, global const uint *qs,
+                        global const half *d, global float *y)
+{
+    const int n0 = get_global_id(0) * MV_NR, r0 = get_global_id(1) * 2, nb = K / 32;
+    if (n0 >= N || r0 >= R) return;
+    const int r1 = min(r0 + 1, R - 1);
+    const global float *x0 = x + offx + r0 * sx, *x1 = x + offx + r1 * sx;
+    float16 a0[MV_NR], a1[MV_NR];
+    for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (float16)0.0f;
+    for (int b = 0; b < nb; b++) {
+        const float16 xl0 = vload16(0, x0 + b * 32), xh0 = vload16(1, x0 + b * 32);
+        const float16 xl1 = vload16(0, x1 + b * 32), xh1 = vload16(1, x1 + b * 32);
+        for (int j = 0; j < MV_NR; j++) {
+            const int blk = min(n0 + j, N - 1) * nb + b;
+            const uchar16 q = as_uchar16(vload4(blk, qs));
+            const float16 s = (float16)vload_half(blk, d);
+            const float16 lo = (convert_float16(q & (uchar)0xF) - 8.0f) * s;
+            const float16 hi = (convert_float16(q >> (uchar)4) - 8.0f) * s;
+            a0[j] = mad(lo, xl0, mad(hi, xh0, a0[j]));
+            if (r1 != r0) a1[j] = mad(lo, xl1, mad(hi, xh1, a1[j]));   /* uniform: an odd last row */
+        }
+    }
+    for (int j = 0; j < MV_NR && n0 + j < N; j++) {
+        float8 h8 = a0[j].lo + a0[j].hi;
+        float4 h = h8.lo + h8.hi;
+        y[r0 * N + n0 + j] = (h.x + h.y) + (h.z + h.w);
+        h8 = a1[j].lo + a1[j].hi;
+        h = h8.lo + h8.hi;
+        if (r1 != r0) y[r1 * N + n0 + j] = (h.x + h.y) + (h.z + h.w);
+    }
+}

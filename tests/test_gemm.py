@@ -1,0 +1,65 @@
+"""The per-device GEMM kernels against numpy float64: every layout (nn, nt = x @ w.T, transposed A),
+batched, odd sizes at tile edges; the CLBlast-style local-memory kernel with several -D parameter sets
+(TLGPU_GEMM_PARAMS, subprocesses: parameters are read once per process); a bad override's error."""
+import numpy as np
+import pytest
+
+import tlgpu
+from conftest import run_python
+
+SHAPES = [(1, 1, 1), (7, 33, 5), (33, 70, 65), (65, 16, 63), (130, 7, 129), (5, 1025, 33)]
+
+
+def randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def check(got, ref, k):
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-5 * max(1.0, np.sqrt(k)))
+
+
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_layouts(rng, m, k, n):
+    a, b, w = randn(rng, m, k), randn(rng, k, n), randn(rng, n, k)
+    a64 = a.astype(np.float64)
+    ta = tlgpu.tensor(a)
+    at = tlgpu.tensor(np.ascontiguousarray(a.T)).T                  # A with unit stride along m
+    check(ta @ tlgpu.tensor(b), a64 @ b, k)                        # nn
+    check(ta @ tlgpu.tensor(w).T, a64 @ w.T, k)                    # nt: x @ w.T without a copy
+    check(at @ tlgpu.tensor(b), a64 @ b, k)
+    check(at @ tlgpu.tensor(w).T, a64 @ w.T, k)                    # both transposed: the local-memory kernel
+
+
+def test_batched(rng):
+    a, w = randn(rng, 3, 17, 40), randn(rng, 3, 9, 40)
+    check(tlgpu.tensor(a) @ tlgpu.tensor(w).transpose(1, 2), a.astype(np.float64) @ w.transpose(0, 2, 1), 40)
+    b = randn(rng, 40, 33)
+    check(tlgpu.tensor(a) @ tlgpu.tensor(b), a.astype(np.float64) @ b, 40)
+
+
+CODE = """
+import numpy as np, tlgpu
+rng = np.random.default_rng(2)
+for (m, k, n) in [(1, 1, 1), (7, 33, 5), (33, 70, 65), (130, 17, 129), (9, 300, 260)]:
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose((ta @ tlgpu.tensor(b.T.copy()).T).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    tb3 = tlgpu.tensor(np.stack([b, 2 * b]))
+    np.testing.assert_allclose((ta @ tb3).numpy(), np.stack([a @ b, 2 * a @ b]), rtol=1e-4, atol=1e-4)
+print("ok", tlgpu._C._gemm_params())
+"""
+
+
+@pytest.mark.parametrize("params", ["DIRECT=0", "DIRECT=0,MWG=32,NWG=64,KWG=8,MDIMC=8,NDIMC=4,VW=8",
+                                    "DIRECT=0,MWG=16,NWG=16,KWG=4,MDIMC=16,NDIMC=16,VW=1",
+                                    "DIRECT=1,CMR=3,CNV=1,CVW=8,CNR=5"])
+def test_parameter_sets(params):
+    r = run_python(CODE, env={"TLGPU_GEMM_PARAMS": params})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+def test_bad_override():
+    r = run_python("import tlgpu\ntry:\n    tlgpu.ones(2, 2) @ tlgpu.ones(2, 2)\nexcept ValueError as e:\n"
+                   "    print('ValueError', e)\n", env={"TLGPU_GEMM_PARAMS": "MWG=60,MDIMC=16"})
+    assert "ValueError" in r.stdout and "MWG must be a multiple of MDIMC" in r.stdout, r.stdout + r.stderr
