@@ -43,12 +43,27 @@ def embedding(indices, weight):
     return weight.index_select(0, flat).reshape(*indices.shape, weight.shape[1])
 
 
+def _recording(*ts):
+    return _C.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
+
+
 def rms_norm(x, weight=None, eps=1e-6):
-    """x / sqrt(mean(x**2, last axis) + eps) * weight."""
+    """x / sqrt(mean(x**2, last axis) + eps) * weight: the fused kernel, or differentiable ops when a graph is
+    being recorded."""
+    if not _recording(x, weight):
+        return _C.rms_norm(x, weight, eps)
     y = x * ((x * x).mean(-1, keepdims=True) + eps).rsqrt()
     return y if weight is None else y * weight
 
 
 def silu_mul(x, y):
-    """silu(x) * y, the gated MLP's activation."""
+    """silu(x) * y, the gated MLP's activation (fused kernel unless a graph is being recorded)."""
+    if not _recording(x, y) and x.shape == y.shape:
+        return _C.silu_mul(x, y)
     return x.silu() * y
+
+
+rope = _C.rope
+attention = _C.attention
+kv_write = _C.kv_write
+get_rows = _C.get_rows
