@@ -14,11 +14,12 @@ if [ -z "$(ls /etc/OpenCL/vendors 2>/dev/null | grep -i nvidia)" ] && [ -e /usr/
     mkdir -p /tmp/icd && echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /tmp/icd/nvidia.icd
     cp /etc/OpenCL/vendors/*.icd /tmp/icd/ 2>/dev/null; export OCL_ICD_VENDORS=/tmp/icd
 fi
+[ -d .deps/clblast ] && export LD_LIBRARY_PATH=$PWD/.deps/clblast:${LD_LIBRARY_PATH:-}   # CLBlast for bench_gemm
 export TLGPU_DEVICE=${TLGPU_DEVICE:-nvidia} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY setup.py -q build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 $PY -c "import tlgpu; print(tlgpu.devices()); print(tlgpu.device())" 2>&1 | tee "$OUT/device.txt"
 $PY -m pytest -q -x "${@:-tests}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?"; tail -5 "$OUT/pytest.log"
 for b in ${BENCHES:-bench_dispatch bench_elementwise}; do
-    $PY benchmarks/$b.py 2>&1 | tee "$OUT/$b.txt"
+    timeout ${BENCH_TIMEOUT:-300} $PY benchmarks/$b.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/$b.txt"
 done
