@@ -54,8 +54,9 @@ gp_invalid(const gemm_params *q)
 }
 
 /* Built-in table. GPUs: 256 work-items, 8x8 (NVIDIA: 128x128 tiles) or 4x4 outputs each, float4 along n;
- * the 128x128 tile with KWG=32 stages 32 KiB of local memory per k-step (best of an H200 sweep, NOTES.md). CPUs: the direct kernels, vectors as wide
- * as the ISA (PoCL puts the ISA in the device name), 4 rows x 32 columns (nn) or 4 x 4 dots (nt). */
+ * the 128x128 tile with KWG=32 stages 32 KiB of local memory per k-step (best of an H200 sweep, NOTES.md).
+ * CPUs: the direct kernels, vectors as wide as the ISA (PoCL puts the ISA in the device name), 4 rows x 32
+ * columns (nn) or 4 x 4 dots (nt). */
 static void
 gp_table(const tl_runtime *rt, gemm_params *q)
 {
