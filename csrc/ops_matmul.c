@@ -203,6 +203,25 @@ mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int c
     return 0;
 }
 
+/* Big tiles starve a GPU on small products (a 256x256 result is 4 work-groups of 128x128): when the big-tile
+ * grid has fewer work-groups than the device has compute units, the 32x32-tile kernel runs instead.
+ * Returns 0 with an exception set on failure. */
+static int
+small_problem_ok(const mm_problem *p, const gemm_params *q, int *v)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), 0;
+    size_t tiles = (size_t)((p->M + q->v[GP_MWG] - 1) / q->v[GP_MWG]) * (size_t)((p->N + q->v[GP_NWG] - 1) / q->v[GP_NWG]);
+    for (int d = 0; d < p->nbd; d++) tiles *= (size_t)p->bshape[d];
+    if (tiles < rt->info.compute_units) {
+        size_t kmax = kernel_max_wg(&mm_kernels[MM_SMALL]);
+        if (kmax == 0) return 0;
+        if (kmax >= 64) *v = MM_SMALL;
+    }
+    return 1;
+}
+
 /* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. */
 static int
 mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
@@ -218,6 +237,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
     else if (!forced && cpu && p->sBn == 1) v = MM_DIRECT_NN;
     else if (!forced && cpu && p->sAk == 1 && p->sBk == 1) v = MM_DIRECT_NT;
+    if (v == MM_GEMM && !small_problem_ok(p, &q, &v)) return -1;
     tl_kernel *kh = &mm_kernels[v];
     cl_kernel k = tl_kernel_py(kh);
     if (k == NULL) return -1;
