@@ -241,3 +241,34 @@ def test_device_error_names_call():
     assert isinstance(err, RuntimeError)
     assert issubclass(tlgpu.KernelBuildError, tlgpu.DeviceError)
     assert issubclass(tlgpu.OutOfMemoryError, MemoryError)
+
+
+def test_two_threads_enqueue_concurrently(rng):
+    """Kernel objects are shared by threads that hold the GIL from argument setting to enqueue; blocking
+    reads release it, so two threads interleave their ops. Results must stay exact."""
+    import threading
+    xs = [rng.standard_normal(4097).astype(np.float32) for _ in range(2)]
+    results, errors = [None, None], []
+
+    def work(i):
+        try:
+            t = tlgpu.tensor(xs[i])
+            for _ in range(300):
+                t = (t * 0.5 + 1.0).tanh()
+                if _ % 50 == 0:
+                    t.numpy()                              # a blocking read: lets the other thread run
+            results[i] = t.numpy()
+        except Exception as e:                             # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    for i in range(2):
+        want = xs[i]
+        for _ in range(300):
+            want = np.tanh(want * np.float32(0.5) + np.float32(1.0))
+        np.testing.assert_allclose(results[i], want, rtol=1e-5, atol=1e-6)
