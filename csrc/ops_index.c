@@ -198,6 +198,23 @@ run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_
     return tl_launch_1d(&kh, (size_t)L.n, st, 3, 1u);
 }
 
+/* out = t gathered by idx along dim (shape nd, shape), recorded for autograd as an index_select along dim:
+ * the host copy of the index that run_gather checked becomes the backward's scatter plan. New ref or NULL. */
+static PyObject *
+gather_select(const char *op, tl_tensor *t, int nd, const Py_ssize_t *shape, tl_tensor *src_l, tl_tensor *idx,
+              tl_tensor *idx_l, int dim)
+{
+    PyObject *host = NULL, *res;
+    tl_tensor *out = tl_tensor_empty(t->dtype, nd, shape);
+    if (out == NULL || run_gather(op, out, t, src_l, idx, idx_l, dim, &host) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    res = tl_record1((PyObject *)out, TL_OP_INDEX_SELECT, (PyObject *)t, &dim, 1, host);
+    Py_XDECREF(host);
+    return res;
+}
+
 /* t[idx]: rows of t picked by an integer index of any shape; result shape idx.shape + t.shape[1:]. */
 static PyObject *
 take_rows(tl_tensor *t, PyObject *key)
@@ -224,17 +241,13 @@ take_rows(tl_tensor *t, PyObject *key)
         shape[idx->ndim + d - 1] = src_l.shape[idx->ndim + d - 1] = t->shape[d];
         src_l.strides[idx->ndim + d - 1] = t->strides[d];
     }
-    PyObject *self = (PyObject *)t, *host = NULL;
+    PyObject *self = (PyObject *)t;
     if (tl_autograd_wanted(&self, 1) && idx->ndim != 1) {
         PyErr_SetString(PyExc_NotImplementedError, "__getitem__: gradients flow through 1-D integer indices "
                         "only; use index_select or reshape the index");
         goto fail;
     }
-    if ((out = tl_tensor_empty(t->dtype, nd, shape)) == NULL) goto fail;
-    if (run_gather("__getitem__", out, t, &src_l, idx, &idx_l, 0, &host) < 0) goto fail;
-    int iarg[1] = {0};
-    out = (tl_tensor *)tl_record1((PyObject *)out, TL_OP_INDEX_SELECT, self, iarg, 1, host);
-    Py_XDECREF(host);
+    out = (tl_tensor *)gather_select("__getitem__", t, nd, shape, &src_l, idx, &idx_l, 0);
     Py_DECREF(idx);
     return (PyObject *)out;
 fail:
@@ -374,11 +387,7 @@ m_index_select(PyObject *self, PyObject *args, PyObject *kwargs)
     src_l.shape[d] = 1;                                      /* the index supplies this coordinate */
     idx_l.shape[d] = k;
     idx_l.strides[d] = idx->ndim == 1 ? idx->strides[0] : 0;
-    PyObject *host = NULL;
-    if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
-    if (run_gather("index_select", out, t, &src_l, idx, &idx_l, d, &host) < 0) goto fail;
-    out = (tl_tensor *)tl_record1((PyObject *)out, TL_OP_INDEX_SELECT, self, &d, 1, host);
-    Py_XDECREF(host);
+    out = (tl_tensor *)gather_select("index_select", t, t->ndim, shape, &src_l, idx, &idx_l, d);
     Py_DECREF(idx);
     return (PyObject *)out;
 fail:
