@@ -126,12 +126,14 @@ gemm_check(gemm_params *q)
     return 0;
 }
 
-typedef enum { MM_GEMM, MM_DIRECT_NN, MM_DIRECT_NT, MM_SMALL, MM_NAIVE, MM_MV, MM_MV_ROWS, MM_NKERNELS } mm_variant;
+typedef enum { MM_GEMM, MM_DIRECT_NN, MM_DIRECT_NT, MM_SMALL, MM_NAIVE, MM_MV_ROWS, MM_NKERNELS } mm_variant;
 static tl_kernel mm_kernels[MM_NKERNELS] = {
     TL_KERNEL("matmul", "tl_gemm_f32"), TL_KERNEL("matmul", "tl_gemm_direct_nn_f32"),
     TL_KERNEL("matmul", "tl_gemm_direct_nt_f32"), TL_KERNEL("matmul", "tl_matmul_small_f32"),
-    TL_KERNEL("matmul", "tl_matmul_naive_f32"), TL_KERNEL("matmul", "tl_mul_mv_f32"),
-    TL_KERNEL("matmul", "tl_mul_mv_rows_f32")};
+    TL_KERNEL("matmul", "tl_matmul_naive_f32"), TL_KERNEL("matmul", "tl_mul_mv_rows_f32")};
+/* GPU mul_mv, one per padded row count 1, 2, 4, 8 (compile-time bounds keep the accumulators in registers) */
+static tl_kernel mv_kernels[4] = {TL_KERNEL("matmul", "tl_mul_mv_r1_f32"), TL_KERNEL("matmul", "tl_mul_mv_r2_f32"),
+                                  TL_KERNEL("matmul", "tl_mul_mv_r4_f32"), TL_KERNEL("matmul", "tl_mul_mv_r8_f32")};
 static int mm_tiled = -1;                               /* MM_GEMM, MM_SMALL or MM_NAIVE: what the device runs */
 
 static size_t
@@ -176,7 +178,8 @@ static int
 mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int cpu)
 {
     tl_err err = {0};
-    tl_kernel *kh = &mm_kernels[cpu ? MM_MV_ROWS : MM_MV];
+    int rv = p->M <= 1 ? 0 : p->M <= 2 ? 1 : p->M <= 4 ? 2 : 3, rr = 1 << rv;
+    tl_kernel *kh = cpu ? &mm_kernels[MM_MV_ROWS] : &mv_kernels[rv];
     cl_kernel k = tl_kernel_py(kh);
     if (k == NULL) return -1;
     const tl_runtime *rt;
@@ -193,9 +196,9 @@ mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int c
         gws = tl_round_up((size_t)groups, lws);
     } else {
         lws = 1;
-        while (lws * 2 <= kh->wg && lws * 2 * 4 * 8 * sizeof(float) <= rt->info.local_mem / 2) lws *= 2;
+        while (lws * 2 <= kh->wg && lws * 2 * 4 * (size_t)rr * sizeof(float) <= rt->info.local_mem / 2) lws *= 2;
         gws = (size_t)groups * lws;
-        if (tl_set_args(k, 12, 1, (size_t[]){lws * 4 * (size_t)p->M * sizeof(float)}, (const void *[]){NULL}) < 0)
+        if (tl_set_args(k, 12, 1, (size_t[]){lws * 4 * (size_t)rr * sizeof(float)}, (const void *[]){NULL}) < 0)
             return -1;
     }
     tl_storage *st[3] = {out->storage, a->storage, b->storage};

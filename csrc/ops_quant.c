@@ -16,7 +16,8 @@ void tl_matmul_params(const tl_runtime *rt, int *out);  /* ops_matmul.c */
 
 static tl_kernel k_deq = TL_KERNEL("quant", "tl_dequantize_q4_0_f32"),
                  k_rows = TL_KERNEL("quant", "tl_get_rows_q4_0_f32"),
-                 k_mv = TL_KERNEL("quant", "tl_mul_mv_q4_0_f32"),
+                 k_mv[4] = {TL_KERNEL("quant", "tl_mul_mv_q4_0_r1_f32"), TL_KERNEL("quant", "tl_mul_mv_q4_0_r2_f32"),
+                            TL_KERNEL("quant", "tl_mul_mv_q4_0_r4_f32"), TL_KERNEL("quant", "tl_mul_mv_q4_0_r8_f32")},
                  k_mv_rows = TL_KERNEL("quant", "tl_mul_mv_q4_0_rows_f32");
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 
@@ -124,7 +125,8 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     int gp[TL_GP_COUNT];
     tl_matmul_params(rt, gp);
     const int cpu = gp[GP_DIRECT] != 0;
-    tl_kernel *kh = cpu ? &k_mv_rows : &k_mv;
+    int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: the padded row-count variant */
+    tl_kernel *kh = cpu ? &k_mv_rows : &k_mv[rv];
     if (tl_kernel_py(kh) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     int ox = (int)xc->offset, sx = K;
     const size_t sz[9] = {I, I, I, Mm, I, I, Mm, Mm, Mm};
@@ -141,9 +143,10 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
         gws[1] = (size_t)(R + 1) / 2;                   /* two activation rows per work-item */
     } else {
         lws[0] = 1;
-        while (lws[0] * 2 <= kh->wg && lws[0] * 2 * 4 * 8 * sizeof(float) <= rt->info.local_mem / 2) lws[0] *= 2;
+        while (lws[0] * 2 <= kh->wg && lws[0] * 2 * 4 * (size_t)rr * sizeof(float) <= rt->info.local_mem / 2)
+            lws[0] *= 2;
         gws[0] = groups * lws[0];
-        if (tl_set_args(kh->k, 9, 1, (size_t[]){lws[0] * 4 * (size_t)R * sizeof(float)}, (const void *[]){NULL}) < 0)
+        if (tl_set_args(kh->k, 9, 1, (size_t[]){lws[0] * 4 * (size_t)rr * sizeof(float)}, (const void *[]){NULL}) < 0)
             goto fail;
     }
     tl_storage *st[4] = {out->storage, xc->storage, qs->storage, d->storage};

@@ -223,47 +223,52 @@ tl_gemm_direct_nt_f32(MM_ARGS)
         }
 }
 
-/* GPU matrix-vector: y[r, n] = sum_k x[r, k] * W[n, k] for R <= MV_MAXR rows of x (row stride sx) and
- * W rows of stride sw (both k-contiguous). One work-group of any size L (a power of two) per MV_NR
- * consecutive rows of W: every weight word is read once, by neighbouring work-items (float4 where
- * aligned), x comes from the cache; red holds L * MV_NR * R partial sums for the tree. */
-kernel void
-tl_mul_mv_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w, int offw,
-              int sw, global float *y, int offy, int sy, local float *red)
-{
-    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * MV_NR;
-    x += offx;
-    w += offw;
-    float acc[MV_NR][MV_MAXR];
-    for (int j = 0; j < MV_NR; j++)
-        for (int r = 0; r < MV_MAXR; r++) acc[j][r] = 0.0f;
-    const int kv = K - K % 4;                  /* float4 body (vload4 needs only float alignment), scalar tail */
-    for (int k = lid * 4; k < kv; k += L * 4) {
-        float4 xv[MV_MAXR];
-        for (int r = 0; r < R; r++) xv[r] = vload4(0, x + r * sx + k);
-        for (int j = 0; j < MV_NR && n0 + j < N; j++) {
-            float4 wv = vload4(0, w + (n0 + j) * sw + k);
-            for (int r = 0; r < R; r++) acc[j][r] += dot(wv, xv[r]);
-        }
-    }
-    for (int k = kv + lid; k < K; k += L)
-        for (int j = 0; j < MV_NR && n0 + j < N; j++) {
-            float wv = w[(n0 + j) * sw + k];
-            for (int r = 0; r < R; r++) acc[j][r] = mad(wv, x[r * sx + k], acc[j][r]);
-        }
-    for (int j = 0; j < MV_NR; j++)
-        for (int r = 0; r < R; r++) red[(j * R + r) * L + lid] = acc[j][r];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = L / 2; s > 0; s >>= 1) {
-        if (lid < s)
-            for (int q = 0; q < MV_NR * R; q++) red[q * L + lid] += red[q * L + lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid < MV_NR * R) {
-        int j = lid / R, r = lid - j * R;
-        if (n0 + j < N) y[offy + r * sy + n0 + j] = red[lid * L];
-    }
+/* GPU matrix-vector, one kernel per padded row count RR in {1, 2, 4, 8} (the host picks the smallest >= R):
+ * with RR a compile-time constant the MV_NR x RR accumulators stay in registers (a runtime bound made
+ * NVIDIA's compiler spill them). Rows >= R re-read row R-1 and are not stored. One work-group per MV_NR
+ * weight rows; float4 loads along k; a local-memory tree (red: MV_NR * RR * L floats) finishes the dots. */
+#define MV_KERNEL(RR)                                                                                     \
+kernel void                                                                                               \
+tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w,  \
+                      int offw, int sw, global float *y, int offy, int sy, local float *red)             \
+{                                                                                                         \
+    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * MV_NR;                 \
+    const global float *xr[RR], *wr[MV_NR];                                                               \
+    float acc[MV_NR][RR];                                                                                 \
+    for (int r = 0; r < RR; r++) xr[r] = x + offx + min(r, R - 1) * sx;                                   \
+    for (int j = 0; j < MV_NR; j++) {                                                                     \
+        wr[j] = w + offw + min(n0 + j, N - 1) * sw;                                                       \
+        for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
+    }                                                                                                     \
+    const int kv = K - K % 4;                                                                             \
+    for (int k = lid * 4; k < kv; k += L * 4) {                                                           \
+        float4 xv[RR];                                                                                    \
+        for (int r = 0; r < RR; r++) xv[r] = vload4(0, xr[r] + k);                                        \
+        for (int j = 0; j < MV_NR; j++) {                                                                 \
+            float4 wv = vload4(0, wr[j] + k);                                                             \
+            for (int r = 0; r < RR; r++) acc[j][r] += dot(wv, xv[r]);                                     \
+        }                                                                                                 \
+    }                                                                                                     \
+    for (int k = kv + lid; k < K; k += L)                                                                 \
+        for (int j = 0; j < MV_NR; j++)                                                                   \
+            for (int r = 0; r < RR; r++) acc[j][r] = mad(wr[j][k], xr[r][k], acc[j][r]);                  \
+    for (int j = 0; j < MV_NR; j++)                                                                       \
+        for (int r = 0; r < RR; r++) red[(j * RR + r) * L + lid] = acc[j][r];                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+    for (int s = L / 2; s > 0; s >>= 1) {                                                                 \
+        if (lid < s)                                                                                      \
+            for (int q = 0; q < MV_NR * RR; q++) red[q * L + lid] += red[q * L + lid + s];                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
+    }                                                                                                     \
+    if (lid < MV_NR * RR) {                                                                               \
+        int j = lid / RR, r = lid - j * RR;                                                               \
+        if (n0 + j < N && r < R) y[offy + r * sy + n0 + j] = red[lid * L];                               \
+    }                                                                                                     \
 }
+MV_KERNEL(1)
+MV_KERNEL(2)
+MV_KERNEL(4)
+MV_KERNEL(8)
 
 /* CPU matrix-vector: one work-item per MV_NR rows of W, CVW-wide dot products, no barriers. */
 kernel void

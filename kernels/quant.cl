@@ -10,7 +10,6 @@
  *    MV_NR rows with 16-wide vectors, no barriers. Either reads each weight byte once per launch. */
 
 #define MV_NR 4
-#define MV_MAXR 8
 
 inline void
 unpack(uint w, float4 *lo, float4 *hi)              /* word i: elements 4i..4i+3 and 16+4i..16+4i+3 */
@@ -70,40 +69,48 @@ block_dot(uint4 w, float s, const global float *xb)
     return s * ((acc.x + acc.y) + (acc.z + acc.w));
 }
 
-/* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous; red: L * MV_NR * R floats. */
-kernel void
-tl_mul_mv_q4_0_f32(int N, int K, int R, global const float *x, int offx, int sx, global const uint *qs,
-                   global const half *d, global float *y, local float *red)
-{
-    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * MV_NR, nb = K / 32;
-    x += offx;
-    float acc[MV_NR][MV_MAXR];
-    for (int j = 0; j < MV_NR; j++)
-        for (int r = 0; r < MV_MAXR; r++) acc[j][r] = 0.0f;
-    for (int b = lid; b < nb; b += L) {
-        uint4 w[MV_NR];
-        float s[MV_NR];
-        for (int j = 0; j < MV_NR; j++) {
-            const int blk = min(n0 + j, N - 1) * nb + b;          /* an edge row repeats the last; not stored */
-            w[j] = vload4(blk, qs);
-            s[j] = vload_half(blk, d);
-        }
-        for (int r = 0; r < R; r++)
-            for (int j = 0; j < MV_NR; j++) acc[j][r] += block_dot(w[j], s[j], x + r * sx + b * 32);
-    }
-    for (int j = 0; j < MV_NR; j++)
-        for (int r = 0; r < R; r++) red[(j * R + r) * L + lid] = acc[j][r];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int st = L / 2; st > 0; st >>= 1) {
-        if (lid < st)
-            for (int q = 0; q < MV_NR * R; q++) red[q * L + lid] += red[q * L + lid + st];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid < MV_NR * R) {
-        const int j = lid / R, r = lid - j * R;
-        if (n0 + j < N) y[r * N + n0 + j] = red[lid * L];
-    }
+/* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous; red: L * MV_NR * RR floats. One kernel per
+ * padded row count RR in {1, 2, 4, 8}: compile-time bounds keep the accumulators in registers; rows >= R
+ * re-read row R-1 and are not stored. */
+#define MVQ_KERNEL(RR)                                                                                    \
+kernel void                                                                                               \
+tl_mul_mv_q4_0_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx,                   \
+                           global const uint *qs, global const half *d, global float *y, local float *red) \
+{                                                                                                         \
+    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * MV_NR, nb = K / 32;    \
+    const global float *xr[RR];                                                                           \
+    float acc[MV_NR][RR];                                                                                 \
+    for (int r = 0; r < RR; r++) xr[r] = x + offx + min(r, R - 1) * sx;                                   \
+    for (int j = 0; j < MV_NR; j++)                                                                       \
+        for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
+    for (int b = lid; b < nb; b += L) {                                                                   \
+        uint4 w[MV_NR];                                                                                   \
+        float s[MV_NR];                                                                                   \
+        for (int j = 0; j < MV_NR; j++) {                                                                 \
+            const int blk = min(n0 + j, N - 1) * nb + b;      /* an edge row repeats the last; not stored */ \
+            w[j] = vload4(blk, qs);                                                                       \
+            s[j] = vload_half(blk, d);                                                                    \
+        }                                                                                                 \
+        for (int r = 0; r < RR; r++)                                                                      \
+            for (int j = 0; j < MV_NR; j++) acc[j][r] += block_dot(w[j], s[j], xr[r] + b * 32);           \
+    }                                                                                                     \
+    for (int j = 0; j < MV_NR; j++)                                                                       \
+        for (int r = 0; r < RR; r++) red[(j * RR + r) * L + lid] = acc[j][r];                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+    for (int st = L / 2; st > 0; st >>= 1) {                                                              \
+        if (lid < st)                                                                                     \
+            for (int q = 0; q < MV_NR * RR; q++) red[q * L + lid] += red[q * L + lid + st];               \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
+    }                                                                                                     \
+    if (lid < MV_NR * RR) {                                                                               \
+        const int j = lid / RR, r = lid - j * RR;                                                         \
+        if (n0 + j < N && r < R) y[r * N + n0 + j] = red[lid * L];                                        \
+    }                                                                                                     \
 }
+MVQ_KERNEL(1)
+MVQ_KERNEL(2)
+MVQ_KERNEL(4)
+MVQ_KERNEL(8)
 
 /* CPU: one work-item per MV_NR rows of W and two rows of x (global (ceil(N/MV_NR), ceil(R/2))), so each
  * block is unpacked once for two activation rows; no barriers. */

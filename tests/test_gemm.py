@@ -63,3 +63,23 @@ def test_bad_override():
     r = run_python("import tlgpu\ntry:\n    tlgpu.ones(2, 2) @ tlgpu.ones(2, 2)\nexcept ValueError as e:\n"
                    "    print('ValueError', e)\n", env={"TLGPU_GEMM_PARAMS": "MWG=60,MDIMC=16"})
     assert "ValueError" in r.stdout and "MWG must be a multiple of MDIMC" in r.stdout, r.stdout + r.stderr
+
+
+MV_CODE = """
+import numpy as np, tlgpu
+rng = np.random.default_rng(5)
+for k, n in [(4096, 37), (33, 9), (1027, 130)]:
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    tw = tlgpu.tensor(w)
+    for m in range(1, 9):                                   # every padded row-count variant, and its edges
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        got = (tlgpu.tensor(x) @ tw.T).numpy()
+        np.testing.assert_allclose(got, x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("params", ["", "DIRECT=0"])
+def test_mul_mv_every_row_count(params):
+    r = run_python(MV_CODE, env={"TLGPU_GEMM_PARAMS": params})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
