@@ -88,7 +88,6 @@ typedef CAT(float, CVW) realC;
  * Bs[k][n] (padded by VW, which keeps its rows vector-aligned and spreads a k-fastest fill). */
 #define AS_LD (MWG + 1)
 #define BS_LD (NWG + VW)
-#define FILL4 (MWG % 4 == 0 && NWG % 4 == 0 && KWG % 4 == 0)   /* tile shapes that allow float4 fills */
 
 kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void
 tl_gemm_f32(MM_ARGS)
@@ -103,45 +102,16 @@ tl_gemm_f32(MM_ARGS)
         for (int j = 0; j < NVW; j++) acc[i][j] = (realV)0.0f;
     /* the fill order follows whichever stride is 1, so neighbouring work-items read neighbouring words */
     const int a_kfast = sAk == 1, b_kfast = sBn != 1 && sBk == 1;
-    const int mn_full = FILL4 && m0 + MWG <= M && n0 + NWG <= N;
     for (int k0 = 0; k0 < K; k0 += KWG) {
-        const int full = mn_full && k0 + KWG <= K;
-        if (full && (a_kfast || sAm == 1)) {         /* whole tile in bounds: float4 loads along the unit stride */
-            for (int e = lid; e < MWG * KWG / 4; e += MDIMC * NDIMC) {
-                int r = a_kfast ? e / (KWG / 4) : (e % (MWG / 4)) * 4, c = a_kfast ? (e % (KWG / 4)) * 4 : e / (MWG / 4);
-                float4 v = vload4(0, A + (m0 + r) * sAm + (k0 + c) * sAk);
-                if (a_kfast) {
-                    As[c * AS_LD + r] = v.x; As[(c + 1) * AS_LD + r] = v.y;
-                    As[(c + 2) * AS_LD + r] = v.z; As[(c + 3) * AS_LD + r] = v.w;
-                } else {
-                    As[c * AS_LD + r] = v.x; As[c * AS_LD + r + 1] = v.y;
-                    As[c * AS_LD + r + 2] = v.z; As[c * AS_LD + r + 3] = v.w;
-                }
-            }
-        } else {
-            for (int e = lid; e < MWG * KWG; e += MDIMC * NDIMC) {
-                int r = a_kfast ? e / KWG : e % MWG, c = a_kfast ? e % KWG : e / MWG;
-                int m = m0 + r, k = k0 + c;
-                As[c * AS_LD + r] = (m < M && k < K) ? A[m * sAm + k * sAk] : 0.0f;
-            }
+        for (int e = lid; e < MWG * KWG; e += MDIMC * NDIMC) {
+            int r = a_kfast ? e / KWG : e % MWG, c = a_kfast ? e % KWG : e / MWG;
+            int m = m0 + r, k = k0 + c;
+            As[c * AS_LD + r] = (m < M && k < K) ? A[m * sAm + k * sAk] : 0.0f;
         }
-        if (full && (sBn == 1 || sBk == 1)) {
-            for (int e = lid; e < KWG * NWG / 4; e += MDIMC * NDIMC) {
-                int r = b_kfast ? (e % (KWG / 4)) * 4 : e / (NWG / 4), c = b_kfast ? e / (KWG / 4) : (e % (NWG / 4)) * 4;
-                float4 v = vload4(0, B + (k0 + r) * sBk + (n0 + c) * sBn);
-                if (b_kfast) {
-                    Bs[r * BS_LD + c] = v.x; Bs[(r + 1) * BS_LD + c] = v.y;
-                    Bs[(r + 2) * BS_LD + c] = v.z; Bs[(r + 3) * BS_LD + c] = v.w;
-                } else {
-                    vstore4(v, 0, Bs + r * BS_LD + c);          /* BS_LD and c are multiples of 4 */
-                }
-            }
-        } else {
-            for (int e = lid; e < KWG * NWG; e += MDIMC * NDIMC) {
-                int r = b_kfast ? e % KWG : e / NWG, c = b_kfast ? e / KWG : e % NWG;
-                int k = k0 + r, n = n0 + c;
-                Bs[r * BS_LD + c] = (k < K && n < N) ? B[k * sBk + n * sBn] : 0.0f;
-            }
+        for (int e = lid; e < KWG * NWG; e += MDIMC * NDIMC) {
+            int r = b_kfast ? e % KWG : e / NWG, c = b_kfast ? e / KWG : e % NWG;
+            int k = k0 + r, n = n0 + c;
+            Bs[r * BS_LD + c] = (k < K && n < N) ? B[k * sBk + n * sBn] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
