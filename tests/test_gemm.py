@@ -40,7 +40,7 @@ def test_batched(rng):
 CODE = """
 import numpy as np, tlgpu
 rng = np.random.default_rng(2)
-for (m, k, n) in [(1, 1, 1), (7, 33, 5), (33, 70, 65), (130, 17, 129), (9, 300, 260)]:
+for (m, k, n) in [(1, 1, 1), (7, 33, 5), (33, 70, 65), (130, 17, 129), (9, 300, 260), (128, 64, 128), (256, 96, 192)]:
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
     np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-4)
