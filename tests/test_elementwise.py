@@ -206,3 +206,31 @@ def test_inplace_on_expanded_view_is_refused():
 def test_int_fill_range_checked():
     with pytest.raises(OverflowError, match="does not fit int32"):
         tlgpu.zeros(2, dtype=np.int32).fill_(2**40)
+
+
+VIEWS = [
+    ("transposed", lambda a: a.T, lambda t: t.T),
+    ("stepped", lambda a: a[::2, 1::3], lambda t: t[::2, 1::3]),
+    ("reversed", lambda a: a[::-1, ::-2], lambda t: t[::-1, ::-2]),
+    ("column", lambda a: a[:, 5], lambda t: t[:, 5]),
+    ("expanded", lambda a: np.broadcast_to(a[:1], (33, 65)), lambda t: t[:1].expand(33, 65)),
+]
+
+
+@pytest.mark.parametrize("name,np_view,t_view", VIEWS, ids=[v[0] for v in VIEWS])
+def test_ops_on_non_contiguous_views(rng, name, np_view, t_view):
+    a = rng.standard_normal((33, 65)).astype(np.float32)
+    b = rng.standard_normal((33, 65)).astype(np.float32)
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    va, vb = t_view(ta), t_view(tb)
+    assert not va.is_contiguous() or name == "column"
+    np.testing.assert_allclose((va * vb + va.exp()).numpy(), np_view(a) * np_view(b) + np.exp(np_view(a)), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(tlgpu.where(va > 0, va, vb).numpy(), np.where(np_view(a) > 0, np_view(a), np_view(b)))
+    np.testing.assert_allclose((va - 1.5).tanh().numpy(), np.tanh(np_view(a) - 1.5), rtol=1e-6, atol=1e-7)
+    if name != "expanded":                              # in place through a strided view writes the base
+        va.mul_(2.0)
+        ref = a.copy()
+        view = np_view(ref)
+        view *= 2.0
+        np.testing.assert_allclose(ta.numpy(), ref, rtol=1e-6)
