@@ -189,7 +189,8 @@ tl_node_name(const tl_node *nd)
     if (out[0] == '\0') {
         const char *in = ew_names[nd->iarg[0]];
         size_t k = 0;
-        for (; in[k] && k < 20; k++) out[k] = (char)(k == 0 ? in[k] : (in[k] >= 'A' && in[k] <= 'Z' ? in[k] + 32 : in[k]));
+        for (; in[k] && k < 20; k++)
+            out[k] = (char)(k == 0 ? in[k] : (in[k] >= 'A' && in[k] <= 'Z' ? in[k] + 32 : in[k]));
         memcpy(out + k, "Backward", 9);
     }
     return out;

@@ -126,11 +126,13 @@ make_tensor_type(PyObject *module)
     if (methods == NULL) return NULL;
     for (size_t f = 0; f < N_FAMILIES; f++) {
         for (const PyType_Slot *s = FAMILIES[f]->slots; s != NULL && s->slot != 0; s++) {
-            if (ns + 3 >= sizeof slots / sizeof slots[0]) return (PyTypeObject *)PyErr_Format(PyExc_SystemError, "slots");
+            if (ns + 3 >= sizeof slots / sizeof slots[0])
+                return (PyTypeObject *)PyErr_Format(PyExc_SystemError, "too many Tensor slots");
             slots[ns++] = *s;
         }
         for (const PyGetSetDef *g = FAMILIES[f]->getset; g != NULL && g->name != NULL; g++) {
-            if (ng + 2 >= sizeof getset / sizeof getset[0]) return (PyTypeObject *)PyErr_Format(PyExc_SystemError, "getset");
+            if (ng + 2 >= sizeof getset / sizeof getset[0])
+                return (PyTypeObject *)PyErr_Format(PyExc_SystemError, "too many Tensor attributes");
             getset[ng++] = *g;
         }
     }

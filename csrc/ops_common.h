@@ -23,5 +23,5 @@ int  tl_parse_dtype(PyObject *obj, int dflt);                                   
 int  tl_copy_into(tl_tensor *dst, tl_tensor *src);                 /* broadcasting strided bit copy */
 int  tl_tensor_fill(tl_tensor *t, double value);
 int  tl_check_writable(const char *op, const tl_tensor *t);        /* refuses expanded (stride-0) views */
-tl_tensor *tl_unalias(tl_tensor *dst, tl_tensor *src);             /* new ref: src, or a copy if it overlaps dst */                   /* any layout; value cast to the dtype */
+tl_tensor *tl_unalias(tl_tensor *dst, tl_tensor *src);             /* new ref: src, or a copy if it overlaps dst */
 #endif

@@ -70,7 +70,8 @@ tl_tensor_from_object(PyObject *obj, int dtype, const char *op)
     if (c == NULL) goto done;
     for (int d = 0; d < PyArray_NDIM(c); d++) shape[d] = PyArray_DIM(c, d);
     if ((t = tl_tensor_empty(td, PyArray_NDIM(c), shape)) == NULL) goto done;
-    if (t->storage != NULL && tl_stream_upload(t->storage, 0, PyArray_DATA(c), (size_t)PyArray_NBYTES(c), &err) != TL_OK) {
+    if (t->storage != NULL &&
+        tl_stream_upload(t->storage, 0, PyArray_DATA(c), (size_t)PyArray_NBYTES(c), &err) != TL_OK) {
         Py_CLEAR(t);
         tl_raise(&err);
     }

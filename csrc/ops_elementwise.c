@@ -292,15 +292,20 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_LOG: gin[0] = ew2(TL_EW_DIV, g, a); break;
     case TL_EW_SQRT: if ((t = ews(TL_EW_MUL, out, 2.0)) != NULL) gin[0] = ew2(TL_EW_DIV, g, t); break;
     case TL_EW_RSQRT:                                 /* -0.5 * out^3 */
-        if ((t = ews(TL_EW_POW, out, 3.0)) != NULL && (u = ews(TL_EW_MUL, t, -0.5)) != NULL) gin[0] = ew2(TL_EW_MUL, g, u);
+        if ((t = ews(TL_EW_POW, out, 3.0)) != NULL && (u = ews(TL_EW_MUL, t, -0.5)) != NULL)
+            gin[0] = ew2(TL_EW_MUL, g, u);
         break;
     case TL_EW_TANH: gin[0] = ew2(TL_EW_TANH_GRAD, out, g); break;
     case TL_EW_SIGMOID: gin[0] = ew2(TL_EW_SIGMOID_GRAD, out, g); break;
     case TL_EW_RELU: gin[0] = ew2(TL_EW_RELU_GRAD, a, g); break;
     case TL_EW_SILU: gin[0] = ew2(TL_EW_SILU_GRAD, a, g); break;
     case TL_EW_GELU: gin[0] = ew2(TL_EW_GELU_GRAD, a, g); break;
-    case TL_EW_ABS: if ((t = ew(TL_EW_SIGN, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
-    case TL_EW_SIN: if ((t = ew(TL_EW_COS, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
+    case TL_EW_ABS:
+        if ((t = ew(TL_EW_SIGN, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
+        break;
+    case TL_EW_SIN:
+        if ((t = ew(TL_EW_COS, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
+        break;
     case TL_EW_COS:
         if ((t = ew(TL_EW_SIN, "backward", a, NULL, NULL, NULL)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
             gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
@@ -451,7 +456,8 @@ done:
 static PyObject *
 cast(PyObject *self, int to)
 {
-    static tl_kernel kf = TL_KERNEL("elementwise", "tl_cast_i32_to_f32"), ki = TL_KERNEL("elementwise", "tl_cast_f32_to_i32");
+    static tl_kernel kf = TL_KERNEL("elementwise", "tl_cast_i32_to_f32"),
+                     ki = TL_KERNEL("elementwise", "tl_cast_f32_to_i32");
     tl_tensor *t = tl_tensor_CAST(self), *out;
     tl_layout L;
     if (t->dtype == to) return Py_NewRef(self);

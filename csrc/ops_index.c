@@ -139,7 +139,8 @@ to_index(const char *op, PyObject *obj, PyObject *exc)
     }
     if ((arr = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL)) == NULL) return NULL;
     if (PyArray_SIZE(arr) == 0 || PyArray_ISINTEGER(arr)) res = tl_tensor_from_object((PyObject *)arr, TL_I32, op);
-    else PyErr_Format(exc, "%s: indices must be integers (got an array of %s)", op, PyArray_DESCR(arr)->typeobj->tp_name);
+    else PyErr_Format(exc, "%s: indices must be integers (got an array of %s)", op,
+                      PyArray_DESCR(arr)->typeobj->tp_name);
     Py_DECREF(arr);
     return res;
 }
@@ -157,7 +158,8 @@ check_indices(const char *op, tl_tensor *idx, const tl_tensor *src, int dim, PyO
         if (p[i] < -size || p[i] >= size) {
             char s[128];
             tl_shape_str(src->shape, src->ndim, s, sizeof s);
-            PyErr_Format(PyExc_IndexError, "%s: index %d is out of range for dim %d of shape %s", op, (int)p[i], dim, s);
+            PyErr_Format(PyExc_IndexError, "%s: index %d is out of range for dim %d of shape %s", op, (int)p[i],
+                         dim, s);
             Py_DECREF(arr);
             return -1;
         }
@@ -473,7 +475,8 @@ tl_index_select_backward(tl_node *nd, PyObject *g, PyObject **gin)
     const int32_t *ix = PyArray_DATA((PyArrayObject *)nd->extra);
     int k = (int)PyArray_SIZE((PyArrayObject *)nd->extra);
     npy_intp nk = k, nr = rows + 1;
-    if ((order = PyArray_SimpleNew(1, &nk, NPY_INT32)) == NULL || (starts = PyArray_ZEROS(1, &nr, NPY_INT32, 0)) == NULL)
+    if ((order = PyArray_SimpleNew(1, &nk, NPY_INT32)) == NULL ||
+        (starts = PyArray_ZEROS(1, &nr, NPY_INT32, 0)) == NULL)
         goto done;
     int32_t *ord = PyArray_DATA((PyArrayObject *)order), *st = PyArray_DATA((PyArrayObject *)starts);
     for (int i = 0; i < k; i++) st[(ix[i] < 0 ? ix[i] + rows : ix[i]) + 1]++;      /* counting sort: stable */
@@ -483,7 +486,8 @@ tl_index_select_backward(tl_node *nd, PyObject *g, PyObject **gin)
     memcpy(fill, st, sizeof(int32_t) * (size_t)rows);
     for (int i = 0; i < k; i++) ord[fill[ix[i] < 0 ? ix[i] + rows : ix[i]]++] = i;
     PyMem_Free(fill);
-    if ((gc = tl_tensor_contiguous(tl_tensor_CAST(g))) == NULL || (out = tl_tensor_empty(TL_F32, e->ndim, e->shape)) == NULL)
+    if ((gc = tl_tensor_contiguous(tl_tensor_CAST(g))) == NULL ||
+        (out = tl_tensor_empty(TL_F32, e->ndim, e->shape)) == NULL)
         goto done;
     if (out->storage == NULL) { rc = 0; gin[0] = Py_NewRef(out); goto done; }
     if (k == 0) { rc = tl_tensor_fill(out, 0.0); if (rc == 0) gin[0] = Py_NewRef(out); goto done; }
@@ -496,7 +500,8 @@ tl_index_select_backward(tl_node *nd, PyObject *g, PyObject **gin)
     const void *v[8] = {&pre, &rows, &post, &k, &out->storage->mem, &gc->storage->mem, &order_t->storage->mem,
                         &start_t->storage->mem};
     tl_storage *sts[4] = {out->storage, gc->storage, order_t->storage, start_t->storage};
-    if (tl_set_args(kern, 0, 8, sz, v) < 0 || tl_launch_1d(&kh, (size_t)pre * (size_t)rows * (size_t)post, sts, 4, 1u) < 0)
+    if (tl_set_args(kern, 0, 8, sz, v) < 0 ||
+        tl_launch_1d(&kh, (size_t)pre * (size_t)rows * (size_t)post, sts, 4, 1u) < 0)
         goto done;
     gin[0] = Py_NewRef(out);
     rc = 0;

@@ -215,7 +215,8 @@ small_problem_ok(const mm_problem *p, const gemm_params *q, int *v)
     const tl_runtime *rt;
     tl_err err = {0};
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), 0;
-    size_t tiles = (size_t)((p->M + q->v[GP_MWG] - 1) / q->v[GP_MWG]) * (size_t)((p->N + q->v[GP_NWG] - 1) / q->v[GP_NWG]);
+    size_t tiles = (size_t)((p->M + q->v[GP_MWG] - 1) / q->v[GP_MWG]) *
+                   (size_t)((p->N + q->v[GP_NWG] - 1) / q->v[GP_NWG]);
     for (int d = 0; d < p->nbd; d++) tiles *= (size_t)p->bshape[d];
     if (tiles < rt->info.compute_units) {
         size_t kmax = kernel_max_wg(&mm_kernels[MM_SMALL]);
@@ -432,7 +433,8 @@ tl_matmul_backward(tl_node *nd, PyObject *g, PyObject **gin)
     if (bv && g2 != NULL) Py_SETREF(g2, call(g2, "unsqueeze", "i", -1));
     if (g2 == NULL) goto done;
     if (tl_wants_grad(nd, 0)) {
-        if ((t = call(b2, "transpose", "ii", -1, -2)) == NULL || (r = mm("backward", tl_tensor_CAST(g2), tl_tensor_CAST(t))) == NULL)
+        if ((t = call(b2, "transpose", "ii", -1, -2)) == NULL ||
+            (r = mm("backward", tl_tensor_CAST(g2), tl_tensor_CAST(t))) == NULL)
             goto done;
         gin[0] = av ? call(r, "squeeze", "i", -2) : Py_NewRef(r);
         Py_CLEAR(t);
@@ -440,7 +442,8 @@ tl_matmul_backward(tl_node *nd, PyObject *g, PyObject **gin)
         if (gin[0] == NULL) goto done;
     }
     if (tl_wants_grad(nd, 1)) {
-        if ((t = call(a2, "transpose", "ii", -1, -2)) == NULL || (r = mm("backward", tl_tensor_CAST(t), tl_tensor_CAST(g2))) == NULL)
+        if ((t = call(a2, "transpose", "ii", -1, -2)) == NULL ||
+            (r = mm("backward", tl_tensor_CAST(t), tl_tensor_CAST(g2))) == NULL)
             goto done;
         if ((gin[1] = bv ? call(r, "squeeze", "i", -1) : Py_NewRef(r)) == NULL) goto done;
     }

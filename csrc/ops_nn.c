@@ -15,7 +15,8 @@ cross_entropy_fwd(tl_tensor *x, tl_tensor *t, int ignore, int mode, PyObject **l
     int n = (int)x->shape[0], c = (int)x->shape[1];
     Py_ssize_t nn = n;
     if ((logp = PyObject_CallMethod((PyObject *)x, "log_softmax", "i", -1)) == NULL) goto done;
-    if ((loss = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL || (w = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL)
+    if ((loss = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL ||
+        (w = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL)
         goto done;
     if (n > 0) {
         cl_kernel k = tl_kernel_py(&kh);
@@ -61,11 +62,13 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (strcmp(red, "mean") == 0) mode = CE_MEAN;
     else if (strcmp(red, "sum") == 0) mode = CE_SUM;
     else if (strcmp(red, "none") == 0) mode = CE_NONE;
-    else return PyErr_Format(PyExc_ValueError, "cross_entropy: reduction must be 'mean', 'sum' or 'none', not '%s'", red);
+    else return PyErr_Format(PyExc_ValueError, "cross_entropy: reduction must be 'mean', 'sum' or 'none', not '%s'",
+                             red);
     if (x->ndim != 2 || t->ndim != 1 || t->shape[0] != x->shape[0]) {
         tl_shape_str(x->shape, x->ndim, a, sizeof a);
         tl_shape_str(t->shape, t->ndim, b, sizeof b);
-        return PyErr_Format(PyExc_ValueError, "cross_entropy: logits must be (N, C) and targets (N,); got %s and %s", a, b);
+        return PyErr_Format(PyExc_ValueError, "cross_entropy: logits must be (N, C) and targets (N,); got %s and %s",
+                            a, b);
     }
     int prev = tl_grad_set(0);                        /* the pieces are not recorded: one fused node is */
     res = cross_entropy_fwd(x, t, ignore, mode, &logp, &denom);
@@ -92,7 +95,8 @@ int
 tl_cross_entropy_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     static tl_kernel kh = TL_KERNEL("nn", "tl_ce_grad_f32");
-    tl_tensor *logp = tl_node_saved(nd, 0), *t = logp ? tl_node_saved(nd, 1) : NULL, *denom = NULL, *gc = NULL, *out = NULL;
+    tl_tensor *logp = tl_node_saved(nd, 0), *t = logp ? tl_node_saved(nd, 1) : NULL;
+    tl_tensor *denom = NULL, *gc = NULL, *out = NULL;
     int mode = nd->iarg[0], ignore = nd->iarg[1], rc = -1;
     if (t == NULL || (nd->n_saved > 2 && (denom = tl_node_saved(nd, 2)) == NULL)) goto done;
     if ((gc = tl_tensor_contiguous(tl_tensor_CAST(g))) == NULL) goto done;

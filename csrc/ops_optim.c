@@ -25,7 +25,8 @@ check_group(const char *op, PyObject *const *ts, int n, unsigned optional)
         if (!tl_tensor_is_contig(t)) return PyErr_Format(PyExc_ValueError, "%s: tensors must be contiguous (argument "
                                                           "%d, shape %s)", op, i, a), -1;
         if (t->ndim != p->ndim || memcmp(t->shape, p->shape, sizeof(Py_ssize_t) * (size_t)t->ndim) != 0)
-            return PyErr_Format(PyExc_ValueError, "%s: argument %d has shape %s; the parameter has %s", op, i, a, b), -1;
+            return PyErr_Format(PyExc_ValueError, "%s: argument %d has shape %s; the parameter has %s", op, i, a,
+                                b), -1;
     }
     return 0;
 }

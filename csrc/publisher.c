@@ -274,7 +274,11 @@ tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub *
         if ((st = tl_storage_new((size_t)(p->flat_elems ? p->flat_elems : 1) * 4, &p->buf[b], err)) != TL_OK)
             goto fail;
     p->tq = clCreateCommandQueue(p->rt->ctx, p->rt->device, 0, &rc);
-    if (rc != CL_SUCCESS) { p->tq = NULL; st = tl_err_set(err, rc, "clCreateCommandQueue", "publisher queue"); goto fail; }
+    if (rc != CL_SUCCESS) {
+        p->tq = NULL;
+        st = tl_err_set(err, rc, "clCreateCommandQueue", "publisher queue");
+        goto fail;
+    }
     if ((st = make_thread_kernels(p, err)) != TL_OK || (st = make_blocks(p, err)) != TL_OK ||
         (st = make_staging(p, err)) != TL_OK)
         goto fail;

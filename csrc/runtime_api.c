@@ -174,7 +174,8 @@ fn_bench_raw(PyObject *Py_UNUSED(m), PyObject *args)
     tl_err err = {0};
     tl_status st;
     if (!PyArg_ParseTuple(args, "iii:_bench_raw", &mode, &n, &iters)) return NULL;
-    if (mode < 0 || mode > 2 || n <= 0 || iters <= 0) return PyErr_Format(PyExc_ValueError, "_bench_raw: bad arguments");
+    if (mode < 0 || mode > 2 || n <= 0 || iters <= 0)
+        return PyErr_Format(PyExc_ValueError, "_bench_raw: mode must be 0..2 and n, iters positive");
     Py_BEGIN_ALLOW_THREADS
     st = raw_loop(mode, n, iters, &per_op, &err);
     Py_END_ALLOW_THREADS
