@@ -6,13 +6,12 @@
  * allows for it (kernels/matmul.cl: 256, 64 or any work-items); a zero-size result enqueues nothing
  * and K == 0 is one fill with zeros; batch dims collapse where strides allow, and the host issues one
  * launch per index of any batch dims beyond the two the kernel walks. TLGPU_MATMUL_KERNEL=small|naive
- * forces a fallback kernel (for tests). No backward yet (autograd has not landed). */
+ * forces a fallback kernel (for tests). Autograd: record() saves both operands; tl_matmul_backward. */
 #include "ops_common.h"
 #include "autograd.h"
 #include <stdarg.h>
 #include "cl_runtime.h"
-#define TL_GP_COUNT 11
-void tl_matmul_params(const tl_runtime *rt, int *out);   /* also used by programs.c (family_options) */
+#include "gemm_params.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,92 +22,10 @@ typedef struct {
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3];
 } mm_problem;
 
-/* ---- tile parameters: a small table keyed by device type/vendor, TLGPU_GEMM_PARAMS overrides ---- */
-typedef struct { int v[TL_GP_COUNT]; } gemm_params;
-static const char *const gp_names[TL_GP_COUNT] = {"MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VW", "CMR", "CVW", "CNV",
-                                                  "CNR", "DIRECT"};
-enum { GP_MWG, GP_NWG, GP_KWG, GP_MDIMC, GP_NDIMC, GP_VW, GP_CMR, GP_CVW, GP_CNV, GP_CNR, GP_DIRECT };
-static gemm_params gp;
-static int gp_ready;                                    /* 0 unset, 1 ok, -1 bad TLGPU_GEMM_PARAMS (in gp_error) */
-static char gp_error[200];
-
-static int
-pow2(int v)
-{
-    return v > 0 && (v & (v - 1)) == 0;
-}
-
-/* Checks the divisibility rules the kernels rely on; a message for the first one broken, else NULL. */
-static const char *
-gp_invalid(const gemm_params *q)
-{
-    const int *v = q->v;
-    for (int i = 0; i < TL_GP_COUNT - 1; i++)
-        if (v[i] <= 0) return "every value must be a positive integer";
-    if (!pow2(v[GP_VW]) || v[GP_VW] > 16) return "VW must be 1, 2, 4, 8 or 16";
-    if (v[GP_CVW] != 4 && v[GP_CVW] != 8 && v[GP_CVW] != 16) return "CVW must be 4, 8 or 16";
-    if (v[GP_MWG] % v[GP_MDIMC] != 0) return "MWG must be a multiple of MDIMC";
-    if (v[GP_NWG] % (v[GP_NDIMC] * v[GP_VW]) != 0) return "NWG must be a multiple of NDIMC*VW";
-    if (v[GP_MDIMC] * v[GP_NDIMC] > 1024) return "MDIMC*NDIMC must be at most 1024";
-    return NULL;
-}
-
-/* Built-in table. GPUs: 256 work-items, 8x8 (NVIDIA: 128x128 tiles) or 4x4 outputs each, float4 along n;
- * the 128x128 tile with KWG=32 stages 32 KiB of local memory per k-step (best of an H200 sweep, NOTES.md).
- * CPUs: the direct kernels, vectors as wide as the ISA (PoCL puts the ISA in the device name), 4 rows x 32
- * columns (nn) or 4 x 4 dots (nt). */
-static void
-gp_table(const tl_runtime *rt, gemm_params *q)
-{
-    static const gemm_params gpu = {{64, 64, 16, 16, 16, 4, 4, 16, 2, 4, 0}};
-    static const gemm_params nvidia = {{128, 128, 32, 16, 16, 4, 4, 16, 2, 4, 0}};   /* KWG 32: H200 sweep */
-    static const gemm_params cpu = {{64, 64, 16, 8, 8, 4, 4, 16, 2, 4, 1}};
-    const tl_device_info *d = &rt->info;
-    if (d->type & CL_DEVICE_TYPE_CPU) {
-        *q = cpu;
-        if (strstr(d->name, "avx512") == NULL) q->v[GP_CVW] = 8;
-    } else if (strstr(d->vendor, "NVIDIA") != NULL || strstr(d->platform, "NVIDIA") != NULL) {
-        *q = nvidia;
-    } else {
-        *q = gpu;
-    }
-}
-
-/* Table entry with TLGPU_GEMM_PARAMS ("MWG=64,NWG=64,...": any subset) applied on top. Pure C: also called
- * from programs.c's family_options. A bad override keeps the table entry and is reported by gemm_check. */
-void
-tl_matmul_params(const tl_runtime *rt, int *out)
-{
-    if (!gp_ready) {
-        const char *env = getenv("TLGPU_GEMM_PARAMS");
-        gemm_params q;
-        gp_table(rt, &q);
-        gp_ready = 1;
-        if (env != NULL && *env != '\0') {
-            gemm_params o = q;
-            char buf[256], *save = NULL;
-            snprintf(buf, sizeof buf, "%s", env);
-            for (char *tok = strtok_r(buf, ", ", &save); tok != NULL; tok = strtok_r(NULL, ", ", &save)) {
-                char *eq = strchr(tok, '='), *end = NULL;
-                int i = 0;
-                if (eq != NULL) *eq = '\0';
-                while (i < TL_GP_COUNT && strcmp(gp_names[i], tok) != 0) i++;
-                long val = eq != NULL ? strtol(eq + 1, &end, 10) : 0;
-                if (i == TL_GP_COUNT || eq == NULL || *end != '\0' || val < 0 || val > 4096) {
-                    snprintf(gp_error, sizeof gp_error, "unknown key or bad value in '%s'", tok);
-                    gp_ready = -1;
-                    break;
-                }
-                o.v[i] = (int)val;
-            }
-            const char *why = gp_ready == 1 ? gp_invalid(&o) : NULL;
-            if (why != NULL) { snprintf(gp_error, sizeof gp_error, "%s", why); gp_ready = -1; }
-            if (gp_ready == 1) q = o;
-        }
-        gp = q;
-    }
-    memcpy(out, gp.v, sizeof gp.v);
-}
+typedef tl_gemm_params gemm_params;
+enum { GP_MWG = TL_GP_MWG, GP_NWG = TL_GP_NWG, GP_KWG = TL_GP_KWG, GP_MDIMC = TL_GP_MDIMC, GP_NDIMC = TL_GP_NDIMC,
+       GP_VW = TL_GP_VW, GP_CMR = TL_GP_CMR, GP_CVW = TL_GP_CVW, GP_CNV = TL_GP_CNV, GP_CNR = TL_GP_CNR,
+       GP_DIRECT = TL_GP_DIRECT };
 
 /* Raises ValueError for a bad TLGPU_GEMM_PARAMS; fills the parameters otherwise. */
 static int
@@ -117,10 +34,10 @@ gemm_check(gemm_params *q)
     const tl_runtime *rt;
     tl_err err = {0};
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    tl_matmul_params(rt, q->v);
-    if (gp_ready < 0) {
+    const char *why = tl_gemm_params_get(&rt->info, q);
+    if (why != NULL) {
         PyErr_Format(PyExc_ValueError, "matmul: TLGPU_GEMM_PARAMS='%s': %s (keys: MWG NWG KWG MDIMC NDIMC VW CMR "
-                     "CVW CNV CNR DIRECT)", getenv("TLGPU_GEMM_PARAMS"), gp_error);
+                     "CVW CNV CNR DIRECT)", getenv("TLGPU_GEMM_PARAMS"), why);
         return -1;
     }
     return 0;
@@ -592,7 +509,7 @@ fn_gemm_params(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     if (gemm_check(&q) < 0 || (d = PyDict_New()) == NULL) return NULL;
     for (int i = 0; i < TL_GP_COUNT; i++) {
         PyObject *v = PyLong_FromLong(q.v[i]);
-        if (v == NULL || PyDict_SetItemString(d, gp_names[i], v) < 0) { Py_XDECREF(v); Py_DECREF(d); return NULL; }
+        if (v == NULL || PyDict_SetItemString(d, tl_gemm_param_names[i], v) < 0) { Py_XDECREF(v); Py_DECREF(d); return NULL; }
         Py_DECREF(v);
     }
     return d;

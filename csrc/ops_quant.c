@@ -10,9 +10,7 @@
 #include "autograd.h"
 #include "cl_runtime.h"
 
-#define TL_GP_COUNT 11
-#define GP_DIRECT 10
-void tl_matmul_params(const tl_runtime *rt, int *out);  /* ops_matmul.c */
+#include "gemm_params.h"
 
 static tl_kernel k_deq = TL_KERNEL("quant", "tl_dequantize_q4_0_f32"),
                  k_rows = TL_KERNEL("quant", "tl_get_rows_q4_0_f32"),
@@ -122,9 +120,9 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL) return (PyObject *)out;
     if (K == 0) { if (tl_tensor_fill(out, 0.0) < 0) Py_CLEAR(out); return (PyObject *)out; }
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
-    int gp[TL_GP_COUNT];
-    tl_matmul_params(rt, gp);
-    const int cpu = gp[GP_DIRECT] != 0;
+    tl_gemm_params gp;
+    tl_gemm_params_get(&rt->info, &gp);
+    const int cpu = gp.v[TL_GP_DIRECT] != 0;
     int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: the padded row-count variant */
     tl_kernel *kh = cpu ? &k_mv_rows : &k_mv[rv];
     if (tl_kernel_py(kh) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;

@@ -7,6 +7,7 @@
  * A build failure returns the compiler's log inside the tl_err; nothing is printed. */
 #include "programs.h"
 #include "cl_runtime.h"
+#include "gemm_params.h"
 #include "sha256.h"
 #include <errno.h>
 #include <pthread.h>
@@ -81,13 +82,9 @@ family_options(const tl_runtime *rt, const char *family, const char *incdir, cha
     const char *fast = getenv("TLGPU_FAST_MATH");
     int k = snprintf(out, cap, "-cl-std=CL1.2 -DTL_MAX_WG=%zu", rt->info.max_wg);
     if (strcmp(family, "matmul") == 0 || strcmp(family, "llm") == 0 || strcmp(family, "quant") == 0) {
-        /* GEMM tile parameters per device (ops_matmul.c's table or TLGPU_GEMM_PARAMS), in the cache key */
-        extern void tl_matmul_params(const tl_runtime *rt, int *out);
-        static const char *const names[11] = {"MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VW", "CMR", "CVW", "CNV",
-                                              "CNR", "GEMM_DIRECT"};
-        int v[11];
-        tl_matmul_params(rt, v);
-        for (int i = 0; i < 11; i++) k += snprintf(out + k, cap - (size_t)k, " -D%s=%d", names[i], v[i]);
+        char gemm[256];                               /* GEMM tile parameters: part of the cache key */
+        tl_gemm_params_options(&rt->info, gemm, sizeof gemm);
+        k += snprintf(out + k, cap - (size_t)k, "%s", gemm);
     }
     if (fast != NULL && strcmp(fast, "1") == 0)
         k += snprintf(out + k, cap - (size_t)k, " -cl-mad-enable -cl-fast-relaxed-math");
