@@ -86,7 +86,16 @@ typedef CAT(float, CVW) realC;
 
 /* Local tiles: As[k][m] (padded by 1: the k-fastest fill of a row-major A would hit one bank),
  * Bs[k][n] (padded by VW, which keeps its rows vector-aligned and spreads a k-fastest fill). */
+#ifndef MVEC
+#define MVEC 0
+#endif
+#if MVEC        /* each work-item's MWI rows adjacent: float4 reads of As (rows padded to a multiple of 4) */
+#define AS_LD (MWG + 4)
+#define AROW(i) (tm * MWI + (i))
+#else           /* rows MDIMC apart: scalar reads, rows padded by 1 */
 #define AS_LD (MWG + 1)
+#define AROW(i) (tm + (i) * MDIMC)
+#endif
 #define BS_LD (NWG + VW)
 
 kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void
@@ -118,15 +127,22 @@ tl_gemm_f32(MM_ARGS)
         for (int k = 0; k < KWG; k++) {
             realV bv[NVW];
             for (int j = 0; j < NVW; j++) bv[j] = LOADV(&Bs[k * BS_LD + (tn + j * NDIMC) * VW]);
-            for (int i = 0; i < MWI; i++) {
-                float a = As[k * AS_LD + tm + i * MDIMC];
-                for (int j = 0; j < NVW; j++) acc[i][j] = mad((realV)a, bv[j], acc[i][j]);
+            float ar[MWI];
+#if MVEC
+            for (int q = 0; q < MWI / 4; q++) {
+                float4 t = vload4(0, &As[k * AS_LD + tm * MWI + 4 * q]);
+                ar[4 * q] = t.x; ar[4 * q + 1] = t.y; ar[4 * q + 2] = t.z; ar[4 * q + 3] = t.w;
             }
+#else
+            for (int i = 0; i < MWI; i++) ar[i] = As[k * AS_LD + AROW(i)];
+#endif
+            for (int i = 0; i < MWI; i++)
+                for (int j = 0; j < NVW; j++) acc[i][j] = mad((realV)ar[i], bv[j], acc[i][j]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);       /* the next fill must not overwrite a tile still being read */
     }
     for (int i = 0; i < MWI; i++) {
-        int m = m0 + tm + i * MDIMC;
+        int m = m0 + AROW(i);
         if (m >= M) break;
         for (int j = 0; j < NVW; j++) {
             int n = n0 + (tn + j * NDIMC) * VW;
