@@ -509,7 +509,11 @@ fn_gemm_params(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     if (gemm_check(&q) < 0 || (d = PyDict_New()) == NULL) return NULL;
     for (int i = 0; i < TL_GP_COUNT; i++) {
         PyObject *v = PyLong_FromLong(q.v[i]);
-        if (v == NULL || PyDict_SetItemString(d, tl_gemm_param_names[i], v) < 0) { Py_XDECREF(v); Py_DECREF(d); return NULL; }
+        if (v == NULL || PyDict_SetItemString(d, tl_gemm_param_names[i], v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
         Py_DECREF(v);
     }
     return d;
