@@ -98,6 +98,10 @@ mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int c
     int rv = p->M <= 1 ? 0 : p->M <= 2 ? 1 : p->M <= 4 ? 2 : 3, rr = 1 << rv;
     tl_kernel *kh = cpu ? &mm_kernels[MM_MV_ROWS] : &mv_kernels[rv];
     cl_kernel k = tl_kernel_py(kh);
+    if (k != NULL && !cpu && kh->wg < (size_t)(4 * rr)) {     /* mv_reduce needs a lane per value */
+        cpu = 1;
+        k = tl_kernel_py(kh = &mm_kernels[MM_MV_ROWS]);
+    }
     if (k == NULL) return -1;
     const tl_runtime *rt;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);

@@ -122,10 +122,15 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
     tl_gemm_params gp;
     tl_gemm_params_get(&rt->info, &gp);
-    const int cpu = gp.v[TL_GP_DIRECT] != 0;
+    int cpu = gp.v[TL_GP_DIRECT] != 0;
     int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: the padded row-count variant */
     tl_kernel *kh = cpu ? &k_mv_rows : &k_mv[rv];
-    if (tl_kernel_py(kh) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    if (tl_kernel_py(kh) == NULL) goto fail;
+    if (!cpu && kh->wg < (size_t)(4 * rr)) {             /* mv_reduce needs a lane per value */
+        cpu = 1;
+        if (tl_kernel_py(kh = &k_mv_rows) == NULL) goto fail;
+    }
+    if ((xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     int ox = (int)xc->offset, sx = K;
     const size_t sz[9] = {I, I, I, Mm, I, I, Mm, Mm, Mm};
     const void *v[9] = {&N, &K, &R, &xc->storage->mem, &ox, &sx, &qs->storage->mem, &d->storage->mem,

@@ -13,6 +13,7 @@
  *    tl_mul_mv_rows_f32 (CPU: one work-item per MV_NR rows): y[r, n] = x[r, :] . W[n, :], r < R <= 8.
  *  - tl_matmul_small_f32 / tl_matmul_naive_f32: fallbacks for devices with small work-group limits.
  * Sizes need not be multiples of a tile: edge loads read 0 (or a clamped row) and edge stores are skipped. */
+#include "mv_reduce.h"
 
 #ifndef MWG
 #define MWG 64
@@ -271,14 +272,10 @@ tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int 
     for (int j = 0; j < MV_NR; j++)                                                                       \
         for (int r = 0; r < RR; r++) red[(j * RR + r) * L + lid] = acc[j][r];                             \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    for (int s = L / 2; s > 0; s >>= 1) {                                                                 \
-        if (lid < s)                                                                                      \
-            for (int q = 0; q < MV_NR * RR; q++) red[q * L + lid] += red[q * L + lid + s];                \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
-    }                                                                                                     \
+    const float tot = mv_reduce(red, MV_NR * RR, L, lid);                                                 \
     if (lid < MV_NR * RR) {                                                                               \
         int j = lid / RR, r = lid - j * RR;                                                               \
-        if (n0 + j < N && r < R) y[offy + r * sy + n0 + j] = red[lid * L];                               \
+        if (n0 + j < N && r < R) y[offy + r * sy + n0 + j] = tot;                                         \
     }                                                                                                     \
 }
 MV_KERNEL(1)

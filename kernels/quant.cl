@@ -8,6 +8,7 @@
  *  - mul_mv (y[r, n] = x[r, :] . W[n, :], R <= 8 rows of x): GPU, one work-group per MV_NR rows, each
  *    work-item one block per step for all R rows, then a local-memory tree; CPU, one work-item per
  *    MV_NR rows with 16-wide vectors, no barriers. Either reads each weight byte once per launch. */
+#include "mv_reduce.h"
 
 #define MV_NR 4
 
@@ -97,14 +98,10 @@ tl_mul_mv_q4_0_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
     for (int j = 0; j < MV_NR; j++)                                                                       \
         for (int r = 0; r < RR; r++) red[(j * RR + r) * L + lid] = acc[j][r];                             \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    for (int st = L / 2; st > 0; st >>= 1) {                                                              \
-        if (lid < st)                                                                                     \
-            for (int q = 0; q < MV_NR * RR; q++) red[q * L + lid] += red[q * L + lid + st];               \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
-    }                                                                                                     \
+    const float tot = mv_reduce(red, MV_NR * RR, L, lid);                                                 \
     if (lid < MV_NR * RR) {                                                                               \
         const int j = lid / RR, r = lid - j * RR;                                                         \
-        if (n0 + j < N && r < R) y[r * N + n0 + j] = red[lid * L];                                        \
+        if (n0 + j < N && r < R) y[r * N + n0 + j] = tot;                                                 \
     }                                                                                                     \
 }
 MVQ_KERNEL(1)
