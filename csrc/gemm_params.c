@@ -34,8 +34,7 @@ invalid(const tl_gemm_params *q)
     if (v[TL_GP_MWG] % v[TL_GP_MDIMC] != 0) return "MWG must be a multiple of MDIMC";
     if (v[TL_GP_NWG] % (v[TL_GP_NDIMC] * v[TL_GP_VW]) != 0) return "NWG must be a multiple of NDIMC*VW";
     if (v[TL_GP_MDIMC] * v[TL_GP_NDIMC] > 1024) return "MDIMC*NDIMC must be at most 1024";
-    if (v[TL_GP_MVEC] > 1 || (v[TL_GP_MVEC] && (v[TL_GP_MWG] / v[TL_GP_MDIMC]) % 4 != 0))
-        return "MVEC is 0 or 1, and 1 needs MWG/MDIMC to be a multiple of 4";
+    if (v[TL_GP_MVEC] > 1) return "MVEC is 0 or 1";
     return NULL;
 }
 

@@ -117,10 +117,10 @@ mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int c
         gws = tl_round_up((size_t)groups, lws);
     } else {
         lws = 1;
-        while (lws * 2 <= kh->wg && lws * 2 * 4 * (size_t)rr * sizeof(float) <= rt->info.local_mem / 2) lws *= 2;
+        const size_t per_lane = (4 * (size_t)rr + 1) * sizeof(float);      /* mv_reduce's padded rows */
+        while (lws * 2 <= kh->wg && lws * 2 * per_lane <= rt->info.local_mem / 2) lws *= 2;
         gws = (size_t)groups * lws;
-        if (tl_set_args(k, 12, 1, (size_t[]){lws * 4 * (size_t)rr * sizeof(float)}, (const void *[]){NULL}) < 0)
-            return -1;
+        if (tl_set_args(k, 12, 1, (size_t[]){lws * per_lane}, (const void *[]){NULL}) < 0) return -1;
     }
     tl_storage *st[3] = {out->storage, a->storage, b->storage};
     if (tl_stream_launch(k, 1, &gws, &lws, st, 3, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);

@@ -146,10 +146,10 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
         gws[1] = (size_t)(R + 1) / 2;                   /* two activation rows per work-item */
     } else {
         lws[0] = 1;
-        while (lws[0] * 2 <= kh->wg && lws[0] * 2 * 4 * (size_t)rr * sizeof(float) <= rt->info.local_mem / 2)
-            lws[0] *= 2;
+        const size_t per_lane = (4 * (size_t)rr + 1) * sizeof(float);      /* mv_reduce's padded rows */
+        while (lws[0] * 2 <= kh->wg && lws[0] * 2 * per_lane <= rt->info.local_mem / 2) lws[0] *= 2;
         gws[0] = groups * lws[0];
-        if (tl_set_args(kh->k, 9, 1, (size_t[]){lws[0] * 4 * (size_t)rr * sizeof(float)}, (const void *[]){NULL}) < 0)
+        if (tl_set_args(kh->k, 9, 1, (size_t[]){lws[0] * per_lane}, (const void *[]){NULL}) < 0)
             goto fail;
     }
     tl_storage *st[4] = {out->storage, xc->storage, qs->storage, d->storage};

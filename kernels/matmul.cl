@@ -90,10 +90,12 @@ typedef CAT(float, CVW) realC;
 #ifndef MVEC
 #define MVEC 0
 #endif
-#if MVEC        /* each work-item's MWI rows adjacent: float4 reads of As (rows padded to a multiple of 4) */
+#if MVEC && MWG / MDIMC % 4 == 0    /* each work-item's MWI rows adjacent: float4 reads of As (rows padded to 4) */
+#define AVEC 1
 #define AS_LD (MWG + 4)
 #define AROW(i) (tm * MWI + (i))
-#else           /* rows MDIMC apart: scalar reads, rows padded by 1 */
+#else                               /* rows MDIMC apart: scalar reads, rows padded by 1 */
+#define AVEC 0
 #define AS_LD (MWG + 1)
 #define AROW(i) (tm + (i) * MDIMC)
 #endif
@@ -129,7 +131,7 @@ tl_gemm_f32(MM_ARGS)
             realV bv[NVW];
             for (int j = 0; j < NVW; j++) bv[j] = LOADV(&Bs[k * BS_LD + (tn + j * NDIMC) * VW]);
             float ar[MWI];
-#if MVEC
+#if AVEC
             for (int q = 0; q < MWI / 4; q++) {
                 float4 t = vload4(0, &As[k * AS_LD + tm * MWI + 4 * q]);
                 ar[4 * q] = t.x; ar[4 * q + 1] = t.y; ar[4 * q + 2] = t.z; ar[4 * q + 3] = t.w;
@@ -270,7 +272,7 @@ tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int 
         for (int j = 0; j < MV_NR; j++)                                                                   \
             for (int r = 0; r < RR; r++) acc[j][r] = mad(wr[j][k], xr[r][k], acc[j][r]);                  \
     for (int j = 0; j < MV_NR; j++)                                                                       \
-        for (int r = 0; r < RR; r++) red[(j * RR + r) * L + lid] = acc[j][r];                             \
+        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, MV_NR * RR) = acc[j][r];                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
     const float tot = mv_reduce(red, MV_NR * RR, L, lid);                                                 \
     if (lid < MV_NR * RR) {                                                                               \

@@ -1,22 +1,24 @@
 /* mv_reduce.h: the cross-lane finish of the matrix-vector kernels (matmul.cl, quant.cl). Each of the L
- * lanes (a power of two) has written its partial sums of NV values to red[q * L + lane]; the caller has
- * passed a barrier. Returns, in lane q < NV, the total of value q (summed in a fixed order, so results are
- * deterministic): every lane first sums a strided slice of one value's row, then lane q adds the L/NV
- * slices of value q; two barriers instead of a tree's log2(L), each with every lane busy. */
+ * lanes (a power of two) has written its partial sums of NV values to red[lane * (NV + 1) + q] (the +1
+ * keeps both the writes and the reads below free of local-memory bank conflicts); the caller has passed a
+ * barrier. Returns, in lane q < NV, the total of value q, summed in a fixed order (deterministic): every
+ * lane first sums a strided slice of one value's partials, then lane q adds the L/NV slices of value q;
+ * two barriers instead of a tree's log2(L), each with every lane busy. */
 #ifndef TL_MV_REDUCE_H
 #define TL_MV_REDUCE_H
+#define MV_RED(lane, q, NV) red[(lane) * ((NV) + 1) + (q)]
 inline float
 mv_reduce(local float *red, int NV, int L, int lid)
 {
     const int chunks = L / NV, q = lid % NV, c = lid / NV;      /* NV <= L, both powers of two (host) */
     float s = 0.0f;
-    for (int l = c; l < L; l += chunks) s += red[q * L + l];
+    for (int l = c; l < L; l += chunks) s += MV_RED(l, q, NV);
     barrier(CLK_LOCAL_MEM_FENCE);
-    red[q * L + c] = s;
+    MV_RED(c, q, NV) = s;
     barrier(CLK_LOCAL_MEM_FENCE);
     s = 0.0f;
     if (lid < NV)
-        for (int k = 0; k < chunks; k++) s += red[lid * L + k];
+        for (int k = 0; k < chunks; k++) s += MV_RED(k, lid, NV);
     return s;
 }
 #endif

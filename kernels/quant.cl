@@ -96,7 +96,7 @@ tl_mul_mv_q4_0_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
             for (int j = 0; j < MV_NR; j++) acc[j][r] += block_dot(w[j], s[j], xr[r] + b * 32);           \
     }                                                                                                     \
     for (int j = 0; j < MV_NR; j++)                                                                       \
-        for (int r = 0; r < RR; r++) red[(j * RR + r) * L + lid] = acc[j][r];                             \
+        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, MV_NR * RR) = acc[j][r];                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
     const float tot = mv_reduce(red, MV_NR * RR, L, lid);                                                 \
     if (lid < MV_NR * RR) {                                                                               \
