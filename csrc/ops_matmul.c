@@ -94,31 +94,33 @@ to_int(Py_ssize_t v)                                    /* sizes and strides fit
 static int
 mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int cpu)
 {
+    static const int nr_of[4] = {4, 4, 8, 8};            /* weight rows per work-group: kernels/matmul.cl */
     tl_err err = {0};
-    int rv = p->M <= 1 ? 0 : p->M <= 2 ? 1 : p->M <= 4 ? 2 : 3, rr = 1 << rv;
+    const tl_runtime *rt;
+    const int rv = p->M <= 1 ? 0 : p->M <= 2 ? 1 : p->M <= 4 ? 2 : 3, rr = 1 << rv;
+    size_t gws, lws = 1, per_lane = 0;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    if (!cpu) {                                          /* GPU: a power-of-two group with a lane per value */
+        tl_kernel *g = &mv_kernels[rv];
+        if (tl_kernel_py(g) == NULL) return -1;
+        per_lane = ((size_t)nr_of[rv] * (size_t)rr + 1) * sizeof(float);   /* mv_reduce's padded rows */
+        while (lws * 2 <= g->wg && lws * 2 * per_lane <= rt->info.local_mem - 1024) lws *= 2;
+        cpu = lws < (size_t)(nr_of[rv] * rr);            /* too few lanes: the barrier-free kernel */
+    }
+    const int nr = cpu ? 4 : nr_of[rv];
     tl_kernel *kh = cpu ? &mm_kernels[MM_MV_ROWS] : &mv_kernels[rv];
     cl_kernel k = tl_kernel_py(kh);
-    if (k != NULL && !cpu && kh->wg < (size_t)(4 * rr)) {     /* mv_reduce needs a lane per value */
-        cpu = 1;
-        k = tl_kernel_py(kh = &mm_kernels[MM_MV_ROWS]);
-    }
     if (k == NULL) return -1;
-    const tl_runtime *rt;
-    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    int sy = p->N, groups = (p->N + 3) / 4;
+    int sy = p->N, groups = (p->N + nr - 1) / nr;
     const size_t I = sizeof(int), Mm = sizeof(cl_mem);
     const size_t sz[12] = {I, I, I, Mm, I, I, Mm, I, I, Mm, I, I};
     const void *val[12] = {&p->N, &p->K, &p->M, &a->storage->mem, &p->off[1], &p->sAm, &b->storage->mem,
                            &p->off[2], &p->sBn, &out->storage->mem, &p->off[0], &sy};
     if (tl_set_args(k, 0, 12, sz, val) < 0) return -1;
-    size_t gws, lws;
     if (cpu) {                                           /* small groups: PoCL spreads groups over cores */
         lws = kh->wg < 8 ? kh->wg : 8;
         gws = tl_round_up((size_t)groups, lws);
     } else {
-        lws = 1;
-        const size_t per_lane = (4 * (size_t)rr + 1) * sizeof(float);      /* mv_reduce's padded rows */
-        while (lws * 2 <= kh->wg && lws * 2 * per_lane <= rt->info.local_mem / 2) lws *= 2;
         gws = (size_t)groups * lws;
         if (tl_set_args(k, 12, 1, (size_t[]){lws * per_lane}, (const void *[]){NULL}) < 0) return -1;
     }

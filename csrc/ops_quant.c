@@ -122,35 +122,34 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
     tl_gemm_params gp;
     tl_gemm_params_get(&rt->info, &gp);
+    static const int nr_of[4] = {16, 16, 16, 8};         /* weight rows per work-group: kernels/quant.cl */
     int cpu = gp.v[TL_GP_DIRECT] != 0;
-    int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: the padded row-count variant */
-    tl_kernel *kh = cpu ? &k_mv_rows : &k_mv[rv];
-    if (tl_kernel_py(kh) == NULL) goto fail;
-    if (!cpu && kh->wg < (size_t)(4 * rr)) {             /* mv_reduce needs a lane per value */
-        cpu = 1;
-        if (tl_kernel_py(kh = &k_mv_rows) == NULL) goto fail;
+    const int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: padded row-count variant */
+    size_t gws[2], lws[2] = {1, 1}, per_lane = 0;
+    if (!cpu) {                                          /* GPU: a power-of-two group with a lane per value */
+        if (tl_kernel_py(&k_mv[rv]) == NULL) goto fail;
+        per_lane = ((size_t)nr_of[rv] * (size_t)rr + 1) * sizeof(float);   /* mv_reduce's padded rows */
+        while (lws[0] * 2 <= k_mv[rv].wg && lws[0] * 2 * per_lane <= rt->info.local_mem - 1024) lws[0] *= 2;
+        cpu = lws[0] < (size_t)(nr_of[rv] * rr);         /* too few lanes: the barrier-free kernel */
     }
-    if ((xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    const int nr = cpu ? 4 : nr_of[rv];
+    tl_kernel *kh = cpu ? &k_mv_rows : &k_mv[rv];
+    if (tl_kernel_py(kh) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     int ox = (int)xc->offset, sx = K;
     const size_t sz[9] = {I, I, I, Mm, I, I, Mm, Mm, Mm};
     const void *v[9] = {&N, &K, &R, &xc->storage->mem, &ox, &sx, &qs->storage->mem, &d->storage->mem,
                         &out->storage->mem};
     if (tl_set_args(kh->k, 0, 9, sz, v) < 0) goto fail;
-    size_t groups = (size_t)(N + 3) / 4, gws[2], lws[2];
+    size_t groups = (size_t)(N + nr - 1) / (size_t)nr;
     cl_uint dim = 1;
     if (cpu) {                                           /* small groups: PoCL spreads them over cores */
         dim = 2;
         lws[0] = kh->wg < 8 ? kh->wg : 8;
-        lws[1] = 1;
         gws[0] = tl_round_up(groups, lws[0]);
         gws[1] = (size_t)(R + 1) / 2;                   /* two activation rows per work-item */
     } else {
-        lws[0] = 1;
-        const size_t per_lane = (4 * (size_t)rr + 1) * sizeof(float);      /* mv_reduce's padded rows */
-        while (lws[0] * 2 <= kh->wg && lws[0] * 2 * per_lane <= rt->info.local_mem / 2) lws[0] *= 2;
         gws[0] = groups * lws[0];
-        if (tl_set_args(kh->k, 9, 1, (size_t[]){lws[0] * per_lane}, (const void *[]){NULL}) < 0)
-            goto fail;
+        if (tl_set_args(kh->k, 9, 1, (size_t[]){lws[0] * per_lane}, (const void *[]){NULL}) < 0) goto fail;
     }
     tl_storage *st[4] = {out->storage, xc->storage, qs->storage, d->storage};
     if (tl_stream_launch(kh->k, dim, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK) { tl_raise(&err); goto fail; }

@@ -243,19 +243,20 @@ tl_gemm_direct_nt_f32(MM_ARGS)
 }
 
 /* GPU matrix-vector, one kernel per padded row count RR in {1, 2, 4, 8} (the host picks the smallest >= R):
- * with RR a compile-time constant the MV_NR x RR accumulators stay in registers (a runtime bound made
- * NVIDIA's compiler spill them). Rows >= R re-read row R-1 and are not stored. One work-group per MV_NR
- * weight rows; float4 loads along k; a local-memory tree (red: MV_NR * RR * L floats) finishes the dots. */
-#define MV_KERNEL(RR)                                                                                     \
+ * with RR a compile-time constant the NR x RR accumulators stay in registers (a runtime bound made
+ * NVIDIA's compiler spill them). Rows >= R re-read row R-1 and are not stored. One work-group per NR
+ * weight rows (4, or 8 from 4 activation rows up: every work-group re-reads all of x from cache, so more
+ * weight rows per group keep that traffic below the weights'); float4 loads along k; mv_reduce finishes. */
+#define MV_KERNEL(RR, NR)                                                                                     \
 kernel void                                                                                               \
 tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w,  \
                       int offw, int sw, global float *y, int offy, int sy, local float *red)             \
 {                                                                                                         \
-    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * MV_NR;                 \
-    const global float *xr[RR], *wr[MV_NR];                                                               \
-    float acc[MV_NR][RR];                                                                                 \
+    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * NR;                 \
+    const global float *xr[RR], *wr[NR];                                                               \
+    float acc[NR][RR];                                                                                 \
     for (int r = 0; r < RR; r++) xr[r] = x + offx + min(r, R - 1) * sx;                                   \
-    for (int j = 0; j < MV_NR; j++) {                                                                     \
+    for (int j = 0; j < NR; j++) {                                                                     \
         wr[j] = w + offw + min(n0 + j, N - 1) * sw;                                                       \
         for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
     }                                                                                                     \
@@ -263,27 +264,27 @@ tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int 
     for (int k = lid * 4; k < kv; k += L * 4) {                                                           \
         float4 xv[RR];                                                                                    \
         for (int r = 0; r < RR; r++) xv[r] = vload4(0, xr[r] + k);                                        \
-        for (int j = 0; j < MV_NR; j++) {                                                                 \
+        for (int j = 0; j < NR; j++) {                                                                 \
             float4 wv = vload4(0, wr[j] + k);                                                             \
             for (int r = 0; r < RR; r++) acc[j][r] += dot(wv, xv[r]);                                     \
         }                                                                                                 \
     }                                                                                                     \
     for (int k = kv + lid; k < K; k += L)                                                                 \
-        for (int j = 0; j < MV_NR; j++)                                                                   \
+        for (int j = 0; j < NR; j++)                                                                   \
             for (int r = 0; r < RR; r++) acc[j][r] = mad(wr[j][k], xr[r][k], acc[j][r]);                  \
-    for (int j = 0; j < MV_NR; j++)                                                                       \
-        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, MV_NR * RR) = acc[j][r];                     \
+    for (int j = 0; j < NR; j++)                                                                       \
+        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    const float tot = mv_reduce(red, MV_NR * RR, L, lid);                                                 \
-    if (lid < MV_NR * RR) {                                                                               \
+    const float tot = mv_reduce(red, NR * RR, L, lid);                                                 \
+    if (lid < NR * RR) {                                                                               \
         int j = lid / RR, r = lid - j * RR;                                                               \
         if (n0 + j < N && r < R) y[offy + r * sy + n0 + j] = tot;                                         \
     }                                                                                                     \
 }
-MV_KERNEL(1)
-MV_KERNEL(2)
-MV_KERNEL(4)
-MV_KERNEL(8)
+MV_KERNEL(1, 4)
+MV_KERNEL(2, 4)
+MV_KERNEL(4, 8)
+MV_KERNEL(8, 8)
 
 /* CPU matrix-vector: one work-item per MV_NR rows of W, CVW-wide dot products, no barriers. */
 kernel void

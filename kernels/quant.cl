@@ -70,44 +70,46 @@ block_dot(uint4 w, float s, const global float *xb)
     return s * ((acc.x + acc.y) + (acc.z + acc.w));
 }
 
-/* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous; red: L * MV_NR * RR floats. One kernel per
+/* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous; red: L * (NR * RR + 1) floats. NR weight
+ * rows per work-group (16, 8 for 8 activation rows): a q4_0 row is 9x smaller than the x rows every group
+ * re-reads from cache, so groups take many weight rows. One kernel per
  * padded row count RR in {1, 2, 4, 8}: compile-time bounds keep the accumulators in registers; rows >= R
  * re-read row R-1 and are not stored. */
-#define MVQ_KERNEL(RR)                                                                                    \
+#define MVQ_KERNEL(RR, NR)                                                                                    \
 kernel void                                                                                               \
 tl_mul_mv_q4_0_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx,                   \
                            global const uint *qs, global const half *d, global float *y, local float *red) \
 {                                                                                                         \
-    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * MV_NR, nb = K / 32;    \
+    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * NR, nb = K / 32;    \
     const global float *xr[RR];                                                                           \
-    float acc[MV_NR][RR];                                                                                 \
+    float acc[NR][RR];                                                                                 \
     for (int r = 0; r < RR; r++) xr[r] = x + offx + min(r, R - 1) * sx;                                   \
-    for (int j = 0; j < MV_NR; j++)                                                                       \
+    for (int j = 0; j < NR; j++)                                                                       \
         for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
     for (int b = lid; b < nb; b += L) {                                                                   \
-        uint4 w[MV_NR];                                                                                   \
-        float s[MV_NR];                                                                                   \
-        for (int j = 0; j < MV_NR; j++) {                                                                 \
+        uint4 w[NR];                                                                                   \
+        float s[NR];                                                                                   \
+        for (int j = 0; j < NR; j++) {                                                                 \
             const int blk = min(n0 + j, N - 1) * nb + b;      /* an edge row repeats the last; not stored */ \
             w[j] = vload4(blk, qs);                                                                       \
             s[j] = vload_half(blk, d);                                                                    \
         }                                                                                                 \
         for (int r = 0; r < RR; r++)                                                                      \
-            for (int j = 0; j < MV_NR; j++) acc[j][r] += block_dot(w[j], s[j], xr[r] + b * 32);           \
+            for (int j = 0; j < NR; j++) acc[j][r] += block_dot(w[j], s[j], xr[r] + b * 32);           \
     }                                                                                                     \
-    for (int j = 0; j < MV_NR; j++)                                                                       \
-        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, MV_NR * RR) = acc[j][r];                     \
+    for (int j = 0; j < NR; j++)                                                                       \
+        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    const float tot = mv_reduce(red, MV_NR * RR, L, lid);                                                 \
-    if (lid < MV_NR * RR) {                                                                               \
+    const float tot = mv_reduce(red, NR * RR, L, lid);                                                 \
+    if (lid < NR * RR) {                                                                               \
         const int j = lid / RR, r = lid - j * RR;                                                         \
         if (n0 + j < N && r < R) y[r * N + n0 + j] = tot;                                                 \
     }                                                                                                     \
 }
-MVQ_KERNEL(1)
-MVQ_KERNEL(2)
-MVQ_KERNEL(4)
-MVQ_KERNEL(8)
+MVQ_KERNEL(1, 16)
+MVQ_KERNEL(2, 16)
+MVQ_KERNEL(4, 16)
+MVQ_KERNEL(8, 8)
 
 /* CPU: one work-item per MV_NR rows of W and two rows of x (global (ceil(N/MV_NR), ceil(R/2))), so each
  * block is unpacked once for two activation rows; no barriers. */
