@@ -71,8 +71,8 @@ block_dot(uint4 w, float s, const global float *xb)
 }
 
 /* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous; red: L * (NR * RR + 1) floats. NR weight
- * rows per work-group (16, 8 for 8 activation rows): a q4_0 row is 9x smaller than the x rows every group
- * re-reads from cache, so groups take many weight rows. One kernel per
+ * rows per work-group: 4, or 8 from 4 activation rows up (every group re-reads all of x from cache; 16
+ * rows starved the GPU of work-groups in decode, where N is small). One kernel per
  * padded row count RR in {1, 2, 4, 8}: compile-time bounds keep the accumulators in registers; rows >= R
  * re-read row R-1 and are not stored. */
 #define MVQ_KERNEL(RR, NR)                                                                                    \
@@ -106,9 +106,9 @@ tl_mul_mv_q4_0_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
         if (n0 + j < N && r < R) y[r * N + n0 + j] = tot;                                                 \
     }                                                                                                     \
 }
-MVQ_KERNEL(1, 16)
-MVQ_KERNEL(2, 16)
-MVQ_KERNEL(4, 16)
+MVQ_KERNEL(1, 4)
+MVQ_KERNEL(2, 4)
+MVQ_KERNEL(4, 8)
 MVQ_KERNEL(8, 8)
 
 /* CPU: one work-item per MV_NR rows of W and two rows of x (global (ceil(N/MV_NR), ceil(R/2))), so each
