@@ -3,9 +3,10 @@
     python3 examples/tiny_decoder.py [--q4] [--tokens 32] [--runs 5] [--dim 256 --layers 4 ...]
 
 Random weights from a fixed numpy seed; float32 or q4_0 (--q4) weights. Each step: get_rows (embedding)
--> per layer [rms_norm -> q/k/v projections (x @ w.T: the mul_mv path) -> rope (NeoX pairing) ->
-kv_write -> attention over the cache (grouped-query heads) -> output projection -> residual ->
-rms_norm -> silu_mul MLP -> residual] -> rms_norm -> logits -> argmax. The runs must produce identical
+-> per layer [rms_norm -> one fused q|k|v projection (x @ w.T: the mul_mv path) -> one rope over the q and k
+heads (NeoX pairing) -> kv_write -> attention over the cache (grouped-query heads) -> output projection ->
+residual -> rms_norm -> one fused w1|w3 projection -> silu_mul of its halves -> w2 -> residual] -> rms_norm ->
+logits -> argmax. Fusing the projections saves four launches per layer: decoding is launch-bound. The runs must produce identical
 tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
 """
@@ -68,10 +69,13 @@ class Decoder:
         self.embed = up(weights["embed"])
         self.out = up(weights["out"])
         self.norm = tlgpu.tensor(weights["norm"])
-        self.layers = [{k: (up(v) if k in LINEARS else tlgpu.tensor(v)) for k, v in lw.items()}
-                       for lw in weights["layers"]]
+        self.layers = []
+        for lw in weights["layers"]:                  # fused rows: [wq; wk; wv] and [w1; w3] (same math)
+            self.layers.append({"attn_norm": tlgpu.tensor(lw["attn_norm"]), "mlp_norm": tlgpu.tensor(lw["mlp_norm"]),
+                                "wqkv": up(np.concatenate([lw["wq"], lw["wk"], lw["wv"]])), "wo": up(lw["wo"]),
+                                "w13": up(np.concatenate([lw["w1"], lw["w3"]])), "w2": up(lw["w2"])})
         self.weight_bytes = sum(self._bytes(w) for w in [self.embed, self.out] +
-                                [lw[k] for lw in self.layers for k in LINEARS])
+                                [lw[k] for lw in self.layers for k in ("wqkv", "wo", "w13", "w2")])
         self.reset()
 
     @staticmethod
@@ -97,17 +101,18 @@ class Decoder:
         c = self.cfg
         hd = c.head_dim
         x = quant.embedding(self.embed, [token])                         # (1, dim)
+        nq, nkv, hid = c.n_heads, c.n_kv_heads, c.hidden
         for i, lw in enumerate(self.layers):
             h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)
-            q = tlgpu.rope(self.linear(h, lw["wq"]).reshape(c.n_heads, hd), pos, theta=c.theta)
-            k = tlgpu.rope(self.linear(h, lw["wk"]).reshape(c.n_kv_heads, hd), pos, theta=c.theta)
-            tlgpu.kv_write(self.kc[i], k, pos)
-            tlgpu.kv_write(self.vc[i], self.linear(h, lw["wv"]).reshape(c.n_kv_heads, hd), pos)
-            a = tlgpu.attention(q, self.kc[i], self.vc[i], pos + 1)
+            qkv = self.linear(h, lw["wqkv"]).reshape(nq + 2 * nkv, hd)          # q heads, k heads, v heads
+            qk = tlgpu.rope(qkv[:nq + nkv], pos, theta=c.theta)                # q and k rotated together
+            tlgpu.kv_write(self.kc[i], qk[nq:], pos)
+            tlgpu.kv_write(self.vc[i], qkv[nq + nkv:], pos)
+            a = tlgpu.attention(qk[:nq], self.kc[i], self.vc[i], pos + 1)
             x = x + self.linear(a.reshape(1, c.dim), lw["wo"])
             h = tlgpu.rms_norm(x, lw["mlp_norm"], eps=c.eps)
-            m = tlgpu.silu_mul(self.linear(h, lw["w1"]), self.linear(h, lw["w3"]))
-            x = x + self.linear(m, lw["w2"])
+            g = self.linear(h, lw["w13"])                                       # (1, 2 * hidden): w1 | w3
+            x = x + self.linear(tlgpu.silu_mul(g[:, :hid], g[:, hid:]), lw["w2"])
         return self.linear(tlgpu.rms_norm(x, self.norm, eps=c.eps), self.out)
 
     def generate(self, prompt, n_tokens):
