@@ -37,7 +37,7 @@ gemm_check(gemm_params *q)
     const char *why = tl_gemm_params_get(&rt->info, q);
     if (why != NULL) {
         PyErr_Format(PyExc_ValueError, "matmul: TLGPU_GEMM_PARAMS='%s': %s (keys: MWG NWG KWG MDIMC NDIMC VW CMR "
-                     "CVW CNV CNR DIRECT MVEC)", getenv("TLGPU_GEMM_PARAMS"), why);
+                     "CVW CNV CNR DIRECT MVEC PREFETCH)", getenv("TLGPU_GEMM_PARAMS"), why);
         return -1;
     }
     return 0;

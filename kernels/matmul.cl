@@ -101,6 +101,26 @@ typedef CAT(float, CVW) realC;
 #endif
 #define BS_LD (NWG + VW)
 
+/* Tile fill: element e of the A tile is (row A_R, column A_C) and of the B tile (row B_R, column B_C), in
+ * the order that makes neighbouring work-items read neighbouring words (whichever stride is 1). */
+#define NT (MDIMC * NDIMC)
+#define A_R(e) (a_kfast ? (e) / KWG : (e) % MWG)
+#define A_C(e) (a_kfast ? (e) % KWG : (e) / MWG)
+#define B_R(e) (b_kfast ? (e) % KWG : (e) / NWG)
+#define B_C(e) (b_kfast ? (e) / KWG : (e) % NWG)
+#define A_AT(e, k0) (m0 + A_R(e) < M && (k0) + A_C(e) < K ? A[(m0 + A_R(e)) * sAm + ((k0) + A_C(e)) * sAk] : 0.0f)
+#define B_AT(e, k0) ((k0) + B_R(e) < K && n0 + B_C(e) < N ? B[((k0) + B_R(e)) * sBk + (n0 + B_C(e)) * sBn] : 0.0f)
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
+#if PREFETCH && (MWG * KWG) % NT == 0 && (KWG * NWG) % NT == 0
+#define PF 1
+#define PF_A (MWG * KWG / NT)
+#define PF_B (KWG * NWG / NT)
+#else
+#define PF 0
+#endif
+
 kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void
 tl_gemm_f32(MM_ARGS)
 {
@@ -114,18 +134,27 @@ tl_gemm_f32(MM_ARGS)
         for (int j = 0; j < NVW; j++) acc[i][j] = (realV)0.0f;
     /* the fill order follows whichever stride is 1, so neighbouring work-items read neighbouring words */
     const int a_kfast = sAk == 1, b_kfast = sBn != 1 && sBk == 1;
+#if PF
+    /* prefetch: the next tile's elements travel from global memory into registers while this tile is
+     * multiplied, and go to local memory after the trailing barrier */
+    float pa[PF_A], pb[PF_B];
+    for (int i = 0; i < PF_A; i++) pa[i] = A_AT(lid + i * NT, 0);
+    for (int i = 0; i < PF_B; i++) pb[i] = B_AT(lid + i * NT, 0);
+#endif
     for (int k0 = 0; k0 < K; k0 += KWG) {
-        for (int e = lid; e < MWG * KWG; e += MDIMC * NDIMC) {
-            int r = a_kfast ? e / KWG : e % MWG, c = a_kfast ? e % KWG : e / MWG;
-            int m = m0 + r, k = k0 + c;
-            As[c * AS_LD + r] = (m < M && k < K) ? A[m * sAm + k * sAk] : 0.0f;
-        }
-        for (int e = lid; e < KWG * NWG; e += MDIMC * NDIMC) {
-            int r = b_kfast ? e % KWG : e / NWG, c = b_kfast ? e / KWG : e % NWG;
-            int k = k0 + r, n = n0 + c;
-            Bs[r * BS_LD + c] = (k < K && n < N) ? B[k * sBk + n * sBn] : 0.0f;
-        }
+#if PF
+        for (int i = 0; i < PF_A; i++) { int e = lid + i * NT; As[A_C(e) * AS_LD + A_R(e)] = pa[i]; }
+        for (int i = 0; i < PF_B; i++) { int e = lid + i * NT; Bs[B_R(e) * BS_LD + B_C(e)] = pb[i]; }
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + KWG < K) {
+            for (int i = 0; i < PF_A; i++) pa[i] = A_AT(lid + i * NT, k0 + KWG);
+            for (int i = 0; i < PF_B; i++) pb[i] = B_AT(lid + i * NT, k0 + KWG);
+        }
+#else
+        for (int e = lid; e < MWG * KWG; e += NT) As[A_C(e) * AS_LD + A_R(e)] = A_AT(e, k0);
+        for (int e = lid; e < KWG * NWG; e += NT) Bs[B_R(e) * BS_LD + B_C(e)] = B_AT(e, k0);
+        barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 #pragma unroll
         for (int k = 0; k < KWG; k++) {
             realV bv[NVW];
