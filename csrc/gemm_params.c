@@ -1,6 +1,6 @@
 /* gemm_params.c: the GEMM tile-parameter table and its TLGPU_GEMM_PARAMS override (see gemm_params.h).
  * Built-in table. GPUs: 256 work-items, 8x8 (NVIDIA: 128x128 tiles) or 4x4 outputs each, float4 along n;
- * NVIDIA's 128x128 tile with KWG=32 and MVEC=1 stages 32 KiB of local memory per k-step (best of an H200 sweep,
+ * NVIDIA's 128x128 tile with KWG=16, MVEC=1 and PREFETCH=1 (16 KiB of local memory per k-step; best of an H200 sweep,
  * benchmarks/NOTES.md). CPUs: the direct kernels, vectors as wide as the ISA (PoCL puts the ISA in the
  * device name), 4 rows x 32 columns (nn) or 4 x 4 dots (nt). Computed once per process under a mutex. */
 #include "gemm_params.h"
@@ -42,7 +42,7 @@ static void
 table(const tl_device_info *d, tl_gemm_params *q)
 {
     static const tl_gemm_params gpu = {{64, 64, 16, 16, 16, 4, 4, 16, 2, 4, 0, 0, 0}};
-    static const tl_gemm_params nvidia = {{128, 128, 32, 16, 16, 4, 4, 16, 2, 4, 0, 1, 0}};
+    static const tl_gemm_params nvidia = {{128, 128, 16, 16, 16, 4, 4, 16, 2, 4, 0, 1, 1}};
     static const tl_gemm_params cpu = {{64, 64, 16, 8, 8, 4, 4, 16, 2, 4, 1, 0, 0}};
     if (d->type & CL_DEVICE_TYPE_CPU) {
         *q = cpu;

@@ -150,9 +150,17 @@ tl_gemm_f32(MM_ARGS)
             for (int i = 0; i < PF_A; i++) pa[i] = A_AT(lid + i * NT, k0 + KWG);
             for (int i = 0; i < PF_B; i++) pb[i] = B_AT(lid + i * NT, k0 + KWG);
         }
-#else
-        for (int e = lid; e < MWG * KWG; e += NT) As[A_C(e) * AS_LD + A_R(e)] = A_AT(e, k0);
-        for (int e = lid; e < KWG * NWG; e += NT) Bs[B_R(e) * BS_LD + B_C(e)] = B_AT(e, k0);
+#else                                   /* written out: the macro form of this loop ran 40 % slower on NVIDIA */
+        for (int e = lid; e < MWG * KWG; e += NT) {
+            int r = a_kfast ? e / KWG : e % MWG, c = a_kfast ? e % KWG : e / MWG;
+            int m = m0 + r, k = k0 + c;
+            As[c * AS_LD + r] = (m < M && k < K) ? A[m * sAm + k * sAk] : 0.0f;
+        }
+        for (int e = lid; e < KWG * NWG; e += NT) {
+            int r = b_kfast ? e % KWG : e / NWG, c = b_kfast ? e / KWG : e % NWG;
+            int k = k0 + r, n = n0 + c;
+            Bs[r * BS_LD + c] = (k < K && n < N) ? B[k * sBk + n * sBn] : 0.0f;
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
 #pragma unroll
