@@ -329,7 +329,6 @@ tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
     tl_tensor *t = tl_tensor_CAST(self), *dst = NULL, *src = NULL;
     view_desc v;
     int rc = -1, kind;
-    char s[128];
     if (value == NULL) { PyErr_SetString(PyExc_TypeError, "cannot delete tensor elements"); return -1; }
     if ((kind = parse_key(t, key, "__setitem__", &v)) < 0) return -1;
     if (kind == KEY_ARRAY) {
@@ -337,24 +336,18 @@ tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
                         "use slices");
         return -1;
     }
-    for (int d = 0; d < v.ndim; d++) {
-        if (v.shape[d] > 1 && v.strides[d] == 0) {
-            tl_shape_str(t->shape, t->ndim, s, sizeof s);
-            PyErr_Format(PyExc_ValueError, "__setitem__: the tensor of shape %s has a broadcast (stride-0) dim, so "
-                         "one element would be written many times; write to a contiguous() copy", s);
-            return -1;
-        }
-    }
+    if (tl_check_inplace("__setitem__", t) < 0) return -1;          /* the shared in-place rules */
     if ((dst = tl_tensor_view(t, v.ndim, v.shape, v.strides, v.offset)) == NULL) return -1;
+    if (tl_check_writable("__setitem__", dst) < 0) goto done;
     if (PyFloat_Check(value) || PyLong_Check(value) || PyArray_IsScalar(value, Number)) {
         double x = PyFloat_AsDouble(value);
         if (x == -1.0 && PyErr_Occurred()) goto done;
-        if (dst->storage != NULL) tl_storage_bump_version(dst->storage);
+        tl_mark_write(dst, "__setitem__");
         rc = tl_tensor_fill(dst, x);
         goto done;
     }
     if ((src = write_source(dst, value)) == NULL) goto done;
-    if (dst->storage != NULL) tl_storage_bump_version(dst->storage);
+    tl_mark_write(dst, "__setitem__");
     rc = tl_copy_into(dst, src);
 done:
     Py_XDECREF(src);

@@ -191,7 +191,7 @@ def test_setitem_errors(rng):
         del t[0]
     with pytest.raises(IndexError):
         t[5] = 1.0
-    with pytest.raises(ValueError, match="broadcast"):
+    with pytest.raises(ValueError, match="expanded view"):
         tlgpu.zeros(3, 1).expand(3, 4)[0] = 1.0
     with pytest.raises(TypeError, match="integer-tensor"):
         t[[0, 1]] = 1.0
@@ -276,3 +276,14 @@ def test_gather_take_along_axis(rng, dim):
         t.gather(dim, tlgpu.zeros(2, 2, 2, dtype="int32"))
     with pytest.raises(IndexError, match="gather"):
         t.gather(dim, np.full(shape, 99, np.int32))
+
+
+def test_setitem_follows_the_in_place_rules():
+    leaf = tlgpu.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="in place"):
+        leaf[0] = 5.0
+    w = tlgpu.tensor([1.0, 2.0, 3.0])
+    y = leaf * w
+    w[1:] = 0.0                                      # w was saved by the product
+    with pytest.raises(RuntimeError, match="modified in place by __setitem__"):
+        y.backward(tlgpu.ones(3))
