@@ -10,7 +10,8 @@
 #include <string.h>
 
 const char *const tl_gemm_param_names[TL_GP_COUNT] = {"MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VW", "CMR", "CVW",
-                                                      "CNV", "CNR", "DIRECT", "MVEC", "PREFETCH"};
+                                                      "CNV", "CNR", "DIRECT", "MVEC", "PREFETCH", "DBUF",
+                                                      "INTERIOR"};
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static tl_gemm_params chosen;
 static int ready;
@@ -34,16 +35,17 @@ invalid(const tl_gemm_params *q)
     if (v[TL_GP_MWG] % v[TL_GP_MDIMC] != 0) return "MWG must be a multiple of MDIMC";
     if (v[TL_GP_NWG] % (v[TL_GP_NDIMC] * v[TL_GP_VW]) != 0) return "NWG must be a multiple of NDIMC*VW";
     if (v[TL_GP_MDIMC] * v[TL_GP_NDIMC] > 1024) return "MDIMC*NDIMC must be at most 1024";
-    if (v[TL_GP_MVEC] > 1 || v[TL_GP_PREFETCH] > 1) return "MVEC and PREFETCH are 0 or 1";
+    for (int i = TL_GP_MVEC; i < TL_GP_COUNT; i++)
+        if (v[i] > 1) return "MVEC, PREFETCH, DBUF and INTERIOR are 0 or 1";
     return NULL;
 }
 
 static void
 table(const tl_device_info *d, tl_gemm_params *q)
 {
-    static const tl_gemm_params gpu = {{64, 64, 16, 16, 16, 4, 4, 16, 2, 4, 0, 0, 0}};
-    static const tl_gemm_params nvidia = {{128, 128, 16, 16, 16, 4, 4, 16, 2, 4, 0, 1, 1}};
-    static const tl_gemm_params cpu = {{64, 64, 16, 8, 8, 4, 4, 16, 2, 4, 1, 0, 0}};
+    static const tl_gemm_params gpu = {{64, 64, 16, 16, 16, 4, 4, 16, 2, 4, 0, 0, 0, 0, 0}};
+    static const tl_gemm_params nvidia = {{128, 128, 16, 16, 16, 4, 4, 16, 2, 4, 0, 1, 1, 0, 0}};
+    static const tl_gemm_params cpu = {{64, 64, 16, 8, 8, 4, 4, 16, 2, 4, 1, 0, 0, 0, 0}};
     if (d->type & CL_DEVICE_TYPE_CPU) {
         *q = cpu;
         if (strstr(d->name, "avx512") == NULL) q->v[TL_GP_CVW] = 8;

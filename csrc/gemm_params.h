@@ -7,7 +7,7 @@
 #include "cl_runtime.h"
 
 enum { TL_GP_MWG, TL_GP_NWG, TL_GP_KWG, TL_GP_MDIMC, TL_GP_NDIMC, TL_GP_VW, TL_GP_CMR, TL_GP_CVW, TL_GP_CNV,
-       TL_GP_CNR, TL_GP_DIRECT, TL_GP_MVEC, TL_GP_PREFETCH, TL_GP_COUNT };
+       TL_GP_CNR, TL_GP_DIRECT, TL_GP_MVEC, TL_GP_PREFETCH, TL_GP_DBUF, TL_GP_INTERIOR, TL_GP_COUNT };
 typedef struct { int v[TL_GP_COUNT]; } tl_gemm_params;
 
 /* The process's parameters (computed once). Returns NULL, or why TLGPU_GEMM_PARAMS was refused (the

@@ -39,7 +39,7 @@ tl_raise(tl_err *err)
 {
     tl_state *S = tl_state_get();
     PyObject *type, *exc = NULL;
-    char msg[1600];
+    char msg[4096];
     const tl_runtime *rt = NULL;
     tl_err ignore = {0};
     if (err->code == CL_BUILD_PROGRAM_FAILURE) {

@@ -6,7 +6,7 @@
  * allows for it (kernels/matmul.cl: 256, 64 or any work-items); a zero-size result enqueues nothing
  * and K == 0 is one fill with zeros; batch dims collapse where strides allow, and the host issues one
  * launch per index of any batch dims beyond the two the kernel walks. TLGPU_MATMUL_KERNEL=small|naive
- * forces a fallback kernel (for tests). Autograd: record() saves both operands; tl_matmul_backward. */
+ * forces a fallback kernel (for tests), =gemm the tiled kernel at every size (for tuning). Autograd: record() saves both operands; tl_matmul_backward. */
 #include "ops_common.h"
 #include "autograd.h"
 #include <stdarg.h>
@@ -37,7 +37,7 @@ gemm_check(gemm_params *q)
     const char *why = tl_gemm_params_get(&rt->info, q);
     if (why != NULL) {
         PyErr_Format(PyExc_ValueError, "matmul: TLGPU_GEMM_PARAMS='%s': %s (keys: MWG NWG KWG MDIMC NDIMC VW CMR "
-                     "CVW CNV CNR DIRECT MVEC PREFETCH)", getenv("TLGPU_GEMM_PARAMS"), why);
+                     "CVW CNV CNR DIRECT MVEC PREFETCH DBUF INTERIOR)", getenv("TLGPU_GEMM_PARAMS"), why);
         return -1;
     }
     return 0;
@@ -52,6 +52,7 @@ static tl_kernel mm_kernels[MM_NKERNELS] = {
 static tl_kernel mv_kernels[4] = {TL_KERNEL("matmul", "tl_mul_mv_r1_f32"), TL_KERNEL("matmul", "tl_mul_mv_r2_f32"),
                                   TL_KERNEL("matmul", "tl_mul_mv_r4_f32"), TL_KERNEL("matmul", "tl_mul_mv_r8_f32")};
 static int mm_tiled = -1;                               /* MM_GEMM, MM_SMALL or MM_NAIVE: what the device runs */
+static int gemm_only;                                   /* TLGPU_MATMUL_KERNEL=gemm: no small-problem switch */
 
 static size_t
 kernel_max_wg(tl_kernel *kh)
@@ -75,6 +76,7 @@ choose_tiled(const gemm_params *q)
     const char *force = getenv("TLGPU_MATMUL_KERNEL");
     if (force != NULL && strcmp(force, "small") == 0) return mm_tiled = MM_SMALL;
     if (force != NULL && strcmp(force, "naive") == 0) return mm_tiled = MM_NAIVE;
+    gemm_only = force != NULL && strcmp(force, "gemm") == 0;
     size_t need[2] = {(size_t)q->v[GP_MDIMC] * (size_t)q->v[GP_NDIMC], 64};
     for (int v = MM_GEMM; v <= MM_SMALL; v += MM_SMALL - MM_GEMM) {
         size_t kmax = kernel_max_wg(&mm_kernels[v]);
@@ -164,7 +166,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
     else if (!forced && cpu && p->sBn == 1) v = MM_DIRECT_NN;
     else if (!forced && cpu && p->sAk == 1 && p->sBk == 1) v = MM_DIRECT_NT;
-    if (v == MM_GEMM && !small_problem_ok(p, &q, &v)) return -1;
+    if (v == MM_GEMM && !gemm_only && !small_problem_ok(p, &q, &v)) return -1;
     tl_kernel *kh = &mm_kernels[v];
     cl_kernel k = tl_kernel_py(kh);
     if (k == NULL) return -1;

@@ -4,7 +4,8 @@
  * cache format, pointer width) in $TLGPU_CACHE_DIR (default $XDG_CACHE_HOME/tlgpu or ~/.cache/tlgpu;
  * an empty value disables the cache). Entries are written to a temporary name and renamed, so readers
  * never see half a file; an entry that fails to load or build is counted, rebuilt and rewritten.
- * A build failure returns the compiler's log inside the tl_err; nothing is printed. */
+ * A build failure returns the compiler's log inside the tl_err; nothing is printed. TLGPU_BUILD_OPTIONS is
+ * appended to every family's options (tuning, e.g. -cl-nv-verbose; part of the cache key). */
 #include "programs.h"
 #include "cl_runtime.h"
 #include "gemm_params.h"
@@ -79,7 +80,7 @@ family_source(const char *family, char **text, size_t *len, const char **incdir,
 static void
 family_options(const tl_runtime *rt, const char *family, const char *incdir, char *out, size_t cap)
 {
-    const char *fast = getenv("TLGPU_FAST_MATH");
+    const char *fast = getenv("TLGPU_FAST_MATH"), *extra = getenv("TLGPU_BUILD_OPTIONS");
     int k = snprintf(out, cap, "-cl-std=CL1.2 -DTL_MAX_WG=%zu", rt->info.max_wg);
     if (strcmp(family, "matmul") == 0 || strcmp(family, "llm") == 0 || strcmp(family, "quant") == 0) {
         char gemm[256];                               /* GEMM tile parameters: part of the cache key */
@@ -88,6 +89,7 @@ family_options(const tl_runtime *rt, const char *family, const char *incdir, cha
     }
     if (fast != NULL && strcmp(fast, "1") == 0)
         k += snprintf(out + k, cap - (size_t)k, " -cl-mad-enable -cl-fast-relaxed-math");
+    if (extra != NULL && *extra != '\0') k += snprintf(out + k, cap - (size_t)k, " %s", extra);
     if (incdir != NULL) snprintf(out + k, cap - (size_t)k, " -I %s", incdir);
 }
 
@@ -198,7 +200,7 @@ build_log(cl_program prog, cl_device_id dev)
 static tl_status
 build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *err)
 {
-    char *text = NULL, opts[512], path[1100];
+    char *text = NULL, opts[1024], path[1100];
     const char *incdir;
     size_t len = 0;
     cl_int rc;
@@ -236,8 +238,10 @@ get_program(const char *family, cl_program *out, tl_err *err)
     for (int i = 0; i < n_built; i++)
         if (strcmp(built[i].family, family) == 0) { *out = built[i].prog; return TL_OK; }
     if (n_built == MAX_FAMILIES) return tl_err_set(err, TL_E_INVALID, "tl_kernel_prepare", "too many families");
-    if ((st = build_family(rt, family, out, err)) != TL_OK) return st;
-    built[n_built].family = family;
+    char *name = strdup(family);                          /* callers' strings need not outlive the call */
+    if (name == NULL) return tl_err_set(err, TL_E_NOMEM, "strdup", family);
+    if ((st = build_family(rt, family, out, err)) != TL_OK) { free(name); return st; }
+    built[n_built].family = name;
     built[n_built++].prog = *out;
     return TL_OK;
 }
@@ -279,6 +283,19 @@ tl_kernel_prepare(tl_kernel *kh, tl_err *err)
     pthread_mutex_unlock(&lock);
     if (k != NULL) clReleaseKernel(k);
     return TL_OK;
+}
+
+tl_status
+tl_program_build_log(const char *family, char **log, tl_err *err)
+{
+    const tl_runtime *rt;
+    cl_program prog;
+    tl_status st = tl_runtime_get(&rt, err);
+    if (st != TL_OK) return st;
+    pthread_mutex_lock(&lock);
+    if ((st = get_program(family, &prog, err)) == TL_OK) *log = build_log(prog, rt->device);
+    pthread_mutex_unlock(&lock);
+    return st;
 }
 
 void

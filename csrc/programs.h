@@ -20,6 +20,7 @@ typedef struct { long builds, binary_loads, cache_writes, cache_rejects; } tl_pr
 
 tl_status tl_kernel_prepare(tl_kernel *kh, tl_err *err);     /* builds the family if needed; may block */
 tl_status tl_program_create_kernel(const char *family, const char *name, cl_kernel *out, tl_err *err);
+tl_status tl_program_build_log(const char *family, char **log, tl_err *err);   /* builds if needed; malloc'd */
 void      tl_program_get_stats(tl_program_stats *out);
 size_t    tl_round_up(size_t n, size_t m);
 #endif

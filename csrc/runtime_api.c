@@ -107,6 +107,19 @@ fn_program_stats(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
                          s.cache_writes, "cache_rejects", s.cache_rejects);
 }
 
+static PyObject *
+fn_build_log(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    tl_err err = {0};
+    char *log = NULL;
+    const char *family = PyUnicode_AsUTF8(arg);
+    if (family == NULL) return NULL;
+    if (tl_program_build_log(family, &log, &err) != TL_OK) return tl_raise(&err), NULL;
+    PyObject *r = PyUnicode_DecodeUTF8(log, (Py_ssize_t)strlen(log), "replace");
+    free(log);
+    return r;
+}
+
 /* Raw reference loops. mode 0: tl_ew_contig_f32 ADD on n floats, args set once, `iters` enqueues, then
  * one clFinish; mode 1: the same with clFinish after every enqueue; mode 2: tl_bench_copy_f32 on n floats.
  * Returns seconds per enqueue (wall time, including the final finish). */
@@ -193,6 +206,7 @@ static const PyMethodDef runtime_functions[] = {
     {"reset_peak_memory_stats", fn_reset_peak, METH_NOARGS, "Peak := live; zero the pool counters."},
     {"empty_cache", fn_empty_cache, METH_NOARGS, "Release every cached pool block to the device."},
     {"_program_stats", fn_program_stats, METH_NOARGS, "Kernel program builds and disk-cache counters."},
+    {"_build_log", fn_build_log, METH_O, "_build_log(family): the compiler's log of that kernel program."},
     {"_bench_raw", fn_bench_raw, METH_VARARGS, "_bench_raw(mode, n, iters): raw OpenCL reference loop."},
     {NULL, NULL, 0, NULL},
 };

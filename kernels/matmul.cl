@@ -113,6 +113,12 @@ typedef CAT(float, CVW) realC;
 #ifndef PREFETCH
 #define PREFETCH 0
 #endif
+#ifndef DBUF
+#define DBUF 0
+#endif
+#ifndef INTERIOR
+#define INTERIOR 0
+#endif
 #if PREFETCH && (MWG * KWG) % NT == 0 && (KWG * NWG) % NT == 0
 #define PF 1
 #define PF_A (MWG * KWG / NT)
@@ -120,12 +126,30 @@ typedef CAT(float, CVW) realC;
 #else
 #define PF 0
 #endif
+#if PF && DBUF                      /* two local tiles: the prefetched tile is stored while this one is read */
+#define NBUF 2
+#else
+#define NBUF 1
+#endif
+#if INTERIOR                        /* work-groups wholly inside the matrices load without bounds checks */
+#define A_GET(e, k0) (inside ? A[(m0 + A_R(e)) * sAm + ((k0) + A_C(e)) * sAk] : A_AT(e, k0))
+#define B_GET(e, k0) (inside ? B[((k0) + B_R(e)) * sBk + (n0 + B_C(e)) * sBn] : B_AT(e, k0))
+#else
+#define A_GET(e, k0) A_AT(e, k0)
+#define B_GET(e, k0) B_AT(e, k0)
+#endif
+#define PF_LOAD(k0)                                                                                 \
+    for (int i = 0; i < PF_A; i++) pa[i] = A_GET(lid + i * NT, k0);                                 \
+    for (int i = 0; i < PF_B; i++) pb[i] = B_GET(lid + i * NT, k0)
+#define PF_STORE(as, bs)                                                                            \
+    for (int i = 0; i < PF_A; i++) { int e = lid + i * NT; (as)[A_C(e) * AS_LD + A_R(e)] = pa[i]; } \
+    for (int i = 0; i < PF_B; i++) { int e = lid + i * NT; (bs)[B_R(e) * BS_LD + B_C(e)] = pb[i]; }
 
 kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1))) void
 tl_gemm_f32(MM_ARGS)
 {
-    local float As[KWG * AS_LD];
-    local float Bs[KWG * BS_LD];
+    local float As[NBUF * KWG * AS_LD];
+    local float Bs[NBUF * KWG * BS_LD];
     const int tn = get_local_id(0), tm = get_local_id(1), lid = tm * NDIMC + tn;
     const int n0 = get_group_id(0) * NWG, m0 = get_group_id(1) * MWG;
     MM_BATCH();
@@ -134,22 +158,28 @@ tl_gemm_f32(MM_ARGS)
         for (int j = 0; j < NVW; j++) acc[i][j] = (realV)0.0f;
     /* the fill order follows whichever stride is 1, so neighbouring work-items read neighbouring words */
     const int a_kfast = sAk == 1, b_kfast = sBn != 1 && sBk == 1;
+#if INTERIOR
+    const int inside = m0 + MWG <= M && n0 + NWG <= N && K % KWG == 0;
+#endif
 #if PF
     /* prefetch: the next tile's elements travel from global memory into registers while this tile is
-     * multiplied, and go to local memory after the trailing barrier */
+     * multiplied, and go to local memory after it (DBUF: into the other local tile, one barrier a step) */
     float pa[PF_A], pb[PF_B];
-    for (int i = 0; i < PF_A; i++) pa[i] = A_AT(lid + i * NT, 0);
-    for (int i = 0; i < PF_B; i++) pb[i] = B_AT(lid + i * NT, 0);
+    PF_LOAD(0);
+#if NBUF == 2
+    PF_STORE(As, Bs);
+    barrier(CLK_LOCAL_MEM_FENCE);
 #endif
-    for (int k0 = 0; k0 < K; k0 += KWG) {
+#endif
+    for (int k0 = 0, t = 0; k0 < K; k0 += KWG, t ^= NBUF - 1) {
+        local const float *as = As + t * (KWG * AS_LD), *bs = Bs + t * (KWG * BS_LD);
 #if PF
-        for (int i = 0; i < PF_A; i++) { int e = lid + i * NT; As[A_C(e) * AS_LD + A_R(e)] = pa[i]; }
-        for (int i = 0; i < PF_B; i++) { int e = lid + i * NT; Bs[B_R(e) * BS_LD + B_C(e)] = pb[i]; }
+        const int more = k0 + KWG < K;
+#if NBUF == 1
+        PF_STORE(As, Bs);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (k0 + KWG < K) {
-            for (int i = 0; i < PF_A; i++) pa[i] = A_AT(lid + i * NT, k0 + KWG);
-            for (int i = 0; i < PF_B; i++) pb[i] = B_AT(lid + i * NT, k0 + KWG);
-        }
+#endif
+        if (more) { PF_LOAD(k0 + KWG); }
 #else                                   /* written out: the macro form of this loop ran 40 % slower on NVIDIA */
         for (int e = lid; e < MWG * KWG; e += NT) {
             int r = a_kfast ? e / KWG : e % MWG, c = a_kfast ? e % KWG : e / MWG;
@@ -166,19 +196,22 @@ tl_gemm_f32(MM_ARGS)
 #pragma unroll
         for (int k = 0; k < KWG; k++) {
             realV bv[NVW];
-            for (int j = 0; j < NVW; j++) bv[j] = LOADV(&Bs[k * BS_LD + (tn + j * NDIMC) * VW]);
+            for (int j = 0; j < NVW; j++) bv[j] = LOADV(&bs[k * BS_LD + (tn + j * NDIMC) * VW]);
             float ar[MWI];
 #if AVEC
             for (int q = 0; q < MWI / 4; q++) {
-                float4 t = vload4(0, &As[k * AS_LD + tm * MWI + 4 * q]);
-                ar[4 * q] = t.x; ar[4 * q + 1] = t.y; ar[4 * q + 2] = t.z; ar[4 * q + 3] = t.w;
+                float4 v = vload4(0, &as[k * AS_LD + tm * MWI + 4 * q]);
+                ar[4 * q] = v.x; ar[4 * q + 1] = v.y; ar[4 * q + 2] = v.z; ar[4 * q + 3] = v.w;
             }
 #else
-            for (int i = 0; i < MWI; i++) ar[i] = As[k * AS_LD + AROW(i)];
+            for (int i = 0; i < MWI; i++) ar[i] = as[k * AS_LD + AROW(i)];
 #endif
             for (int i = 0; i < MWI; i++)
                 for (int j = 0; j < NVW; j++) acc[i][j] = mad((realV)ar[i], bv[j], acc[i][j]);
         }
+#if NBUF == 2
+        if (more) { PF_STORE(As + (t ^ 1) * (KWG * AS_LD), Bs + (t ^ 1) * (KWG * BS_LD)); }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);       /* the next fill must not overwrite a tile still being read */
     }
     for (int i = 0; i < MWI; i++) {

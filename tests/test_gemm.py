@@ -53,7 +53,10 @@ print("ok", tlgpu._C._gemm_params())
 
 @pytest.mark.parametrize("params", ["DIRECT=0", "DIRECT=0,MWG=32,NWG=64,KWG=8,MDIMC=8,NDIMC=4,VW=8",
                                     "DIRECT=0,MWG=16,NWG=16,KWG=4,MDIMC=16,NDIMC=16,VW=1",
-                                    "DIRECT=0,MVEC=1", "DIRECT=0,PREFETCH=1,MVEC=1", "DIRECT=1,CMR=3,CNV=1,CVW=8,CNR=5"])
+                                    "DIRECT=0,MVEC=1", "DIRECT=0,PREFETCH=1,MVEC=1", "DIRECT=0,PREFETCH=1,MVEC=1,DBUF=1",
+                                    "DIRECT=0,PREFETCH=1,DBUF=1,INTERIOR=1,MWG=32,NWG=32,MDIMC=8,NDIMC=8",
+                                    "DIRECT=0,PREFETCH=1,INTERIOR=1,MWG=32,NWG=32,KWG=32,MDIMC=8,NDIMC=8",
+                                    "DIRECT=1,CMR=3,CNV=1,CVW=8,CNR=5"])
 def test_parameter_sets(params):
     r = run_python(CODE, env={"TLGPU_GEMM_PARAMS": params})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
