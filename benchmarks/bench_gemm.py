@@ -103,6 +103,7 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw):
     row = {"shape": f"[{m},{k}]x[{k},{n}]" + ("^T" if trans_b else ""), "M": m, "N": n, "K": k}
     t = best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize)
     row["tlgpu_gflops"] = round(flops / t / 1e9, 2)
+    row["tier"] = tlgpu._C._gemm_tier(m, n) if m > 8 else "mv"
     row["rel_err"] = err
     if m <= 8:
         row["tlgpu_GBps"] = round(4.0 * n * k / t / 1e9, 2)
@@ -153,16 +154,16 @@ def main():
         rows.append(bench_shape(n, n, n, True, seconds, clblast, torch, rng, bw))
     for m, n, k in dec:
         rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw))
-    out = {"benchmark": "gemm", "device": dev.name, "platform": dev.platform, "gemm_params": tlgpu._C._gemm_params(),
+    out = {"benchmark": "gemm", "device": dev.name, "platform": dev.platform, "gemm_params": [tlgpu._C._gemm_params(t) for t in range(3)],
            "copy_bandwidth_GBps": round(bw / 1e9, 2), "clblast": clblast is not None, "torch_cuda": torch is not None,
            "host_threads": os.cpu_count(), "rows": rows}
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    cols = ["shape", "tlgpu_gflops", "clblast_gflops", "numpy_gflops", "torch_cuda_gflops", "tlgpu_GBps",
+    cols = ["shape", "tier", "tlgpu_gflops", "clblast_gflops", "numpy_gflops", "torch_cuda_gflops", "tlgpu_GBps",
             "pct_copy_bw", "rel_err"]
     print(f"## GEMM\ndevice: {dev.name} ({dev.platform}); copy bandwidth {bw / 1e9:.1f} GB/s; "
-          f"params {out['gemm_params']}\n")
+          f"tier params {out['gemm_params']}\n")
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(f"{r[c]:.2g}" if c == "rel_err" and c in r else str(r.get(c, "-")) for c in cols) + " |")

@@ -4,7 +4,8 @@ CLBlast on the same device once for reference. On NVIDIA the build also reports 
 (-cl-nv-verbose). Used to choose the table entries in csrc/gemm_params.c.
 
 Usage: python3 benchmarks/tune_gemm.py [--sizes 512 1024 4096] [--seconds 0.3] [--nt] [PARAMS ...]
-where PARAMS are TLGPU_GEMM_PARAMS strings ("MWG=64,NWG=64,..."); a built-in list when none are given.
+where PARAMS are TLGPU_GEMM_PARAMS strings ("MWG=64,NWG=64,...", optionally "|extra build options");
+a built-in list when none are given.
 """
 import argparse
 import json
@@ -56,9 +57,11 @@ print("RESULT " + json.dumps(out))
 
 
 def run(params, sizes, seconds, nt, ref):
-    env = dict(os.environ, TLGPU_GEMM_PARAMS=params, TLGPU_MATMUL_KERNEL="gemm", TLGPU_CACHE_DIR="")
+    params, _, opts = params.partition("|")
+    env = dict(os.environ, TLGPU_GEMM_PARAMS=params, TLGPU_MATMUL_KERNEL="gemm", TLGPU_CACHE_DIR="",
+               TLGPU_BUILD_OPTIONS=opts)
     if "nvidia" in env.get("TLGPU_DEVICE", "").lower():
-        env["TLGPU_BUILD_OPTIONS"] = "-cl-nv-verbose"
+        env["TLGPU_BUILD_OPTIONS"] += " -cl-nv-verbose"
     code = CHILD.format(root=os.path.dirname(HERE), here=HERE, sizes=sizes, seconds=seconds, nt=nt, ref=ref)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     for line in r.stdout.splitlines():

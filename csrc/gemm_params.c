@@ -1,8 +1,11 @@
-/* gemm_params.c: the GEMM tile-parameter table and its TLGPU_GEMM_PARAMS override (see gemm_params.h).
- * Built-in table. GPUs: 256 work-items, 8x8 (NVIDIA: 128x128 tiles) or 4x4 outputs each, float4 along n;
- * NVIDIA's 128x128 tile with KWG=16, MVEC=1 and PREFETCH=1 (16 KiB of local memory per k-step; best of an H200 sweep,
- * benchmarks/NOTES.md). CPUs: the direct kernels, vectors as wide as the ISA (PoCL puts the ISA in the
- * device name), 4 rows x 32 columns (nn) or 4 x 4 dots (nt). Computed once per process under a mutex. */
+/* gemm_params.c: the GEMM tile-parameter table and its environment overrides (see gemm_params.h).
+ * Built-in table, three tiers each (big, mid, small tiles). NVIDIA: 256 work-items of 8x8 outputs on
+ * 128x128 and 128x64 tiles, 128 work-items of 4x4 on 64x32, all with float2/float4 vectors along n, float4
+ * reads of the A tile (MVEC), register prefetch, two local tiles (DBUF) and unchecked loads inside the
+ * matrices (INTERIOR): the best of H200 sweeps (benchmarks/NOTES.md, benchmarks/tune_gemm.py). Other GPUs:
+ * 64x64, 32x32 and 16x16 tiles of 4x4 (or 2x2) outputs. CPUs: the direct kernels (one tier), vectors as wide as
+ * the ISA (PoCL puts the ISA in the device name), 4 rows x 32 columns (nn) or 4 x 4 dots (nt). Computed
+ * once per process under a mutex. */
 #include "gemm_params.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -12,10 +15,13 @@
 const char *const tl_gemm_param_names[TL_GP_COUNT] = {"MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VW", "CMR", "CVW",
                                                       "CNV", "CNR", "DIRECT", "MVEC", "PREFETCH", "DBUF",
                                                       "INTERIOR"};
+const char *const tl_gemm_tier_env[TL_GEMM_TIERS] = {"TLGPU_GEMM_PARAMS", "TLGPU_GEMM_PARAMS_MID",
+                                                     "TLGPU_GEMM_PARAMS_SMALL"};
+const char *const tl_gemm_tier_family[TL_GEMM_TIERS] = {"matmul", "matmul_mid", "matmul_small"};
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static tl_gemm_params chosen;
+static tl_gemm_params chosen[TL_GEMM_TIERS];
 static int ready;
-static char refused[200];
+static char refused[TL_GEMM_TIERS][200];
 
 static int
 pow2(int v)
@@ -41,18 +47,23 @@ invalid(const tl_gemm_params *q)
 }
 
 static void
-table(const tl_device_info *d, tl_gemm_params *q)
+table(const tl_device_info *d, int tier, tl_gemm_params *q)
 {
-    static const tl_gemm_params gpu = {{64, 64, 16, 16, 16, 4, 4, 16, 2, 4, 0, 0, 0, 0, 0}};
-    static const tl_gemm_params nvidia = {{128, 128, 16, 16, 16, 4, 4, 16, 2, 4, 0, 1, 1, 0, 0}};
+    /*                                           MWG  NWG KWG MDIMC NDIMC VW CMR CVW CNV CNR DIR MVEC PF DBUF INT */
+    static const tl_gemm_params gpu[TL_GEMM_TIERS] = {{{64, 64, 16, 16, 16, 4, 4, 16, 2, 4, 0, 0, 0, 0, 0}},
+                                                      {{32, 32, 16, 8, 8, 4, 4, 16, 2, 4, 0, 0, 0, 0, 0}},
+                                                      {{16, 16, 16, 8, 8, 2, 4, 16, 2, 4, 0, 0, 0, 0, 0}}};
+    static const tl_gemm_params nvidia[TL_GEMM_TIERS] = {{{128, 128, 16, 16, 16, 2, 4, 16, 2, 4, 0, 1, 1, 1, 1}},
+                                                         {{128, 64, 16, 16, 16, 2, 4, 16, 2, 4, 0, 1, 1, 1, 1}},
+                                                         {{64, 32, 16, 16, 8, 4, 4, 16, 2, 4, 0, 1, 1, 1, 1}}};
     static const tl_gemm_params cpu = {{64, 64, 16, 8, 8, 4, 4, 16, 2, 4, 1, 0, 0, 0, 0}};
     if (d->type & CL_DEVICE_TYPE_CPU) {
         *q = cpu;
         if (strstr(d->name, "avx512") == NULL) q->v[TL_GP_CVW] = 8;
     } else if (strstr(d->vendor, "NVIDIA") != NULL || strstr(d->platform, "NVIDIA") != NULL) {
-        *q = nvidia;
+        *q = nvidia[tier];
     } else {
-        *q = gpu;
+        *q = gpu[tier];
     }
 }
 
@@ -78,31 +89,40 @@ apply(const char *env, tl_gemm_params *q, char *msg, size_t cap)
 }
 
 const char *
-tl_gemm_params_get(const tl_device_info *d, tl_gemm_params *out)
+tl_gemm_params_get(const tl_device_info *d, int tier, tl_gemm_params *out)
 {
     pthread_mutex_lock(&lock);
-    if (!ready) {
-        const char *env = getenv("TLGPU_GEMM_PARAMS"), *why = NULL;
+    for (int t = 0; !ready && t < TL_GEMM_TIERS; t++) {
+        const char *env = getenv(tl_gemm_tier_env[t]), *why = NULL;
         tl_gemm_params q;
-        table(d, &q);
-        chosen = q;
-        if (env != NULL && *env != '\0' && (why = apply(env, &q, refused, sizeof refused)) == NULL) chosen = q;
-        if (why != NULL && why != refused) snprintf(refused, sizeof refused, "%s", why);
-        ready = 1;
+        table(d, t, &q);
+        chosen[t] = q;
+        if (env != NULL && *env != '\0' && (why = apply(env, &q, refused[t], sizeof refused[t])) == NULL)
+            chosen[t] = q;
+        if (why != NULL && why != refused[t]) snprintf(refused[t], sizeof refused[t], "%s", why);
     }
-    *out = chosen;
+    ready = 1;
+    *out = chosen[tier];
     pthread_mutex_unlock(&lock);
-    return refused[0] ? refused : NULL;
+    return refused[tier][0] ? refused[tier] : NULL;
 }
 
 void
-tl_gemm_params_options(const tl_device_info *d, char *out, size_t cap)
+tl_gemm_params_options(const tl_device_info *d, int tier, char *out, size_t cap)
 {
     tl_gemm_params q;
     size_t k = 0;
-    tl_gemm_params_get(d, &q);
+    tl_gemm_params_get(d, tier, &q);
     out[0] = '\0';
     for (int i = 0; i < TL_GP_COUNT && k < cap; i++)         /* DIRECT becomes GEMM_DIRECT in the kernels */
         k += (size_t)snprintf(out + k, cap - k, " -D%s%s=%d", i == TL_GP_DIRECT ? "GEMM_" : "",
                               tl_gemm_param_names[i], q.v[i]);
+}
+
+int
+tl_gemm_family_tier(const char *family)
+{
+    for (int t = 0; t < TL_GEMM_TIERS; t++)
+        if (strcmp(family, tl_gemm_tier_family[t]) == 0) return t;
+    return -1;
 }

@@ -5,8 +5,10 @@
  * tensor. Invariants: the kernel is chosen once per process from the work-group size the device
  * allows for it (kernels/matmul.cl: 256, 64 or any work-items); a zero-size result enqueues nothing
  * and K == 0 is one fill with zeros; batch dims collapse where strides allow, and the host issues one
- * launch per index of any batch dims beyond the two the kernel walks. TLGPU_MATMUL_KERNEL=small|naive
- * forces a fallback kernel (for tests), =gemm the tiled kernel at every size (for tuning). Autograd: record() saves both operands; tl_matmul_backward. */
+ * launch per index of any batch dims beyond the two the kernel walks. On GPUs the tiled kernel comes in
+ * three tile-size tiers (gemm_params.h), picked per product by pick_tier. TLGPU_MATMUL_KERNEL=small|naive
+ * forces a fallback kernel (for tests), =gemm tier 0 at every size (for tuning). Autograd: record() saves
+ * both operands; tl_matmul_backward. */
 #include "ops_common.h"
 #include "autograd.h"
 #include <stdarg.h>
@@ -27,17 +29,18 @@ enum { GP_MWG = TL_GP_MWG, GP_NWG = TL_GP_NWG, GP_KWG = TL_GP_KWG, GP_MDIMC = TL
        GP_VW = TL_GP_VW, GP_CMR = TL_GP_CMR, GP_CVW = TL_GP_CVW, GP_CNV = TL_GP_CNV, GP_CNR = TL_GP_CNR,
        GP_DIRECT = TL_GP_DIRECT };
 
-/* Raises ValueError for a bad TLGPU_GEMM_PARAMS; fills the parameters otherwise. */
+/* Raises ValueError for a bad TLGPU_GEMM_PARAMS (or _MID, _SMALL); fills the tier's parameters otherwise. */
 static int
-gemm_check(gemm_params *q)
+gemm_check(int tier, gemm_params *q)
 {
     const tl_runtime *rt;
     tl_err err = {0};
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    const char *why = tl_gemm_params_get(&rt->info, q);
+    const char *why = tl_gemm_params_get(&rt->info, tier, q);
     if (why != NULL) {
-        PyErr_Format(PyExc_ValueError, "matmul: TLGPU_GEMM_PARAMS='%s': %s (keys: MWG NWG KWG MDIMC NDIMC VW CMR "
-                     "CVW CNV CNR DIRECT MVEC PREFETCH DBUF INTERIOR)", getenv("TLGPU_GEMM_PARAMS"), why);
+        const char *env = tl_gemm_tier_env[tier];
+        PyErr_Format(PyExc_ValueError, "matmul: %s='%s': %s (keys: MWG NWG KWG MDIMC NDIMC VW CMR CVW CNV CNR "
+                     "DIRECT MVEC PREFETCH DBUF INTERIOR)", env, getenv(env), why);
         return -1;
     }
     return 0;
@@ -51,6 +54,9 @@ static tl_kernel mm_kernels[MM_NKERNELS] = {
 /* GPU mul_mv, one per padded row count 1, 2, 4, 8 (compile-time bounds keep the accumulators in registers) */
 static tl_kernel mv_kernels[4] = {TL_KERNEL("matmul", "tl_mul_mv_r1_f32"), TL_KERNEL("matmul", "tl_mul_mv_r2_f32"),
                                   TL_KERNEL("matmul", "tl_mul_mv_r4_f32"), TL_KERNEL("matmul", "tl_mul_mv_r8_f32")};
+/* the tiled kernel of tiers 1 and 2 (tier 0 is mm_kernels[MM_GEMM]): the same source, other tile sizes */
+static tl_kernel tier_kernels[TL_GEMM_TIERS - 1] = {TL_KERNEL("matmul_mid", "tl_gemm_f32"),
+                                                   TL_KERNEL("matmul_small", "tl_gemm_f32")};
 static int mm_tiled = -1;                               /* MM_GEMM, MM_SMALL or MM_NAIVE: what the device runs */
 static int gemm_only;                                   /* TLGPU_MATMUL_KERNEL=gemm: no small-problem switch */
 
@@ -131,24 +137,37 @@ mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int c
     return 0;
 }
 
-/* Big tiles starve a GPU on small products (a 256x256 result is 4 work-groups of 128x128): when the big-tile
- * grid has fewer work-groups than the device has compute units, the 32x32-tile kernel runs instead.
- * Returns 0 with an exception set on failure. */
+/* Big tiles starve a GPU on small products (a 256x256 result is 4 work-groups of 128x128): the tier whose
+ * grid first fills the device runs, that is the biggest tiles whose work-groups number at least 3/4 of the
+ * compute units (at 1024^2 on an H200, 128 groups of 128x64 on 132 units beat 512 of 64x32), else the
+ * smallest. Tiers whose work-group the device cannot run are skipped; CPUs (direct kernels) and
+ * TLGPU_MATMUL_KERNEL=gemm keep tier 0. Fills q with the tier's parameters; -1 with an exception set. */
 static int
-small_problem_ok(const mm_problem *p, const gemm_params *q, int *v)
+pick_tier(const mm_problem *p, gemm_params *q)
 {
     const tl_runtime *rt;
     tl_err err = {0};
-    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), 0;
-    size_t tiles = (size_t)((p->M + q->v[GP_MWG] - 1) / q->v[GP_MWG]) *
-                   (size_t)((p->N + q->v[GP_NWG] - 1) / q->v[GP_NWG]);
-    for (int d = 0; d < p->nbd; d++) tiles *= (size_t)p->bshape[d];
-    if (tiles < rt->info.compute_units) {
-        size_t kmax = kernel_max_wg(&mm_kernels[MM_SMALL]);
-        if (kmax == 0) return 0;
-        if (kmax >= 64) *v = MM_SMALL;
+    int tier = 0;
+    if (gemm_check(0, q) < 0) return -1;
+    if (q->v[GP_DIRECT] != 0 || gemm_only) return 0;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    size_t batch = 1;
+    for (int d = 0; d < p->nbd; d++) batch *= (size_t)p->bshape[d];
+    for (int t = 0; t < TL_GEMM_TIERS; t++) {
+        gemm_params qt;
+        if (gemm_check(t, &qt) < 0) return -1;
+        if (t > 0) {
+            size_t kmax = kernel_max_wg(&tier_kernels[t - 1]);
+            if (kmax == 0) return -1;
+            if (kmax < (size_t)qt.v[GP_MDIMC] * (size_t)qt.v[GP_NDIMC]) continue;
+        }
+        *q = qt;
+        tier = t;
+        size_t tiles = batch * (size_t)((p->M + qt.v[GP_MWG] - 1) / qt.v[GP_MWG]) *
+                       (size_t)((p->N + qt.v[GP_NWG] - 1) / qt.v[GP_NWG]);
+        if (tiles * 4 >= (size_t)rt->info.compute_units * 3) break;
     }
-    return 1;
+    return tier;
 }
 
 /* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. */
@@ -157,17 +176,17 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
 {
     tl_err err = {0};
     gemm_params q;
-    int v, nouter = 1, nb1 = 1, nb2 = 1, sb[2][2] = {{0, 0}, {0, 0}};
+    int v, tier = 0, nouter = 1, nb1 = 1, nb2 = 1, sb[2][2] = {{0, 0}, {0, 0}};
     if (p->K == 0) return tl_tensor_fill(out, 0.0);
-    if (gemm_check(&q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
+    if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     const int cpu = q.v[GP_DIRECT] != 0, forced = v != MM_GEMM;
     if (!forced && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1)
         return mv_launch(p, a, b, out, cpu);             /* x @ w.T with few rows: the decode case */
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
     else if (!forced && cpu && p->sBn == 1) v = MM_DIRECT_NN;
     else if (!forced && cpu && p->sAk == 1 && p->sBk == 1) v = MM_DIRECT_NT;
-    if (v == MM_GEMM && !gemm_only && !small_problem_ok(p, &q, &v)) return -1;
-    tl_kernel *kh = &mm_kernels[v];
+    if (v == MM_GEMM && (tier = pick_tier(p, &q)) < 0) return -1;
+    tl_kernel *kh = tier > 0 ? &tier_kernels[tier - 1] : &mm_kernels[v];
     cl_kernel k = tl_kernel_py(kh);
     if (k == NULL) return -1;
     int inner = p->nbd < 2 ? p->nbd : 2, first = p->nbd - inner;
@@ -508,13 +527,16 @@ fn_cl_queue(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
                          (unsigned long long)(uintptr_t)rt->device);
 }
 
-/* The GEMM parameters in use on this device (after TLGPU_GEMM_PARAMS), for benchmarks and docs. */
+/* The GEMM parameters of a tier on this device (after the environment overrides), for benchmarks and docs. */
 static PyObject *
-fn_gemm_params(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+fn_gemm_params(PyObject *Py_UNUSED(m), PyObject *args)
 {
     gemm_params q;
+    int tier = 0;
     PyObject *d = NULL;
-    if (gemm_check(&q) < 0 || (d = PyDict_New()) == NULL) return NULL;
+    if (!PyArg_ParseTuple(args, "|i:_gemm_params", &tier)) return NULL;
+    if (tier < 0 || tier >= TL_GEMM_TIERS) return PyErr_Format(PyExc_ValueError, "_gemm_params: tier is 0, 1 or 2");
+    if (gemm_check(tier, &q) < 0 || (d = PyDict_New()) == NULL) return NULL;
     for (int i = 0; i < TL_GP_COUNT; i++) {
         PyObject *v = PyLong_FromLong(q.v[i]);
         if (v == NULL || PyDict_SetItemString(d, tl_gemm_param_names[i], v) < 0) {
@@ -525,6 +547,21 @@ fn_gemm_params(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
         Py_DECREF(v);
     }
     return d;
+}
+
+/* The tier an [M, K] @ [K, N] product (times `batch`) runs on the tiled kernel, for tests and benchmarks. */
+static PyObject *
+fn_gemm_tier(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    mm_problem p = {0};
+    gemm_params q;
+    int batch = 1;
+    if (!PyArg_ParseTuple(args, "ii|i:_gemm_tier", &p.M, &p.N, &batch)) return NULL;
+    if (p.M < 1 || p.N < 1 || batch < 1) return PyErr_Format(PyExc_ValueError, "_gemm_tier: sizes must be >= 1");
+    p.nbd = 1;
+    p.bshape[0] = batch;
+    int tier = pick_tier(&p, &q);
+    return tier < 0 ? NULL : PyLong_FromLong(tier);
 }
 
 static const PyMethodDef mm_methods[] = {
@@ -539,7 +576,8 @@ static const PyMethodDef mm_functions[] = {
      "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
     {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
     {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
-    {"_gemm_params", fn_gemm_params, METH_NOARGS, "_gemm_params(): the GEMM tile parameters in use on this device."},
+    {"_gemm_params", fn_gemm_params, METH_VARARGS, "_gemm_params(tier=0): a GEMM tier's tile parameters here."},
+    {"_gemm_tier", fn_gemm_tier, METH_VARARGS, "_gemm_tier(M, N, batch=1): the GEMM tier such a product runs."},
     {NULL, NULL, 0, NULL},
 };
 

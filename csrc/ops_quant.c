@@ -121,7 +121,7 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     if (K == 0) { if (tl_tensor_fill(out, 0.0) < 0) Py_CLEAR(out); return (PyObject *)out; }
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
     tl_gemm_params gp;
-    tl_gemm_params_get(&rt->info, &gp);
+    tl_gemm_params_get(&rt->info, 0, &gp);
     static const int nr_of[4] = {4, 4, 8, 8};            /* weight rows per work-group: kernels/quant.cl */
     int cpu = gp.v[TL_GP_DIRECT] != 0;
     const int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: padded row-count variant */

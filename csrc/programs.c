@@ -58,6 +58,7 @@ family_source(const char *family, char **text, size_t *len, const char **incdir,
 {
     const char *dir = getenv("TLGPU_KERNEL_DIR");
     *incdir = NULL;
+    if (tl_gemm_family_tier(family) >= 0) family = "matmul";   /* the GEMM tiers: one source, three option sets */
     if (dir != NULL && *dir != '\0') {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s.cl", dir, family);
@@ -82,9 +83,10 @@ family_options(const tl_runtime *rt, const char *family, const char *incdir, cha
 {
     const char *fast = getenv("TLGPU_FAST_MATH"), *extra = getenv("TLGPU_BUILD_OPTIONS");
     int k = snprintf(out, cap, "-cl-std=CL1.2 -DTL_MAX_WG=%zu", rt->info.max_wg);
-    if (strcmp(family, "matmul") == 0 || strcmp(family, "llm") == 0 || strcmp(family, "quant") == 0) {
-        char gemm[256];                               /* GEMM tile parameters: part of the cache key */
-        tl_gemm_params_options(&rt->info, gemm, sizeof gemm);
+    const int tier = tl_gemm_family_tier(family);
+    if (tier >= 0 || strcmp(family, "llm") == 0 || strcmp(family, "quant") == 0) {
+        char gemm[300];                               /* GEMM tile parameters: part of the cache key */
+        tl_gemm_params_options(&rt->info, tier > 0 ? tier : 0, gemm, sizeof gemm);
         k += snprintf(out + k, cap - (size_t)k, "%s", gemm);
     }
     if (fast != NULL && strcmp(fast, "1") == 0)

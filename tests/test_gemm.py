@@ -68,6 +68,41 @@ def test_bad_override():
     assert "ValueError" in r.stdout and "MWG must be a multiple of MDIMC" in r.stdout, r.stdout + r.stderr
 
 
+TIER_CODE = """
+import numpy as np, tlgpu
+rng = np.random.default_rng(3)
+assert tlgpu._C._gemm_params(1)["MWG"] == 32 and tlgpu._C._gemm_params(2)["MWG"] == 16
+# PoCL here has 2 compute units: a tier runs when its grid has >= 2 work-groups (3/4 of them, rounded up)
+for (m, k, n, batch, tier) in [(65, 40, 64, 1, 0), (64, 48, 64, 1, 1), (64, 48, 64, 2, 0), (32, 33, 64, 1, 1),
+                               (32, 20, 32, 1, 2), (17, 19, 9, 1, 2), (16, 64, 16, 3, 0)]:
+    assert tlgpu._C._gemm_tier(m, n, batch) == tier, (m, n, batch, tlgpu._C._gemm_tier(m, n, batch))
+    a, b = rng.standard_normal((batch, m, k)), rng.standard_normal((batch, k, n))
+    ta = tlgpu.tensor(a)
+    np.testing.assert_allclose((ta @ tlgpu.tensor(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose((ta @ tlgpu.tensor(b.transpose(0, 2, 1).copy()).transpose(1, 2)).numpy(), a @ b,
+                               rtol=1e-4, atol=1e-4)
+print("ok")
+"""
+
+
+def test_tiers():
+    """Three parameter sets, each its own program: the tier whose grid fills the device runs, and all three
+    agree with numpy (the CPU table runs the direct kernels, so the tiled kernel is forced with DIRECT=0)."""
+    env = {"TLGPU_GEMM_PARAMS": "DIRECT=0,PREFETCH=1,DBUF=1,INTERIOR=1",
+           "TLGPU_GEMM_PARAMS_MID": "MWG=32,NWG=32,PREFETCH=1,DBUF=1,INTERIOR=1,MVEC=1",
+           "TLGPU_GEMM_PARAMS_SMALL": "MWG=16,NWG=16,VW=2,PREFETCH=1"}
+    if tlgpu.device().compute_units != 2:
+        pytest.skip("the tier picks below assume 2 compute units")
+    r = run_python(TIER_CODE, env=env)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
+
+
+def test_bad_tier_override():
+    r = run_python("import tlgpu\ntry:\n    tlgpu._C._gemm_params(1)\nexcept ValueError as e:\n    print('ValueError', e)\n",
+                   env={"TLGPU_GEMM_PARAMS_MID": "NWG=24"})
+    assert "TLGPU_GEMM_PARAMS_MID='NWG=24'" in r.stdout and "NWG must be a multiple" in r.stdout, r.stdout + r.stderr
+
+
 MV_CODE = """
 import numpy as np, tlgpu
 rng = np.random.default_rng(5)
