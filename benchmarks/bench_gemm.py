@@ -4,8 +4,8 @@ the host and PyTorch CUDA float32 (TF32 off), all measured in the same run.
 Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--json]
 
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
-x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T,
-divided by 4 on CPU devices. Rows with M <= 8 also report the weight-read bandwidth (GB/s) and its share
+x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T
+(that one divided by 4 on CPU devices). Rows with M <= 8 also report the weight-read bandwidth (GB/s) and its share
 of the device's copy bandwidth (tlgpu._C._bench_raw(2, n, iters): a read+write copy kernel).
 CLBlast is loaded with ctypes from libclblast (Debian libclblast-dev) when present; PyTorch when torch
 and CUDA are importable. Each figure is the best of 5 rounds, each round long enough to time.
@@ -142,7 +142,7 @@ def main():
     if args.quick:
         sizes, seconds = sizes[::2], min(seconds, 0.3)
     s = 4 if cpu else 1
-    dec = [(1, 4096 // s, 4096 // s), (8, 4096 // s, 4096 // s), (512 // s, 11008 // s, 4096 // s)]
+    dec = [(1, 4096, 4096), (8, 4096, 4096), (512 // s, 11008 // s, 4096 // s)]   # mul_mv: 64 MiB of weights
     if args.quick:
         dec = dec[::2]
     rng = np.random.default_rng(0)
