@@ -141,23 +141,34 @@ fn_rope(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (D % 2 != 0) return shape_error("rope", x, "the head dim D must be even");
     if (!(theta > 0.0)) return PyErr_Format(PyExc_ValueError, "rope: theta must be positive, got %g", theta);
     if (inplace && !tl_tensor_is_contig(x)) return shape_error("rope", x, "inplace=True needs a contiguous x");
-    if ((p = positions(po, T)) == NULL) return NULL;
+    int has_pos = !(PyLong_Check(po) && T == 1), pos0 = 0;
+    if (!has_pos) {                                      /* one position as an int: a kernel argument */
+        int overflow = 0;
+        long v = PyLong_AsLongAndOverflow(po, &overflow);
+        if (v == -1 && PyErr_Occurred()) return NULL;
+        if (overflow || v < INT32_MIN || v > INT32_MAX)
+            return PyErr_Format(PyExc_OverflowError, "rope: position %S does not fit int32", po);
+        pos0 = (int)v;
+    } else if ((p = positions(po, T)) == NULL) {
+        return NULL;
+    }
     if (inplace) {
         if (tl_check_inplace("rope", x) < 0) goto fail;
         out = (tl_tensor *)Py_NewRef(x);
     } else if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL) {
         goto fail;
     }
-    if (out->storage == NULL) { Py_DECREF(p); return (PyObject *)out; }
+    if (out->storage == NULL) { Py_XDECREF(p); return (PyObject *)out; }
     if (tl_kernel_py(&k_rope) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
-    int offx = (int)xc->offset, offp = (int)p->offset, offy = (int)out->offset;
+    int offx = (int)xc->offset, offp = has_pos ? (int)p->offset : 0, offy = (int)out->offset;
     float lt = (float)log2(theta);
-    const size_t sz[11] = {I, I, I, F, I, Mm, I, Mm, I, Mm, I};
-    const void *v[11] = {&T, &H, &D, &lt, &inter, &xc->storage->mem, &offx, &p->storage->mem, &offp,
+    cl_mem pmem = has_pos ? p->storage->mem : xc->storage->mem;     /* without positions: never read */
+    const size_t sz[13] = {I, I, I, F, I, Mm, I, Mm, I, I, I, Mm, I};
+    const void *v[13] = {&T, &H, &D, &lt, &inter, &xc->storage->mem, &offx, &pmem, &offp, &has_pos, &pos0,
                          &out->storage->mem, &offy};
-    tl_storage *st[3] = {out->storage, xc->storage, p->storage};
-    if (tl_set_args(k_rope.k, 0, 11, sz, v) < 0) goto fail;
-    if (tl_launch_1d(&k_rope, (size_t)T * (size_t)H * (size_t)(D / 2), st, 3, 1u) < 0) goto fail;
+    tl_storage *st[3] = {out->storage, xc->storage, has_pos ? p->storage : NULL};
+    if (tl_set_args(k_rope.k, 0, 13, sz, v) < 0) goto fail;
+    if (tl_launch_1d(&k_rope, (size_t)T * (size_t)H * (size_t)(D / 2), st, 2 + has_pos, 1u) < 0) goto fail;
     if (inplace) tl_mark_write(out, "rope");
     Py_XDECREF(xc); Py_XDECREF(p);
     return (PyObject *)out;

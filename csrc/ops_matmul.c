@@ -100,7 +100,7 @@ to_int(Py_ssize_t v)                                    /* sizes and strides fit
 
 /* Decode-case matrix-vector product: C[M, N] = A[M, K] @ W^T with W [N, K] row-major (B = W^T view), M <= 8. */
 static int
-mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int cpu)
+mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_tensor *res, int cpu)
 {
     static const int nr_of[4] = {4, 4, 8, 8};            /* weight rows per work-group: kernels/matmul.cl */
     tl_err err = {0};
@@ -124,16 +124,20 @@ mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, int c
     const size_t sz[12] = {I, I, I, Mm, I, I, Mm, I, I, Mm, I, I};
     const void *val[12] = {&p->N, &p->K, &p->M, &a->storage->mem, &p->off[1], &p->sAm, &b->storage->mem,
                            &p->off[2], &p->sBn, &out->storage->mem, &p->off[0], &sy};
-    if (tl_set_args(k, 0, 12, sz, val) < 0) return -1;
+    int has_res = res != NULL, offr = has_res ? (int)res->offset : 0;
+    cl_mem rmem = (has_res ? res : out)->storage->mem;  /* without a residual: never read */
+    if (tl_set_args(k, 0, 12, sz, val) < 0 ||
+        tl_set_args(k, 12, 3, (size_t[]){Mm, I, I}, (const void *[]){&rmem, &offr, &has_res}) < 0)
+        return -1;
     if (cpu) {                                           /* small groups: PoCL spreads groups over cores */
         lws = kh->wg < 8 ? kh->wg : 8;
         gws = tl_round_up((size_t)groups, lws);
     } else {
         gws = (size_t)groups * lws;
-        if (tl_set_args(k, 12, 1, (size_t[]){lws * per_lane}, (const void *[]){NULL}) < 0) return -1;
+        if (tl_set_args(k, 15, 1, (size_t[]){lws * per_lane}, (const void *[]){NULL}) < 0) return -1;
     }
-    tl_storage *st[3] = {out->storage, a->storage, b->storage};
-    if (tl_stream_launch(k, 1, &gws, &lws, st, 3, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
+    tl_storage *st[4] = {out->storage, a->storage, b->storage, has_res ? res->storage : NULL};
+    if (tl_stream_launch(k, 1, &gws, &lws, st, 3 + has_res, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
     return 0;
 }
 
@@ -170,9 +174,11 @@ pick_tier(const mm_problem *p, gemm_params *q)
     return tier;
 }
 
-/* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. */
+/* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. With
+ * `res` (contiguous, out's shape) the mul_mv path adds it in its store and sets *fused; other paths ignore
+ * it. */
 static int
-mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
+mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_tensor *res, int *fused)
 {
     tl_err err = {0};
     gemm_params q;
@@ -180,8 +186,10 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out)
     if (p->K == 0) return tl_tensor_fill(out, 0.0);
     if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     const int cpu = q.v[GP_DIRECT] != 0, forced = v != MM_GEMM;
-    if (!forced && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1)
-        return mv_launch(p, a, b, out, cpu);             /* x @ w.T with few rows: the decode case */
+    if (!forced && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1) {
+        *fused = res != NULL;                            /* x @ w.T with few rows: the decode case */
+        return mv_launch(p, a, b, out, res, cpu);
+    }
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
     else if (!forced && cpu && p->sBn == 1) v = MM_DIRECT_NN;
     else if (!forced && cpu && p->sAk == 1 && p->sBk == 1) v = MM_DIRECT_NT;
@@ -295,9 +303,10 @@ mm_batch(const char *op, tl_tensor *a, int nda, tl_tensor *b, int ndb, mm_proble
     return 0;
 }
 
-/* numpy matmul: a (..., M, K) or (K,), b (..., K, N) or (K,). */
+/* numpy matmul: a (..., M, K) or (K,), b (..., K, N) or (K,). With res, the result plus res where the kernel
+ * can add it (*fused set; res must then be contiguous float32 of the result's shape), else just a @ b. */
 static PyObject *
-mm_forward(const char *op, tl_tensor *a, tl_tensor *b)
+mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *fused)
 {
     mm_problem p = {0};
     Py_ssize_t shape[TL_MAX_DIMS + 2];
@@ -323,8 +332,18 @@ mm_forward(const char *op, tl_tensor *a, tl_tensor *b)
     if (out->storage == NULL) return (PyObject *)out;    /* zero-size: enqueue nothing */
     p.off[1] = to_int(a->offset);
     p.off[2] = to_int(b->offset);
-    if (mm_launch(&p, a, b, out) < 0) Py_CLEAR(out);
+    if (res != NULL && (res->ndim != nshape || memcmp(res->shape, shape, sizeof(Py_ssize_t) * (size_t)nshape) != 0 ||
+                        res->dtype != TL_F32 || res->storage == NULL || !tl_tensor_is_contig(res)))
+        res = NULL;                                      /* not in the store's layout: added separately */
+    if (mm_launch(&p, a, b, out, res, fused) < 0) Py_CLEAR(out);
     return (PyObject *)out;
+}
+
+static PyObject *
+mm_forward(const char *op, tl_tensor *a, tl_tensor *b)
+{
+    int fused = 0;
+    return mm_forward_res(op, a, b, NULL, &fused);
 }
 
 /* Records out = a @ b (kind 0) or outer(a, b) (kind 1) for autograd: both operands are saved. */
@@ -462,8 +481,28 @@ m_outer(PyObject *self, PyObject *other)
     p.sBn = to_int(b->strides[0]);
     p.off[1] = to_int(a->offset);
     p.off[2] = to_int(b->offset);
-    if (mm_launch(&p, a, b, out) < 0) Py_CLEAR(out);
+    int fused = 0;
+    if (mm_launch(&p, a, b, out, NULL, &fused) < 0) Py_CLEAR(out);
     return record((PyObject *)out, a, b, 1);
+}
+
+/* addmm(input, mat1, mat2): input + mat1 @ mat2, input broadcast as by +. One launch on the mul_mv path (at
+ * most 8 rows times a transposed weight) when input is contiguous float32 of the product's shape and
+ * nothing requires grad: the kernel adds it as it stores (a decoder's residual). Otherwise the product and
+ * an add, recorded for autograd as those two ops. */
+static PyObject *
+fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *io, *ao, *bo, *r;
+    tl_tensor *in, *a, *b;
+    int fused = 0;
+    if (!PyArg_ParseTuple(args, "OOO:addmm", &io, &ao, &bo)) return NULL;
+    if (want_tensor("addmm", io, &in) < 0 || want_tensor("addmm", ao, &a) < 0 || want_tensor("addmm", bo, &b) < 0)
+        return NULL;
+    PyObject *ins[3] = {io, ao, bo};
+    r = tl_autograd_wanted(ins, 3) ? mm("addmm", a, b) : mm_forward_res("addmm", a, b, in, &fused);
+    if (r != NULL && !fused) Py_SETREF(r, PyNumber_Add(io, r));
+    return r;
 }
 
 /* Test hook until the shape family offers views: a strided view of t, checked against its storage so a
@@ -572,6 +611,7 @@ static const PyMethodDef mm_methods[] = {
 };
 
 static const PyMethodDef mm_functions[] = {
+    {"addmm", fn_addmm, METH_VARARGS, "addmm(input, mat1, mat2): input + mat1 @ mat2 (fused on the mul_mv path)."},
     {"_matmul_test_view", fn_test_view, METH_VARARGS,
      "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
     {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},

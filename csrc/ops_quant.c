@@ -93,7 +93,8 @@ done:
     return (PyObject *)out;
 }
 
-/* _q4_0_mul_mv(x, qs, d, N, K): x (R, K) float32 with R <= 8 -> (R, N) = x @ W^T. */
+/* _q4_0_mul_mv(x, qs, d, N, K, res=None): x (R, K) float32 with R <= 8 -> (R, N) = x @ W^T (+ res, a
+ * contiguous float32 (R, N), added as y is stored: addmm). */
 static PyObject *
 fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -102,7 +103,9 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     tl_tensor *x, *qs, *d, *xc = NULL, *out = NULL;
     tl_err err = {0};
     const tl_runtime *rt;
-    if (!PyArg_ParseTuple(args, "OOOii:_q4_0_mul_mv", &xo, &qo, &dq, &N, &K)) return NULL;
+    PyObject *ro = Py_None;
+    tl_tensor *res = NULL;
+    if (!PyArg_ParseTuple(args, "OOOii|O:_q4_0_mul_mv", &xo, &qo, &dq, &N, &K, &ro)) return NULL;
     if (q4_args("matmul", qo, dq, N, K, &qs, &d) < 0) return NULL;
     if (!tl_tensor_check(xo)) return PyErr_Format(PyExc_TypeError, "matmul: x must be a Tensor");
     x = tl_tensor_CAST(xo);
@@ -117,6 +120,13 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     }
     int R = (int)x->shape[0];
     Py_ssize_t shape[2] = {R, N};
+    if (ro != Py_None) {                                 /* addmm: res is added as y is stored */
+        if (!tl_tensor_check(ro)) return PyErr_Format(PyExc_TypeError, "addmm: input must be a Tensor");
+        res = tl_tensor_CAST(ro);
+        if (res->dtype != TL_F32 || res->ndim != 2 || res->shape[0] != R || res->shape[1] != N ||
+            !tl_tensor_is_contig(res))
+            return PyErr_Format(PyExc_ValueError, "addmm (q4_0): input must be contiguous float32 (%d, %d)", R, N);
+    }
     if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL) return (PyObject *)out;
     if (K == 0) { if (tl_tensor_fill(out, 0.0) < 0) Py_CLEAR(out); return (PyObject *)out; }
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
@@ -139,7 +149,11 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     const size_t sz[9] = {I, I, I, Mm, I, I, Mm, Mm, Mm};
     const void *v[9] = {&N, &K, &R, &xc->storage->mem, &ox, &sx, &qs->storage->mem, &d->storage->mem,
                         &out->storage->mem};
-    if (tl_set_args(kh->k, 0, 9, sz, v) < 0) goto fail;
+    int has_res = res != NULL && res->storage != NULL, offr = has_res ? (int)res->offset : 0;
+    cl_mem rmem = (has_res ? res : out)->storage->mem;  /* without a residual: never read */
+    if (tl_set_args(kh->k, 0, 9, sz, v) < 0 ||
+        tl_set_args(kh->k, 9, 3, (size_t[]){Mm, I, I}, (const void *[]){&rmem, &offr, &has_res}) < 0)
+        goto fail;
     size_t groups = (size_t)(N + nr - 1) / (size_t)nr;
     cl_uint dim = 1;
     if (cpu) {                                           /* small groups: PoCL spreads them over cores */
@@ -149,10 +163,13 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
         gws[1] = (size_t)(R + 1) / 2;                   /* two activation rows per work-item */
     } else {
         gws[0] = groups * lws[0];
-        if (tl_set_args(kh->k, 9, 1, (size_t[]){lws[0] * per_lane}, (const void *[]){NULL}) < 0) goto fail;
+        if (tl_set_args(kh->k, 12, 1, (size_t[]){lws[0] * per_lane}, (const void *[]){NULL}) < 0) goto fail;
     }
-    tl_storage *st[4] = {out->storage, xc->storage, qs->storage, d->storage};
-    if (tl_stream_launch(kh->k, dim, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK) { tl_raise(&err); goto fail; }
+    tl_storage *st[5] = {out->storage, xc->storage, qs->storage, d->storage, has_res ? res->storage : NULL};
+    if (tl_stream_launch(kh->k, dim, gws, lws, st, 4 + has_res, 1u, kh->name, &err) != TL_OK) {
+        tl_raise(&err);
+        goto fail;
+    }
     Py_DECREF(xc);
     return (PyObject *)out;
 fail:

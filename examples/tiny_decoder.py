@@ -4,10 +4,12 @@
 
 Random weights from a fixed numpy seed; float32 or q4_0 (--q4) weights. Each step: get_rows (embedding)
 -> per layer [rms_norm -> one fused q|k|v projection (x @ w.T: the mul_mv path) -> one rope over the q and k
-heads (NeoX pairing) -> kv_write -> attention over the cache (grouped-query heads) -> output projection ->
+heads (NeoX pairing) -> kv_write of k and v -> attention over the cache (grouped-query heads) -> output projection ->
 residual -> rms_norm -> one fused w1|w3 projection -> silu_mul of its halves -> w2 -> residual] -> rms_norm ->
-logits -> argmax. Fusing the projections saves four launches per layer: decoding is launch-bound. The runs must produce identical
-tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
+logits -> argmax. Decoding is launch-bound, so launches are saved where the ops allow: fused projections
+(four per layer), residual adds done by the projection kernel (addmm: two per layer), rope in place with
+the position as an int (no upload), keys and values in one cache tensor written by one kv_write: 10
+launches per layer, 4 more per step. The runs must produce identical tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
 """
 import argparse
@@ -88,13 +90,19 @@ class Decoder:
         return self.weight_bytes - self._bytes(self.embed) + emb
 
     def reset(self):
+        """One (2 * Hkv, max_len, D) cache per layer, keys then values, so a single kv_write stores both;
+        kc / vc are its halves (contiguous views)."""
         c = self.cfg
-        shape = (c.n_kv_heads, c.max_len, c.head_dim)
-        self.kc = [tlgpu.zeros(shape) for _ in self.layers]
-        self.vc = [tlgpu.zeros(shape) for _ in self.layers]
+        self.kv = [tlgpu.zeros((2 * c.n_kv_heads, c.max_len, c.head_dim)) for _ in self.layers]
+        self.kc = [kv[:c.n_kv_heads] for kv in self.kv]
+        self.vc = [kv[c.n_kv_heads:] for kv in self.kv]
 
     def linear(self, x, w):
         return quant.matmul(x, w) if self.q4 else x @ w.T
+
+    def residual(self, r, x, w):
+        """r + x @ w.T in one launch: the mul_mv kernel adds r as it stores."""
+        return quant.addmm(r, x, w) if self.q4 else tlgpu.addmm(r, x, w.T)
 
     def step(self, token, pos):
         """Logits (1, vocab) after feeding `token` at position `pos`."""
@@ -105,14 +113,13 @@ class Decoder:
         for i, lw in enumerate(self.layers):
             h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)
             qkv = self.linear(h, lw["wqkv"]).reshape(nq + 2 * nkv, hd)          # q heads, k heads, v heads
-            qk = tlgpu.rope(qkv[:nq + nkv], pos, theta=c.theta)                # q and k rotated together
-            tlgpu.kv_write(self.kc[i], qk[nq:], pos)
-            tlgpu.kv_write(self.vc[i], qkv[nq + nkv:], pos)
-            a = tlgpu.attention(qk[:nq], self.kc[i], self.vc[i], pos + 1)
-            x = x + self.linear(a.reshape(1, c.dim), lw["wo"])
+            tlgpu.rope(qkv[:nq + nkv], pos, theta=c.theta, inplace=True)       # q and k rotated together
+            tlgpu.kv_write(self.kv[i], qkv[nq:], pos)                          # k and v heads in one launch
+            a = tlgpu.attention(qkv[:nq], self.kc[i], self.vc[i], pos + 1)
+            x = self.residual(x, a.reshape(1, c.dim), lw["wo"])
             h = tlgpu.rms_norm(x, lw["mlp_norm"], eps=c.eps)
             g = self.linear(h, lw["w13"])                                       # (1, 2 * hidden): w1 | w3
-            x = x + self.linear(tlgpu.silu_mul(g[:, :hid], g[:, hid:]), lw["w2"])
+            x = self.residual(x, tlgpu.silu_mul(g[:, :hid], g[:, hid:]), lw["w2"])
         return self.linear(tlgpu.rms_norm(x, self.norm, eps=c.eps), self.out)
 
     def generate(self, prompt, n_tokens):

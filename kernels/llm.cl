@@ -57,16 +57,17 @@ tl_rms_norm_f32(int D, float eps, global const float *x, int offx, global const 
     for (int i = lid; i < D; i += L) y[i] = has_w ? x[i] * r * w[i] : x[i] * r;
 }
 
-/* x and y: (T, H, D); pos[t] from the int32 buffer (offset offp). One work-item per rotated pair.
+/* x and y: (T, H, D); pos[t] from the int32 buffer (offset offp), or pos0 when has_pos is 0 (T == 1: a
+ * position given as an int, no upload). One work-item per rotated pair.
  * The angle of pair i is pos * theta^(-2i/D), computed as exp2(-(2i/D) * log2(theta)) in float32. */
 kernel void
 tl_rope_f32(int T, int H, int D, float log2_theta, int interleaved, global const float *x, int offx,
-            global const int *pos, int offp, global float *y, int offy)
+            global const int *pos, int offp, int has_pos, int pos0, global float *y, int offy)
 {
     const int g = get_global_id(0), half_d = D / 2;
     if (g >= T * H * half_d) return;
     const int i = g % half_d, row = g / half_d, t = row / H;
-    const float ang = (float)pos[offp + t] * exp2(-(float)(2 * i) / (float)D * log2_theta);
+    const float ang = (float)(has_pos ? pos[offp + t] : pos0) * exp2(-(float)(2 * i) / (float)D * log2_theta);
     float c, s = sincos(ang, &c);
     const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half_d;
     x += offx + row * D;

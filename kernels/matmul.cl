@@ -10,7 +10,8 @@
  *    (PoCL keeps variables live across barriers in memory), each work-item a register block read from
  *    the caches; nn vectorises along n (B rows contiguous), nt along k (both operands' k contiguous).
  *  - tl_mul_mv_f32 (GPU: one work-group per MV_NR weight rows, local-memory tree) and
- *    tl_mul_mv_rows_f32 (CPU: one work-item per MV_NR rows): y[r, n] = x[r, :] . W[n, :], r < R <= 8.
+ *    tl_mul_mv_rows_f32 (CPU: one work-item per MV_NR rows): y[r, n] = x[r, :] . W[n, :] (+ res[r, n] when
+ *    has_res: addmm's fused residual, laid out like y), r < R <= 8.
  *  - tl_matmul_small_f32 / tl_matmul_naive_f32: fallbacks for devices with small work-group limits.
  * Sizes need not be multiples of a tile: edge loads read 0 (or a clamped row) and edge stores are skipped. */
 #include "mv_reduce.h"
@@ -320,7 +321,8 @@ tl_gemm_direct_nt_f32(MM_ARGS)
 #define MV_KERNEL(RR, NR)                                                                                     \
 kernel void                                                                                               \
 tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w,  \
-                      int offw, int sw, global float *y, int offy, int sy, local float *red)             \
+                      int offw, int sw, global float *y, int offy, int sy, global const float *res,      \
+                      int offr, int has_res, local float *red)                                           \
 {                                                                                                         \
     const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * NR;                 \
     const global float *xr[RR], *wr[NR];                                                               \
@@ -348,7 +350,8 @@ tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int 
     const float tot = mv_reduce(red, NR * RR, L, lid);                                                 \
     if (lid < NR * RR) {                                                                               \
         int j = lid / RR, r = lid - j * RR;                                                               \
-        if (n0 + j < N && r < R) y[offy + r * sy + n0 + j] = tot;                                         \
+        if (n0 + j < N && r < R)                                                                          \
+            y[offy + r * sy + n0 + j] = has_res ? tot + res[offr + r * sy + n0 + j] : tot;                 \
     }                                                                                                     \
 }
 MV_KERNEL(1, 4)
@@ -359,7 +362,8 @@ MV_KERNEL(8, 8)
 /* CPU matrix-vector: one work-item per MV_NR rows of W, CVW-wide dot products, no barriers. */
 kernel void
 tl_mul_mv_rows_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w,
-                   int offw, int sw, global float *y, int offy, int sy)
+                   int offw, int sw, global float *y, int offy, int sy, global const float *res, int offr,
+                   int has_res)
 {
     const int n0 = get_global_id(0) * MV_NR;
     if (n0 >= N) return;
@@ -386,6 +390,7 @@ tl_mul_mv_rows_f32(int N, int K, int R, global const float *x, int offx, int sx,
                 s0 = mad(wr[j][k], x[r0 * sx + k], s0);
                 s1 = mad(wr[j][k], x[r1 * sx + k], s1);
             }
+            if (has_res) { s0 += res[offr + r0 * sy + n0 + j]; s1 += res[offr + r1 * sy + n0 + j]; }
             y[offy + r0 * sy + n0 + j] = s0;
             if (r1 != r0) y[offy + r1 * sy + n0 + j] = s1;
         }

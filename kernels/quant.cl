@@ -70,7 +70,7 @@ block_dot(uint4 w, float s, const global float *xb)
     return s * ((acc.x + acc.y) + (acc.z + acc.w));
 }
 
-/* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous; red: L * (NR * RR + 1) floats. NR weight
+/* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous (plus res, laid out like y, when has_res); red: L * (NR * RR + 1) floats. NR weight
  * rows per work-group: 4, or 8 from 4 activation rows up (every group re-reads all of x from cache; 16
  * rows starved the GPU of work-groups in decode, where N is small). One kernel per
  * padded row count RR in {1, 2, 4, 8}: compile-time bounds keep the accumulators in registers; rows >= R
@@ -78,7 +78,8 @@ block_dot(uint4 w, float s, const global float *xb)
 #define MVQ_KERNEL(RR, NR)                                                                                    \
 kernel void                                                                                               \
 tl_mul_mv_q4_0_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx,                   \
-                           global const uint *qs, global const half *d, global float *y, local float *red) \
+                           global const uint *qs, global const half *d, global float *y,                  \
+                           global const float *res, int offr, int has_res, local float *red)              \
 {                                                                                                         \
     const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * NR, nb = K / 32;    \
     const global float *xr[RR];                                                                           \
@@ -103,7 +104,7 @@ tl_mul_mv_q4_0_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
     const float tot = mv_reduce(red, NR * RR, L, lid);                                                 \
     if (lid < NR * RR) {                                                                               \
         const int j = lid / RR, r = lid - j * RR;                                                         \
-        if (n0 + j < N && r < R) y[r * N + n0 + j] = tot;                                                 \
+        if (n0 + j < N && r < R) y[r * N + n0 + j] = has_res ? tot + res[offr + r * N + n0 + j] : tot;   \
     }                                                                                                     \
 }
 MVQ_KERNEL(1, 4)
@@ -115,7 +116,7 @@ MVQ_KERNEL(8, 8)
  * block is unpacked once for two activation rows; no barriers. */
 kernel void
 tl_mul_mv_q4_0_rows_f32(int N, int K, int R, global const float *x, int offx, int sx, global const uint *qs,
-                        global const half *d, global float *y)
+                        global const half *d, global float *y, global const float *res, int offr, int has_res)
 {
     const int n0 = get_global_id(0) * MV_NR, r0 = get_global_id(1) * 2, nb = K / 32;
     if (n0 >= N || r0 >= R) return;
@@ -139,9 +140,9 @@ tl_mul_mv_q4_0_rows_f32(int N, int K, int R, global const float *x, int offx, in
     for (int j = 0; j < MV_NR && n0 + j < N; j++) {
         float8 h8 = a0[j].lo + a0[j].hi;
         float4 h = h8.lo + h8.hi;
-        y[r0 * N + n0 + j] = (h.x + h.y) + (h.z + h.w);
+        y[r0 * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_res ? res[offr + r0 * N + n0 + j] : 0.0f);
         h8 = a1[j].lo + a1[j].hi;
         h = h8.lo + h8.hi;
-        if (r1 != r0) y[r1 * N + n0 + j] = (h.x + h.y) + (h.z + h.w);
+        if (r1 != r0) y[r1 * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_res ? res[offr + r1 * N + n0 + j] : 0.0f);
     }
 }

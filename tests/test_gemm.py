@@ -113,6 +113,9 @@ for k, n in [(4096, 37), (33, 9), (1027, 130)]:
         x = rng.standard_normal((m, k)).astype(np.float32)
         got = (tlgpu.tensor(x) @ tw.T).numpy()
         np.testing.assert_allclose(got, x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+        r = rng.standard_normal((m, n)).astype(np.float32)       # addmm: the residual added in the store
+        got = tlgpu.addmm(tlgpu.tensor(r), tlgpu.tensor(x), tw.T).numpy()
+        np.testing.assert_allclose(got, r + x.astype(np.float64) @ w.T, rtol=1e-4, atol=1e-4 * np.sqrt(k))
 print("ok")
 """
 

@@ -81,9 +81,23 @@ def test_rope(rng, t, h, d, interleaved):
     close(tx, ref, 1e-4, 1e-4)
 
 
+def enqueues(fn):
+    """fn()'s result and the commands it enqueued."""
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    r = fn()
+    return r, tlgpu.stream_stats()["enqueued"]
+
+
 def test_rope_2d_large_position_and_errors(rng):
     x = randn(rng, 4, 16)
-    close(tlgpu.rope(T(x), 1000, theta=500000.0), ref_rope(x[None], [1000], 500000.0, False)[0], 2e-4, 2e-4)
+    tx = T(x)
+    y, n = enqueues(lambda: tlgpu.rope(tx, 1000, theta=500000.0))     # an int position: no upload
+    close(y, ref_rope(x[None], [1000], 500000.0, False)[0], 2e-4, 2e-4)
+    assert n == 1
+    close(tlgpu.rope(T(x[None]), -3), ref_rope(x[None], [-3], 10000.0, False), 2e-4, 2e-4)
+    with pytest.raises(OverflowError, match="int32"):
+        tlgpu.rope(tx, 2 ** 31)
     with pytest.raises(ValueError, match="even"):
         tlgpu.rope(T(randn(rng, 2, 3)), 0)
     with pytest.raises(ValueError, match="positions"):
@@ -196,6 +210,26 @@ def test_mul_mv(rng, m, k, n):
     close(T(x) @ wide.T, x.astype(np.float64) @ wide.numpy().T, 1e-4, 1e-5 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("m,k,n", [(1, 33, 1025), (3, 256, 64), (8, 7, 5), (20, 40, 9)])
+def test_addmm(rng, m, k, n):
+    x, w, r = randn(rng, m, k), randn(rng, n, k), randn(rng, m, n)
+    ref = r.astype(np.float64) + x.astype(np.float64) @ w.T.astype(np.float64)
+    tx, tw, tr = T(x), T(w), T(r)
+    y, cmds = enqueues(lambda: tlgpu.addmm(tr, tx, tw.T))
+    close(y, ref, 1e-4, 1e-5 * np.sqrt(k))
+    if m <= 8:
+        assert cmds == 1                                       # the residual added in the mul_mv store
+    bias = randn(rng, n)                                       # broadcast input: the product, then an add
+    close(tlgpu.addmm(T(bias), tx, tw.T), bias + x.astype(np.float64) @ w.T, 1e-4, 1e-5 * np.sqrt(k))
+    tr.requires_grad = True                                    # autograd: recorded as @ and +
+    tx.requires_grad = True
+    tlgpu.addmm(tr, tx, tw.T).sum().backward()
+    close(tr.grad, np.ones((m, n)), 0, 0)
+    close(tx.grad, np.broadcast_to(w.sum(0), (m, k)), 1e-4, 1e-4)
+    with pytest.raises(TypeError, match="addmm"):
+        tlgpu.addmm(r, tx, tw.T)
+
+
 def small_decoder_check(q4, rtol):
     import tiny_decoder as td
     cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=8)
@@ -216,8 +250,10 @@ def test_tiny_decoder_logits(q4):
 def test_tiny_decoder_repeatable():
     import tiny_decoder as td
     cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=16)
-    tokens, _, _ = td.run(cfg, q4=False, n_tokens=6, runs=3)
+    tokens, _, model = td.run(cfg, q4=False, n_tokens=6, runs=3)
     assert len(tokens) == 6
+    _, n = enqueues(lambda: model.step(3, 9))         # 10 launches per layer; embedding (id upload + rows), norm, head
+    assert n == 10 * cfg.n_layers + 4
 
 
 def test_fast_math_subprocess():

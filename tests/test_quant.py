@@ -86,6 +86,9 @@ for (m, n, k) in [(1, 5, 32), (2, 9, 64), (3, 33, 1024), (4, 7, 64), (5, 6, 64),
     q = quant.quantize_q4_0(w)
     ref = x.astype(np.float64) @ q.dequantize().numpy().astype(np.float64).T
     np.testing.assert_allclose(quant.matmul(tlgpu.tensor(x), q).numpy(), ref, rtol=1e-4, atol=1e-4)
+    r = rng.standard_normal((m, n)).astype(np.float32)
+    np.testing.assert_allclose(quant.addmm(tlgpu.tensor(r), tlgpu.tensor(x), q).numpy(), r + ref, rtol=1e-4,
+                               atol=1e-4)
 print("ok")
 """
         r = run_python(code, env={"TLGPU_GEMM_PARAMS": "DIRECT=0"})
@@ -97,6 +100,23 @@ print("ok")
         ref = x.astype(np.float64) @ ref_dequantize(*quant.quantize_q4_0_numpy(w)).T
         got = quant.matmul(tlgpu.tensor(x), q).numpy()
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k / 32))
+
+
+def test_addmm(rng):
+    q = quant.quantize_q4_0(weights(rng, 40, 96))
+    deq = q.dequantize().numpy().astype(np.float64)
+    for m in (1, 5, 8, 11):
+        x, r = rng.standard_normal((m, 96)).astype(np.float32), rng.standard_normal((m, 40)).astype(np.float32)
+        tx, tr = tlgpu.tensor(x), tlgpu.tensor(r)
+        tlgpu.synchronize()
+        tlgpu.reset_stream_stats()
+        y = quant.addmm(tr, tx, q)
+        if m <= quant.MV_MAX_ROWS:
+            assert tlgpu.stream_stats()["enqueued"] == 1        # the residual added in the mul_mv store
+        np.testing.assert_allclose(y.numpy(), r + x @ deq.T, rtol=1e-4, atol=1e-4)
+        bias = rng.standard_normal(40).astype(np.float32)      # broadcast: the product, then an add
+        np.testing.assert_allclose(quant.addmm(tlgpu.tensor(bias), tx, q).numpy(), bias + x @ deq.T, rtol=1e-4,
+                                   atol=1e-4)
 
 
 def test_matmul_shapes_and_errors(rng):

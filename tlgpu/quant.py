@@ -136,6 +136,19 @@ def matmul(x, w):
     return y.reshape(lead + (n,))
 
 
+def addmm(input, x, w):
+    """input + matmul(x, w), i.e. input + x @ w.T for a q4_0 w (N, K). With up to 8 rows, input a contiguous
+    float32 Tensor of the result's shape that does not require grad: one launch, the mul_mv kernel adding
+    input as it stores (a decoder's residual). Otherwise the product and an add."""
+    w = _check(w, "addmm")
+    n, k = w.shape
+    if (isinstance(x, Tensor) and isinstance(input, Tensor) and x.ndim == 2 and x.shape[0] <= MV_MAX_ROWS
+            and x.shape[1] == k and k > 0 and tuple(input.shape) == (x.shape[0], n) and input.dtype == "float32"
+            and input.is_contiguous() and not input.requires_grad):
+        return _C._q4_0_mul_mv(x, w.qs, w.d, n, k, input)
+    return input + matmul(x, w)
+
+
 def embedding(table, ids):
     """Rows table[ids] of a Q4_0 (dequantized) or float32 Tensor table; ids: int32 Tensor or ints."""
     if isinstance(table, Tensor):
