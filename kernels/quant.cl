@@ -5,8 +5,9 @@
  * in its high one; the value is d * (q - 8). The scales and the nibbles live in two arrays so every
  * load is aligned and neighbouring work-items read neighbouring words.
  *  - dequantize / get_rows: one work-item per block (32 outputs).
- *  - mul_mv (y[r, n] = x[r, :] . W[n, :], R <= 8 rows of x): GPU, one work-group per MV_NR rows, each
- *    work-item one block per step for all R rows, then a local-memory tree; CPU, one work-item per
+ *  - mul_mv (y[r, n] = x[r, :] . W[n, :], R <= 8 rows of x): GPU, one work-group per 4 or 8 rows, each
+ *    work-item a quarter block (one word) per step for all R rows (a whole block per lane left most lanes
+ *    idle at K = 2048: 64 blocks for 256 lanes), then mv_reduce; CPU, one work-item per
  *    MV_NR rows with 16-wide vectors, no barriers. Either reads each weight byte once per launch. */
 #include "mv_reduce.h"
 
@@ -58,18 +59,6 @@ tl_get_rows_q4_0_f32(int n, int N, int nb, global const int *ids, int offi, glob
     unpack(w.w, &lo, &hi); vstore4(lo * s, 3, y); vstore4(hi * s, 7, y);
 }
 
-/* d * (q . x) for one block and 32 values of x at xb. */
-inline float
-block_dot(uint4 w, float s, const global float *xb)
-{
-    float4 lo, hi, acc;
-    unpack(w.x, &lo, &hi); acc = lo * vload4(0, xb) + hi * vload4(4, xb);
-    unpack(w.y, &lo, &hi); acc = mad(lo, vload4(1, xb), mad(hi, vload4(5, xb), acc));
-    unpack(w.z, &lo, &hi); acc = mad(lo, vload4(2, xb), mad(hi, vload4(6, xb), acc));
-    unpack(w.w, &lo, &hi); acc = mad(lo, vload4(3, xb), mad(hi, vload4(7, xb), acc));
-    return s * ((acc.x + acc.y) + (acc.z + acc.w));
-}
-
 /* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous (plus res, laid out like y, when has_res); red: L * (NR * RR + 1) floats. NR weight
  * rows per work-group: 4, or 8 from 4 activation rows up (every group re-reads all of x from cache; 16
  * rows starved the GPU of work-groups in decode, where N is small). One kernel per
@@ -87,16 +76,22 @@ tl_mul_mv_q4_0_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
     for (int r = 0; r < RR; r++) xr[r] = x + offx + min(r, R - 1) * sx;                                   \
     for (int j = 0; j < NR; j++)                                                                       \
         for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
-    for (int b = lid; b < nb; b += L) {                                                                   \
-        uint4 w[NR];                                                                                   \
-        float s[NR];                                                                                   \
+    for (int u = lid; u < nb * 4; u += L) {          /* a quarter block (one word, 8 weights) per lane */ \
+        const int b = u >> 2, qq = u & 3;                                                                 \
+        float4 xl[RR], xh[RR];                                                                            \
+        for (int r = 0; r < RR; r++) {                                                                    \
+            xl[r] = vload4(qq, xr[r] + b * 32);                                                           \
+            xh[r] = vload4(qq + 4, xr[r] + b * 32);                                                       \
+        }                                                                                                 \
         for (int j = 0; j < NR; j++) {                                                                 \
             const int blk = min(n0 + j, N - 1) * nb + b;      /* an edge row repeats the last; not stored */ \
-            w[j] = vload4(blk, qs);                                                                       \
-            s[j] = vload_half(blk, d);                                                                    \
+            const float s = vload_half(blk, d);                                                           \
+            float4 lo, hi;                                                                                \
+            unpack(qs[blk * 4 + qq], &lo, &hi);                                                           \
+            lo *= s;                                                                                      \
+            hi *= s;                                                                                      \
+            for (int r = 0; r < RR; r++) acc[j][r] += dot(lo, xl[r]) + dot(hi, xh[r]);                    \
         }                                                                                                 \
-        for (int r = 0; r < RR; r++)                                                                      \
-            for (int j = 0; j < NR; j++) acc[j][r] += block_dot(w[j], s[j], xr[r] + b * 32);           \
     }                                                                                                     \
     for (int j = 0; j < NR; j++)                                                                       \
         for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                     \
