@@ -5,7 +5,8 @@ Usage: python3 benchmarks/bench_decode.py [--quick] [--models tiny medium] [--to
 The floor is the weight bytes one token reads (every linear layer and the head once, one embedding
 row) divided by the device's copy bandwidth measured in the same run (tlgpu._C._bench_raw(2, n, iters):
 a read+write copy kernel over 64 MiB, counted as 8 bytes per element). `pct_of_floor` = floor time /
-measured time per token: 100 % would be a decoder limited only by reading its weights. Models: tiny
+measured time per token: 100 % would be a decoder limited only by reading its weights. Prefill: the time
+to feed a --prompt-token prompt in one pass (Decoder.prefill: GEMMs over all rows, causal attention). Models: tiny
 (dim 256, 4 layers, 8 heads / 2 KV heads, vocab 1000; the default everywhere) and medium (dim 2048,
 8 layers, 16 / 4 heads, hidden 5632, vocab 32000, 1.7 GB float32; the default on GPUs too).
 """
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
@@ -25,12 +27,26 @@ MODELS = {
 }
 
 
+def prefill(model, n, vocab):
+    """Best of 3: ms to feed an n-token prompt in one pass (Decoder.prefill), and tokens/s."""
+    prompt = [(7 * i + 1) % vocab for i in range(n)]
+    best = float("inf")
+    for _ in range(4):                                    # the first: warm-up (kernel builds)
+        model.reset()
+        tlgpu.synchronize()
+        t = time.perf_counter()
+        model.prefill(prompt).numpy()
+        best = min(best, time.perf_counter() - t) if _ else best
+    return {"prefill_ms": round(1e3 * best, 2), "prefill_tokens_per_s": round(n / best, 1)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", choices=sorted(MODELS))
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="tiny model only, 16 tokens, 2 runs")
+    ap.add_argument("--prompt", type=int, default=64, help="prompt length of the prefill measurement")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     dev = tlgpu.device()
@@ -41,7 +57,7 @@ def main():
     rows = []
     for name in models:
         cfg = MODELS[name]
-        cfg.max_len = max(cfg.max_len, tokens + 8)
+        cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
         for q4 in (False, True):
             toks, tps, model = td.run(cfg, q4, tokens, runs)
             per_tok = model.bytes_per_token()
@@ -49,16 +65,17 @@ def main():
             rows.append({"model": name, "weights": "q4_0" if q4 else "float32", "tokens_per_s": round(tps, 1),
                          "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),
                          "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
-                         "identical_runs": runs})
+                         "identical_runs": runs, **prefill(model, args.prompt, cfg.vocab)})
             del model
     out = {"benchmark": "decode", "device": dev.name, "platform": dev.platform,
            "copy_bandwidth_GBps": round(bw / 1e9, 2), "rows": rows}
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    cols = ["model", "weights", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor"]
+    cols = ["model", "weights", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor",
+            "prefill_ms", "prefill_tokens_per_s"]
     print(f"## Decode\ndevice: {dev.name} ({dev.platform}); copy bandwidth {bw / 1e9:.1f} GB/s; "
-          f"{tokens} tokens, best of {runs} identical runs\n")
+          f"{tokens} tokens, best of {runs} identical runs; prefill of a {args.prompt}-token prompt, best of 3\n")
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in rows:
         print("| " + " | ".join(str(r[c]) for c in cols) + " |")

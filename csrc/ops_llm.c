@@ -291,7 +291,8 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
     return Py_NewRef(co);
 }
 
-/* attention(q, k_cache, v_cache, length, scale=None): q (H, D), caches (Hkv, max_len, D), H % Hkv == 0. */
+/* attention(q, k_cache, v_cache, length, scale=None): q (H, D) (a decode step) or (T, H, D) (the last T of
+ * `length` positions, causal: prefill), caches (Hkv, max_len, D), H % Hkv == 0. */
 static PyObject *
 fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
@@ -306,36 +307,37 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         return NULL;
     PyObject *ins[3] = {qo, ko, vo};
     if (no_grad("attention", ins, 3) < 0) return NULL;
-    if (q->ndim != 2) return shape_error("attention", q, "q must be (H, D)");
+    if (q->ndim != 2 && q->ndim != 3) return shape_error("attention", q, "q must be (H, D) or (T, H, D)");
     if (check_cache("attention", "k_cache must be (Hkv, max_len, D)", kc) < 0 ||
         check_cache("attention", "v_cache must be (Hkv, max_len, D)", vc) < 0)
         return NULL;
-    int H = (int)q->shape[0], D = (int)q->shape[1], Hkv = (int)kc->shape[0], ML = (int)kc->shape[1];
+    int T = q->ndim == 3 ? (int)q->shape[0] : 1, H = (int)q->shape[q->ndim - 2], D = (int)q->shape[q->ndim - 1];
+    int Hkv = (int)kc->shape[0], ML = (int)kc->shape[1];
     if (memcmp(kc->shape, vc->shape, sizeof kc->shape[0] * 3) != 0 || kc->shape[2] != D || Hkv == 0 || H % Hkv != 0) {
         char a[128], b[128], c[128];
-        tl_shape_str(q->shape, 2, a, sizeof a);
+        tl_shape_str(q->shape, q->ndim, a, sizeof a);
         tl_shape_str(kc->shape, 3, b, sizeof b);
         tl_shape_str(vc->shape, 3, c, sizeof c);
         return PyErr_Format(PyExc_ValueError, "attention: q %s, k_cache %s, v_cache %s: caches must match, share D "
                             "with q, and Hkv must divide H", a, b, c);
     }
-    if (Lk < 1 || Lk > ML)
-        return PyErr_Format(PyExc_ValueError, "attention: length %d outside [1, max_len=%d]", Lk, ML);
+    if (Lk < T || Lk < 1 || Lk > ML)
+        return PyErr_Format(PyExc_ValueError, "attention: length %d outside [max(1, T=%d), max_len=%d]", Lk, T, ML);
     double scale = 1.0 / sqrt((double)(D > 0 ? D : 1));
     if (so != Py_None && ((scale = PyFloat_AsDouble(so)) == -1.0 && PyErr_Occurred())) return NULL;
-    if ((out = tl_tensor_empty(TL_F32, 2, q->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
-    Py_ssize_t nsc = (Py_ssize_t)H * Lk;
+    if ((out = tl_tensor_empty(TL_F32, q->ndim, q->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    Py_ssize_t nsc = (Py_ssize_t)T * H * Lk;
     if (tl_kernel_py(&k_attn) == NULL || (qc = tl_tensor_contiguous(q)) == NULL ||
         (sc = tl_tensor_empty(TL_F32, 1, &nsc)) == NULL)
         goto fail;
     int G = H / Hkv, oq = (int)qc->offset, ok = (int)kc->offset, ov = (int)vc->offset;
     float s = (float)scale;
     size_t L = row_wg(&k_attn, Lk > D ? Lk : D);
-    const size_t sz[14] = {I, I, I, I, F, Mm, I, Mm, I, Mm, I, Mm, Mm, L * F};
-    const void *v[14] = {&G, &D, &Lk, &ML, &s, &qc->storage->mem, &oq, &kc->storage->mem, &ok, &vc->storage->mem,
-                         &ov, &out->storage->mem, &sc->storage->mem, NULL};
+    const size_t sz[16] = {I, I, I, I, F, I, I, Mm, I, Mm, I, Mm, I, Mm, Mm, L * F};
+    const void *v[16] = {&G, &D, &Lk, &ML, &s, &H, &T, &qc->storage->mem, &oq, &kc->storage->mem, &ok,
+                         &vc->storage->mem, &ov, &out->storage->mem, &sc->storage->mem, NULL};
     tl_storage *st[5] = {out->storage, sc->storage, qc->storage, kc->storage, vc->storage};
-    if (tl_set_args(k_attn.k, 0, 14, sz, v) < 0 || launch(&k_attn, (size_t)H * L, L, st, 5, 3u) < 0) goto fail;
+    if (tl_set_args(k_attn.k, 0, 16, sz, v) < 0 || launch(&k_attn, (size_t)T * H * L, L, st, 5, 3u) < 0) goto fail;
     Py_DECREF(qc); Py_DECREF(sc);
     return (PyObject *)out;
 fail:

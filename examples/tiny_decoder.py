@@ -122,7 +122,39 @@ class Decoder:
             x = self.residual(x, tlgpu.silu_mul(g[:, :hid], g[:, hid:]), lw["w2"])
         return self.linear(tlgpu.rms_norm(x, self.norm, eps=c.eps), self.out)
 
+    def prefill(self, tokens, pos=0):
+        """Logits (1, vocab) after feeding `tokens` at positions pos, pos + 1, ... in one pass: GEMMs over all
+        T rows (mul_mv up to 8), rope with a positions array, causal attention of the T queries."""
+        c = self.cfg
+        hd, nq, nkv, hid, T = c.head_dim, c.n_heads, c.n_kv_heads, c.hidden, len(tokens)
+        x = quant.embedding(self.embed, list(tokens))                          # (T, dim)
+        positions = list(range(pos, pos + T))
+        for i, lw in enumerate(self.layers):
+            h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)
+            qkv = self.linear(h, lw["wqkv"]).reshape(T, nq + 2 * nkv, hd)
+            qk = tlgpu.rope(qkv[:, :nq + nkv], positions, theta=c.theta)           # (T, nq + nkv, hd)
+            tlgpu.kv_write(self.kc[i], qk[:, nq:].transpose(0, 1), pos)           # (nkv, T, hd)
+            tlgpu.kv_write(self.vc[i], qkv[:, nq + nkv:].transpose(0, 1), pos)
+            a = tlgpu.attention(qk[:, :nq], self.kc[i], self.vc[i], pos + T)      # (T, nq, hd), causal
+            x = self.residual(x, a.reshape(T, c.dim), lw["wo"])
+            h = tlgpu.rms_norm(x, lw["mlp_norm"], eps=c.eps)
+            g = self.linear(h, lw["w13"])
+            x = self.residual(x, tlgpu.silu_mul(g[:, :hid], g[:, hid:]), lw["w2"])
+        return self.linear(tlgpu.rms_norm(x[T - 1:], self.norm, eps=c.eps), self.out)
+
     def generate(self, prompt, n_tokens):
+        self.reset()
+        tokens, pos = list(prompt), len(prompt)
+        logits = self.prefill(prompt)
+        for i in range(n_tokens):
+            tokens.append(int(logits.argmax().item()))                # the one sync point per token
+            if i + 1 < n_tokens:
+                logits = self.step(tokens[-1], pos)
+                pos += 1
+        return tokens[len(prompt):]
+
+    def generate_stepwise(self, prompt, n_tokens):
+        """generate() feeding the prompt one token at a time (the decode path only)."""
         self.reset()
         tokens, pos = list(prompt), 0
         for t in prompt[:-1]:

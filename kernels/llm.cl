@@ -115,18 +115,21 @@ tl_kv_write_f32(int Hkv, int T, int D, int max_len, int pos, global const float 
     cache[offc + (h * max_len + pos + t) * D + d] = x[offx + g];
 }
 
-/* q (H, D); caches (Hkv, max_len, D), head h reads kv head h / G; out (H, D); sc: H * L floats of scratch;
- * red: L floats (L = local size, a power of two). */
+/* q (T, H, D): the last T of `length` positions (T = 1: a decode step); caches (Hkv, max_len, D), head h reads
+ * kv head h / G; query t sees keys [0, length - T + t] (causal); out (T, H, D); sc: T * H * length floats of
+ * scratch; red: L floats (L = local size, a power of two). One work-group per (query, head). */
 kernel void
-tl_attention_f32(int G, int D, int Lk, int max_len, float scale, global const float *q, int offq,
+tl_attention_f32(int G, int D, int length, int max_len, float scale, int H, int T, global const float *q, int offq,
                  global const float *kc, int offk, global const float *vc, int offv, global float *out,
                  global float *sc, local float *red)
 {
-    const int h = get_group_id(0), lid = get_local_id(0), L = get_local_size(0), kvh = h / G;
-    q += offq + h * D;
+    const int g = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
+    const int t = g / H, h = g - t * H, kvh = h / G, Lk = length - T + 1 + t;
+    q += offq + g * D;
+    out += g * D;
     kc += offk + kvh * max_len * D;
     vc += offv + kvh * max_len * D;
-    sc += h * Lk;
+    sc += g * length;
     float mx = -FLT_MAX;
     for (int l = lid; l < Lk; l += L) {              /* each work-item scores whole positions */
         const global float *k = kc + l * D;
@@ -152,7 +155,7 @@ tl_attention_f32(int G, int D, int Lk, int max_len, float scale, global const fl
         for (int d = lid; d < D; d += L) {
             float o = 0.0f;
             for (int l = 0; l < Lk; l++) o = mad(sc[l], vc[l * D + d], o);
-            out[h * D + d] = o * inv;
+            out[d] = o * inv;
         }
         return;
     }
@@ -163,9 +166,9 @@ tl_attention_f32(int G, int D, int Lk, int max_len, float scale, global const fl
     red[lid] = o;
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < D) {
-        float t = 0.0f;
-        for (int p = 0; p < parts; p++) t += red[p * D + lid];
-        out[h * D + lid] = t * inv;
+        float tot = 0.0f;
+        for (int p = 0; p < parts; p++) tot += red[p * D + lid];
+        out[lid] = tot * inv;
     }
 }
 

@@ -174,6 +174,19 @@ def test_attention(rng, h, hkv, d, ml, length):
     close(tlgpu.attention(T(q), T(k), T(v), length, scale=0.7), ref_attention(q, k, v, length, 0.7), 1e-4, 1e-5)
 
 
+@pytest.mark.parametrize("t,h,hkv,d,ml,length", [(3, 4, 2, 8, 10, 3), (5, 8, 2, 32, 40, 33), (17, 2, 1, 300, 20, 20),
+                                                  (2, 3, 1, 16, 1100, 1025)])
+def test_attention_prefill(rng, t, h, hkv, d, ml, length):
+    """T queries at the last T of `length` positions: query i sees keys up to length - T + i (causal)."""
+    q, k, v = randn(rng, t, h, d), randn(rng, hkv, ml, d) * 2, randn(rng, hkv, ml, d)
+    ref = np.stack([ref_attention(q[i], k, v, length - t + 1 + i, 0.3) for i in range(t)])
+    y = tlgpu.attention(T(q), T(k), T(v), length, scale=0.3)
+    close(y, ref, 1e-4, 1e-5)
+    assert y.shape == (t, h, d)
+    with pytest.raises(ValueError, match="length"):
+        tlgpu.attention(T(q), T(k), T(v), t - 1)
+
+
 def test_attention_errors(rng):
     q, k = T(randn(rng, 3, 4)), T(randn(rng, 2, 5, 4))
     with pytest.raises(ValueError, match="divide"):
@@ -245,6 +258,23 @@ def small_decoder_check(q4, rtol):
 @pytest.mark.parametrize("q4", [False, True])
 def test_tiny_decoder_logits(q4):
     small_decoder_check(q4, 1e-4)
+
+
+@pytest.mark.parametrize("q4,n", [(False, 5), (False, 11), (True, 11)])
+def test_tiny_decoder_prefill(q4, n):
+    """The prompt in one pass (GEMM rows, causal attention over T queries; 11 rows take the GEMM path, 5 the
+    mul_mv one) gives the reference's logits, continues from there like step(), and generates the same tokens
+    as feeding the prompt one token at a time."""
+    import tiny_decoder as td
+    cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=24)
+    w = td.make_weights(cfg, seed=3)
+    model = td.Decoder(cfg, w, q4=q4)
+    tokens = [int(t) for t in np.random.default_rng(n).integers(0, cfg.vocab, n + 1)]
+    ref = td.reference_logits(cfg, td.dequantized(w) if q4 else w, tokens)
+    got = model.prefill(tokens[:n]).numpy()[0]
+    np.testing.assert_allclose(got, ref[n - 1], rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    np.testing.assert_allclose(model.step(tokens[n], n).numpy()[0], ref[n], rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    assert model.generate(tokens[:4], 6) == model.generate_stepwise(tokens[:4], 6)
 
 
 def test_tiny_decoder_repeatable():
