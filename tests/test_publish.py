@@ -397,6 +397,27 @@ def test_in_process_subscriber_and_acks(rng):
         s.close()
 
 
+@pytest.mark.parametrize("threads", ["3", "8"])
+def test_threaded_copies_through_shared_memory(rng, monkeypatch, threads):
+    """Copies into and out of the segment split over threads (TLGPU_SHM_COPY_THREADS forces it at any size):
+    shares that start and end inside tensors, full and incremental publishes, all bit-exact."""
+    monkeypatch.setenv("TLGPU_SHM_COPY_THREADS", threads)
+    arrs, params = make_params(rng, [1, 7001, 333, 25013, 2])
+    name = shm_name("threads" + threads)
+    with WeightPublisher(params, name=name, incremental=True) as pub:
+        sub = Subscriber(name)
+        pub.publish(1)
+        v, _, got = sub.wait(0, timeout=30)
+        check_equal(got, arrs)
+        for k in ("layer1.w", "layer4.w"):                  # an incremental publish: two tensors change
+            arrs[k] = rng.standard_normal(arrs[k].shape).astype(np.float32)
+            params[k].copy_(tlgpu.tensor(arrs[k]))
+        pub.publish(2)
+        v, _, got = sub.wait(v, timeout=30)
+        check_equal(got, arrs)
+        sub.close()
+
+
 def test_rl_learner_demo_smoke():
     """make demo's script runs end to end (actor processes, shared memory, PPO updates) in a tiny config."""
     import os
