@@ -21,7 +21,7 @@ typedef struct {
     long published, delivered, skipped, dropped;
     uint64_t bytes_moved, version, step;
     double xfer_sum, lat_sum, lat_max, snap_sum, cmp_sum;   /* sums over delivered versions */
-    int fast_path, n_launches, n_acked;
+    int fast_path, n_launches, n_acked, shm_direct;
     uint64_t acked[TL_SHM_ACK_SLOTS];
 } tl_pub_stats;
 
@@ -44,5 +44,5 @@ void      tl_pub_get_stats(tl_pub *p, tl_pub_stats *out);
 void      tl_pub_inject_error(tl_pub *p);                                /* test hook: the thread fails */
 tl_status tl_pub_close(tl_pub *p, int cancel, tl_err *err);              /* blocks: joins, frees; idempotent */
 void      tl_pub_free(tl_pub *p);                                        /* after close */
-tl_status tl_pub_bench_pinned_read(size_t nbytes, int iters, double *seconds, tl_err *err);   /* blocks */
+tl_status tl_pub_bench_pinned_read(size_t nbytes, int iters, int mode, double *seconds, tl_err *err);   /* blocks */
 #endif

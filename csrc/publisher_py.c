@@ -438,13 +438,14 @@ pub_stats(PyObject *op, PyObject *Py_UNUSED(ignored))
     }
     double nd = s.delivered > 0 ? (double)s.delivered : 1.0, nb = self->block_n > 0 ? (double)self->block_n : 1.0;
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:N,s:O,s:i}", "published", s.published,
+        "{s:l,s:l,s:l,s:l,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:N,s:O,s:i,s:O}", "published", s.published,
         "delivered", s.delivered, "skipped", s.skipped, "dropped", s.dropped, "bytes_moved",
         (unsigned long long)s.bytes_moved, "blocking_mean_s", self->block_sum / nb, "blocking_max_s",
         self->block_max, "transfer_mean_s", s.xfer_sum / nd, "snapshot_mean_s", s.snap_sum / nd, "compare_mean_s",
         s.cmp_sum / nd, "latency_mean_s", s.lat_sum / nd, "latency_max_s", s.lat_max, "version",
         (unsigned long long)s.version, "step", (unsigned long long)s.step, "acked", acked, "fast_path",
-        s.fast_path ? Py_True : Py_False, "snapshot_enqueues", s.n_launches);
+        s.fast_path ? Py_True : Py_False, "snapshot_enqueues", s.n_launches, "shm_direct",
+        s.shm_direct ? Py_True : Py_False);
 }
 
 static PyObject *
@@ -769,10 +770,12 @@ fn_bench_pinned_read(PyObject *Py_UNUSED(m), PyObject *args)
     double secs = 0;
     tl_err err = {0};
     tl_status st;
-    if (!PyArg_ParseTuple(args, "ni:_bench_pinned_read", &nbytes, &iters)) return NULL;
+    int mode = 0;
+    if (!PyArg_ParseTuple(args, "ni|i:_bench_pinned_read", &nbytes, &iters, &mode)) return NULL;
+    if (mode < 0 || mode > 3) return PyErr_Format(PyExc_ValueError, "_bench_pinned_read: mode is 0-3");
     if (nbytes <= 0 || iters <= 0) return PyErr_Format(PyExc_ValueError, "_bench_pinned_read: nbytes, iters > 0");
     Py_BEGIN_ALLOW_THREADS
-    st = tl_pub_bench_pinned_read((size_t)nbytes, iters, &secs, &err);
+    st = tl_pub_bench_pinned_read((size_t)nbytes, iters, mode, &secs, &err);
     Py_END_ALLOW_THREADS
     if (st != TL_OK) return tl_raise(&err), NULL;
     return PyFloat_FromDouble(secs);

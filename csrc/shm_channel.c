@@ -225,19 +225,46 @@ futex_wake_all(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);   /* shared: no _PRIVATE */
 }
 
+int
+tl_shm_next_slot(const tl_shm *s)
+{
+    uint64_t L = atomic_load_explicit(&s->h->latest, memory_order_relaxed);   /* we are the only writer */
+    return L == 0 ? 0 : 1 - (int)(L & 1);
+}
+
+float *
+tl_shm_slot_data(tl_shm *s, int slot)
+{
+    return s->data[slot];
+}
+
+void
+tl_shm_begin(tl_shm *s, int slot)
+{
+    slot_hdr *sh = &s->h->slot[slot];
+    uint64_t q = atomic_load_explicit(&sh->seq, memory_order_relaxed);
+    if (!(q & 1)) atomic_store_explicit(&sh->seq, q + 1, memory_order_relaxed);   /* odd: readers retry */
+    atomic_thread_fence(memory_order_release);
+}
+
+void
+tl_shm_commit(tl_shm *s, int slot, uint64_t version, uint64_t step)
+{
+    shm_header *h = s->h;
+    slot_hdr *sh = &h->slot[slot];
+    atomic_store_explicit(&sh->version, version, memory_order_relaxed);
+    atomic_store_explicit(&sh->step, step, memory_order_relaxed);
+    atomic_store_explicit(&sh->seq, atomic_load_explicit(&sh->seq, memory_order_relaxed) + 1, memory_order_release);
+    atomic_store_explicit(&h->latest, version << 1 | (uint64_t)slot, memory_order_release);
+    atomic_fetch_add_explicit(&h->notify, 1, memory_order_release);
+    futex_wake_all(&h->notify);
+}
+
 void
 tl_shm_publish(tl_shm *s, const float *src, const uint64_t *tv, uint64_t version, uint64_t step)
 {
-    shm_header *h = s->h;
-    int n = (int)h->n_tensors;
-    uint64_t L = atomic_load_explicit(&h->latest, memory_order_relaxed);   /* we are the only writer */
-    int w = L == 0 ? 0 : 1 - (int)(L & 1);
-    slot_hdr *sh = &h->slot[w];
-    uint64_t q = atomic_load_explicit(&sh->seq, memory_order_relaxed);
-    atomic_store_explicit(&sh->seq, q + 1, memory_order_relaxed);          /* odd: readers of w retry */
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&sh->version, version, memory_order_relaxed);
-    atomic_store_explicit(&sh->step, step, memory_order_relaxed);
+    int n = (int)s->h->n_tensors, w = tl_shm_next_slot(s);
+    tl_shm_begin(s, w);
     copy_run *runs = malloc((size_t)(n > 0 ? n : 1) * sizeof *runs);
     int nr = 0;
     for (int i = 0; i < n; i++) {
@@ -250,10 +277,7 @@ tl_shm_publish(tl_shm *s, const float *src, const uint64_t *tv, uint64_t version
     }
     copy_runs(runs, nr);
     free(runs);
-    atomic_store_explicit(&sh->seq, q + 2, memory_order_release);
-    atomic_store_explicit(&h->latest, version << 1 | (uint64_t)w, memory_order_release);
-    atomic_fetch_add_explicit(&h->notify, 1, memory_order_release);
-    futex_wake_all(&h->notify);
+    tl_shm_commit(s, w, version, step);
 }
 
 static int

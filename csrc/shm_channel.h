@@ -24,6 +24,13 @@ tl_status tl_shm_create(const char *name, const tl_shm_tensor *t, int n, uint64_
 /* Publishes `version`: copies into the older slot the tensors whose tensor version (tv[i], the version in
  * which tensor i last changed) that slot does not hold yet, from the flat host array src. */
 void      tl_shm_publish(tl_shm *s, const float *src, const uint64_t *tv, uint64_t version, uint64_t step);
+/* Or in place: the slot the next publish writes (the one `latest` does not name), its data (flat_elems
+ * floats: the publisher's own staging, written by device reads), begin (its seqlock odd: from here the
+ * writer may change it) and commit (seqlock even, `latest` names it as `version`, readers woken). */
+int       tl_shm_next_slot(const tl_shm *s);
+float    *tl_shm_slot_data(tl_shm *s, int slot);
+void      tl_shm_begin(tl_shm *s, int slot);
+void      tl_shm_commit(tl_shm *s, int slot, uint64_t version, uint64_t step);
 int       tl_shm_acked(tl_shm *s, uint64_t *out, int cap);   /* ack versions of live subscribers */
 void      tl_shm_destroy(tl_shm *s);                         /* marks closed, unmaps, unlinks (writer) */
 

@@ -333,8 +333,10 @@ sub.close()
 """
 
 
-def test_cross_process_subscriber_never_sees_a_torn_version(rng):
-    name, K, steps = shm_name("xproc"), 8, 500
+@pytest.mark.parametrize("direct", ["1", "0"])
+def test_cross_process_subscriber_never_sees_a_torn_version(rng, monkeypatch, direct):
+    monkeypatch.setenv("TLGPU_SHM_DIRECT", direct)     # device reads into the slots, or copies into them
+    name, K, steps = shm_name("xproc" + direct), 8, 500
     sizes = [int(s) for s in rng.integers(2000, 12000, K)]
     params = {f"t{k}": tlgpu.zeros(sizes[k]) for k in range(K)}
     params["checksum"] = tlgpu.zeros(K + 1)
@@ -397,14 +399,17 @@ def test_in_process_subscriber_and_acks(rng):
         s.close()
 
 
-@pytest.mark.parametrize("threads", ["3", "8"])
-def test_threaded_copies_through_shared_memory(rng, monkeypatch, threads):
-    """Copies into and out of the segment split over threads (TLGPU_SHM_COPY_THREADS forces it at any size):
-    shares that start and end inside tensors, full and incremental publishes, all bit-exact."""
+@pytest.mark.parametrize("threads,direct", [("3", "1"), ("8", "1"), ("3", "0"), ("8", "0")])
+def test_threaded_copies_through_shared_memory(rng, monkeypatch, threads, direct):
+    """Deliveries straight into the segment's slots (direct) or copied there from pinned staging
+    (TLGPU_SHM_DIRECT=0); copies split over threads (TLGPU_SHM_COPY_THREADS forces it at any size): shares
+    that start and end inside tensors, full and incremental publishes, all bit-exact."""
     monkeypatch.setenv("TLGPU_SHM_COPY_THREADS", threads)
+    monkeypatch.setenv("TLGPU_SHM_DIRECT", direct)
     arrs, params = make_params(rng, [1, 7001, 333, 25013, 2])
-    name = shm_name("threads" + threads)
+    name = shm_name("threads" + threads + direct)
     with WeightPublisher(params, name=name, incremental=True) as pub:
+        assert pub.stats()["shm_direct"] == (direct == "1")
         sub = Subscriber(name)
         pub.publish(1)
         v, _, got = sub.wait(0, timeout=30)
