@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SRCS 16                     /* sources per gather launch (kernels/publish.cl TL_PUB_SRCS) */
 #define PER_ITEM 16                 /* elements per work-item per gather block (TL_PUB_PER_ITEM) */
@@ -67,6 +68,7 @@ struct tl_pub {
     job pend;                                /* pend.buf < 0: mailbox empty */
     int busy, last, visible, pins[2];
     int stop, cancel, inject, failed, err_taken, closed;
+    unsigned hold_us;                        /* test hook (TLGPU_PUB_TEST_HOLD_US): sleep before a commit */
     tl_err err;
     uint64_t next_version, version, step, last_delivered;
     tl_pub_stats st;
@@ -265,6 +267,7 @@ tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub *
     pthread_condattr_destroy(&ca);
     p->pend.buf = p->busy = p->last = p->visible = -1;
     p->cfg = *cfg;
+    p->hold_us = getenv("TLGPU_PUB_TEST_HOLD_US") ? (unsigned)atoi(getenv("TLGPU_PUB_TEST_HOLD_US")) : 0;
     p->cfg.shm_name = NULL;
     p->n = n;
     p->par = calloc((size_t)n, sizeof *p->par);
@@ -516,6 +519,7 @@ process(tl_pub *p, job *j, tl_err *err)
         }
     }
     if (!exact && (st = update_last(p, j, err)) != TL_OK) return st;
+    if (p->hold_us) usleep(p->hold_us);       /* lets a test read while slot w holds a half-made version */
     if (p->shm_direct) tl_shm_commit(p->shm, w, j->version, j->step);
     else if (p->shm != NULL) tl_shm_publish(p->shm, p->stage[w], p->cur_tv, j->version, j->step);
     double lat = tl_now_s() - j->t0;

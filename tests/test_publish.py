@@ -376,6 +376,45 @@ def test_cross_process_subscriber_never_sees_a_torn_version(rng, monkeypatch, di
     assert not os.path.exists(f"/dev/shm/{name}")
 
 
+def test_reader_never_accepts_a_slot_being_written(monkeypatch):
+    """Deterministic seqlock check of the direct path. V1 lands in slot 0 and a reader takes it, sleeping
+    600 ms halfway through its copy. Every delivery holds 400 ms between its device reads and its commit
+    (TLGPU_PUB_TEST_HOLD_US): V2 goes to slot 1 (t = 0.1-0.5 s after the reader starts), V3 to slot 0 (read
+    at 0.5 s, committed at 0.9 s). The reader finishes at 0.6 s, while slot 0 half-holds V3: it must find the
+    slot's seqlock odd and retry, never return V1 mixed with V3."""
+    monkeypatch.setenv("TLGPU_PUB_TEST_HOLD_US", "400000")
+    params = {f"t{k}": tlgpu.zeros(4096) for k in range(4)}
+    name = shm_name("hold")
+
+    def fill(v):
+        for t in params.values():
+            t.copy_(tlgpu.full((4096,), float(v)))
+
+    with WeightPublisher(params, name=name) as pub:
+        assert pub.stats()["shm_direct"]
+        fill(1)
+        pub.publish(1)
+        assert pub.drain(30)
+        sub = Subscriber(name)
+        sub._slow_reads(600000)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(sub.latest()))
+        reader.start()
+        time.sleep(0.05)                                     # the reader holds V1 from slot 0, asleep
+        fill(2)
+        pub.publish(2)
+        time.sleep(0.05)                                     # the thread has taken V2 (slot 1)
+        fill(3)
+        pub.publish(3)                                       # pending until V2 commits, then into slot 0
+        reader.join(30)
+        assert pub.drain(30) and pub.stats()["dropped"] == 0
+        version, _, arrs = got[0]
+        values = {float(a[0]) for a in arrs.values()} | {float(a[-1]) for a in arrs.values()}
+        assert values == {float(version)}, (version, values)   # one whole version, never V1 and V3 mixed
+        assert sub.retries > 0
+        sub.close()
+
+
 def test_in_process_subscriber_and_acks(rng):
     arrs, params = make_params(rng, [300, 40])
     name = shm_name("inproc")
