@@ -378,11 +378,11 @@ def test_cross_process_subscriber_never_sees_a_torn_version(rng, monkeypatch, di
 
 def test_reader_never_accepts_a_slot_being_written(monkeypatch):
     """Deterministic seqlock check of the direct path. V1 lands in slot 0 and a reader takes it, sleeping
-    600 ms halfway through its copy. Every delivery holds 400 ms between its device reads and its commit
-    (TLGPU_PUB_TEST_HOLD_US): V2 goes to slot 1 (t = 0.1-0.5 s after the reader starts), V3 to slot 0 (read
-    at 0.5 s, committed at 0.9 s). The reader finishes at 0.6 s, while slot 0 half-holds V3: it must find the
-    slot's seqlock odd and retry, never return V1 mixed with V3."""
-    monkeypatch.setenv("TLGPU_PUB_TEST_HOLD_US", "400000")
+    900 ms halfway through its copy. Every delivery holds 600 ms between its device reads and its commit
+    (TLGPU_PUB_TEST_HOLD_US): V2 goes to slot 1 (about 0.05-0.65 s after the reader starts), V3 to slot 0
+    (read at 0.65 s, committed at 1.25 s). The reader finishes at 0.9 s, while slot 0 half-holds V3: it must
+    find the slot's seqlock odd and retry, never return V1 mixed with V3. (Margins of 0.2 s or more.)"""
+    monkeypatch.setenv("TLGPU_PUB_TEST_HOLD_US", "600000")
     params = {f"t{k}": tlgpu.zeros(4096) for k in range(4)}
     name = shm_name("hold")
 
@@ -396,14 +396,14 @@ def test_reader_never_accepts_a_slot_being_written(monkeypatch):
         pub.publish(1)
         assert pub.drain(30)
         sub = Subscriber(name)
-        sub._slow_reads(600000)
+        sub._slow_reads(900000)
         got = []
         reader = threading.Thread(target=lambda: got.append(sub.latest()))
         reader.start()
         time.sleep(0.05)                                     # the reader holds V1 from slot 0, asleep
         fill(2)
         pub.publish(2)
-        time.sleep(0.05)                                     # the thread has taken V2 (slot 1)
+        time.sleep(0.2)                                      # the thread has taken V2 (slot 1)
         fill(3)
         pub.publish(3)                                       # pending until V2 commits, then into slot 0
         reader.join(30)
