@@ -356,12 +356,18 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
     if (!PyArg_ParseTuple(args, "OO:get_rows", &to, &io)) return NULL;
     if ((t = arg_tensor("get_rows", "table", to, TL_F32)) == NULL || no_grad("get_rows", &to, 1) < 0) return NULL;
     if (t->ndim != 2) return shape_error("get_rows", t, "table must be (V, D)");
-    int V = (int)t->shape[0], D = (int)t->shape[1];
-    if (tl_tensor_check(io)) {
+    int V = (int)t->shape[0], D = (int)t->shape[1], has_ids = 1, id0 = 0;
+    if (PyLong_Check(io)) {                              /* one id as an int: a kernel argument */
+        long id = PyLong_AsLong(io);
+        if (id == -1 && PyErr_Occurred()) return NULL;
+        if (id < 0 || id >= V) return PyErr_Format(PyExc_IndexError, "get_rows: id %ld outside the table's %d rows", id, V);
+        has_ids = 0;
+        id0 = (int)id;
+    } else if (tl_tensor_check(io)) {
         if (tl_check_dtype("get_rows", tl_tensor_CAST(io), TL_I32) < 0) return NULL;
         ids = tl_tensor_contiguous(tl_tensor_CAST(io));
     } else {
-        PyObject *arr = PyLong_Check(io) ? Py_BuildValue("[O]", io) : Py_NewRef(io);
+        PyObject *arr = Py_NewRef(io);
         PyObject *fast = arr ? PySequence_Fast(arr, "get_rows: ids must be an int32 Tensor, an int or ints") : NULL;
         for (Py_ssize_t i = 0; fast != NULL && i < PySequence_Fast_GET_SIZE(fast); i++) {
             long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
@@ -374,21 +380,24 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
         ids = fast ? tl_tensor_from_object(arr, TL_I32, "get_rows") : NULL;
         Py_XDECREF(fast); Py_XDECREF(arr);
     }
-    if (ids == NULL) return NULL;
-    Py_ssize_t shape[TL_MAX_DIMS];
-    if (ids->ndim + 1 > TL_MAX_DIMS) { shape_error("get_rows", ids, "too many id dims"); goto fail; }
-    memcpy(shape, ids->shape, sizeof(Py_ssize_t) * (size_t)ids->ndim);
-    shape[ids->ndim] = D;
-    if ((out = tl_tensor_empty(TL_F32, ids->ndim + 1, shape)) == NULL) goto fail;
-    if (out->storage == NULL) { Py_DECREF(ids); return (PyObject *)out; }
+    if (has_ids && ids == NULL) return NULL;
+    Py_ssize_t shape[TL_MAX_DIMS] = {1};
+    int nd = has_ids ? ids->ndim : 1;
+    if (nd + 1 > TL_MAX_DIMS) { shape_error("get_rows", ids, "too many id dims"); goto fail; }
+    if (has_ids) memcpy(shape, ids->shape, sizeof(Py_ssize_t) * (size_t)nd);
+    shape[nd] = D;
+    if ((out = tl_tensor_empty(TL_F32, nd + 1, shape)) == NULL) goto fail;
+    if (out->storage == NULL) { Py_XDECREF(ids); return (PyObject *)out; }
     if (tl_kernel_py(&k_rows) == NULL || (tc = tl_tensor_contiguous(t)) == NULL) goto fail;
-    int n = (int)tl_tensor_numel(ids), oi = (int)ids->offset, ot = (int)tc->offset;
-    const size_t sz[9] = {I, I, I, Mm, I, Mm, I, I, Mm};
-    const void *v[9] = {&n, &D, &V, &ids->storage->mem, &oi, &tc->storage->mem, &ot, &D, &out->storage->mem};
-    tl_storage *st[3] = {out->storage, ids->storage, tc->storage};
-    if (tl_set_args(k_rows.k, 0, 9, sz, v) < 0 || tl_launch_1d(&k_rows, (size_t)n * (size_t)D, st, 3, 1u) < 0)
+    int n = has_ids ? (int)tl_tensor_numel(ids) : 1, oi = has_ids ? (int)ids->offset : 0, ot = (int)tc->offset;
+    cl_mem imem = (has_ids ? ids : tc)->storage->mem;   /* without ids: never read */
+    const size_t sz[11] = {I, I, I, Mm, I, I, I, Mm, I, I, Mm};
+    const void *v[11] = {&n, &D, &V, &imem, &oi, &has_ids, &id0, &tc->storage->mem, &ot, &D, &out->storage->mem};
+    tl_storage *st[3] = {out->storage, tc->storage, has_ids ? ids->storage : NULL};
+    if (tl_set_args(k_rows.k, 0, 11, sz, v) < 0 ||
+        tl_launch_1d(&k_rows, (size_t)n * (size_t)D, st, 2 + has_ids, 1u) < 0)
         goto fail;
-    Py_DECREF(ids); Py_DECREF(tc);
+    Py_XDECREF(ids); Py_DECREF(tc);
     return (PyObject *)out;
 fail:
     Py_XDECREF(ids); Py_XDECREF(tc); Py_XDECREF(out);

@@ -64,29 +64,41 @@ fn_dequantize(PyObject *Py_UNUSED(m), PyObject *args)
     return (PyObject *)out;
 }
 
-/* _q4_0_get_rows(qs, d, N, K, ids): ids an int32 Tensor (checked in quant.py when given as ints). */
+/* _q4_0_get_rows(qs, d, N, K, ids): ids an int32 Tensor, or one int (a kernel argument, no upload); checked
+ * in quant.py when given as ints. */
 static PyObject *
 fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
 {
     PyObject *qo, *dq, *io;
-    int N, K;
+    int N, K, has_ids = 1, id0 = 0;
     tl_tensor *qs, *d, *ids = NULL, *out = NULL;
     if (!PyArg_ParseTuple(args, "OOiiO:_q4_0_get_rows", &qo, &dq, &N, &K, &io)) return NULL;
     if (q4_args("embedding", qo, dq, N, K, &qs, &d) < 0) return NULL;
-    if (!tl_tensor_check(io)) return PyErr_Format(PyExc_TypeError, "embedding: ids must be an int32 Tensor");
-    if (tl_check_dtype("embedding", tl_tensor_CAST(io), TL_I32) < 0) return NULL;
-    if ((ids = tl_tensor_contiguous(tl_tensor_CAST(io))) == NULL) return NULL;
-    Py_ssize_t shape[TL_MAX_DIMS];
-    if (ids->ndim + 1 > TL_MAX_DIMS) { PyErr_SetString(PyExc_ValueError, "embedding: too many id dims"); goto done; }
-    memcpy(shape, ids->shape, sizeof(Py_ssize_t) * (size_t)ids->ndim);
-    shape[ids->ndim] = K;
-    if ((out = tl_tensor_empty(TL_F32, ids->ndim + 1, shape)) == NULL || out->storage == NULL) goto done;
-    int n = (int)tl_tensor_numel(ids), nb = K / 32, oi = (int)ids->offset;
-    const size_t sz[8] = {I, I, I, Mm, I, Mm, Mm, Mm};
-    const void *v[8] = {&n, &N, &nb, &ids->storage->mem, &oi, &qs->storage->mem, &d->storage->mem, &out->storage->mem};
-    tl_storage *st[4] = {out->storage, ids->storage, qs->storage, d->storage};
-    if (tl_kernel_py(&k_rows) == NULL || tl_set_args(k_rows.k, 0, 8, sz, v) < 0 ||
-        tl_launch_1d(&k_rows, (size_t)n * (size_t)nb, st, 4, 1u) < 0)
+    if (PyLong_Check(io)) {
+        long id = PyLong_AsLong(io);
+        if (id == -1 && PyErr_Occurred()) return NULL;
+        if (id < 0 || id >= N) return PyErr_Format(PyExc_IndexError, "embedding: id %ld outside the table's %d rows", id, N);
+        has_ids = 0;
+        id0 = (int)id;
+    } else {
+        if (!tl_tensor_check(io)) return PyErr_Format(PyExc_TypeError, "embedding: ids must be an int32 Tensor");
+        if (tl_check_dtype("embedding", tl_tensor_CAST(io), TL_I32) < 0) return NULL;
+        if ((ids = tl_tensor_contiguous(tl_tensor_CAST(io))) == NULL) return NULL;
+    }
+    Py_ssize_t shape[TL_MAX_DIMS] = {1};
+    int nd = has_ids ? ids->ndim : 1;
+    if (nd + 1 > TL_MAX_DIMS) { PyErr_SetString(PyExc_ValueError, "embedding: too many id dims"); goto done; }
+    if (has_ids) memcpy(shape, ids->shape, sizeof(Py_ssize_t) * (size_t)nd);
+    shape[nd] = K;
+    if ((out = tl_tensor_empty(TL_F32, nd + 1, shape)) == NULL || out->storage == NULL) goto done;
+    int n = has_ids ? (int)tl_tensor_numel(ids) : 1, nb = K / 32, oi = has_ids ? (int)ids->offset : 0;
+    cl_mem imem = (has_ids ? ids : qs)->storage->mem;   /* without ids: never read */
+    const size_t sz[10] = {I, I, I, Mm, I, I, I, Mm, Mm, Mm};
+    const void *v[10] = {&n, &N, &nb, &imem, &oi, &has_ids, &id0, &qs->storage->mem, &d->storage->mem,
+                         &out->storage->mem};
+    tl_storage *st[4] = {out->storage, qs->storage, d->storage, has_ids ? ids->storage : NULL};
+    if (tl_kernel_py(&k_rows) == NULL || tl_set_args(k_rows.k, 0, 10, sz, v) < 0 ||
+        tl_launch_1d(&k_rows, (size_t)n * (size_t)nb, st, 3 + has_ids, 1u) < 0)
         Py_CLEAR(out);
 done:
     Py_XDECREF(ids);

@@ -9,7 +9,7 @@ residual -> rms_norm -> one fused w1|w3 projection -> silu_mul of its halves -> 
 logits -> argmax. Decoding is launch-bound, so launches are saved where the ops allow: fused projections
 (four per layer), residual adds done by the projection kernel (addmm: two per layer), rope in place with
 the position as an int (no upload), keys and values in one cache tensor written by one kv_write: 10
-launches per layer, 4 more per step. The runs must produce identical tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
+launches per layer, 3 more per step (the embedding's id is a kernel argument too). The runs must produce identical tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
 """
 import argparse
@@ -108,7 +108,7 @@ class Decoder:
         """Logits (1, vocab) after feeding `token` at position `pos`."""
         c = self.cfg
         hd = c.head_dim
-        x = quant.embedding(self.embed, [token])                         # (1, dim)
+        x = quant.embedding(self.embed, token)                           # (1, dim); the id a kernel argument
         nq, nkv, hid = c.n_heads, c.n_kv_heads, c.hidden
         for i, lw in enumerate(self.layers):
             h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)

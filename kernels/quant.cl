@@ -36,14 +36,15 @@ tl_dequantize_q4_0_f32(int nblocks, global const uint *qs, global const half *d,
     unpack(w.w, &lo, &hi); vstore4(lo * s, 3, y); vstore4(hi * s, 7, y);
 }
 
-/* out[i, :] = W[ids[i], :]; one work-item per (i, block); an id outside [0, N) gives a zero row. */
+/* out[i, :] = W[ids[i], :] (or W[id0, :] when has_ids is 0: one id as an int, no upload); one work-item per
+ * (i, block); an id outside [0, N) gives a zero row. */
 kernel void
-tl_get_rows_q4_0_f32(int n, int N, int nb, global const int *ids, int offi, global const uint *qs,
-                     global const half *d, global float *y)
+tl_get_rows_q4_0_f32(int n, int N, int nb, global const int *ids, int offi, int has_ids, int id0,
+                     global const uint *qs, global const half *d, global float *y)
 {
     const int g = get_global_id(0);
     if (g >= n * nb) return;
-    const int i = g / nb, b = g - i * nb, id = ids[offi + i];
+    const int i = g / nb, b = g - i * nb, id = has_ids ? ids[offi + i] : id0;
     y += g * 32;
     if (id < 0 || id >= N) {
         for (int j = 0; j < 8; j++) vstore4((float4)0.0f, j, y);

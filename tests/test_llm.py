@@ -207,7 +207,12 @@ def test_get_rows(rng):
     table = randn(rng, 11, 7)
     ids = np.array([[3, 0], [10, 3]], np.int32)
     close(tlgpu.get_rows(T(table), T(ids, np.int32)), table[ids], 0, 0)
-    close(tlgpu.get_rows(T(table), 4), table[[4]], 0, 0)
+    tt = T(table)
+    y, n = enqueues(lambda: tlgpu.get_rows(tt, 4))               # one id as an int: no upload
+    close(y, table[[4]], 0, 0)
+    assert n == 1
+    with pytest.raises(IndexError, match="11 rows"):
+        tlgpu.get_rows(tt, -1)
     close(tlgpu.get_rows(T(table).T.contiguous().T, [1, 2]), table[[1, 2]], 0, 0)
     with pytest.raises(IndexError, match="11 rows"):
         tlgpu.get_rows(T(table), [11])
@@ -282,8 +287,8 @@ def test_tiny_decoder_repeatable():
     cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=16)
     tokens, _, model = td.run(cfg, q4=False, n_tokens=6, runs=3)
     assert len(tokens) == 6
-    _, n = enqueues(lambda: model.step(3, 9))         # 10 launches per layer; embedding (id upload + rows), norm, head
-    assert n == 10 * cfg.n_layers + 4
+    _, n = enqueues(lambda: model.step(3, 9))         # 10 launches per layer; embedding, norm, head
+    assert n == 10 * cfg.n_layers + 3
 
 
 def test_fast_math_subprocess():

@@ -144,3 +144,12 @@ def test_embedding(rng):
     np.testing.assert_array_equal(quant.embedding(tlgpu.tensor(w), [4]).numpy(), w[[4]])
     with pytest.raises(IndexError):
         quant.embedding(q, [9])
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    y = quant.embedding(q, np.int64(7))                       # one id: a kernel argument, no upload
+    assert tlgpu.stream_stats()["enqueued"] == 1
+    np.testing.assert_array_equal(y.numpy(), deq[[7]])
+    np.testing.assert_array_equal(quant.embedding(tlgpu.tensor(w), 5).numpy(), w[[5]])
+    for bad in (9, -1):
+        with pytest.raises(IndexError, match="9 rows"):
+            quant.embedding(q, bad)

@@ -150,10 +150,13 @@ def addmm(input, x, w):
 
 
 def embedding(table, ids):
-    """Rows table[ids] of a Q4_0 (dequantized) or float32 Tensor table; ids: int32 Tensor or ints."""
+    """Rows table[ids] of a Q4_0 (dequantized) or float32 Tensor table; ids: int32 Tensor, ints, or one int
+    (a (1, D) result, passed to the kernel without an upload)."""
     if isinstance(table, Tensor):
         return _C.get_rows(table, ids)
     table = _check(table, "embedding")
+    if isinstance(ids, (int, np.integer)) and not isinstance(ids, bool):     # one id: no upload
+        return _C._q4_0_get_rows(table.qs, table.d, *table.shape, int(ids))
     if not isinstance(ids, Tensor):
         arr = np.asarray(ids)
         if arr.size and (arr.min() < 0 or arr.max() >= table.shape[0]):
