@@ -81,7 +81,7 @@ def test_matmul_rows(rng, kernel):
 import numpy as np, tlgpu
 from tlgpu import quant
 rng = np.random.default_rng(3)
-for (m, n, k) in [(1, 5, 32), (2, 9, 64), (3, 33, 1024), (4, 7, 64), (5, 6, 64), (8, 1025, 96)]:
+for (m, n, k) in [(1, 5, 32), (2, 9, 64), (3, 33, 1024), (4, 7, 64), (5, 6, 64), (8, 1025, 96), (21, 9, 64)]:
     w, x = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((m, k)).astype(np.float32)
     q = quant.quantize_q4_0(w)
     ref = x.astype(np.float64) @ q.dequantize().numpy().astype(np.float64).T
@@ -94,7 +94,7 @@ print("ok")
         r = run_python(code, env={"TLGPU_GEMM_PARAMS": "DIRECT=0"})
         assert r.returncode == 0 and "ok" in r.stdout, r.stderr
         return
-    for (m, n, k) in [(1, 1, 32), (2, 7, 64), (5, 33, 1024), (8, 1025, 96), (13, 9, 64)]:
+    for (m, n, k) in [(1, 1, 32), (2, 7, 64), (5, 33, 1024), (8, 1025, 96), (13, 9, 64), (64, 40, 96), (65, 7, 64)]:
         w, x = weights(rng, n, k), rng.standard_normal((m, k)).astype(np.float32)
         q = quant.quantize_q4_0(w)
         ref = x.astype(np.float64) @ ref_dequantize(*quant.quantize_q4_0_numpy(w)).T
