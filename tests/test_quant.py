@@ -100,6 +100,14 @@ print("ok")
         ref = x.astype(np.float64) @ ref_dequantize(*quant.quantize_q4_0_numpy(w)).T
         got = quant.matmul(tlgpu.tensor(x), q).numpy()
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k / 32))
+    w, x = weights(rng, 1024, 1024), rng.standard_normal((20, 1024)).astype(np.float32)   # 1M: 8-row launches
+    q = quant.quantize_q4_0(w)
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    got = quant.matmul(tlgpu.tensor(x), q)
+    assert tlgpu.stream_stats()["enqueued"] == 1 + 3 + 3      # x's upload, 3 mul_mv launches, cat's 3 copies
+    ref = x.astype(np.float64) @ ref_dequantize(*quant.quantize_q4_0_numpy(w)).T
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-4 * np.sqrt(1024 / 32))
 
 
 def test_addmm(rng):
