@@ -11,7 +11,6 @@ to feed a --prompt-token prompt in one pass (Decoder.prefill: GEMMs over all row
 8 layers, 16 / 4 heads, hidden 5632, vocab 32000, 1.7 GB float32; the default on GPUs too).
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 import tlgpu  # noqa: E402
+from _util import report  # noqa: E402
 import tiny_decoder as td  # noqa: E402
 
 MODELS = {
@@ -67,19 +67,10 @@ def main():
                          "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
                          "identical_runs": runs, **prefill(model, args.prompt, cfg.vocab)})
             del model
-    out = {"benchmark": "decode", "device": dev.name, "platform": dev.platform,
-           "copy_bandwidth_GBps": round(bw / 1e9, 2), "rows": rows}
-    if args.json:
-        print(json.dumps(out, indent=1))
-        return
     cols = ["model", "weights", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor",
             "prefill_ms", "prefill_tokens_per_s"]
-    print(f"## Decode\ndevice: {dev.name} ({dev.platform}); copy bandwidth {bw / 1e9:.1f} GB/s; "
-          f"{tokens} tokens, best of {runs} identical runs; prefill of a {args.prompt}-token prompt, best of 3\n")
-    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
-    for r in rows:
-        print("| " + " | ".join(str(r[c]) for c in cols) + " |")
-
+    report("Decode", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "tokens": tokens,
+                                  "identical_runs (best of)": runs, "prefill_prompt_tokens (best of 3)": args.prompt})
 
 if __name__ == "__main__":
     main()

@@ -13,7 +13,6 @@ and CUDA are importable. Each figure is the best of 5 rounds, each round long en
 import argparse
 import ctypes
 import ctypes.util
-import json
 import os
 import sys
 import time
@@ -22,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tlgpu  # noqa: E402
+from _util import report  # noqa: E402
 
 
 def best_time(fn, seconds, sync=lambda: None):
@@ -133,7 +133,7 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="+")
     ap.add_argument("--seconds", type=float, default=1.0, help="rough time per measurement")
     ap.add_argument("--quick", action="store_true", help="fewer shapes, shorter measurements")
-    ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--json", action="store_true", help="print JSON instead of a table (read by _util.report)")
     args = ap.parse_args()
     dev = tlgpu.device()
     cpu = dev.type == "cpu"
@@ -154,20 +154,11 @@ def main():
         rows.append(bench_shape(n, n, n, True, seconds, clblast, torch, rng, bw))
     for m, n, k in dec:
         rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw))
-    out = {"benchmark": "gemm", "device": dev.name, "platform": dev.platform, "gemm_params": [tlgpu._C._gemm_params(t) for t in range(3)],
-           "copy_bandwidth_GBps": round(bw / 1e9, 2), "clblast": clblast is not None, "torch_cuda": torch is not None,
-           "host_threads": os.cpu_count(), "rows": rows}
-    if args.json:
-        print(json.dumps(out, indent=1))
-        return
     cols = ["shape", "tier", "tlgpu_gflops", "clblast_gflops", "numpy_gflops", "torch_cuda_gflops", "tlgpu_GBps",
             "pct_copy_bw", "rel_err"]
-    print(f"## GEMM\ndevice: {dev.name} ({dev.platform}); copy bandwidth {bw / 1e9:.1f} GB/s; "
-          f"tier params {out['gemm_params']}\n")
-    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
-    for r in rows:
-        print("| " + " | ".join(f"{r[c]:.2g}" if c == "rel_err" and c in r else str(r.get(c, "-")) for c in cols) + " |")
-
+    report("GEMM", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "clblast": clblast is not None,
+                                "torch_cuda": torch is not None, "host_threads": os.cpu_count(),
+                                "gemm_params": [tlgpu._C._gemm_params(t) for t in range(3)]})
 
 if __name__ == "__main__":
     main()

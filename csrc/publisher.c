@@ -429,6 +429,20 @@ read_runs(tl_pub *p, const job *j, int w, int all, uint64_t *moved, tl_err *err)
     return rc == CL_SUCCESS ? TL_OK : tl_err_set(err, rc, "clFinish", "publish download");
 }
 
+/* The block-table kernels (kernels/publish.cl): k(a, b, blocks, block -> tensor, per-tensor c), one
+ * work-group per block of BLK elements, on the thread's queue. */
+static tl_status
+block_launch(tl_pub *p, cl_kernel k, cl_mem a, cl_mem b, cl_mem c, tl_err *err)
+{
+    cl_mem args[5] = {a, b, p->blk, p->blk_tensor, c};
+    for (cl_uint i = 0; i < 5; i++) TL_CL(err, fail, clSetKernelArg, (k, i, sizeof(cl_mem), &args[i]));
+    size_t gws = (size_t)p->nblk * p->wg;
+    TL_CL(err, fail, clEnqueueNDRangeKernel, (p->tq, k, 1, NULL, &gws, &p->wg, 0, NULL, NULL));
+    return TL_OK;
+fail:
+    return err->code;
+}
+
 /* Per-tensor max |snapshot - last| into p->maxbits (float bits). */
 static tl_status
 compare(tl_pub *p, const job *j, tl_err *err)
@@ -437,14 +451,8 @@ compare(tl_pub *p, const job *j, tl_err *err)
     cl_int rc;
     if (p->nblk == 0) { memset(p->maxbits, 0, 4 * (size_t)p->n); return TL_OK; }
     TL_CL(err, fail, clEnqueueFillBuffer, (p->tq, p->maxbuf, &zero, 4, 0, 4 * (size_t)p->n, 1, &j->ev, NULL));
-    cl_mem a = p->buf[j->buf]->mem, b = p->buf[p->last]->mem;
-    TL_CL(err, fail, clSetKernelArg, (p->k_maxabs, 0, sizeof a, &a));
-    TL_CL(err, fail, clSetKernelArg, (p->k_maxabs, 1, sizeof b, &b));
-    TL_CL(err, fail, clSetKernelArg, (p->k_maxabs, 2, sizeof p->blk, &p->blk));
-    TL_CL(err, fail, clSetKernelArg, (p->k_maxabs, 3, sizeof p->blk_tensor, &p->blk_tensor));
-    TL_CL(err, fail, clSetKernelArg, (p->k_maxabs, 4, sizeof p->maxbuf, &p->maxbuf));
-    size_t gws = (size_t)p->nblk * p->wg;
-    TL_CL(err, fail, clEnqueueNDRangeKernel, (p->tq, p->k_maxabs, 1, NULL, &gws, &p->wg, 0, NULL, NULL));
+    if (block_launch(p, p->k_maxabs, p->buf[j->buf]->mem, p->buf[p->last]->mem, p->maxbuf, err) != TL_OK)
+        return err->code;
     rc = clEnqueueReadBuffer(p->tq, p->maxbuf, CL_TRUE, 0, 4 * (size_t)p->n, p->maxbits, 0, NULL, NULL);
     if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clEnqueueReadBuffer", "publish compare");
     return TL_OK;
@@ -456,15 +464,9 @@ fail:
 static tl_status
 update_last(tl_pub *p, const job *j, tl_err *err)
 {
-    cl_mem l = p->buf[p->last]->mem, s = p->buf[j->buf]->mem;
     TL_CL(err, fail, clEnqueueWriteBuffer, (p->tq, p->flagbuf, CL_FALSE, 0, 4 * (size_t)p->n, p->flags, 0, NULL, NULL));
-    TL_CL(err, fail, clSetKernelArg, (p->k_update, 0, sizeof l, &l));
-    TL_CL(err, fail, clSetKernelArg, (p->k_update, 1, sizeof s, &s));
-    TL_CL(err, fail, clSetKernelArg, (p->k_update, 2, sizeof p->blk, &p->blk));
-    TL_CL(err, fail, clSetKernelArg, (p->k_update, 3, sizeof p->blk_tensor, &p->blk_tensor));
-    TL_CL(err, fail, clSetKernelArg, (p->k_update, 4, sizeof p->flagbuf, &p->flagbuf));
-    size_t gws = (size_t)p->nblk * p->wg;
-    TL_CL(err, fail, clEnqueueNDRangeKernel, (p->tq, p->k_update, 1, NULL, &gws, &p->wg, 0, NULL, NULL));
+    if (block_launch(p, p->k_update, p->buf[p->last]->mem, p->buf[j->buf]->mem, p->flagbuf, err) != TL_OK)
+        return err->code;
     TL_CL(err, fail, clFinish, (p->tq));
     return TL_OK;
 fail:

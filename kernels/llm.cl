@@ -12,35 +12,25 @@
  *  - attention: one work-group per query head over a KV cache: scores into a global scratch row, the
  *    max-subtracted softmax, then P @ V with the work-items split over (dim, slice of positions). */
 
-inline float
-wg_sum(float v, local float *red)
-{
-    const int lid = get_local_id(0), L = get_local_size(0);
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = L / 2; s > 0; s >>= 1) {
-        if (lid < s) red[lid] += red[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
+/* Work-group reductions of one float per work-item (L a power of two); every work-item gets the result.
+ * red is reused by the caller's next reduction, hence the trailing barrier. */
+#define WG_REDUCE(name, combine)                                                                    \
+    inline float name(float v, local float *red)                                                    \
+    {                                                                                               \
+        const int lid = get_local_id(0), L = get_local_size(0);                                     \
+        red[lid] = v;                                                                               \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        for (int s = L / 2; s > 0; s >>= 1) {                                                       \
+            if (lid < s) red[lid] = combine(red[lid], red[lid + s]);                                \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+        }                                                                                           \
+        float r = red[0];                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        return r;                                                                                   \
     }
-    float r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);                      /* red is reused by the caller's next reduction */
-    return r;
-}
-
-inline float
-wg_max(float v, local float *red)
-{
-    const int lid = get_local_id(0), L = get_local_size(0);
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = L / 2; s > 0; s >>= 1) {
-        if (lid < s) red[lid] = fmax(red[lid], red[lid + s]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    float r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
+#define WG_ADD(a, b) ((a) + (b))
+WG_REDUCE(wg_sum, WG_ADD)
+WG_REDUCE(wg_max, fmax)
 
 /* One row of D per work-group; w may be absent (has_w == 0: the host passes x's buffer, never read). */
 kernel void
