@@ -1,10 +1,15 @@
 # make test: install what is missing (Debian OpenCL packages, Python test deps), build, run the suite.
+# make test-sanitize: the suite under ASan + UBSan (a separate TLGPU_SANITIZE=1 build in build/sanitize).
+# make fuzz: the property-based op fuzz test with a long example count.
 # make demo: the RL learner demo (PPO on CartPole, actors fed by the weight publisher) on the default device.
 PYTHON ?= python3
 APT_PACKAGES := ocl-icd-opencl-dev pocl-opencl-icd clinfo
+PY_PACKAGES := "numpy>=1.23" "pytest>=7" "hypothesis>=6" "build>=1" setuptools wheel
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SAN_DIR := build/sanitize
+FUZZ_EXAMPLES ?= 5000
 
-.PHONY: test demo build deps check-size bench clean
+.PHONY: test test-sanitize fuzz demo build deps check-size bench clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -12,8 +17,8 @@ deps:
 	    echo "installing:$$missing"; \
 	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import numpy, pytest, setuptools, wheel" 2>/dev/null || \
-	    $(PYTHON) -m pip install -q "numpy>=1.23" "pytest>=7" setuptools wheel
+	@$(PYTHON) -c "import numpy, pytest, hypothesis, build, setuptools, wheel" 2>/dev/null || \
+	    $(PYTHON) -m pip install -q $(PY_PACKAGES)
 
 build: deps
 	$(PYTHON) setup.py -q build_ext --inplace
@@ -25,6 +30,19 @@ check-size:
 
 test: build check-size
 	$(PYTHON) -m pytest -q tests
+
+# The Python files beside a sanitizer build of _C; the tree's own build is left as it is. Leak detection
+# is off (the interpreter itself leaks at exit); any ASan or UBSan report ends the run with an error.
+test-sanitize: deps
+	$(PYTHON) -c "import shutil; shutil.copytree('tlgpu', '$(SAN_DIR)/tlgpu', dirs_exist_ok=True, \
+	    ignore=shutil.ignore_patterns('*.so', '__pycache__'))"
+	TLGPU_SANITIZE=1 $(PYTHON) setup.py -q build_ext --build-lib $(SAN_DIR) --build-temp $(SAN_DIR)-tmp
+	TLGPU_SANITIZE=1 TLGPU_PKG_ROOT=$(SAN_DIR) LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	    ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    $(PYTHON) -m pytest -q -p no:cacheprovider tests --ignore=tests/test_package.py
+
+fuzz: build
+	TLGPU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest -q tests/test_fuzz.py -s
 
 demo: build
 	$(PYTHON) examples/rl_learner.py

@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+# Where `import tlgpu` comes from: the tree (in-place build) unless TLGPU_PKG_ROOT names another copy
+# (make test-sanitize points it at the sanitizer build in build/sanitize, leaving the tree's build alone).
+PKG_ROOT = os.path.abspath(os.environ.get("TLGPU_PKG_ROOT", ROOT))
+sys.path.insert(0, PKG_ROOT)
+os.environ["PYTHONPATH"] = PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")   # for subprocesses
 
 # Shapes that are not multiples of any work-group size, plus zero-size and 0-d.
 ODD_SIZES = [1, 7, 33, 1025, 65537]
@@ -21,7 +25,7 @@ def run_python(code, env=None, timeout=300):
     """Runs code in a fresh interpreter (for tests of env-var behaviour read once per process)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    full_env["PYTHONPATH"] = ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
+    full_env["PYTHONPATH"] = PKG_ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 

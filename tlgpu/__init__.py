@@ -4,17 +4,29 @@ Operations enqueue kernels and return at once; the host waits only at sync point
 (to_numpy/numpy, np.asarray, tolist, item, float/int/bool, repr, synchronize).
 See docs/ for the design and the environment variables.
 """
+import sys as _sys
 from dataclasses import dataclass
 
 import numpy as _np
 
-from . import _C
+from ._version import __version__  # noqa: F401
+
+try:
+    from . import _C
+except ImportError as _exc:  # the extension links libOpenCL.so.1: say which package provides it
+    if "libOpenCL" not in str(_exc):
+        raise
+    _msg = (f"tlgpu needs an OpenCL ICD loader ({_exc}); on Debian/Ubuntu: "
+            "apt-get install ocl-icd-libopencl1 pocl-opencl-icd (or a GPU vendor's ICD)")
+    if _sys.argv[:1] == ["-m"] and "tlgpu" in _sys.orig_argv:  # `python -m tlgpu`: a message, not a traceback
+        print(f"tlgpu: {_msg}", file=_sys.stderr)
+        raise SystemExit(2)
+    raise ImportError(_msg) from None
 from ._C import *  # noqa: F401,F403  every public C function: each op family registers its own
 from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor, empty, full, ones, zeros
 from .autograd import enable_grad, no_grad  # noqa: F401
-from . import nn, optim, publish  # noqa: F401,E402
+from . import nn, optim, publish, quant  # noqa: F401,E402
 
-__version__ = "0.1.0"
 float32 = _np.dtype("float32")
 int32 = _np.dtype("int32")
 
