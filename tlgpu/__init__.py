@@ -5,7 +5,7 @@ Operations enqueue kernels and return at once; the host waits only at sync point
 See docs/ for the design and the environment variables.
 """
 import sys as _sys
-from dataclasses import dataclass
+from dataclasses import dataclass as _dataclass
 
 import numpy as _np
 
@@ -26,12 +26,13 @@ from ._C import *  # noqa: F401,F403  every public C function: each op family re
 from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor, empty, full, ones, zeros
 from .autograd import enable_grad, no_grad  # noqa: F401
 from . import nn, optim, publish, quant  # noqa: F401,E402
+from .serialization import load, save  # noqa: F401,E402
 
 float32 = _np.dtype("float32")
 int32 = _np.dtype("int32")
 
 
-@dataclass(frozen=True)
+@_dataclass(frozen=True)
 class Device:
     """The OpenCL device tlgpu runs on (chosen by TLGPU_DEVICE)."""
     name: str

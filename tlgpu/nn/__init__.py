@@ -1,8 +1,9 @@
 """tlgpu.nn: modules (micrograd's parameters()/zero_grad() grown up). Layers call C ops; no math here.
 
-A parameter is a Tensor with requires_grad=True assigned as a module attribute; other tensors assigned as
-attributes are buffers (saved in state_dict, not trained). state_dict() returns numpy arrays (a sync point);
-load_state_dict() copies in place, so graphs that saved the old values refuse to backward.
+A parameter is a Tensor with requires_grad=True assigned as a module attribute (or an nn.Parameter); other
+tensors assigned as attributes, and tensors given to register_buffer(), are buffers (saved in state_dict,
+not trained). state_dict() returns numpy arrays (a sync point); load_state_dict() copies in place, so graphs
+that saved the old values refuse to backward.
 """
 import math
 from collections import OrderedDict
@@ -11,9 +12,27 @@ import numpy as np
 
 from .. import _C
 from ..autograd import no_grad
-from . import functional, utils  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 
 Tensor = _C.Tensor
+
+
+class _ParameterMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.is_leaf and obj.requires_grad
+
+
+class Parameter(metaclass=_ParameterMeta):
+    """Parameter(data, requires_grad=True): a leaf tensor sharing data's storage (torch.nn.Parameter).
+    tlgpu has no Parameter subclass of Tensor: the result is a Tensor, and isinstance(t, nn.Parameter)
+    holds for every leaf tensor that requires grad (which is what a module registers as a parameter)."""
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            data = _C.zeros(0)
+        elif not isinstance(data, Tensor):
+            data = _C.tensor(np.asarray(data, dtype=np.float32))
+        return data.detach().requires_grad_(requires_grad)
 
 
 class Module:
@@ -21,18 +40,56 @@ class Module:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call Module.__init__() before assigning attributes")
+        if name in self._buffers and (value is None or isinstance(value, Tensor)):
+            self._buffers[name] = value                 # a registered buffer stays a buffer (torch)
+            object.__setattr__(self, name, value)
+            return
         for table in (self._parameters, self._buffers, self._modules):
             table.pop(name, None)
+        self._non_persistent.discard(name)
         if isinstance(value, Module):
             self._modules[name] = value
         elif isinstance(value, Tensor):
             (self._parameters if value.requires_grad else self._buffers)[name] = value
         object.__setattr__(self, name, value)
+
+    def _check_name(self, what, name):
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"{what}: name must be a non-empty str without '.', got {name!r}")
+        if hasattr(self, name) and not any(name in t for t in (self._parameters, self._buffers, self._modules)):
+            raise KeyError(f"{what}: attribute {name!r} already exists")
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """A tensor that is state but not a parameter: in state_dict() (unless persistent=False), in
+        buffers(), never in parameters(), even when it requires grad."""
+        self._check_name("register_buffer", name)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, not {type(tensor).__name__}")
+        for table in (self._parameters, self._modules):
+            table.pop(name, None)
+        self._buffers[name] = tensor
+        (self._non_persistent.discard if persistent else self._non_persistent.add)(name)
+        object.__setattr__(self, name, tensor)
+
+    def register_parameter(self, name, param):
+        self._check_name("register_parameter", name)
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a leaf tensor that requires grad")
+        setattr(self, name, param)
+
+    def add_module(self, name, module):
+        self._check_name("add_module", name)
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module, not {type(module).__name__}")
+        setattr(self, name, module)
+
+    register_module = add_module
 
     def __delattr__(self, name):
         for table in (self._parameters, self._buffers, self._modules):
@@ -45,29 +102,56 @@ class Module:
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
-    def named_modules(self, prefix=""):
+    def named_modules(self, prefix="", _memo=None):
+        memo = set() if _memo is None else _memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
-            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+            if m is not None:
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
 
     def modules(self):
         return [m for _, m in self.named_modules()]
 
     def children(self):
-        return list(self._modules.values())
+        return [m for m in self._modules.values() if m is not None]
+
+    def named_children(self):
+        return [(k, m) for k, m in self._modules.items() if m is not None]
+
+    def _named(self, table, prefix):
+        seen = set()                                    # a tensor shared by two modules is listed once (torch)
+        for mp, m in self.named_modules(prefix):
+            for name, t in getattr(m, table).items():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    yield (f"{mp}.{name}" if mp else name), t
 
     def named_parameters(self, prefix=""):
-        for mp, m in self.named_modules(prefix):
-            for name, p in m._parameters.items():
-                yield (f"{mp}.{name}" if mp else name), p
+        return self._named("_parameters", prefix)
 
     def parameters(self):
         return [p for _, p in self.named_parameters()]
 
-    def named_buffers(self):
+    def named_buffers(self, prefix=""):
+        return self._named("_buffers", prefix)
+
+    def buffers(self):
+        return [b for _, b in self.named_buffers()]
+
+    def _persistent_buffers(self):
         for mp, m in self.named_modules():
             for name, b in m._buffers.items():
-                yield (f"{mp}.{name}" if mp else name), b
+                if b is not None and name not in m._non_persistent:
+                    yield (f"{mp}.{name}" if mp else name), b
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
 
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
@@ -88,14 +172,14 @@ class Module:
     def state_dict(self):
         """Name -> numpy array copy of every parameter and buffer (a sync point)."""
         out = OrderedDict((k, v.numpy()) for k, v in self.named_parameters())
-        out.update((k, v.numpy()) for k, v in self.named_buffers())
+        out.update((k, v.numpy()) for k, v in self._persistent_buffers())
         return out
 
     def load_state_dict(self, state, strict=True):
         """Copy arrays (numpy or Tensor) into the parameters and buffers in place. strict: the keys must match
         exactly. Shapes must always match. Returns (missing_keys, unexpected_keys)."""
         own = OrderedDict(self.named_parameters())
-        own.update(self.named_buffers())
+        own.update(self._persistent_buffers())
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
         if strict and (missing or unexpected):
@@ -229,3 +313,150 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+class Identity(Module):
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    """Flattens dims start_dim..end_dim (torch's defaults: keep the batch dim)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class ModuleList(Module):
+    """A list of modules registered as children "0", "1", ... (torch.nn.ModuleList)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def _index(self, i):
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"ModuleList: index {i} out of range for length {n}")
+        return str(i % n)
+
+    def _renumber(self, mods):
+        for k in list(self._modules):
+            delattr(self, k)
+        for i, m in enumerate(mods):
+            self.add_module(str(i), m)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ModuleList(list(self._modules.values())[i])
+        return self._modules[self._index(i)]
+
+    def __setitem__(self, i, module):
+        self.add_module(self._index(i), module)
+
+    def __delitem__(self, i):
+        mods = list(self._modules.values())
+        del mods[i if isinstance(i, slice) else int(self._index(i))]
+        self._renumber(mods)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        mods = list(self._modules.values())
+        mods.insert(index, module)
+        self._renumber(mods)
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules registered as children under their keys (torch.nn.ModuleDict)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+    def pop(self, key):
+        m = self._modules[key]
+        delattr(self, key)
+        return m
+
+    def update(self, modules):
+        items = modules.items() if hasattr(modules, "items") else modules
+        for k, m in items:
+            self[k] = m
+
+
+class LayerNorm(Module):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims; var is the
+    biased one, as torch.nn.LayerNorm."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
+        super().__init__()
+        if isinstance(normalized_shape, int):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape, self.eps = tuple(int(d) for d in normalized_shape), eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = _C.ones(*self.normalized_shape).requires_grad_() if elementwise_affine else None
+        self.bias = _C.zeros(*self.normalized_shape).requires_grad_() if elementwise_affine and bias else None
+
+    def forward(self, x):
+        n = len(self.normalized_shape)
+        if tuple(x.shape[x.ndim - n:]) != self.normalized_shape or x.ndim < n:
+            raise ValueError(f"LayerNorm: input of shape {x.shape} does not end in {self.normalized_shape}")
+        axes = tuple(range(-n, 0))
+        d = x - x.mean(axis=axes, keepdims=True)
+        y = d * ((d * d).mean(axis=axes, keepdims=True) + self.eps).rsqrt()
+        if self.weight is not None:
+            y = y * self.weight
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+from .loss import CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, SmoothL1Loss  # noqa: E402,F401

@@ -1,6 +1,15 @@
 """Optimizers: hyperparameters and state tensors here; every step() is one fused C kernel per parameter
-(kernels/optim.cl), so a step costs len(params) launches and never waits for the device."""
-from . import _C
+(kernels/optim.cl), so a step costs len(params) launches and never waits for the device.
+
+state_dict() follows torch's layout: {"state": {index: {name: value}}, "param_groups": [{hyperparameters,
+"params": [index, ...]}]}, parameters numbered in param_groups order; state tensors come out as numpy
+arrays (a sync point, like Module.state_dict) and load_state_dict() copies them back to the device, so a
+resumed run continues exactly as the uninterrupted one. tlgpu.save flattens it into safetensors keys.
+"""
+import numpy as np
+
+from .. import _C
+from . import lr_scheduler  # noqa: F401,E402
 
 
 class Optimizer:
@@ -21,6 +30,53 @@ class Optimizer:
                     raise ValueError(f"{type(self).__name__}: parameters must be contiguous")
             self.param_groups.append(group)
         self.state = {}
+
+    def _params(self):
+        return [p for g in self.param_groups for p in g["params"]]
+
+    def state_dict(self):
+        index = {id(p): i for i, p in enumerate(self._params())}
+        state = {}
+        for p, st in self.state.items():
+            state[index[id(p)]] = {k: (v.numpy() if isinstance(v, _C.Tensor) else v)
+                                   for k, v in st.items() if v is not None}
+        groups = [dict({k: v for k, v in g.items() if k != "params"}, params=[index[id(p)] for p in g["params"]])
+                  for g in self.param_groups]
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Hyperparameters and state from state_dict (as state_dict() or tlgpu.load made it); the parameter
+        counts and shapes must match this optimizer's, group by group."""
+        name = type(self).__name__
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups) or \
+                any(len(g["params"]) != len(o["params"]) for g, o in zip(groups, self.param_groups)):
+            raise ValueError(f"{name}.load_state_dict: the state's groups/parameter counts differ from the optimizer's")
+        params = {}
+        for g, own in zip(groups, self.param_groups):
+            params.update({int(i): p for i, p in zip(g["params"], own["params"])})
+        new_state = {}
+        for i, st in state_dict["state"].items():
+            p = params.get(int(i))
+            if p is None:
+                raise ValueError(f"{name}.load_state_dict: state for parameter {i}, which no group holds")
+            entry = {}
+            for k, v in st.items():
+                if isinstance(v, (np.ndarray, _C.Tensor)):
+                    if tuple(v.shape) != tuple(p.shape):
+                        raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} has shape "
+                                         f"{tuple(v.shape)}, the parameter {p.shape}")
+                    t = _C.zeros(*p.shape)
+                    t.copy_(v)
+                    v = t
+                entry[k] = v
+            new_state[p] = self._complete_state(entry, p)
+        for g, own in zip(groups, self.param_groups):
+            own.update({k: (tuple(v) if isinstance(v, list) else v) for k, v in g.items() if k != "params"})
+        self.state = new_state
+
+    def _complete_state(self, entry, p):
+        return entry
 
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
@@ -81,6 +137,12 @@ class Adam(Optimizer):
                 _C._adam_step(p, g, st["exp_avg"], st["exp_avg_sq"], st["max_exp_avg_sq"], group["lr"], b1, b2,
                               group["eps"], group["weight_decay"], self._decoupled, 1 - b1 ** t, 1 - b2 ** t,
                               group["amsgrad"])
+
+
+    def _complete_state(self, entry, p):
+        entry["step"] = int(entry.get("step", 0))
+        entry.setdefault("max_exp_avg_sq", None)
+        return entry
 
 
 class AdamW(Adam):
