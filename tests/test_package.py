@@ -80,10 +80,15 @@ def run(cmd, cwd=None, env=None, timeout=600):
     return p
 
 
-def make_venv(path):
-    """A fresh venv (no system site-packages); numpy comes from the package index like a user's install."""
-    run([sys.executable, "-m", "venv", str(path)])
-    return path / "bin" / "python"
+def install_in_fresh_venv(tmp_path, package):
+    """A fresh venv (no system site-packages) with `package` pip-installed (numpy comes from the package
+    index, as in a user's install); returns its python and an empty working directory outside the tree."""
+    run([sys.executable, "-m", "venv", str(tmp_path / "venv")])
+    py = tmp_path / "venv" / "bin" / "python"
+    run([py, "-m", "pip", "install", "-q", str(package)])
+    outside = tmp_path / "work"
+    outside.mkdir()
+    return py, outside
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +121,7 @@ def test_sdist_carries_sources(dist):
 
 
 def test_wheel_in_fresh_venv(dist, tmp_path):
-    _, wheel = dist
-    py = make_venv(tmp_path / "venv")
-    run([py, "-m", "pip", "install", "-q", str(wheel)])
-    outside = tmp_path / "work"
-    outside.mkdir()
+    py, outside = install_in_fresh_venv(tmp_path, dist[1])
     p = run([py, "-c", USE_INSTALLED, ROOT], cwd=outside)
     assert p.stdout.startswith("ok"), p.stdout
     p = run([py, "-m", "tlgpu"], cwd=outside)
@@ -129,11 +130,7 @@ def test_wheel_in_fresh_venv(dist, tmp_path):
 
 def test_sdist_in_fresh_venv(dist, tmp_path):
     """pip builds the .tar.gz from its own contents (in pip's isolated build environment)."""
-    sdist, _ = dist
-    py = make_venv(tmp_path / "venv")
-    run([py, "-m", "pip", "install", "-q", str(sdist)])
-    outside = tmp_path / "work"
-    outside.mkdir()
+    py, outside = install_in_fresh_venv(tmp_path, dist[0])
     p = run([py, "-c", "import tlgpu, numpy as np; a = tlgpu.tensor(np.arange(5.0)); "
                        "print(tlgpu.__file__, (a * a).sum().item())"], cwd=outside)
     path, value = p.stdout.split()
