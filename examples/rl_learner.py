@@ -2,14 +2,13 @@
 
 The learner trains a small policy/value MLP on the default device and publishes the weights after every
 update (publish() only enqueues a device snapshot: the learner does not wait for the copy). N actor
-processes step vectorised numpy CartPoles with the newest policy they can read from shared memory
+processes step gymnasium's CartPole-v1 vector environments with the newest policy they can read from shared memory
 (tlgpu.publish.Subscriber), ack the version they use, and send trajectories back. The learner prints a live
 progress line and a summary; the run ends when the mean return of the last 100 episodes passes 195.
 
 python examples/rl_learner.py [--actors 2] [--envs 16] [--horizon 128] [--max-updates 200] [--time-limit 300]
 """
 import argparse
-import math
 import multiprocessing as mp
 import os
 import queue
@@ -22,43 +21,28 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class CartPole:
-    """The classic cart-pole (Barto, Sutton & Anderson 1983; gym's CartPole-v1 constants), vectorised."""
-    gravity, masscart, masspole, length, force_mag, tau = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
-    theta_limit, x_limit, max_steps = 12 * 2 * math.pi / 360, 2.4, 500
+class VecCartPole:
+    """gymnasium's CartPole-v1, n copies in one synchronous vector env. Same-step autoreset: the step that
+    ends an episode returns the next episode's first observation, so a rollout has no dead steps; episode
+    returns are summed here."""
 
     def __init__(self, n, seed):
-        self.n, self.rng = n, np.random.default_rng(seed)
-        self.state = np.zeros((n, 4))
-        self.steps = np.zeros(n, np.int64)
-        self.returns = np.zeros(n)
+        import gymnasium as gym
+        self.envs = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="sync",
+                                 vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP})
+        self.seed, self.returns = seed, np.zeros(n)
 
-    def reset(self, mask=None):
-        mask = np.ones(self.n, bool) if mask is None else mask
-        self.state[mask] = self.rng.uniform(-0.05, 0.05, (mask.sum(), 4))
-        self.steps[mask] = 0
-        self.returns[mask] = 0
-        return self.state.astype(np.float32)
+    def reset(self):
+        obs, _ = self.envs.reset(seed=self.seed)
+        return obs.astype(np.float32)
 
     def step(self, action):
-        x, x_dot, th, th_dot = self.state.T
-        force = np.where(action == 1, self.force_mag, -self.force_mag)
-        total, pml = self.masscart + self.masspole, self.masspole * self.length
-        cos, sin = np.cos(th), np.sin(th)
-        temp = (force + pml * th_dot ** 2 * sin) / total
-        th_acc = (self.gravity * sin - cos * temp) / (self.length * (4 / 3 - self.masspole * cos ** 2 / total))
-        x_acc = temp - pml * th_acc * cos / total
-        self.state = np.stack([x + self.tau * x_dot, x_dot + self.tau * x_acc, th + self.tau * th_dot,
-                               th_dot + self.tau * th_acc], 1)
-        self.steps += 1
-        self.returns += 1.0
-        fell = (np.abs(self.state[:, 0]) > self.x_limit) | (np.abs(self.state[:, 2]) > self.theta_limit)
-        done = fell | (self.steps >= self.max_steps)
+        obs, rew, term, trunc, _ = self.envs.step(action.astype(np.int64))
+        self.returns += rew
+        done = term | trunc
         finished = self.returns[done].tolist()
-        terminal = fell.copy()                       # time-limit ends are not terminal: bootstrap them
-        if done.any():
-            self.reset(done)
-        return self.state.astype(np.float32), np.ones(self.n, np.float32), done, terminal, finished
+        self.returns[done] = 0.0
+        return obs.astype(np.float32), rew.astype(np.float32), done, term, finished   # term: no bootstrap
 
 
 def np_mlp(w, prefix, x):
@@ -83,7 +67,7 @@ def actor(idx, name, out_q, stop, n_envs, horizon):
     if sub is None:
         return
     rng = np.random.default_rng(1000 + idx)
-    env = CartPole(n_envs, seed=idx)
+    env = VecCartPole(n_envs, seed=idx)
     obs = env.reset()
     got = sub.wait(0, timeout=30.0)
     while got is not None and not stop.is_set():
