@@ -20,8 +20,9 @@ deps:
 	@$(PYTHON) -c "import numpy, pytest, hypothesis, build, safetensors, gymnasium, setuptools, wheel" 2>/dev/null || \
 	    $(PYTHON) -m pip install -q $(PY_PACKAGES)
 
+# The tree's build carries the test hooks (-DTL_TEST_HOOKS); wheels and sdists built by pip do not.
 build: deps
-	$(PYTHON) setup.py -q build_ext --inplace
+	TLGPU_TEST_HOOKS=1 $(PYTHON) setup.py -q build_ext --inplace
 
 # Style budget: no C source past 800 lines (split by concern instead).
 check-size:
@@ -36,7 +37,7 @@ test: build check-size
 test-sanitize: deps
 	$(PYTHON) -c "import shutil; shutil.copytree('tlgpu', '$(SAN_DIR)/tlgpu', dirs_exist_ok=True, \
 	    ignore=shutil.ignore_patterns('*.so', '__pycache__'))"
-	TLGPU_SANITIZE=1 $(PYTHON) setup.py -q build_ext --build-lib $(SAN_DIR) --build-temp $(SAN_DIR)-tmp
+	TLGPU_TEST_HOOKS=1 TLGPU_SANITIZE=1 $(PYTHON) setup.py -q build_ext --build-lib $(SAN_DIR) --build-temp $(SAN_DIR)-tmp
 	TLGPU_SANITIZE=1 TLGPU_PKG_ROOT=$(SAN_DIR) LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	    ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	    $(PYTHON) -m pytest -q -p no:cacheprovider tests --ignore=tests/test_package.py

@@ -1,6 +1,8 @@
 """Build of tlgpu._C: C11 sources in csrc/, OpenCL kernels in kernels/ embedded as byte arrays.
 
-Knobs: TLGPU_DEBUG=1 (-O0 -g), TLGPU_SANITIZE=1 (ASan + UBSan; the pool passes blocks straight through).
+Knobs: TLGPU_DEBUG=1 (-O0 -g), TLGPU_SANITIZE=1 (ASan + UBSan; the pool passes blocks straight through),
+TLGPU_TEST_HOOKS=1 (-DTL_TEST_HOOKS: the test-only hooks; `make test` sets it, a wheel built without it
+carries none of them).
 """
 import os
 import re
@@ -57,6 +59,8 @@ if os.environ.get("TLGPU_DEBUG") == "1":
     cflags += ["-O0", "-g", "-UNDEBUG"]
 else:
     cflags += ["-O2"]
+if os.environ.get("TLGPU_TEST_HOOKS") == "1":
+    cflags += ["-DTL_TEST_HOOKS"]
 if os.environ.get("TLGPU_SANITIZE") == "1":
     cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-DTL_SANITIZE"]
     ldflags += ["-fsanitize=address,undefined"]
