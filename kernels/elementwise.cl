@@ -6,6 +6,11 @@
 /* The op switch, written once for float and float4 (OpenCL's builtins and ?: work on both; select()
  * turns a comparison into 1/0 for scalars and vectors alike). The op code is uniform across the launch,
  * so the switch costs one predictable branch per work-item. */
+/* numpy's maximum/minimum: a NaN on either side gives NaN (fmax/fmin would drop it), so relu and clamp,
+ * built on these, propagate NaN like np.maximum(x, 0) and np.clip. */
+#define EW_MAX(x, y) select((y), (x), ((x) > (y)) | isnan(x))
+#define EW_MIN(x, y) select((y), (x), ((x) < (y)) | isnan(x))
+
 #define EW_APPLY(NAME, T)                                                                            \
 inline T                                                                                             \
 NAME(int op, T x, T y, T z)                                                                          \
@@ -17,8 +22,8 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_MUL: return x * y;                                                                    \
     case TL_EW_DIV: return x / y;                                                                    \
     case TL_EW_POW: return pow(x, y);                                                                \
-    case TL_EW_MAXIMUM: return select(y, x, (x > y) | isnan(x));   /* numpy: NaN propagates */      \
-    case TL_EW_MINIMUM: return select(y, x, (x < y) | isnan(x));                                     \
+    case TL_EW_MAXIMUM: return EW_MAX(x, y);                                                         \
+    case TL_EW_MINIMUM: return EW_MIN(x, y);                                                         \
     case TL_EW_LT: return select(zero, one, x < y);                                                  \
     case TL_EW_LE: return select(zero, one, x <= y);                                                 \
     case TL_EW_GT: return select(zero, one, x > y);                                                  \
@@ -32,7 +37,7 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_RSQRT: return rsqrt(x);                                                               \
     case TL_EW_TANH: return tanh(x);                                                                 \
     case TL_EW_SIGMOID: return one / (one + exp(-x));                                                \
-    case TL_EW_RELU: return fmax(x, zero);                                                           \
+    case TL_EW_RELU: return EW_MAX(x, zero);                                                         \
     case TL_EW_SILU: return x / (one + exp(-x));                                                     \
     case TL_EW_GELU: return (T)(0.5f) * x * (one + erf(x * (T)(0.70710678118654752f)));              \
     case TL_EW_ABS: return fabs(x);                                                                  \
@@ -43,7 +48,7 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_SIGN: return select(select(x, -one, x < zero), one, x > zero);   /* keeps 0 and NaN */ \
     case TL_EW_COPY: return x;                                                                       \
     case TL_EW_WHERE: return select(z, y, x != zero);                                                \
-    case TL_EW_CLAMP: return fmin(fmax(x, y), z);                                                    \
+    case TL_EW_CLAMP: return EW_MIN(EW_MAX(x, y), z);                                                \
     case TL_EW_RELU_GRAD: return select(zero, y, x > zero);                                          \
     case TL_EW_SILU_GRAD: { T s = one / (one + exp(-x)); return y * s * (one + x * (one - s)); }     \
     case TL_EW_GELU_GRAD:                                                                            \

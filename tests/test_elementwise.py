@@ -93,6 +93,36 @@ def test_nan_propagates_in_maximum():
     np.testing.assert_array_equal(tlgpu.maximum(a, b).numpy(), np.maximum([np.nan, 1, 2], [0, np.nan, 1]))
 
 
+@pytest.mark.parametrize("n", [7, 1025])
+def test_nan_propagates_in_relu_clamp_minimum(rng, n):
+    """numpy's rules: NaN in, NaN out (fmax/fmin would return the other operand). n = 1025 also runs the
+    float4 path and its ragged tail; the strided view runs the broadcasting kernel."""
+    x = rng.standard_normal(n).astype(np.float32) * 3
+    x[rng.random(n) < 0.3] = np.nan
+    lo = rng.standard_normal(n).astype(np.float32) - 1
+    lo[rng.random(n) < 0.2] = np.nan
+    t, tlo = tlgpu.tensor(x), tlgpu.tensor(lo)
+    cases = [(t.relu(), np.maximum(x, 0)), (t[::2].relu(), np.maximum(x[::2], 0)),
+             (t.clamp(-0.5, 0.5), np.clip(x, -0.5, 0.5)), (t.clamp(min=0.0), np.clip(x, 0, None)),
+             (t.clamp(max=0.25), np.clip(x, None, 0.25)), (t.clamp(tlo, 1.0), np.clip(x, lo, 1.0)),
+             (t.clamp(max=float("nan")), np.minimum(x, np.nan)),
+             (tlgpu.maximum(t, tlo), np.maximum(x, lo)), (tlgpu.minimum(tlo, t), np.minimum(lo, x)),
+             (tlgpu.minimum(t[1:], tlo[:-1]), np.minimum(x[1:], lo[:-1]))]
+    for got, want in cases:
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_failed_checks_enqueue_nothing():
+    a, b, c = tlgpu.zeros(2, 3), tlgpu.zeros(4), tlgpu.zeros(3, 3)
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    for fn in (lambda: a + b, lambda: a.clamp(b), lambda: tlgpu.where(a, 1.0, b), lambda: a.add_(c),
+               lambda: tlgpu.maximum(a, b)):
+        with pytest.raises(ValueError, match=r"\(2, 3\).*\((4|3, 3),\)|\(2, 3\).*\(3, 3\)"):
+            fn()
+    assert tlgpu.stream_stats()["enqueued"] == 0
+
+
 def test_inplace_ops_bump_version(rng):
     x = rng.standard_normal((3, 4)).astype(np.float32)
     y = rng.standard_normal((4,)).astype(np.float32)
