@@ -18,27 +18,81 @@ static const char *const EW_NAME[TL_EW_COUNT] = {
 };
 _Static_assert(sizeof EW_ARITY / sizeof EW_ARITY[0] == TL_EW_COUNT, "op table");
 
-/* An operand: a tensor (t != NULL) or a scalar (value). */
-typedef struct { tl_tensor *t; float value; } operand;
+/* An operand: a tensor (t != NULL) or a Python scalar (value; is_int for an int, which keeps int32 math in
+ * int32, with ivalue its value and fits whether it is in int32's range). */
+typedef struct { tl_tensor *t; float value; int ivalue, is_int, fits; } operand;
 
+/* Ops with an int32 kernel (tl_ew_i32). Every other op computes in float32: int32 operands are cast first
+ * (true division, pow, exp, ... of ints give float32, like torch). */
+static const unsigned char EW_INT[TL_EW_COUNT] = {
+    [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_FLOORDIV] = 1, [TL_EW_MOD] = 1, [TL_EW_MAXIMUM] = 1,
+    [TL_EW_MINIMUM] = 1, [TL_EW_LT] = 1, [TL_EW_LE] = 1, [TL_EW_GT] = 1, [TL_EW_GE] = 1, [TL_EW_EQ] = 1,
+    [TL_EW_NE] = 1, [TL_EW_NEG] = 1, [TL_EW_ABS] = 1, [TL_EW_SIGN] = 1, [TL_EW_RELU] = 1, [TL_EW_SQUARE] = 1,
+    [TL_EW_CLAMP] = 1, [TL_EW_COPY] = 1,
+};
+#define IS_CMP(op) ((op) >= TL_EW_LT && (op) <= TL_EW_NE)
+
+static PyObject *cast(PyObject *self, int to);
+
+/* x as an operand. A numpy array or numpy scalar is uploaded (float64 -> float32, int64 -> int32) into a new
+ * tensor returned in *held, so numpy data on either side of an operator stays on the device. */
 static int
-to_operand(PyObject *x, const char *op, operand *out)
+to_operand(PyObject *x, const char *op, operand *out, PyObject **held)
 {
-    out->t = NULL;
-    out->value = 0.0f;
+    *out = (operand){NULL, 0.0f, 0, 1, 1};
+    *held = NULL;
     if (x == NULL) return 0;
     if (tl_tensor_check(x)) {
         out->t = tl_tensor_CAST(x);
-        return tl_check_dtype(op, out->t, TL_F32);
-    }
-    if (PyFloat_Check(x) || PyLong_Check(x)) {
-        double v = PyFloat_AsDouble(x);
-        if (v == -1.0 && PyErr_Occurred()) return -1;
-        out->value = (float)v;
         return 0;
     }
-    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor or a Python number, got %s", op, Py_TYPE(x)->tp_name);
+    if (PyLong_Check(x)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        out->fits = !overflow && v >= INT32_MIN && v <= INT32_MAX;
+        out->ivalue = out->fits ? (int)v : 0;
+        double d = PyLong_AsDouble(x);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+        out->value = (float)d;
+        return 0;
+    }
+    if (PyFloat_Check(x)) {
+        out->is_int = 0;
+        out->value = (float)PyFloat_AS_DOUBLE(x);
+        return 0;
+    }
+    if (tl_is_numpy(x)) {
+        if ((out->t = tl_tensor_from_object(x, -1, op)) == NULL) return -1;
+        *held = (PyObject *)out->t;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor, a numpy array or a Python number, got %s", op,
+                 Py_TYPE(x)->tp_name);
     return -1;
+}
+
+static int
+is_operand(PyObject *x)
+{
+    return tl_tensor_check(x) || PyFloat_Check(x) || PyLong_Check(x) || tl_is_numpy(x);
+}
+
+/* 1 when OP runs in int32: it has an int32 kernel, its tensors are all int32 and its scalars all ints. */
+static int
+int_math(int op, const operand *o, int n)
+{
+    int any = 0;
+    if (!EW_INT[op]) return 0;
+    for (int i = 0; i < n; i++) {
+        if (o[i].t != NULL) {
+            if (o[i].t->dtype != TL_I32) return 0;
+            any = 1;
+        } else if (!o[i].is_int) {
+            return 0;
+        }
+    }
+    return any;
 }
 
 /* What each op's backward needs: bit 0..2 = operands a, b, c; bit 3 = the output. 0 = not differentiable
@@ -52,69 +106,155 @@ static const unsigned char EW_SAVE[TL_EW_COUNT] = {
     [TL_EW_SIN] = SA, [TL_EW_COS] = SA, [TL_EW_SQUARE] = SA, [TL_EW_RECIPROCAL] = SO, [TL_EW_SIGN] = ND,
     [TL_EW_WHERE] = SA, [TL_EW_CLAMP] = SA | SB | SC, [TL_EW_RELU_GRAD] = ND, [TL_EW_SILU_GRAD] = ND,
     [TL_EW_GELU_GRAD] = ND, [TL_EW_TANH_GRAD] = ND, [TL_EW_SIGMOID_GRAD] = ND, [TL_EW_INRANGE] = ND,
+    [TL_EW_FLOORDIV] = ND, [TL_EW_MOD] = SA | SB,
 };
 
-/* Records the graph node of out = OP(x, y, z) when autograd wants one. iarg: [0] op, [1..4] saved slot of
- * a, b, c, out (-1: not saved); farg: scalar operand values. */
-static int
-record(int op, PyObject *x, PyObject *y, PyObject *z, const operand *o, tl_tensor *out)
+/* A graph node for out = OP(ins) that saves the operands EW_SAVE asks for (not the output: that is saved by
+ * the caller once it is written). iarg: [0] op, [1..4] saved slot of a, b, c, out (-1: not saved); farg:
+ * scalar operand values. */
+static tl_node *
+node_make(int op, PyObject *const *ins, const operand *o)
 {
-    PyObject *ins[3] = {x, y, z};
-    if ((EW_SAVE[op] & ND) || !tl_autograd_wanted(ins, 3)) return 0;
     tl_node *nd = tl_node_new(TL_OP_EW, ins, 3);
-    if (nd == NULL) return -1;
+    if (nd == NULL) return NULL;
     nd->iarg[0] = op;
-    tl_tensor *cand[4] = {o[0].t, o[1].t, o[2].t, out};
-    for (int i = 0; i < 4; i++) {
-        nd->iarg[1 + i] = -1;
-        if ((EW_SAVE[op] >> i & 1) && cand[i] != NULL) {
+    for (int i = 0; i < 4; i++) nd->iarg[1 + i] = -1;
+    for (int i = 0; i < 3; i++) {
+        nd->farg[i] = o[i].value;
+        if ((EW_SAVE[op] >> i & 1) && o[i].t != NULL) {
             nd->iarg[1 + i] = nd->n_saved;
-            tl_node_save(nd, cand[i]);
+            tl_node_save(nd, o[i].t);
         }
     }
-    for (int i = 0; i < 3; i++) nd->farg[i] = o[i].value;
+    return nd;
+}
+
+static void
+node_finish(tl_node *nd, tl_tensor *out)
+{
+    if (EW_SAVE[nd->iarg[0]] & SO) {
+        nd->iarg[4] = nd->n_saved;
+        tl_node_save(nd, out);
+    }
     tl_node_attach(nd, out);
+}
+
+static int
+is_view_op(int op)
+{
+    return op == TL_OP_RESHAPE || op == TL_OP_PERMUTE || op == TL_OP_EXPAND || op == TL_OP_NARROW ||
+           op == TL_OP_INDEX;
+}
+
+/* In-place writes under autograd (PyTorch's rules, less its view tracking): a leaf that requires grad is
+ * refused while grad mode is on; a non-leaf may be written, and the op becomes its new grad_fn (tensors
+ * that earlier ops saved from it then refuse to backward, naming the op). A view whose storage is also
+ * held elsewhere is refused when the write must be recorded: its base's graph would not see the write. */
+static int
+check_inplace(const char *op, tl_tensor *t, int track)
+{
+    if (!tl_grad_enabled()) return 0;
+    if (t->requires_grad && t->grad_fn == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: a leaf tensor that requires grad cannot be modified in place while "
+                     "grad mode is on (wrap the update in tlgpu.no_grad())", op);
+        return -1;
+    }
+    if (track && t->storage != NULL && atomic_load(&t->storage->refs) > 1 &&
+        (t->grad_fn == NULL || is_view_op(t->grad_fn->op))) {
+        char s[128];
+        tl_shape_str(t->shape, t->ndim, s, sizeof s);
+        PyErr_Format(PyExc_RuntimeError, "%s: in-place op on a view of shape %s whose storage other tensors share, "
+                     "while autograd records it: the base would not see the write; clone() the view first", op, s);
+        return -1;
+    }
     return 0;
 }
 
 /* The one dispatch: out = OP(x, y, z). `into` (in-place target) or NULL for a new contiguous result. */
-static PyObject *ew_checked(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into,
-                            operand *o);
+static PyObject *ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int as_int);
 
 static PyObject *
 ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into)
 {
     operand o[3];
-    PyObject *held[3] = {NULL, NULL, NULL};            /* un-aliased copies of sources (in-place only) */
-    PyObject *res = NULL;
-    if (to_operand(x, name, &o[0]) < 0 || to_operand(y, name, &o[1]) < 0 || to_operand(z, name, &o[2]) < 0)
-        return NULL;
-    if (into != NULL) {
-        if (tl_check_writable(name, into) < 0) return NULL;
-        for (int i = 0; i < 3; i++) {
-            if (o[i].t == NULL || o[i].t->storage != into->storage) continue;
-            if ((o[i].t = tl_unalias(into, o[i].t)) == NULL) goto done;
-            held[i] = (PyObject *)o[i].t;
+    PyObject *ins[3] = {x, y, z}, *held[3] = {NULL, NULL, NULL}, *res = NULL;
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        if (to_operand(ins[i], name, &o[i], &held[i]) < 0) goto done;
+        if (held[i] != NULL) ins[i] = held[i];
+        if (ins[i] != NULL) n = i + 1;
+    }
+    int as_int = int_math(op, o, n);
+    for (int i = 0; as_int && i < n; i++) {
+        if (o[i].t == NULL && !o[i].fits) {
+            PyErr_Format(PyExc_OverflowError, "%s: Python int operand does not fit int32", name);
+            goto done;
+        }
+        if ((op == TL_EW_FLOORDIV || op == TL_EW_MOD) && i == 1 && o[i].t == NULL && o[i].ivalue == 0) {
+            PyErr_Format(PyExc_ZeroDivisionError, "%s: integer division by zero", name);
+            goto done;
         }
     }
-    res = ew_checked(op, name, x, y, z, into, o);
+    for (int i = 0; !as_int && i < n; i++) {          /* float math: int32 tensors become float32 first */
+        if (o[i].t == NULL || o[i].t->dtype == TL_F32) continue;
+        PyObject *c = cast((PyObject *)o[i].t, TL_F32);
+        if (c == NULL) goto done;
+        Py_XSETREF(held[i], c);
+        ins[i] = c;
+        o[i].t = tl_tensor_CAST(c);
+    }
+    if (into != NULL) {
+        int rdt = as_int && !IS_CMP(op) ? TL_I32 : TL_F32;
+        if (into->dtype != rdt) {
+            char s[128];
+            tl_shape_str(into->shape, into->ndim, s, sizeof s);
+            PyErr_Format(PyExc_TypeError, "%s: the %s result cannot be written in place into an %s tensor of "
+                         "shape %s", name, tl_dtype_name(rdt), tl_dtype_name(into->dtype), s);
+            goto done;
+        }
+        if (tl_check_writable(name, into) < 0) goto done;
+        for (int i = 0; i < 3; i++) {
+            if (o[i].t == NULL || o[i].t->storage != into->storage) continue;
+            tl_tensor *u = tl_unalias(into, o[i].t);
+            if (u == NULL) goto done;
+            Py_XSETREF(held[i], (PyObject *)u);
+            o[i].t = u;
+        }
+    }
+    res = ew_checked(op, name, ins, into, o, as_int);
 done:
     for (int i = 0; i < 3; i++) Py_XDECREF(held[i]);
     return res;
 }
 
-static PyObject *
-ew_checked(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into, operand *o)
+/* Operand i's data that an in-place recorded op saves: a copy when it is the storage being overwritten. */
+static int
+save_copies(int op, tl_tensor *into, operand *o, PyObject **held)
 {
-    static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32");
+    for (int i = 0; i < 3; i++) {
+        if (!(EW_SAVE[op] >> i & 1) || o[i].t == NULL || o[i].t->storage != into->storage) continue;
+        tl_tensor *c = tl_tensor_empty(o[i].t->dtype, o[i].t->ndim, o[i].t->shape);
+        if (c == NULL || tl_copy_into(c, o[i].t) < 0) { Py_XDECREF(c); return -1; }
+        held[i] = (PyObject *)c;
+        o[i].t = c;
+    }
+    return 0;
+}
+
+static PyObject *
+ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int as_int)
+{
+    static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32"),
+                     ki = TL_KERNEL("elementwise", "tl_ew_i32");
     tl_tensor *ops[4], *out = NULL;
+    tl_node *nd = NULL;
+    PyObject *copies[3] = {NULL, NULL, NULL};
     Py_ssize_t shape[TL_MAX_DIMS];
-    int ndim;
+    int ndim, track = 0;
     tl_layout L;
-    tl_tensor *ins[4] = {into, o[0].t, o[1].t, o[2].t};
-    if (tl_broadcast(name, ins + (into == NULL), 4 - (into == NULL), &ndim, shape) < 0) return NULL;
+    tl_tensor *bc[4] = {into, o[0].t, o[1].t, o[2].t};
+    if (tl_broadcast(name, bc + (into == NULL), 4 - (into == NULL), &ndim, shape) < 0) return NULL;
     if (into != NULL) {
-        if (tl_check_dtype(name, into, TL_F32) < 0) return NULL;
         int same = ndim == into->ndim;
         for (int d = 0; same && d < ndim; d++) same = shape[d] == into->shape[d];
         if (!same) {
@@ -124,35 +264,42 @@ ew_checked(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_t
             return PyErr_Format(PyExc_ValueError, "%s: in-place output of shape %s cannot hold the broadcast "
                                 "result of shape %s", name, a, b);
         }
-        if (tl_check_inplace(name, into) < 0) return NULL;
+        track = !as_int && !(EW_SAVE[op] & ND) && tl_autograd_wanted(ins, 3);
+        if (check_inplace(name, into, track) < 0) return NULL;
+        if (track && (save_copies(op, into, o, copies) < 0 || (nd = node_make(op, ins, o)) == NULL)) goto fail;
         out = (tl_tensor *)Py_NewRef(into);
         tl_mark_write(out, name);
-    } else if ((out = tl_tensor_empty(TL_F32, ndim, shape)) == NULL) {
+    } else if ((out = tl_tensor_empty(as_int && !IS_CMP(op) ? TL_I32 : TL_F32, ndim, shape)) == NULL) {
         return NULL;
+    } else if (!(EW_SAVE[op] & ND) && tl_autograd_wanted(ins, 3) && (nd = node_make(op, ins, o)) == NULL) {
+        goto fail;
     }
-    if (out->storage == NULL) {                      /* zero-size: enqueue nothing */
-        if (into == NULL && record(op, x, y, z, o, out) < 0) Py_CLEAR(out);
-        return (PyObject *)out;
+    if (out->storage != NULL) {                      /* zero-size: enqueue nothing */
+        ops[0] = out;
+        for (int i = 0; i < 3; i++) ops[i + 1] = o[i].t;
+        tl_layout_make(&L, ndim, shape, ops, 4);
+        int contig = !as_int && L.ndim <= 1;
+        for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
+        tl_kernel *kh = as_int ? &ki : contig ? &kc : &ks;
+        cl_kernel k = tl_kernel_py(kh);
+        if (k == NULL) goto fail;
+        const size_t sz[9] = {sizeof op, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
+                              4, 4, 4};
+        const void *v[9] = {&op, &L, TL_MEM(out), TL_MEM(o[0].t), TL_MEM(o[1].t), TL_MEM(o[2].t),
+                            &o[0].value, &o[1].value, &o[2].value};
+        if (as_int) for (int i = 0; i < 3; i++) v[6 + i] = &o[i].ivalue;
+        tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
+                             o[2].t ? o[2].t->storage : NULL};
+        size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
+        if (tl_set_args(k, 0, 9, sz, v) < 0 || tl_launch_1d(kh, items, st, 4, 1u) < 0) goto fail;
     }
-    ops[0] = out;
-    for (int i = 0; i < 3; i++) ops[i + 1] = o[i].t;
-    tl_layout_make(&L, ndim, shape, ops, 4);
-    int contig = L.ndim <= 1;
-    for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
-    tl_kernel *kh = contig ? &kc : &ks;
-    cl_kernel k = tl_kernel_py(kh);
-    if (k == NULL) goto fail;
-    const size_t sz[9] = {sizeof op, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), 4, 4, 4};
-    const void *v[9] = {&op, &L, TL_MEM(out), TL_MEM(o[0].t), TL_MEM(o[1].t), TL_MEM(o[2].t),
-                        &o[0].value, &o[1].value, &o[2].value};
-    tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
-                         o[2].t ? o[2].t->storage : NULL};
-    size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
-    if (tl_set_args(k, 0, 9, sz, v) < 0 || tl_launch_1d(kh, items, st, 4, 1u) < 0) goto fail;
-    if (into == NULL && record(op, x, y, z, o, out) < 0) goto fail;
+    if (nd != NULL) node_finish(nd, out);
+    for (int i = 0; i < 3; i++) Py_XDECREF(copies[i]);
     return (PyObject *)out;
 fail:
-    Py_DECREF(out);
+    if (nd != NULL) tl_node_release(nd);
+    for (int i = 0; i < 3; i++) Py_XDECREF(copies[i]);
+    Py_XDECREF(out);
     return NULL;
 }
 
@@ -169,10 +316,8 @@ lower(const char *s, char *buf, size_t cap)
 static PyObject *
 nb(int op, PyObject *a, PyObject *b)
 {
-    int ok_a = tl_tensor_check(a) || PyFloat_Check(a) || PyLong_Check(a);
-    int ok_b = tl_tensor_check(b) || PyFloat_Check(b) || PyLong_Check(b);
     char name[16];
-    if (!ok_a || !ok_b) Py_RETURN_NOTIMPLEMENTED;
+    if (!is_operand(a) || !is_operand(b)) Py_RETURN_NOTIMPLEMENTED;
     return ew(op, lower(EW_NAME[op], name, sizeof name), a, b, NULL, NULL);
 }
 
@@ -180,7 +325,7 @@ static PyObject *
 nb_inplace(int op, PyObject *a, PyObject *b)
 {
     char name[16];
-    if (!(tl_tensor_check(b) || PyFloat_Check(b) || PyLong_Check(b))) Py_RETURN_NOTIMPLEMENTED;
+    if (!is_operand(b)) Py_RETURN_NOTIMPLEMENTED;
     return ew(op, lower(EW_NAME[op], name, sizeof name), a, b, NULL, tl_tensor_CAST(a));
 }
 
@@ -188,10 +333,14 @@ static PyObject *nb_add(PyObject *a, PyObject *b) { return nb(TL_EW_ADD, a, b); 
 static PyObject *nb_sub(PyObject *a, PyObject *b) { return nb(TL_EW_SUB, a, b); }
 static PyObject *nb_mul(PyObject *a, PyObject *b) { return nb(TL_EW_MUL, a, b); }
 static PyObject *nb_div(PyObject *a, PyObject *b) { return nb(TL_EW_DIV, a, b); }
+static PyObject *nb_floordiv(PyObject *a, PyObject *b) { return nb(TL_EW_FLOORDIV, a, b); }
+static PyObject *nb_mod(PyObject *a, PyObject *b) { return nb(TL_EW_MOD, a, b); }
 static PyObject *nb_iadd(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_ADD, a, b); }
 static PyObject *nb_isub(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_SUB, a, b); }
 static PyObject *nb_imul(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_MUL, a, b); }
 static PyObject *nb_idiv(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_DIV, a, b); }
+static PyObject *nb_ifloordiv(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_FLOORDIV, a, b); }
+static PyObject *nb_imod(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_MOD, a, b); }
 static PyObject *nb_neg(PyObject *a) { return ew(TL_EW_NEG, "neg", a, NULL, NULL, NULL); }
 static PyObject *nb_abs(PyObject *a) { return ew(TL_EW_ABS, "abs", a, NULL, NULL, NULL); }
 static PyObject *nb_pos(PyObject *a) { return Py_NewRef(a); }
@@ -288,6 +437,11 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
             Py_XDECREF(ng);
         }
         break;
+    case TL_EW_MOD:                                   /* a - floor(a/b)*b: d/da = g, d/db = -g*floor(a/b) */
+        gin[0] = Py_NewRef(g);
+        if (want_b && (t = ew2(TL_EW_FLOORDIV, a, b)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
+            gin[1] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        break;
     case TL_EW_EXP: gin[0] = ew2(TL_EW_MUL, g, out); break;
     case TL_EW_LOG: gin[0] = ew2(TL_EW_DIV, g, a); break;
     case TL_EW_SQRT: if ((t = ews(TL_EW_MUL, out, 2.0)) != NULL) gin[0] = ew2(TL_EW_DIV, g, t); break;
@@ -343,14 +497,14 @@ fail:
     { return ew(TL_EW_##OP, #pyname, self, NULL, NULL, NULL); }
 UNARY(neg, NEG) UNARY(exp, EXP) UNARY(log, LOG) UNARY(sqrt, SQRT) UNARY(rsqrt, RSQRT) UNARY(tanh, TANH)
 UNARY(sigmoid, SIGMOID) UNARY(relu, RELU) UNARY(silu, SILU) UNARY(gelu, GELU) UNARY(abs, ABS) UNARY(sin, SIN)
-UNARY(cos, COS) UNARY(square, SQUARE) UNARY(reciprocal, RECIPROCAL) UNARY(sign, SIGN)
+UNARY(cos, COS) UNARY(clone, COPY) UNARY(square, SQUARE) UNARY(reciprocal, RECIPROCAL) UNARY(sign, SIGN)
 #undef UNARY
 
 #define BINARY(pyname, OP)                                                                     \
     static PyObject *m_##pyname(PyObject *self, PyObject *other)                               \
     { return ew(TL_EW_##OP, #pyname, self, other, NULL, NULL); }
 BINARY(add, ADD) BINARY(sub, SUB) BINARY(mul, MUL) BINARY(div, DIV) BINARY(pow, POW) BINARY(maximum, MAXIMUM)
-BINARY(minimum, MINIMUM) BINARY(lt, LT) BINARY(le, LE) BINARY(gt, GT) BINARY(ge, GE) BINARY(eq, EQ) BINARY(ne, NE)
+BINARY(minimum, MINIMUM) BINARY(floor_divide, FLOORDIV) BINARY(remainder, MOD) BINARY(lt, LT) BINARY(le, LE) BINARY(gt, GT) BINARY(ge, GE) BINARY(eq, EQ) BINARY(ne, NE)
 #undef BINARY
 
 #define INPLACE(pyname, OP)                                                                    \
@@ -365,8 +519,9 @@ m_clamp(PyObject *self, PyObject *args, PyObject *kwargs)
     static char *kw[] = {"min", "max", NULL};
     PyObject *lo = Py_None, *hi = Py_None, *res = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:clamp", kw, &lo, &hi)) return NULL;
-    PyObject *lo_o = lo == Py_None ? PyFloat_FromDouble(-INFINITY) : Py_NewRef(lo);
-    PyObject *hi_o = hi == Py_None ? PyFloat_FromDouble(INFINITY) : Py_NewRef(hi);
+    int i32 = tl_tensor_check(self) && tl_tensor_CAST(self)->dtype == TL_I32;   /* an open int bound stays int */
+    PyObject *lo_o = lo != Py_None ? Py_NewRef(lo) : i32 ? PyLong_FromLong(INT32_MIN) : PyFloat_FromDouble(-INFINITY);
+    PyObject *hi_o = hi != Py_None ? Py_NewRef(hi) : i32 ? PyLong_FromLong(INT32_MAX) : PyFloat_FromDouble(INFINITY);
     if (lo_o != NULL && hi_o != NULL) res = ew(TL_EW_CLAMP, "clamp", self, lo_o, hi_o, NULL);
     Py_XDECREF(lo_o);
     Py_XDECREF(hi_o);
@@ -395,18 +550,36 @@ fn_binary(int op, const char *name, PyObject *args)
 static PyObject *fn_maximum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MAXIMUM, "maximum", args); }
 static PyObject *fn_minimum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MINIMUM, "minimum", args); }
 
+/* After an in-place write that replaced t's values: when autograd records it, t's grad_fn becomes a copy of
+ * `src` (when src requires grad) or a node that passes a zero gradient to t's old graph (PyTorch's
+ * Fill/Zero/CopyBackward: a non-leaf keeps requiring grad). */
+static int
+record_overwrite(tl_tensor *t, PyObject *src)
+{
+    PyObject *ins[3] = {src, NULL, NULL};
+    if (src == NULL || !tl_autograd_wanted(ins, 1)) ins[0] = (PyObject *)t;
+    if (!tl_autograd_wanted(ins, 1)) return 0;
+    tl_node *nd = tl_node_new(TL_OP_EW, ins, 3);
+    if (nd == NULL) return -1;
+    nd->iarg[0] = ins[0] == src ? TL_EW_COPY : TL_EW_MUL;     /* MUL by the scalar 0, nothing saved */
+    for (int i = 0; i < 4; i++) nd->iarg[1 + i] = -1;
+    tl_node_attach(nd, t);
+    return 0;
+}
+
 static PyObject *
 fill_inplace(PyObject *self, double v, const char *op)
 {
     tl_tensor *t = tl_tensor_CAST(self);
-    if (tl_check_writable(op, t) < 0 || tl_check_inplace(op, t) < 0) return NULL;
+    PyObject *me = self;
+    if (tl_check_writable(op, t) < 0 || check_inplace(op, t, tl_autograd_wanted(&me, 1)) < 0) return NULL;
     if (t->dtype == TL_I32 && !(v >= INT32_MIN && v <= INT32_MAX)) {
         char num[64];
         snprintf(num, sizeof num, "%.17g", v);
         return PyErr_Format(PyExc_OverflowError, "%s: value %s does not fit int32", op, num);
     }
     tl_mark_write(t, op);
-    return tl_tensor_fill(t, v) < 0 ? NULL : Py_NewRef(self);
+    return tl_tensor_fill(t, v) < 0 || record_overwrite(t, NULL) < 0 ? NULL : Py_NewRef(self);
 }
 
 static PyObject *
@@ -433,7 +606,8 @@ m_copy_(PyObject *self, PyObject *src_o)
     if (tl_tensor_check(src_o)) src = (tl_tensor *)Py_NewRef(src_o);
     else src = tl_tensor_from_object(src_o, t->dtype, "copy_");
     if (src == NULL) return NULL;
-    if (tl_check_writable("copy_", t) < 0 || tl_check_inplace("copy_", t) < 0) goto done;
+    PyObject *ins2[2] = {self, (PyObject *)src};
+    if (tl_check_writable("copy_", t) < 0 || check_inplace("copy_", t, tl_autograd_wanted(ins2, 2)) < 0) goto done;
     Py_SETREF(src, tl_unalias(t, src));
     if (src == NULL) return NULL;
     ins[0] = t;
@@ -448,6 +622,7 @@ m_copy_(PyObject *self, PyObject *src_o)
     }
     tl_mark_write(t, "copy_");
     rc = tl_copy_into(t, src);
+    if (rc == 0 && record_overwrite(t, tl_tensor_check(src_o) ? src_o : NULL) < 0) rc = -1;
 done:
     Py_DECREF(src);
     return rc < 0 ? NULL : Py_NewRef(self);
@@ -482,9 +657,10 @@ static const PyMethodDef ew_methods[] = {
     U(neg, "-x"), U(exp, "e**x"), U(log, "natural log"), U(sqrt, "square root"), U(rsqrt, "1/sqrt(x)"),
     U(tanh, "tanh"), U(sigmoid, "1/(1+e**-x)"), U(relu, "max(x, 0)"), U(silu, "x*sigmoid(x)"),
     U(gelu, "exact (erf) GELU"), U(abs, "|x|"), U(sin, "sin"), U(cos, "cos"), U(square, "x*x"),
-    U(reciprocal, "1/x"), U(sign, "-1, 0 or 1"),
+    U(reciprocal, "1/x"), U(sign, "-1, 0 or 1"), U(clone, "a contiguous copy (differentiable)"),
     B(add, "self + other"), B(sub, "self - other"), B(mul, "self * other"), B(div, "self / other"),
-    B(pow, "self ** other"), B(maximum, "elementwise max (NaN propagates)"), B(minimum, "elementwise min"),
+    B(pow, "self ** other"), B(floor_divide, "self // other (rounds toward -inf, like Python)"),
+    B(remainder, "self % other (the divisor's sign, like Python)"), B(maximum, "elementwise max (NaN propagates)"), B(minimum, "elementwise min"),
     B(lt, "self < other as a float32 mask"), B(le, "<= mask"), B(gt, "> mask"), B(ge, ">= mask"),
     B(eq, "== mask"), B(ne, "!= mask"),
     B(add_, "in place +="), B(sub_, "in place -="), B(mul_, "in place *="), B(div_, "in place /="),
@@ -509,6 +685,8 @@ static const PyType_Slot ew_slots[] = {
     {Py_nb_power, nb_pow}, {Py_nb_negative, nb_neg}, {Py_nb_absolute, nb_abs}, {Py_nb_positive, nb_pos},
     {Py_nb_inplace_add, nb_iadd}, {Py_nb_inplace_subtract, nb_isub}, {Py_nb_inplace_multiply, nb_imul},
     {Py_nb_inplace_true_divide, nb_idiv}, {Py_tp_richcompare, richcompare}, {Py_tp_hash, tensor_hash},
+    {Py_nb_floor_divide, nb_floordiv}, {Py_nb_remainder, nb_mod}, {Py_nb_inplace_floor_divide, nb_ifloordiv},
+    {Py_nb_inplace_remainder, nb_imod},
     {0, NULL},
 };
 

@@ -150,6 +150,12 @@ fail:
     return NULL;
 }
 
+int
+tl_is_numpy(PyObject *obj)
+{
+    return PyArray_Check(obj) || PyArray_IsScalar(obj, Generic);
+}
+
 /* ---- type slots ---- */
 
 static int

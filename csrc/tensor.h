@@ -34,6 +34,7 @@ tl_tensor  *tl_tensor_from_storage(tl_storage *s, int dtype, int ndim, const Py_
 tl_tensor  *tl_tensor_contiguous(tl_tensor *t);                                    /* new ref, maybe t */
 tl_tensor  *tl_tensor_from_object(PyObject *obj, int dtype, const char *op);       /* dtype -1: infer */
 PyObject   *tl_tensor_to_numpy(tl_tensor *t);
+int         tl_is_numpy(PyObject *obj);                                            /* ndarray or numpy scalar */
 const char *tl_dtype_name(int dtype);
 void        tl_shape_str(const Py_ssize_t *shape, int ndim, char *out, size_t cap); /* "(2, 3)" */
 #endif

@@ -22,6 +22,16 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_MUL: return x * y;                                                                    \
     case TL_EW_DIV: return x / y;                                                                    \
     case TL_EW_POW: return pow(x, y);                                                                \
+    case TL_EW_FLOORDIV: case TL_EW_MOD: {  /* numpy's npy_divmod: Python's signs, floor rounding */   \
+        T m = fmod(x, y), fix = select(zero, one, (m != zero) & ((y < zero) != (m < zero)));          \
+        if (op == TL_EW_MOD) {                                                                       \
+            m += fix * y;                                                                            \
+            return select(m, copysign(zero, y), m == zero);                                          \
+        }                                                                                            \
+        T d = (x - m) / y - fix, f = floor(d);                                                       \
+        f = select(f, f + one, (d - f) > (T)(0.5f));                                                 \
+        return select(f, x / y, y == zero);                                                          \
+    }                                                                                                \
     case TL_EW_MAXIMUM: return EW_MAX(x, y);                                                         \
     case TL_EW_MINIMUM: return EW_MIN(x, y);                                                         \
     case TL_EW_LT: return select(zero, one, x < y);                                                  \
@@ -97,6 +107,56 @@ tl_ew_contig_f32(int op, tl_layout L, global float *o, global const float *a, gl
             }
         }
     }
+}
+
+/* int32 arithmetic. Wrapping like numpy's int32 (done on uint, where overflow is defined); // and % round
+ * toward minus infinity like Python and numpy; x // 0 == x % 0 == 0 (numpy's result, without its warning:
+ * an integer division by zero traps on CPU devices, so it is never executed). Comparisons store float32
+ * masks through the same 32-bit slots. */
+inline int
+ew_apply_i32(int op, int x, int y, int z)
+{
+    uint ux = as_uint(x), uy = as_uint(y);
+    switch (op) {
+    case TL_EW_ADD: return as_int(ux + uy);
+    case TL_EW_SUB: return as_int(ux - uy);
+    case TL_EW_MUL: return as_int(ux * uy);
+    case TL_EW_FLOORDIV:
+        if (y == 0) return 0;
+        if (y == -1) return as_int(0u - ux);           /* INT_MIN / -1 traps too */
+        return x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+    case TL_EW_MOD: {
+        if (y == 0 || y == -1) return 0;
+        int r = x % y;
+        return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+    }
+    case TL_EW_MAXIMUM: return max(x, y);
+    case TL_EW_MINIMUM: return min(x, y);
+    case TL_EW_LT: return as_int(x < y ? 1.0f : 0.0f);
+    case TL_EW_LE: return as_int(x <= y ? 1.0f : 0.0f);
+    case TL_EW_GT: return as_int(x > y ? 1.0f : 0.0f);
+    case TL_EW_GE: return as_int(x >= y ? 1.0f : 0.0f);
+    case TL_EW_EQ: return as_int(x == y ? 1.0f : 0.0f);
+    case TL_EW_NE: return as_int(x != y ? 1.0f : 0.0f);
+    case TL_EW_NEG: return as_int(0u - ux);
+    case TL_EW_ABS: return x < 0 ? as_int(0u - ux) : x;
+    case TL_EW_SIGN: return (x > 0) - (x < 0);
+    case TL_EW_RELU: return max(x, 0);
+    case TL_EW_SQUARE: return as_int(ux * ux);
+    case TL_EW_CLAMP: return min(max(x, y), z);
+    case TL_EW_COPY: return x;
+    default: return 0;
+    }
+}
+
+kernel void
+tl_ew_i32(int op, tl_layout L, global int *o, global const int *a, global const int *b, global const int *c,
+          int sa, int sb, int sc)
+{
+    int gid = get_global_id(0);
+    if (gid >= L.n) return;
+    int4 ix = ew_index(&L, gid);
+    o[ix.s0] = ew_apply_i32(op, a ? a[ix.s1] : sa, b ? b[ix.s2] : sb, c ? c[ix.s3] : sc);
 }
 
 /* Bit copy of 4-byte elements (float32 and int32 alike) between strided layouts. */

@@ -4,12 +4,16 @@
 #define TL_EW_OPS_H
 #define TL_EW_OPS(X)                                                                                   \
     X(ADD, 2) X(SUB, 2) X(MUL, 2) X(DIV, 2) X(POW, 2) X(MAXIMUM, 2) X(MINIMUM, 2)                      \
+    X(FLOORDIV, 2) X(MOD, 2)                                                                           \
     X(LT, 2) X(LE, 2) X(GT, 2) X(GE, 2) X(EQ, 2) X(NE, 2)                                              \
     X(NEG, 1) X(EXP, 1) X(LOG, 1) X(SQRT, 1) X(RSQRT, 1) X(TANH, 1) X(SIGMOID, 1) X(RELU, 1)           \
     X(SILU, 1) X(GELU, 1) X(ABS, 1) X(SIN, 1) X(COS, 1) X(SQUARE, 1) X(RECIPROCAL, 1) X(SIGN, 1)       \
     X(COPY, 1) X(WHERE, 3) X(CLAMP, 3)                                                                 \
     /* backward helpers: (x or out, upstream grad) */                                                  \
-    X(RELU_GRAD, 2) X(SILU_GRAD, 2) X(GELU_GRAD, 2) X(TANH_GRAD, 2) X(SIGMOID_GRAD, 2) X(INRANGE, 3)
+    X(RELU_GRAD, 2) X(SILU_GRAD, 2) X(GELU_GRAD, 2) X(TANH_GRAD, 2) X(SIGMOID_GRAD, 2) X(INRANGE, 3)   \
+    /* graph-node tags only (never launched): ops of other files whose backward lives in the elementwise \
+     * node (ops_scan.c's cumsum) */                                                                   \
+    X(CUMSUM, 1)
 
 #define TL_EW_ENUM(name, arity) TL_EW_##name,
 enum { TL_EW_OPS(TL_EW_ENUM) TL_EW_COUNT };

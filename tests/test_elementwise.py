@@ -158,9 +158,12 @@ def test_inplace_shape_error():
 def test_errors_name_op_and_shapes():
     with pytest.raises(ValueError, match=r"add: shapes \(2, 3\) and \(4,\)"):
         tlgpu.zeros(2, 3) + tlgpu.zeros(4)
-    with pytest.raises(TypeError, match="mul: expected a float32 tensor, got int32"):
-        tlgpu.zeros(2).mul(tlgpu.tensor([1, 2]))
-    with pytest.raises(TypeError, match="expected a Tensor or a Python number"):
+    with pytest.raises(TypeError, match=r"add_: the float32 result cannot be written in place into an int32 tensor "
+                                        r"of shape \(2,\)"):
+        tlgpu.tensor([1, 2]).add_(1.5)
+    with pytest.raises(TypeError, match="mul: numpy dtype .*complex"):
+        tlgpu.zeros(2) * np.array([1 + 2j, 0])
+    with pytest.raises(TypeError, match="expected a Tensor, a numpy array or a Python number"):
         tlgpu.zeros(2).add("x")
     with pytest.raises(TypeError):
         tlgpu.zeros(2) + "x"

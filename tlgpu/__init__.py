@@ -28,6 +28,11 @@ from .autograd import enable_grad, no_grad  # noqa: F401
 from . import nn, optim, publish, quant  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 
+# numpy defers its binary operators to a type of higher priority that defines the reflected method, so
+# `ndarray * t`, `ndarray - t`, `ndarray < t` and `ndarray @ t` run on the device through Tensor.__rmul__ etc.
+# and keep the graph (torch's choice; __array_ufunc__ = None would also break np.exp(t) on a tensor).
+Tensor.__array_priority__ = 1000
+
 float32 = _np.dtype("float32")
 int32 = _np.dtype("int32")
 
@@ -85,3 +90,28 @@ def _method_alias(name):
 for _name in _C._aliases().split():
     globals()[_name] = _method_alias(_name)
 del _name
+
+_c_matmul = Tensor.matmul
+
+
+def _device_operand(x):
+    return tensor(x) if isinstance(x, (_np.ndarray, _np.generic)) else x  # noqa: F405
+
+
+def matmul(a, b):
+    """a @ b with numpy semantics (float32); a numpy operand on either side is uploaded first."""
+    a, b = _device_operand(a), _device_operand(b)
+    if not isinstance(a, Tensor):
+        raise TypeError(f"matmul: expected a Tensor or a numpy array, got {type(a).__name__}")
+    return _c_matmul(a, b)
+
+
+def _rmatmul(self, other):
+    if not isinstance(other, (_np.ndarray, _np.generic)):
+        return NotImplemented
+    return _c_matmul(tensor(other), self)  # noqa: F405
+
+
+# Set on the type, these replace the C slot: numpy operands of @ stay on the device and keep the graph.
+Tensor.__matmul__ = Tensor.matmul = matmul
+Tensor.__rmatmul__ = _rmatmul
