@@ -202,9 +202,11 @@ tensor_repr(PyObject *op)
     char shape[128];
     if (arr == NULL) return NULL;
     tl_shape_str(t->shape, t->ndim, shape, sizeof shape);
+    char grad[64] = "";                              /* PyTorch's tail: the node of a non-leaf, the flag of a leaf */
+    if (t->grad_fn != NULL) snprintf(grad, sizeof grad, ", grad_fn=<%s>", tl_node_name(t->grad_fn));
+    else if (t->requires_grad) snprintf(grad, sizeof grad, ", requires_grad=True");
     if ((body = PyObject_Str(arr)) != NULL)
-        res = PyUnicode_FromFormat("tensor(%U, shape=%s, dtype=%s%s)", body, shape, tl_dtype_name(t->dtype),
-                                   t->requires_grad ? ", requires_grad=True" : "");
+        res = PyUnicode_FromFormat("tensor(%U, shape=%s, dtype=%s%s)", body, shape, tl_dtype_name(t->dtype), grad);
     Py_XDECREF(body);
     Py_DECREF(arr);
     return res;

@@ -87,8 +87,8 @@ def _method_alias(name):
     return fn
 
 
-for _name in _C._aliases().split():
-    globals()[_name] = _method_alias(_name)
+for _name in _C._aliases().split() + ["var", "std", "repeat", "masked_fill"]:
+    globals()[_name] = _method_alias(_name)   # after autograd.py replaced max/min: the torch forms too
 del _name
 
 _c_matmul = Tensor.matmul

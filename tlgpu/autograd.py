@@ -1,5 +1,10 @@
-"""Grad-mode switches. Grad mode is per thread (kept in C); these only flip it and restore it."""
+"""Grad-mode switches (grad mode is per thread, kept in C; these only flip it and restore it), and the Tensor
+methods that are compositions of differentiable C ops: var/std, repeat, masked_fill, max/min with dim=, size,
+dim, __format__ (attached to Tensor at import)."""
+import collections
 import functools
+
+import numpy as _np
 
 from . import _C
 
@@ -31,3 +36,155 @@ class no_grad(_GradMode):
 class enable_grad(_GradMode):
     """Context manager and decorator: turn grad mode back on inside a no_grad region."""
     _enabled = True
+
+
+# ---- Tensor methods composed of differentiable C ops (their gradients come from those ops' backwards) ----
+
+_Tensor = _C.Tensor
+_c_max, _c_min, _c_argmax, _c_argmin = _Tensor.max, _Tensor.min, _Tensor.argmax, _Tensor.argmin
+max_result = collections.namedtuple("max", ["values", "indices"])   # torch.return_types.max
+min_result = collections.namedtuple("min", ["values", "indices"])
+
+
+def _dims(op, dim, ndim):
+    """dim (None, int or a sequence of ints) as a sorted tuple of non-negative axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    out = []
+    for d in dims:
+        if not isinstance(d, int) or not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError(f"{op}: dim {d!r} is out of range for a tensor with {ndim} dimensions")
+        out.append(d % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: dim {dim!r} repeats an axis")
+    return tuple(sorted(out))
+
+
+def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    """Variance over dim (None: all elements), dividing by N - correction: 1 by default (unbiased, like
+    torch), 0 with unbiased=False or correction=0. axis=/keepdims= are numpy's spellings of the same."""
+    if isinstance(dim, bool):                      # torch's var(unbiased) form
+        dim, unbiased = None, dim
+    if axis is not None:
+        if dim is not None:
+            raise TypeError("var: give dim or axis, not both")
+        dim = axis
+    keepdim = bool(keepdims) if keepdims is not None else keepdim
+    if correction is not None and unbiased is not None:
+        raise TypeError("var: give unbiased or correction, not both")
+    corr = correction if correction is not None else (0 if unbiased is False else 1)
+    x = self.float() if self.dtype != _np.float32 else self
+    axes = _dims("var", dim, x.ndim)
+    n = 1
+    for d in axes:
+        n *= x.shape[d] if x.ndim else 1
+    red = axes if x.ndim else None
+    d = x - x.mean(axis=red, keepdims=True)
+    return (d * d).sum(axis=red, keepdims=keepdim) / float(n - corr)
+
+
+def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+    """sqrt(var(...)) with var's arguments (unbiased by default)."""
+    return var(self, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims).sqrt()
+
+
+def _torch_reduction(args, kwargs):
+    """(dim, keepdim) when a max/min call uses torch's form, dim= given; None for today's numpy form, positional
+    axis included (tlgpu.max(t, 1) is t's maximum over axis 1, as it was before dim= existed)."""
+    if "dim" not in kwargs:
+        return None
+    kw = dict(kwargs)
+    dim = kw.pop("dim")
+    keepdim = kw.pop("keepdim", False)
+    if kw or args:
+        raise TypeError(f"max/min: unexpected arguments {list(args)} {sorted(kw)} with dim=")
+    return dim, bool(keepdim)
+
+
+def _minmax(name, c_fn, c_arg, result, elementwise):
+    def fn(self, *args, **kwargs):
+        if args and isinstance(args[0], (_Tensor, _np.ndarray)) and len(args) == 1 and not kwargs:
+            return elementwise(self, args[0])          # torch.max(a, b): elementwise
+        torch_form = _torch_reduction(args, kwargs)
+        if torch_form is None:
+            return c_fn(self, *args, **kwargs)
+        dim, keepdim = torch_form
+        if not isinstance(dim, int):
+            raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+        return result(c_fn(self, axis=dim, keepdims=keepdim), c_arg(self, axis=dim, keepdims=keepdim))
+    fn.__name__ = name
+    fn.__doc__ = (f"{name}(dim=d, keepdim=False) -> named tuple (values, indices) like torch; "
+                  f"{name}(axis=None, keepdims=False), axis also positional -> values (numpy); "
+                  f"{name}(other) -> elementwise.")
+    return fn
+
+
+def repeat(self, *sizes):
+    """Tile the tensor: sizes[i] copies along dim i (extra leading sizes add dims), like torch's repeat."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < self.ndim or not all(isinstance(r, int) and r >= 0 for r in sizes):
+        raise ValueError(f"repeat: sizes {sizes} must be non-negative ints, at least one per dimension of a "
+                         f"tensor of shape {self.shape}")
+    shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
+    inter = tuple(v for s in shape for v in (1, s))
+    big = tuple(v for r, s in zip(sizes, shape) for v in (r, s))
+    return self.reshape(inter).expand(big).reshape(tuple(r * s for r, s in zip(sizes, shape)))
+
+
+def masked_fill(self, mask, value):
+    """value where mask is nonzero (a float32/int32 mask tensor or a numpy bool array), self elsewhere;
+    differentiable in self (and in value when it is a tensor). mask broadcasts to self's shape."""
+    if isinstance(mask, (_np.ndarray, _np.generic)):
+        mask = _C.tensor(_np.asarray(mask, dtype=_np.float32))
+    if not isinstance(mask, _Tensor):
+        raise TypeError(f"masked_fill: mask must be a Tensor or a numpy array, not {type(mask).__name__}")
+    try:
+        ok = _np.broadcast_shapes(tuple(mask.shape), tuple(self.shape)) == tuple(self.shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to {self.shape}")
+    out = _C.where(mask, value, self)
+    return out.int() if self.dtype == _np.int32 else out
+
+
+def masked_fill_(self, mask, value):
+    """In-place masked_fill (recorded like copy_ on a non-leaf; refused on a leaf that requires grad)."""
+    return self.copy_(masked_fill(self, mask, value))
+
+
+def size(self, dim=None):
+    """The shape as a tuple (torch.Size is a tuple too), or the length of dimension dim."""
+    if dim is None:
+        return tuple(self.shape)
+    return self.shape[_dims("size", dim, self.ndim)[0]]
+
+
+def dim(self):
+    return self.ndim
+
+
+def __format__(self, spec):
+    """f"{t:.3f}" formats the value of a one-element tensor (a sync point); no spec gives repr."""
+    if not spec:
+        return repr(self)
+    if self.numel() != 1:
+        raise TypeError(f"unsupported format string {spec!r} for a tensor of shape {self.shape}: "
+                        "only one-element tensors format as numbers")
+    return format(self.item(), spec)
+
+
+def _install():
+    maximum, minimum = _C.maximum, _C.minimum
+    methods = dict(var=var, std=std, repeat=repeat, masked_fill=masked_fill, masked_fill_=masked_fill_,
+                   size=size, dim=dim, __format__=__format__,
+                   max=_minmax("max", _c_max, _c_argmax, max_result, maximum),
+                   min=_minmax("min", _c_min, _c_argmin, min_result, minimum))
+    for name, fn in methods.items():
+        setattr(_Tensor, name, fn)
+    return methods
+
+
+_installed = _install()
