@@ -293,3 +293,75 @@ def test_load_rejects_broken_files(tmp_path):
         tlgpu.save({"big": np.array([2**40])}, tmp_path / "o.safetensors")
     with pytest.raises(TypeError):
         tlgpu.save({"c": np.array([1 + 2j])}, tmp_path / "c.safetensors")
+
+
+def test_import_tlgpu_reaches_the_subpackages():
+    from conftest import run_python
+    code = ("import tlgpu\n"
+            "print(tlgpu.nn.Linear.__name__, tlgpu.optim.Adam.__name__, tlgpu.publish.WeightPublisher.__name__,\n"
+            "      tlgpu.quant.quantize_q4_0.__name__, tlgpu.nn.functional.linear.__name__,\n"
+            "      tlgpu.optim.lr_scheduler.StepLR.__name__, tlgpu.nn.utils.clip_grad_norm_.__name__)\n")
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["Linear", "Adam", "WeightPublisher", "quantize_q4_0", "linear", "StepLR",
+                                "clip_grad_norm_"]
+
+
+@pytest.mark.parametrize("norm_type", [2.0, float("inf"), 1.0, 3.0])
+@pytest.mark.parametrize("max_norm", [0.3, 1e4])
+def test_clip_grad_norm_matches_torch_formula_without_waiting(rng, norm_type, max_norm):
+    gs = [rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (7,), (2, 2, 2))]
+    ps = [tlgpu.zeros(*g.shape, requires_grad=True) for g in gs]
+    for p, g in zip(ps, gs):
+        p.grad = tlgpu.tensor(g)
+    flat = np.concatenate([g.ravel() for g in gs]).astype(np.float64)
+    want = np.abs(flat).max() if np.isinf(norm_type) else (np.abs(flat) ** norm_type).sum() ** (1 / norm_type)
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    total = nn.utils.clip_grad_norm_(iter(ps), max_norm, norm_type=norm_type)
+    assert tlgpu.stream_stats()["waits"] == 0
+    assert total.item() == pytest.approx(want, rel=1e-5)
+    coef = min(max_norm / (want + 1e-6), 1.0)
+    for p, g in zip(ps, gs):
+        np.testing.assert_allclose(p.grad.numpy(), g * coef, rtol=1e-5)
+
+
+def test_clip_grad_value_and_single_tensor(rng):
+    g = rng.standard_normal((5, 3)).astype(np.float32) * 2
+    p = tlgpu.zeros(5, 3, requires_grad=True)
+    p.grad = tlgpu.tensor(g)
+    nn.utils.clip_grad_value_(p, 0.7)
+    np.testing.assert_array_equal(p.grad.numpy(), np.clip(g, -0.7, 0.7))
+    norm = nn.utils.clip_grad_norm_(p, 0.1)
+    assert norm.item() == pytest.approx(np.linalg.norm(np.clip(g, -0.7, 0.7).astype(np.float64)), rel=1e-5)
+    assert np.linalg.norm(p.grad.numpy()) == pytest.approx(0.1, rel=1e-4)
+
+
+def test_edited_lr_is_used_by_the_next_step(rng):
+    w0 = rng.standard_normal((4, 3)).astype(np.float32)
+    g = rng.standard_normal((4, 3)).astype(np.float32)
+    w = tlgpu.tensor(w0, requires_grad=True)
+    opt = tlgpu.optim.SGD([w], lr=0.1)
+    for lr in (0.1, 0.025):
+        opt.param_groups[0]["lr"] = lr                 # CleanRL's annealing
+        w.grad = tlgpu.tensor(g)
+        opt.step()
+    np.testing.assert_allclose(w.numpy(), w0 - 0.125 * g, rtol=1e-5, atol=1e-6)
+
+
+def test_losses_take_numpy_targets(rng):
+    pred = rng.standard_normal((6, 3)).astype(np.float32)
+    target = rng.standard_normal((6, 3))               # float64 as returned by an environment
+    labels = rng.integers(0, 3, 6)                     # int64
+    p = tlgpu.tensor(pred, requires_grad=True)
+    mse = nn.MSELoss()(p, target)
+    assert mse.item() == pytest.approx(((pred - target.astype(np.float32)) ** 2).mean(), rel=1e-5)
+    ce = nn.CrossEntropyLoss()(p, labels)
+    z = pred.astype(np.float64)
+    logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    assert ce.item() == pytest.approx(-logp[np.arange(6), labels].mean(), rel=1e-5)
+    (mse + ce).backward()
+    sm = np.exp(logp)
+    sm[np.arange(6), labels] -= 1
+    want = 2 * (pred - target.astype(np.float32)) / 18 + sm / 6
+    np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-4, atol=1e-6)
