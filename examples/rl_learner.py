@@ -134,6 +134,7 @@ def ppo_update(tlgpu, model, opt, batch, epochs=4, minibatches=4, clip=0.2):
     n = batch["obs"].shape[0]
     obs, act = tlgpu.tensor(batch["obs"]), tlgpu.tensor(batch["act"])
     old_logp, adv, ret = (tlgpu.tensor(batch[k]) for k in ("logp", "adv", "ret"))
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)       # unbiased std, as torch's (CleanRL's normalisation)
     rng = np.random.default_rng()
     for _ in range(epochs):
         perm = rng.permutation(n).astype(np.int32)
@@ -188,8 +189,6 @@ def main(argv=None):
                     t["adv"], t["ret"] = gae(t)
                 batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
                          for k in ("obs", "act", "logp", "adv", "ret")}
-                batch["adv"] = ((batch["adv"] - batch["adv"].mean()) / (batch["adv"].std() + 1e-8)).astype(np.float32)
-                batch["ret"] = batch["ret"].astype(np.float32)
                 steps += batch["obs"].shape[0]
                 ppo_update(tlgpu, model, opt, batch)
                 update += 1

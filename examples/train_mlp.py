@@ -31,7 +31,7 @@ def main(steps=600):
     x_np, y_np = spirals()
     split = int(0.8 * len(y_np))
     x, y = tlgpu.tensor(x_np[:split]), tlgpu.tensor(y_np[:split])
-    xt, yt = tlgpu.tensor(x_np[split:]), y_np[split:]
+    xt, yt = x_np[split:], y_np[split:]                 # numpy: modules and operators take it as is
     model = nn.Sequential(nn.Linear(2, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
     opt = tlgpu.optim.Adam(model.parameters(), lr=3e-3)
     print(f"device: {tlgpu.device().name}; {split} training points, {len(yt)} held out")
@@ -42,10 +42,9 @@ def main(steps=600):
         loss.backward()
         opt.step()
         if step % 100 == 0:
-            print(f"step {step:5d}  loss {float(loss):.4f}")      # the only sync point in the loop
+            print(f"step {step:5d}  loss {loss:.4f}")          # the only sync point in the loop
     with tlgpu.no_grad():
-        pred = model(xt).argmax(axis=1).numpy()
-    acc = float((pred == yt).mean())
+        acc = (model(xt).argmax(1) == yt).float().mean().item()   # int32 == int64 numpy: on the device
     print(f"held-out accuracy {100 * acc:.1f} % after {steps} steps ({time.perf_counter() - t0:.1f} s)")
     return acc
 
