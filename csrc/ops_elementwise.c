@@ -178,7 +178,7 @@ static PyObject *
 ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into)
 {
     operand o[3];
-    PyObject *ins[3] = {x, y, z}, *held[3] = {NULL, NULL, NULL}, *res = NULL;
+    PyObject *ins[3] = {x, y, z}, *held[3] = {NULL, NULL, NULL}, *unaliased[3] = {NULL, NULL, NULL}, *res = NULL;
     int n = 0;
     for (int i = 0; i < 3; i++) {
         if (to_operand(ins[i], name, &o[i], &held[i]) < 0) goto done;
@@ -216,15 +216,16 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
         if (tl_check_writable(name, into) < 0) goto done;
         for (int i = 0; i < 3; i++) {
             if (o[i].t == NULL || o[i].t->storage != into->storage) continue;
-            tl_tensor *u = tl_unalias(into, o[i].t);
-            if (u == NULL) goto done;
-            Py_XSETREF(held[i], (PyObject *)u);
-            o[i].t = u;
+            if ((o[i].t = tl_unalias(into, o[i].t)) == NULL) goto done;
+            unaliased[i] = (PyObject *)o[i].t;      /* ins[i] keeps the original: the graph's edge */
         }
     }
     res = ew_checked(op, name, ins, into, o, as_int);
 done:
-    for (int i = 0; i < 3; i++) Py_XDECREF(held[i]);
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(unaliased[i]);
+        Py_XDECREF(held[i]);
+    }
     return res;
 }
 
