@@ -29,7 +29,7 @@ static const unsigned char EW_INT[TL_EW_COUNT] = {
     [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_FLOORDIV] = 1, [TL_EW_MOD] = 1, [TL_EW_MAXIMUM] = 1,
     [TL_EW_MINIMUM] = 1, [TL_EW_LT] = 1, [TL_EW_LE] = 1, [TL_EW_GT] = 1, [TL_EW_GE] = 1, [TL_EW_EQ] = 1,
     [TL_EW_NE] = 1, [TL_EW_NEG] = 1, [TL_EW_ABS] = 1, [TL_EW_SIGN] = 1, [TL_EW_RELU] = 1, [TL_EW_SQUARE] = 1,
-    [TL_EW_CLAMP] = 1, [TL_EW_COPY] = 1,
+    [TL_EW_CLAMP] = 1, [TL_EW_COPY] = 1, [TL_EW_POW] = 1,
 };
 #define IS_CMP(op) ((op) >= TL_EW_LT && (op) <= TL_EW_NE)
 
@@ -64,7 +64,7 @@ to_operand(PyObject *x, const char *op, operand *out, PyObject **held)
         return 0;
     }
     if (tl_is_numpy(x)) {
-        if ((out->t = tl_tensor_from_object(x, -1, op)) == NULL) return -1;
+        if ((out->t = tl_tensor_from_operand(x, op)) == NULL) return -1;
         *held = (PyObject *)out->t;
         return 0;
     }
@@ -193,6 +193,10 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
         }
         if ((op == TL_EW_FLOORDIV || op == TL_EW_MOD) && i == 1 && o[i].t == NULL && o[i].ivalue == 0) {
             PyErr_Format(PyExc_ZeroDivisionError, "%s: integer division by zero", name);
+            goto done;
+        }
+        if (op == TL_EW_POW && i == 1 && o[i].t == NULL && o[i].ivalue < 0) {   /* numpy's and torch's rule */
+            PyErr_Format(PyExc_ValueError, "%s: integers to negative integer powers are not allowed", name);
             goto done;
         }
     }
@@ -517,18 +521,32 @@ INPLACE(add, ADD) INPLACE(sub, SUB) INPLACE(mul, MUL) INPLACE(div, DIV)
 #undef INPLACE
 
 static PyObject *
-m_clamp(PyObject *self, PyObject *args, PyObject *kwargs)
+clamp(PyObject *self, PyObject *args, PyObject *kwargs, const char *name, tl_tensor *into)
 {
     static char *kw[] = {"min", "max", NULL};
     PyObject *lo = Py_None, *hi = Py_None, *res = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:clamp", kw, &lo, &hi)) return NULL;
+    char fmt[16];
+    snprintf(fmt, sizeof fmt, "|OO:%s", name);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kw, &lo, &hi)) return NULL;
     int i32 = tl_tensor_check(self) && tl_tensor_CAST(self)->dtype == TL_I32;   /* an open int bound stays int */
     PyObject *lo_o = lo != Py_None ? Py_NewRef(lo) : i32 ? PyLong_FromLong(INT32_MIN) : PyFloat_FromDouble(-INFINITY);
     PyObject *hi_o = hi != Py_None ? Py_NewRef(hi) : i32 ? PyLong_FromLong(INT32_MAX) : PyFloat_FromDouble(INFINITY);
-    if (lo_o != NULL && hi_o != NULL) res = ew(TL_EW_CLAMP, "clamp", self, lo_o, hi_o, NULL);
+    if (lo_o != NULL && hi_o != NULL) res = ew(TL_EW_CLAMP, name, self, lo_o, hi_o, into);
     Py_XDECREF(lo_o);
     Py_XDECREF(hi_o);
     return res;
+}
+
+static PyObject *
+m_clamp(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return clamp(self, args, kwargs, "clamp", NULL);
+}
+
+static PyObject *
+m_clamp_(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return clamp(self, args, kwargs, "clamp_", tl_tensor_CAST(self));
 }
 
 static PyObject *
@@ -536,7 +554,8 @@ fn_where(PyObject *Py_UNUSED(m), PyObject *args)
 {
     PyObject *c, *x, *y;
     if (!PyArg_ParseTuple(args, "OOO:where", &c, &x, &y)) return NULL;
-    if (!tl_tensor_check(c)) return PyErr_Format(PyExc_TypeError, "where: condition must be a Tensor (a float32 mask)");
+    if (!tl_tensor_check(c) && !tl_is_numpy(c))
+        return PyErr_Format(PyExc_TypeError, "where: condition must be a Tensor (a float32 mask) or a numpy array");
     return ew(TL_EW_WHERE, "where", c, x, y, NULL);
 }
 
@@ -670,6 +689,7 @@ static const PyMethodDef ew_methods[] = {
     U(zero_, "in place: set to 0"), B(fill_, "in place: set to a value"),
     B(copy_, "in place: copy (broadcast) from a tensor or array-like of the same dtype"),
     {"clamp", (PyCFunction)(void (*)(void))m_clamp, METH_VARARGS | METH_KEYWORDS, "clamp(min=None, max=None)"},
+    {"clamp_", (PyCFunction)(void (*)(void))m_clamp_, METH_VARARGS | METH_KEYWORDS, "in place clamp(min, max)"},
     U(float, "cast to float32"), U(int, "cast to int32 (truncating)"),
     {NULL, NULL, 0, NULL},
 };

@@ -156,6 +156,17 @@ tl_is_numpy(PyObject *obj)
     return PyArray_Check(obj) || PyArray_IsScalar(obj, Generic);
 }
 
+tl_tensor *
+tl_tensor_from_operand(PyObject *obj, const char *op)
+{
+    int is_bool = PyArray_Check(obj) ? PyArray_ISBOOL((PyArrayObject *)obj) : PyArray_IsScalar(obj, Bool);
+    if (!is_bool) return tl_tensor_from_object(obj, -1, op);
+    PyObject *mask = PyArray_FromAny(obj, PyArray_DescrFromType(NPY_FLOAT32), 0, 0, NPY_ARRAY_FORCECAST, NULL);
+    tl_tensor *t = mask != NULL ? tl_tensor_from_object(mask, TL_F32, op) : NULL;
+    Py_XDECREF(mask);
+    return t;
+}
+
 /* ---- type slots ---- */
 
 static int

@@ -35,6 +35,9 @@ tl_tensor  *tl_tensor_contiguous(tl_tensor *t);                                 
 tl_tensor  *tl_tensor_from_object(PyObject *obj, int dtype, const char *op);       /* dtype -1: infer */
 PyObject   *tl_tensor_to_numpy(tl_tensor *t);
 int         tl_is_numpy(PyObject *obj);                                            /* ndarray or numpy scalar */
+/* A numpy operand of an operator as a new tensor: tl_tensor_from_object's conversions, and bool as a float32
+ * mask (what comparisons return), so `x * dones` takes gymnasium's bool arrays. */
+tl_tensor  *tl_tensor_from_operand(PyObject *obj, const char *op);
 const char *tl_dtype_name(int dtype);
 void        tl_shape_str(const Py_ssize_t *shape, int ndim, char *out, size_t cap); /* "(2, 3)" */
 #endif

@@ -130,6 +130,13 @@ ew_apply_i32(int op, int x, int y, int z)
         int r = x % y;
         return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
     }
+    case TL_EW_POW: {                                /* by squaring, wrapping; a negative power truncates */
+        if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+        uint r = 1u;
+        for (; y > 0; y >>= 1, ux *= ux)
+            if (y & 1) r *= ux;
+        return as_int(r);
+    }
     case TL_EW_MAXIMUM: return max(x, y);
     case TL_EW_MINIMUM: return min(x, y);
     case TL_EW_LT: return as_int(x < y ? 1.0f : 0.0f);

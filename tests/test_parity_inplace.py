@@ -102,3 +102,19 @@ def test_leaf_rules_and_views(rng):
     want = np.ones((4, 4))
     want[1] += 2.0
     np.testing.assert_allclose(tx.grad.numpy(), want)
+
+
+def test_clamp_in_place(rng):
+    x, tx = leaf(rng, (20,))
+    y = tx * 2.0
+    y.clamp_(-1.0, 1.5)
+    assert y.grad_fn == "ClampBackward"
+    y.backward(tlgpu.ones(20))
+    inside = (2 * x >= -1) & (2 * x <= 1.5)
+    np.testing.assert_allclose(y.numpy(), np.clip(2 * x, -1, 1.5), rtol=1e-6)
+    np.testing.assert_array_equal(tx.grad.numpy(), 2.0 * inside)
+    with pytest.raises(RuntimeError, match="clamp_: a leaf tensor that requires grad"):
+        tx.clamp_(max=0.0)
+    i = tlgpu.tensor(np.array([-5, 0, 9], np.int32))
+    i.clamp_(min=-2)
+    assert i.dtype == np.int32 and i.tolist() == [-2, 0, 9]

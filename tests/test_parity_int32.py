@@ -68,7 +68,7 @@ def test_mixing_with_floats_gives_float32(rng):
     x = rng.standard_normal(50).astype(np.float32)
     ta, tx = tlgpu.tensor(a), tlgpu.tensor(x, requires_grad=True)
     cases = [(ta * 1.5, a * np.float32(1.5)), (0.5 + ta, np.float32(0.5) + a), (ta + tx, a + x), (tx * ta, x * a),
-             (ta / 4, a / np.float32(4)), (ta / ta.clamp(min=1), a / np.maximum(a, 1)), (ta ** 2, (a ** 2).astype(np.float32)),
+             (ta / 4, a / np.float32(4)), (ta / ta.clamp(min=1), a / np.maximum(a, 1)), (ta ** 0.5, np.abs(a) ** 0.5 * np.where(a < 0, np.nan, 1)),
              (ta.exp(), np.exp(a.astype(np.float32))), (ta < 0.5, (a < 0.5).astype(np.float32))]
     for got, want in cases:
         assert got.dtype == np.float32
@@ -76,6 +76,20 @@ def test_mixing_with_floats_gives_float32(rng):
     y = tx * ta + ta                                   # the float side keeps its graph
     y.backward(tlgpu.ones(50))
     np.testing.assert_array_equal(tx.grad.numpy(), a.astype(np.float32))
+
+
+def test_int_pow_stays_int32(rng):
+    a = ints(rng, (200,), -12, 12)
+    e = ints(rng, (200,), 0, 9)
+    ta, te = tlgpu.tensor(a), tlgpu.tensor(e)
+    with np.errstate(over="ignore"):
+        for got, want in ((ta ** te, a ** e), (ta ** 3, a ** np.int32(3)), (2 ** te, np.int32(2) ** e)):
+            assert got.dtype == np.int32
+            np.testing.assert_array_equal(got.numpy(), want)
+    neg = tlgpu.tensor(np.array([1, -1, -1, 2, 0, 5], np.int32)) ** tlgpu.tensor(np.array([-3, -1, -2, -1, -2, -4], np.int32))
+    np.testing.assert_array_equal(neg.numpy(), [1, -1, 1, 0, 0, 0])     # truncated like C (numpy raises)
+    with pytest.raises(ValueError, match="pow: integers to negative integer powers are not allowed"):
+        ta ** -2
 
 
 def test_division_by_zero_is_defined_or_raises(rng):

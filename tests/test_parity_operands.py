@@ -98,3 +98,16 @@ def test_modules_take_numpy_batches(rng):
     emb = tlgpu.nn.Embedding(10, 3)
     idx = rng.integers(0, 10, 5)                        # int64 indices
     np.testing.assert_array_equal(emb(idx).numpy(), emb.weight.numpy()[idx])
+
+
+def test_numpy_bool_arrays_are_float_masks(rng):
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    done = rng.random(5) < 0.5                         # gymnasium's terminated | truncated
+    t = tlgpu.tensor(x, requires_grad=True)
+    out = t * (1 - done) + tlgpu.where(done, 0.5, t)
+    want = x * (1 - done) + np.where(done, 0.5, x)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+    out.backward(tlgpu.ones(4, 5))
+    np.testing.assert_array_equal(t.grad.numpy(), np.broadcast_to(2.0 * (1 - done), (4, 5)))
+    assert (t > 0).numpy().dtype == np.float32
+    np.testing.assert_array_equal((tlgpu.tensor(done.astype(np.float32)) == done).numpy(), np.ones(5))
