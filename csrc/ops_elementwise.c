@@ -1,7 +1,9 @@
 /* ops_elementwise.c: unary, binary and ternary elementwise ops with numpy broadcasting over strided
- * views, Python scalars on either side, comparisons as float32 masks, where/clamp/maximum/minimum,
- * the in-place family (each bumps the storage's version counter), casts, and the number protocol.
- * Every op is one launch of tl_ew_f32 (or its contiguous twin) with an op code from kernels/ew_ops.h. */
+ * views, Python scalars and numpy arrays on either side (numpy data is uploaded, never computed on the
+ * host), comparisons as float32 masks, where/clamp/maximum/minimum, the in-place family (each bumps the
+ * storage's version counter; recorded by autograd on non-leaf tensors), casts, and the number protocol.
+ * Every op is one launch of tl_ew_f32 (or its contiguous twin) with an op code from kernels/ew_ops.h, or of
+ * tl_ew_i32 when all its operands are int32 tensors and Python ints and the op has an int32 form. */
 #include "ops_common.h"
 #include "autograd.h"
 #include "ops_scan.h"
@@ -716,4 +718,4 @@ static const PyType_Slot ew_slots[] = {
 const tl_family tl_family_elementwise = {
     ew_functions, ew_methods, ew_slots, NULL,
     "neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign add sub mul div pow "
-    "lt le gt ge eq ne clamp"};
+    "lt le gt ge eq ne clamp clone floor_divide remainder"};

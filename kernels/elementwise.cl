@@ -1,5 +1,6 @@
 /* elementwise.cl: every elementwise op through one switch on a uniform op code (kernels/ew_ops.h), in a
- * contiguous and a strided/broadcasting variant, plus copy, fill, cast and arange. One kernel per shape
+ * contiguous and a strided/broadcasting variant, the int32 subset in a strided kernel, plus copy, fill, cast
+ * and arange. One kernel per shape
  * class keeps PoCL's per-kernel specialisation compiles few. A NULL input pointer means "use the scalar". */
 #include "ew_ops.h"
 

@@ -96,7 +96,7 @@ def _torch_reduction(args, kwargs):
         return None
     kw = dict(kwargs)
     dim = kw.pop("dim")
-    keepdim = kw.pop("keepdim", False)
+    keepdim = kw.pop("keepdim", False) or kw.pop("keepdims", False)
     if kw or args:
         raise TypeError(f"max/min: unexpected arguments {list(args)} {sorted(kw)} with dim=")
     return dim, bool(keepdim)
