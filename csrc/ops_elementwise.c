@@ -187,7 +187,10 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
         if (held[i] != NULL) ins[i] = held[i];
         if (ins[i] != NULL) n = i + 1;
     }
-    int as_int = int_math(op, o, n);
+    tl_tensor *bc[4] = {into, o[0].t, o[1].t, o[2].t};      /* shapes first: a failed op enqueues no cast */
+    Py_ssize_t shape[TL_MAX_DIMS];
+    int nd_bc, as_int = int_math(op, o, n);
+    if (tl_broadcast(name, bc + (into == NULL), 4 - (into == NULL), &nd_bc, shape) < 0) goto done;
     for (int i = 0; as_int && i < n; i++) {
         if (o[i].t == NULL && !o[i].fits) {
             PyErr_Format(PyExc_OverflowError, "%s: Python int operand does not fit int32", name);

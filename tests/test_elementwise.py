@@ -114,11 +114,13 @@ def test_nan_propagates_in_relu_clamp_minimum(rng, n):
 
 def test_failed_checks_enqueue_nothing():
     a, b, c = tlgpu.zeros(2, 3), tlgpu.zeros(4), tlgpu.zeros(3, 3)
+    ai = tlgpu.zeros(2, 3, dtype=np.int32)              # an int32 operand is cast only after the checks
     tlgpu.synchronize()
     tlgpu.reset_stream_stats()
     for fn in (lambda: a + b, lambda: a.clamp(b), lambda: tlgpu.where(a, 1.0, b), lambda: a.add_(c),
-               lambda: tlgpu.maximum(a, b)):
-        with pytest.raises(ValueError, match=r"\(2, 3\).*\((4|3, 3),\)|\(2, 3\).*\(3, 3\)"):
+               lambda: tlgpu.maximum(a, b), lambda: ai + b, lambda: ai / b, lambda: b.clamp(ai)):
+        with pytest.raises(ValueError, match=r"shapes (\(2, 3\) and \((4,|3, 3)\)|\(4,\) and \(2, 3\)) cannot be "
+                                             r"broadcast together"):
             fn()
     assert tlgpu.stream_stats()["enqueued"] == 0
 
