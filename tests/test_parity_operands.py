@@ -95,6 +95,8 @@ def test_modules_take_numpy_batches(rng):
     w2 = net._modules["2"].weight.numpy()
     want_gw = ((1 - h ** 2) * w2.sum(0)).T @ batch.astype(np.float32)
     np.testing.assert_allclose(lin.weight.grad.numpy(), want_gw, rtol=1e-4, atol=1e-5)
+    mask = rng.random((6, 4)) < 0.5                      # bool batches become float32 masks
+    np.testing.assert_allclose(net(mask).numpy(), net(tlgpu.tensor(mask.astype(np.float32))).numpy(), rtol=1e-6)
     emb = tlgpu.nn.Embedding(10, 3)
     idx = rng.integers(0, 10, 5)                        # int64 indices
     np.testing.assert_array_equal(emb(idx).numpy(), emb.weight.numpy()[idx])

@@ -100,8 +100,10 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args, **kwargs):
-        # numpy batches go to the device here (float64 -> float32, int64 -> int32), so every module takes them
-        args = tuple(_C.tensor(a) if isinstance(a, (np.ndarray, np.generic)) else a for a in args)
+        # numpy batches go to the device here (float64 -> float32, int64 -> int32, bool -> a float32 mask), so
+        # every module takes them
+        args = tuple(_C.tensor(a.astype(np.float32) if a.dtype == np.bool_ else a)
+                     if isinstance(a, (np.ndarray, np.generic)) else a for a in args)
         return self.forward(*args, **kwargs)
 
     def named_modules(self, prefix="", _memo=None):
