@@ -173,6 +173,8 @@ check_inplace(const char *op, tl_tensor *t, int track)
     return 0;
 }
 
+static int record_overwrite(tl_tensor *t, PyObject *src);
+
 /* The one dispatch: out = OP(x, y, z). `into` (in-place target) or NULL for a new contiguous result. */
 static PyObject *ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int as_int);
 
@@ -305,6 +307,7 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         if (tl_set_args(k, 0, 9, sz, v) < 0 || tl_launch_1d(kh, items, st, 4, 1u) < 0) goto fail;
     }
     if (nd != NULL) node_finish(nd, out);
+    else if (into != NULL && (EW_SAVE[op] & ND) && record_overwrite(into, NULL) < 0) goto fail;  /* x //= 2 */
     for (int i = 0; i < 3; i++) Py_XDECREF(copies[i]);
     return (PyObject *)out;
 fail:

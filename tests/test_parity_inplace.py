@@ -104,6 +104,16 @@ def test_leaf_rules_and_views(rng):
     np.testing.assert_allclose(tx.grad.numpy(), want)
 
 
+def test_piecewise_constant_in_place_op_passes_a_zero_gradient(rng):
+    x, tx = leaf(rng, (8,), 1.0, 9.0)
+    y = tx * 3.0
+    y //= 2.0                                          # floor: zero derivative almost everywhere
+    assert y.requires_grad and y.grad_fn is not None
+    (y + tx).sum().backward()
+    np.testing.assert_array_equal(y.numpy(), np.floor(x.astype(np.float32) * 3 / 2))
+    np.testing.assert_array_equal(tx.grad.numpy(), np.ones(8))
+
+
 def test_clamp_in_place(rng):
     x, tx = leaf(rng, (20,))
     y = tx * 2.0
