@@ -10,7 +10,16 @@ import sys
 
 import pytest
 
-from conftest import PKG_ROOT, ROOT, run_python
+from conftest import PKG_ROOT
+
+
+def run_python(code, env):
+    """Like conftest.run_python, but imports tlgpu from PKG_ROOT (the sanitizer build under make
+    test-sanitize: its cwd, which `python -c` puts first on sys.path)."""
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = PKG_ROOT + os.pathsep + full.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=300,
+                          cwd=PKG_ROOT)
 
 CODE = """
 import json, numpy as np, tlgpu
@@ -75,7 +84,7 @@ def test_processes_filling_one_cache_at_once_leave_complete_entries(tmp_path):
     d = tmp_path / "kcache"                                      # not created: the writers make it
     env = dict(os.environ, TLGPU_CACHE_DIR=str(d))
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    procs = [subprocess.Popen([sys.executable, "-c", CODE], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", CODE], env=env, cwd=PKG_ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
