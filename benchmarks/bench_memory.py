@@ -47,7 +47,7 @@ dt = time.perf_counter() - t0          # host time of the loop: what a program t
 a.numpy()
 total = time.perf_counter() - t0
 print(json.dumps({"n": n, "growth": peak - base, "ops_s": n / dt, "total_s": total,
-                  "bp": tlgpu.stream_stats()["backpressure_waits"]}))
+                  "bp": tlgpu.stream_stats().get("backpressure_waits", 0)}))
 """
 
 SETTINGS = [("on (16 batches, 64 MiB)", {}),

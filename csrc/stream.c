@@ -15,7 +15,6 @@
 #include "stream.h"
 #include "cl_runtime.h"
 #include <pthread.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +25,6 @@
 
 typedef struct { cl_event ev; uint64_t seq; size_t n; } pending;
 typedef struct { pending *e; int cap, head, n; } fifo;  /* oldest first: both queues are in order */
-typedef struct { size_t n; _Alignas(max_align_t) unsigned char data[]; } staging;   /* an upload's host copy */
 
 static pthread_mutex_t slock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_long n_enqueued, n_flushes, n_waits, n_bp_waits;
@@ -40,21 +38,25 @@ static fifo batches = {batch_slots, MAX_BATCHES, 0, 0}, uploads = {upload_slots,
 static tl_block_enter_fn block_enter;
 static tl_block_leave_fn block_leave;
 
-static int
-env_int(const char *name, int dflt)
+/* A non-negative integer from the environment, at most `max`; unset or not a number: dflt. */
+static long
+env_long(const char *name, long dflt, long max)
 {
     const char *v = getenv(name);
-    return v != NULL && *v != '\0' && atoi(v) >= 0 ? atoi(v) : dflt;
+    char *end;
+    long x = v != NULL ? strtol(v, &end, 10) : -1;
+    if (v == NULL || end == v || *end != '\0' || x < 0) return dflt;
+    return x < max ? x : max;
 }
 
 static void
 configure(void)
 {
     const char *s = getenv("TLGPU_SYNC"), *d = getenv("TLGPU_DEBUG_BATCHING");
-    per_flush = env_int("TLGPU_COMPUTE_PER_BUFFER", 50) > 0 ? env_int("TLGPU_COMPUTE_PER_BUFFER", 50) : 50;
-    max_inflight = env_int("TLGPU_MAX_INFLIGHT", 16);           /* 0: unbounded */
-    if (max_inflight > MAX_BATCHES - 1) max_inflight = MAX_BATCHES - 1;
-    max_staging = (size_t)env_int("TLGPU_MAX_STAGING_MB", 64) << 20;   /* 0: unbounded */
+    per_flush = (int)env_long("TLGPU_COMPUTE_PER_BUFFER", 50, 1 << 20);
+    if (per_flush == 0) per_flush = 50;
+    max_inflight = (int)env_long("TLGPU_MAX_INFLIGHT", 16, MAX_BATCHES - 1);      /* 0: unbounded */
+    max_staging = (size_t)env_long("TLGPU_MAX_STAGING_MB", 64, 1L << 30) << 20;  /* 0: unbounded */
     sync_mode = s != NULL && strcmp(s, "1") == 0;
     debug = d != NULL && strcmp(d, "1") == 0;
 }
@@ -317,14 +319,13 @@ tl_stream_upload(tl_storage *s, size_t off, const void *src, size_t n, tl_err *e
     tl_status st = tl_runtime_get(&rt, err);
     if (st != TL_OK) return st;
     make_staging_room(n);
-    staging *copy = malloc(sizeof *copy + n);          /* the caller's memory may go away before the write */
+    void *copy = malloc(n);                            /* the caller's memory may go away before the write */
     if (copy == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_stream_upload", "host staging copy");
-    copy->n = n;
-    memcpy(copy->data, src, n);
+    memcpy(copy, src, n);
     pthread_mutex_lock(&slock);
     st = marker_covering(rt, s->use_seq, &mk, err);   /* a recycled block may still be in use on q0 */
     if (st == TL_OK) {
-        rc = clEnqueueWriteBuffer(rt->q1, s->mem, CL_FALSE, off, n, copy->data, mk ? 1 : 0, mk ? &mk : NULL, &ev);
+        rc = clEnqueueWriteBuffer(rt->q1, s->mem, CL_FALSE, off, n, copy, mk ? 1 : 0, mk ? &mk : NULL, &ev);
         if (rc == CL_SUCCESS) rc = clSetEventCallback(ev, CL_COMPLETE, free_host_copy, copy);   /* frees it */
         else free(copy);
         if (rc == CL_SUCCESS) rc = clFlush(rt->q1);

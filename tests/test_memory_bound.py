@@ -124,3 +124,10 @@ def test_backpressure_blocks_counts_apart_from_waits_and_can_be_disabled():
     out = run_json(BLOCKING, env={"TLGPU_MAX_INFLIGHT": "0", "TLGPU_COMPUTE_PER_BUFFER": "1"})
     assert out["ok"]
     assert out["stats"]["backpressure_waits"] == 0 and out["stats"]["waits"] == 0
+
+
+def test_tight_bounds_keep_results_exact():
+    # every upload waits for the one before it, every batch of one command for the one before it
+    out = run_json(UPLOAD_LOOP, env={"TLGPU_MAX_STAGING_MB": "1", "TLGPU_MAX_INFLIGHT": "1",
+                                     "TLGPU_COMPUTE_PER_BUFFER": "1"})
+    assert out["ok"] and out["stats"]["waits"] == 0 and out["stats"]["flushes"] >= 2000
