@@ -82,7 +82,8 @@ def test_corrupt_entry_is_rebuilt_silently(filled, tmp_path, how):
 
 def test_processes_filling_one_cache_at_once_leave_complete_entries(tmp_path):
     d = tmp_path / "kcache"                                      # not created: the writers make it
-    env = dict(os.environ, TLGPU_CACHE_DIR=str(d))
+    # POCL_KERNEL_CACHE=0: PoCL really compiles (no cache of its own), so the four writers overlap longer
+    env = dict(os.environ, TLGPU_CACHE_DIR=str(d), POCL_KERNEL_CACHE="0")
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     procs = [subprocess.Popen([sys.executable, "-c", CODE], env=env, cwd=PKG_ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
