@@ -5,26 +5,14 @@ Without back-pressure (the code before it) the add_ loop grew 130-270 MB and the
 PoCL (2 shared vCPUs; the figures vary with how far the host outruns the device)."""
 import json
 import os
-import subprocess
-import sys
 
-import numpy as np
 import pytest
 
-from conftest import PKG_ROOT
+from conftest import run_python
 
 # ASan keeps freed memory in quarantine and adds shadow memory: RSS says nothing about our bound there
 measures_rss = pytest.mark.skipif(not os.path.exists("/proc/self/statm") or os.environ.get("TLGPU_SANITIZE") == "1",
                                   reason="RSS from /proc/self/statm, meaningless under ASan")
-
-
-def run_python(code, env=None):
-    """Like conftest.run_python, but imports tlgpu from PKG_ROOT (the sanitizer build under make
-    test-sanitize: its cwd, which `python -c` puts first on sys.path)."""
-    full = dict(os.environ, **(env or {}))
-    full["PYTHONPATH"] = PKG_ROOT + os.pathsep + full.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=300,
-                          cwd=PKG_ROOT)
 
 
 PRELUDE = """
