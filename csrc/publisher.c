@@ -37,7 +37,7 @@ typedef struct {                    /* mirrors tl_pub_gather in kernels/publish.
 } gather_desc;
 _Static_assert(sizeof(gather_desc) == 3 * 8 * SRCS + 4 * (SRCS + 2), "gather descriptor layout");
 
-typedef struct { int buf; cl_event ev; uint64_t version, step; double t0; } job;
+typedef struct { int buf; cl_event ev; uint64_t version; int64_t step; double t0; } job;
 
 struct tl_pub {
     const tl_runtime *rt;
@@ -70,7 +70,8 @@ struct tl_pub {
     int stop, cancel, inject, failed, err_taken, closed;
     unsigned hold_us;                        /* test hook (TLGPU_PUB_TEST_HOLD_US): sleep before a commit */
     tl_err err;
-    uint64_t next_version, version, step, last_delivered;
+    uint64_t next_version, version, last_delivered;
+    int64_t step;
     tl_pub_stats st;
 };
 
@@ -251,12 +252,11 @@ make_staging(tl_pub *p, tl_err *err)
 static void *thread_main(void *arg);
 
 tl_status
-tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub **out, int *os_errno, tl_err *err)
+tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub **out, tl_err *err)
 {
     tl_pub *p = NULL;
     cl_int rc;
     tl_status st;
-    *os_errno = 0;
     if ((p = calloc(1, sizeof *p)) == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_pub_create", "host memory");
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_t ca;
@@ -267,7 +267,9 @@ tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub *
     pthread_condattr_destroy(&ca);
     p->pend.buf = p->busy = p->last = p->visible = -1;
     p->cfg = *cfg;
+#ifdef TL_TEST_HOOKS
     p->hold_us = getenv("TLGPU_PUB_TEST_HOLD_US") ? (unsigned)atoi(getenv("TLGPU_PUB_TEST_HOLD_US")) : 0;
+#endif
     p->cfg.shm_name = NULL;
     p->n = n;
     p->par = calloc((size_t)n, sizeof *p->par);
@@ -309,7 +311,7 @@ tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub *
             t[i] = (tl_shm_tensor){p->par[i].name, p->flat_off[i], p->par[i].numel, p->par[i].ndim, {0}};
             memcpy(t[i].shape, p->par[i].shape, sizeof t[i].shape);
         }
-        st = tl_shm_create(cfg->shm_name, t, n, p->flat_elems, &p->shm, os_errno, err);
+        st = tl_shm_create(cfg->shm_name, t, n, p->flat_elems, &p->shm, err);
         free(t);
         if (st != TL_OK) goto fail;
     }
@@ -382,7 +384,7 @@ enqueue_snapshot(tl_pub *p, tl_storage *dst, cl_event *ev, tl_err *err)
 }
 
 tl_status
-tl_pub_publish_locked(tl_pub *p, uint64_t step, double t_enter, tl_err *err)
+tl_pub_publish_locked(tl_pub *p, int64_t step, double t_enter, tl_err *err)
 {
     cl_event ev = NULL;
     int b;
@@ -618,7 +620,7 @@ tl_pub_drain(tl_pub *p, double timeout)
 }
 
 int
-tl_pub_pin(tl_pub *p, uint64_t newer_than, const float **flat, uint64_t *version, uint64_t *step)
+tl_pub_pin(tl_pub *p, uint64_t newer_than, const float **flat, uint64_t *version, int64_t *step)
 {
     int s = -1;
     pthread_mutex_lock(&p->mu);
@@ -649,9 +651,10 @@ tl_pub_get_stats(tl_pub *p, tl_pub_stats *out)
     out->version = p->visible >= 0 ? p->version : 0;
     out->step = p->step;
     pthread_mutex_unlock(&p->mu);
-    out->n_acked = p->shm != NULL ? tl_shm_acked(p->shm, out->acked, TL_SHM_ACK_SLOTS) : 0;
+    out->n_acked = p->shm != NULL ? tl_shm_acked(p->shm, out->acked, out->acked_pid, TL_SHM_ACK_SLOTS) : 0;
 }
 
+#ifdef TL_TEST_HOOKS
 void
 tl_pub_inject_error(tl_pub *p)
 {
@@ -660,6 +663,7 @@ tl_pub_inject_error(tl_pub *p)
     pthread_cond_signal(&p->cv_work);
     pthread_mutex_unlock(&p->mu);
 }
+#endif
 
 tl_status
 tl_pub_close(tl_pub *p, int cancel, tl_err *err)

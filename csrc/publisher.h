@@ -19,29 +19,32 @@ typedef struct {
 typedef struct { double threshold; int incremental; long force_every; const char *shm_name; } tl_pub_config;
 typedef struct {
     long published, delivered, skipped, dropped;
-    uint64_t bytes_moved, version, step;
+    uint64_t bytes_moved, version;
+    int64_t step;
     double xfer_sum, lat_sum, lat_max, snap_sum, cmp_sum;   /* sums over delivered versions */
     int fast_path, n_launches, n_acked, shm_direct;
-    uint64_t acked[TL_SHM_ACK_SLOTS];
+    uint64_t acked[TL_SHM_ACK_SLOTS], acked_pid[TL_SHM_ACK_SLOTS];   /* live shared-memory subscribers */
 } tl_pub_stats;
 
-tl_status tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub **out, int *os_errno,
+tl_status tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, tl_pub **out,
                         tl_err *err);                                    /* blocks: builds, allocates */
 void      tl_pub_lock(tl_pub *p);
 int       tl_pub_trylock(tl_pub *p);                                     /* 1 when taken */
 void      tl_pub_unlock(tl_pub *p);
-tl_status tl_pub_publish_locked(tl_pub *p, uint64_t step, double t_enter, tl_err *err);  /* GIL + lock held */
+tl_status tl_pub_publish_locked(tl_pub *p, int64_t step, double t_enter, tl_err *err);  /* GIL + lock held */
 tl_status tl_pub_take_error_locked(tl_pub *p, tl_err *err);             /* the thread's error, once */
 int       tl_pub_failed_locked(const tl_pub *p);
 /* Blocking (GIL released). wait: 1 a version > newer_than is visible, 0 timeout, -1 the thread stopped. */
 int       tl_pub_wait(tl_pub *p, uint64_t newer_than, double timeout);
 int       tl_pub_drain(tl_pub *p, double timeout);                       /* 1 idle, 0 timeout, -1 stopped */
 /* Pins the visible staging slot if its version > newer_than: returns the slot (0/1) or -1. */
-int       tl_pub_pin(tl_pub *p, uint64_t newer_than, const float **flat, uint64_t *version, uint64_t *step);
+int       tl_pub_pin(tl_pub *p, uint64_t newer_than, const float **flat, uint64_t *version, int64_t *step);
 void      tl_pub_unpin(tl_pub *p, int slot);
 uint64_t  tl_pub_flat_offset(const tl_pub *p, int i);
 void      tl_pub_get_stats(tl_pub *p, tl_pub_stats *out);
-void      tl_pub_inject_error(tl_pub *p);                                /* test hook: the thread fails */
+#ifdef TL_TEST_HOOKS
+void      tl_pub_inject_error(tl_pub *p);                                /* the thread fails */
+#endif
 tl_status tl_pub_close(tl_pub *p, int cancel, tl_err *err);              /* blocks: joins, frees; idempotent */
 void      tl_pub_free(tl_pub *p);                                        /* after close */
 tl_status tl_pub_bench_pinned_read(size_t nbytes, int iters, int mode, double *seconds, tl_err *err);   /* blocks */

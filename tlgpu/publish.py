@@ -15,9 +15,9 @@ other processes through POSIX shared memory.
 """
 from . import _C
 
-_Publisher, _Subscriber = _C._publish_types()
+_Publisher, _Subscriber, PublisherClosed = _C._publish_types()
 
-__all__ = ["WeightPublisher", "Subscriber"]
+__all__ = ["WeightPublisher", "Subscriber", "PublisherClosed"]
 
 
 class WeightPublisher(_Publisher):
@@ -32,7 +32,8 @@ class WeightPublisher(_Publisher):
     incremental: move only the changed tensors to the host (otherwise every tensor, every delivery).
     force_every: K >= 1: a snapshot taken K or more publishes after the last delivered one is delivered
         whatever the change (moving every tensor with any nonzero change, so it is exact).
-    name: also deliver into POSIX shared memory under this name for ``Subscriber(name)``.
+    name: also deliver into POSIX shared memory under this name for ``Subscriber(name)``. A dead
+        learner's leftover segment of that name is reclaimed; a live one's raises FileExistsError.
 
     Methods: publish(step), latest(), wait(newer_than, timeout=None), drain(timeout=None), stats(),
     close(cancel=False); also a context manager (leaving on an exception cancels the pending snapshot).
@@ -53,9 +54,11 @@ class Subscriber(_Subscriber):
     """Subscriber(name): reads the versions a WeightPublisher(name=...) writes into shared memory.
 
     latest() -> (version, step, {name: ndarray}) or None; wait(newer_than, timeout=None) -> the first
-    version newer than newer_than, or None on timeout or once the publisher closed; ack(version) tells the
+    version newer than newer_than, or None on timeout; it raises PublisherClosed once no newer version can
+    come (the publisher closed, or its process died: checked at least every 100 ms). ack(version) tells the
     publisher which version this process holds (its stats()["acked"]); close() releases the ack slot.
-    Never returns a torn version: reads are checked with a seqlock and retried.
+    Never returns a torn version: reads are checked with a seqlock and retried. A segment that is not a
+    sound tlgpu segment (any field out of place against its real size) raises ValueError.
     """
 
     def __init__(self, name):
