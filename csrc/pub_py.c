@@ -10,9 +10,10 @@
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "clock.h"
-#include "ops_common.h"
 #include "pub_py.h"
+#include "pub_bench.h"
 #include "publisher.h"
+#include "pub_sink_py.h"
 #include "shm_channel.h"
 #include <numpy/arrayobject.h>
 #include <structmember.h>
@@ -24,6 +25,8 @@ typedef struct {
     PyObject *source;                /* the dict, or the object with named_parameters() */
     PyObject *tensors, *names;       /* tuples, in publish order */
     int n, is_dict, closed, closing, active;   /* active: threads inside a GIL-released call on core */
+    tl_pub_sink sinks[TL_PUB_MAX_SINKS];    /* as handed to the core (which owns them): Python sinks' errors */
+    int nsinks;
     tl_pub_param *rec;               /* identity recorded at construction (storage, offset, shape) */
     double block_sum, block_max;
     long block_n;
@@ -45,66 +48,6 @@ lock_core(pub_obj *self)
 
 /* ---- parameters ---- */
 
-/* (name, tensor) pairs from a dict or from obj.named_parameters(), as a list of 2-tuples. */
-static PyObject *
-param_pairs(PyObject *params, int *is_dict)
-{
-    *is_dict = PyDict_Check(params);
-    if (*is_dict) return PyDict_Items(params);
-    if (!PyObject_HasAttrString(params, "named_parameters"))
-        return PyErr_Format(PyExc_TypeError, "WeightPublisher: params must be a dict of name -> Tensor or have "
-                            "named_parameters(), got %s", Py_TYPE(params)->tp_name);
-    PyObject *it = PyObject_CallMethod(params, "named_parameters", NULL), *list = NULL;
-    if (it != NULL) list = PySequence_List(it);
-    Py_XDECREF(it);
-    return list;
-}
-
-static int
-record_param(PyObject *name, PyObject *value, tl_pub_param *rec)
-{
-    if (!PyUnicode_Check(name)) {
-        PyErr_Format(PyExc_TypeError, "WeightPublisher: parameter names must be str, got %s", Py_TYPE(name)->tp_name);
-        return -1;
-    }
-    if (!tl_tensor_check(value)) {
-        PyErr_Format(PyExc_TypeError, "WeightPublisher: parameter '%U' must be a Tensor, got %s", name,
-                     Py_TYPE(value)->tp_name);
-        return -1;
-    }
-    tl_tensor *t = tl_tensor_CAST(value);
-    if (t->dtype != TL_F32) {
-        PyErr_Format(PyExc_TypeError, "WeightPublisher: parameter '%U' must be float32, got %s", name,
-                     tl_dtype_name(t->dtype));
-        return -1;
-    }
-    if (!tl_tensor_is_contig(t)) {
-        PyErr_Format(PyExc_ValueError, "WeightPublisher: parameter '%U' must be contiguous (call .contiguous() "
-                     "and publish that tensor)", name);
-        return -1;
-    }
-    if ((rec->name = PyUnicode_AsUTF8(name)) == NULL) return -1;
-    rec->storage = t->storage;
-    rec->offset = (uint64_t)t->offset;
-    rec->numel = (uint64_t)tl_tensor_numel(t);
-    rec->ndim = t->ndim;
-    for (int d = 0; d < t->ndim; d++) rec->shape[d] = t->shape[d];
-    return 0;
-}
-
-static int
-same_param(const tl_pub_param *rec, PyObject *value)
-{
-    if (!tl_tensor_check(value)) return 0;
-    tl_tensor *t = tl_tensor_CAST(value);
-    if (t->storage != rec->storage || (uint64_t)t->offset != rec->offset || t->ndim != rec->ndim ||
-        t->dtype != TL_F32)
-        return 0;
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shape[d] != rec->shape[d]) return 0;
-    return 1;
-}
-
 /* The parameters still are the tensors (storage, offset, shape) the publisher was built for. */
 static int
 check_params(pub_obj *self)
@@ -114,7 +57,7 @@ check_params(pub_obj *self)
         PyObject *name = PyTuple_GET_ITEM(self->names, i), *v;
         v = self->is_dict ? PyDict_GetItemWithError(self->source, name) : PyTuple_GET_ITEM(self->tensors, i);
         if (v == NULL && PyErr_Occurred()) return -1;
-        if (v == NULL || !same_param(&self->rec[i], v)) {
+        if (v == NULL || !tl_pub_same_param(&self->rec[i], v)) {
             PyErr_Format(PyExc_ValueError, "publish: parameter '%U' changed shape or storage since the publisher "
                          "was created (or is gone); create a new WeightPublisher", name);
             return -1;
@@ -130,15 +73,16 @@ changed:
 static PyObject *
 pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"params", "threshold", "incremental", "force_every", "name", NULL};
-    PyObject *params, *force = Py_None, *name = Py_None, *pairs = NULL;
+    static char *kw[] = {"params", "threshold", "incremental", "force_every", "name", "sinks", NULL};
+    PyObject *params, *force = Py_None, *name = Py_None, *sinks = Py_None, *pairs = NULL;
+    const char *shm_name = NULL;
     double threshold = 0.0;
     int incremental = 1;
     tl_pub_config cfg = {0};
     tl_err err = {0};
     tl_status st;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|dpOO:WeightPublisher", kw, &params, &threshold, &incremental,
-                                     &force, &name))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|dpOOO:WeightPublisher", kw, &params, &threshold, &incremental,
+                                     &force, &name, &sinks))
         return NULL;
     if (!(threshold >= 0.0)) {
         char num[64];                                 /* PyErr_Format has no %g */
@@ -154,15 +98,15 @@ pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     if (name != Py_None) {
         char path[256];
-        if ((cfg.shm_name = tl_pub_utf8_name(name, "WeightPublisher")) == NULL) return NULL;
-        if (tl_shm_check_name(cfg.shm_name, path, sizeof path, &err) != TL_OK) return tl_raise(&err), NULL;
+        if ((shm_name = tl_pub_utf8_name(name, "WeightPublisher")) == NULL) return NULL;
+        if (tl_shm_check_name(shm_name, path, sizeof path, &err) != TL_OK) return tl_raise(&err), NULL;
     }
     cfg.threshold = threshold;
     cfg.incremental = incremental;
     pub_obj *self = (pub_obj *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->closed = 1;                                      /* until the core exists */
-    if ((pairs = param_pairs(params, &self->is_dict)) == NULL) goto fail;
+    if ((pairs = tl_pub_param_pairs(params, &self->is_dict)) == NULL) goto fail;
     self->n = (int)PyList_GET_SIZE(pairs);
     if (self->n == 0) {
         PyErr_SetString(PyExc_ValueError, "WeightPublisher: no parameters to publish");
@@ -179,7 +123,7 @@ pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             goto fail;
         }
         PyObject *k = PyTuple_GET_ITEM(pair, 0), *v = PyTuple_GET_ITEM(pair, 1);
-        if (record_param(k, v, &self->rec[i]) < 0) goto fail;
+        if (tl_pub_record_param(k, v, &self->rec[i]) < 0) goto fail;
         for (int j = 0; j < i; j++)                        /* the names key the delivered dicts */
             if (strcmp(self->rec[j].name, self->rec[i].name) == 0) {
                 PyErr_Format(PyExc_ValueError, "WeightPublisher: two parameters are named %R", k);
@@ -188,8 +132,12 @@ pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyTuple_SET_ITEM(self->names, i, Py_NewRef(k));
         PyTuple_SET_ITEM(self->tensors, i, Py_NewRef(v));
     }
-    Py_BEGIN_ALLOW_THREADS                                 /* kernel build, allocations, pinning */
-    st = tl_pub_create(self->rec, self->n, &cfg, &self->core, &err);
+    if ((self->nsinks = tl_pub_make_sinks(shm_name, sinks, self->names, self->sinks, TL_PUB_MAX_SINKS)) < 0) {
+        self->nsinks = 0;
+        goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS                                 /* kernel build, allocations, pinning; owns the sinks */
+    st = tl_pub_create(self->rec, self->n, &cfg, self->sinks, self->nsinks, &self->core, &err);
     Py_END_ALLOW_THREADS
     if (st != TL_OK) {
         self->core = NULL;
@@ -213,6 +161,19 @@ check_open(pub_obj *self, const char *what)
     return -1;
 }
 
+/* A core error as an exception: the very exception a Python sink's deliver() raised, if that was it (the
+ * sinks must still be open), else tl_raise's mapping. */
+static int
+raise_err(pub_obj *self, tl_err *err)
+{
+    for (int k = 0; err->code == TL_E_ARG && k < self->nsinks; k++)
+        if (tl_pub_sink_py_take_error(&self->sinks[k])) {
+            tl_err_clear(err);
+            return -1;
+        }
+    return tl_raise(err);
+}
+
 /* The thread's stored error, raised once at the learner's next call. */
 static int
 raise_thread_error(pub_obj *self)
@@ -221,7 +182,7 @@ raise_thread_error(pub_obj *self)
     lock_core(self);
     tl_status st = tl_pub_take_error_locked(self->core, &err);
     tl_pub_unlock(self->core);
-    return st == TL_OK ? 0 : tl_raise(&err);
+    return st == TL_OK ? 0 : raise_err(self, &err);
 }
 
 static PyObject *
@@ -237,7 +198,7 @@ pub_publish(PyObject *op, PyObject *arg)
     lock_core(self);
     tl_status st = tl_pub_publish_locked(self->core, step, t0, &err);
     tl_pub_unlock(self->core);
-    if (st != TL_OK) return tl_raise(&err), NULL;
+    if (st != TL_OK) return raise_err(self, &err), NULL;
     double dt = tl_now_s() - t0;
     self->block_sum += dt;
     self->block_n++;
@@ -357,29 +318,38 @@ keep_final_stats(pub_obj *self)
     tl_pub_get_stats(self->core, &self->final);
 }
 
-/* Joins the thread and frees everything; the thread's unreported error comes back in err. Other threads'
- * calls in progress are woken by the close (waits return, pins end) and finish before the free. */
-static tl_status
-shutdown_core(pub_obj *self, int cancel, tl_err *err)
+/* Joins the thread and frees everything: 0, or -1 with the thread's unreported error set as the exception.
+ * Other threads' calls in progress are woken by the close (waits return, pins end) and finish first. */
+static int
+shutdown_core(pub_obj *self, int cancel)
 {
+    tl_err err = {0};
     tl_status st;
     tl_pub *core = self->core;
+    PyObject *et = NULL, *ev = NULL, *tb = NULL;
     self->closing = 1;
     Py_BEGIN_ALLOW_THREADS
-    st = tl_pub_close(core, cancel, err);
+    st = tl_pub_close(core, cancel, &err);
     Py_END_ALLOW_THREADS
     while (self->active > 0) {
         Py_BEGIN_ALLOW_THREADS
         usleep(1000);
         Py_END_ALLOW_THREADS
     }
+    if (st != TL_OK) {
+        raise_err(self, &err);                             /* while the sinks are open */
+        PyErr_Fetch(&et, &ev, &tb);                        /* closing a Python sink may run Python code */
+    }
     keep_final_stats(self);
     self->core = NULL;
     self->closed = 1;
+    self->nsinks = 0;
     Py_BEGIN_ALLOW_THREADS
     tl_pub_free(core);
     Py_END_ALLOW_THREADS
-    return st;
+    if (et == NULL) return 0;
+    PyErr_Restore(et, ev, tb);
+    return -1;
 }
 
 static PyObject *
@@ -388,10 +358,9 @@ pub_close(PyObject *op, PyObject *args, PyObject *kwargs)
     static char *kw[] = {"cancel", NULL};
     pub_obj *self = (pub_obj *)op;
     int cancel = 0;
-    tl_err err = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:close", kw, &cancel)) return NULL;
     if (self->core == NULL || self->closing) Py_RETURN_NONE;   /* closed, or being closed by another thread */
-    if (shutdown_core(self, cancel, &err) != TL_OK) return tl_raise(&err), NULL;
+    if (shutdown_core(self, cancel) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -407,10 +376,9 @@ pub_exit(PyObject *op, PyObject *args)
 {
     PyObject *exc = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : Py_None;
     pub_obj *self = (pub_obj *)op;
-    tl_err err = {0};
     if (self->core == NULL || self->closing) Py_RETURN_FALSE;
     /* leaving on an exception: cancel the pending snapshot rather than wait for it */
-    if (shutdown_core(self, exc != NULL && exc != Py_None, &err) != TL_OK) return tl_raise(&err), NULL;
+    if (shutdown_core(self, exc != NULL && exc != Py_None) < 0) return NULL;
     Py_RETURN_FALSE;
 }
 
@@ -421,12 +389,13 @@ pub_stats(PyObject *op, PyObject *Py_UNUSED(ignored))
     tl_pub_stats s;
     if (self->core != NULL) tl_pub_get_stats(self->core, &s);
     else s = self->final;
-    PyObject *acked = PyList_New(s.n_acked), *subs = PyList_New(s.n_acked);
+    PyObject *acked = PyList_New(s.n_subs), *subs = PyList_New(s.n_subs);
     if (acked == NULL || subs == NULL) goto fail;
-    for (int i = 0; i < s.n_acked; i++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(s.acked[i]);
-        PyObject *d = Py_BuildValue("{s:s,s:K,s:K}", "sink", "shm", "pid", (unsigned long long)s.acked_pid[i], "acked",
-                                    (unsigned long long)s.acked[i]);
+    for (int i = 0; i < s.n_subs; i++) {
+        const tl_pub_sub_stat *q = &s.subs[i];
+        PyObject *v = PyLong_FromUnsignedLongLong(q->acked);
+        PyObject *d = Py_BuildValue("{s:s,s:K,s:K}", "sink", q->sink, "pid", (unsigned long long)q->pid, "acked",
+                                    (unsigned long long)q->acked);
         if (v == NULL || d == NULL) { Py_XDECREF(v); Py_XDECREF(d); goto fail; }
         PyList_SET_ITEM(acked, i, v);
         PyList_SET_ITEM(subs, i, d);
@@ -494,12 +463,12 @@ pub_dealloc(PyObject *op)
 {
     pub_obj *self = (pub_obj *)op;
     PyTypeObject *tp = Py_TYPE(op);
-    tl_err err = {0};
+    PyObject *et, *ev, *tb;
     PyObject_GC_UnTrack(op);
-    if (self->core != NULL && shutdown_core(self, 1, &err) != TL_OK) {   /* forgot close(): cancel, clean up */
-        tl_raise(&err);
+    PyErr_Fetch(&et, &ev, &tb);                                  /* a dealloc may run while one is being raised */
+    if (self->core != NULL && shutdown_core(self, 1) < 0)        /* forgot close(): cancel, clean up */
         PyErr_WriteUnraisable(op);
-    }
+    PyErr_Restore(et, ev, tb);
     pub_clear(op);
     Py_CLEAR(self->names);
     PyMem_Free(self->rec);
