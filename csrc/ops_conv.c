@@ -1,0 +1,424 @@
+/* ops_conv.c: 2-D convolution and pooling over NCHW float32 tensors (kernels/conv.cl).
+ * conv2d(x, w, b) lowers to the project's GEMM: im2col writes cols [C*KH*KW, N*OH*OW] into a new pooled
+ * tensor, the weight viewed as [O, C*KH*KW] multiplies it (one GEMM over the whole batch, through the @
+ * slot), and the [O, N, OH, OW] product is laid out as NCHW by one strided pass that also adds the bias.
+ * Autograd is the composition: im2col is an op of its own whose backward is col2im (one work-item per
+ * input element summing what it fed, in a fixed order: deterministic, no atomics); the GEMM, reshape,
+ * permute and add bring their own backwards. max_pool2d / avg_pool2d are one kernel each, with a backward
+ * that is again one work-item per input element (max pooling saves the argmax of each window).
+ * Invariants: every shape is checked before anything is enqueued (ValueError naming the op and the
+ * shapes); inputs are read through their strides, outputs are new contiguous tensors; 3-D (C, H, W)
+ * inputs are treated as a batch of one, as torch does; zero-size tensors enqueue nothing. */
+#include "ops_common.h"
+#include "autograd.h"
+#include <limits.h>
+
+/* Keep in step with conv_geom in kernels/conv.cl: ints only, so host and device layouts agree. */
+typedef struct {
+    int N, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
+    int sn, sc, sh, sw, off;
+} conv_geom;
+
+static tl_kernel k_im2col = TL_KERNEL("conv", "tl_im2col_f32"), k_col2im = TL_KERNEL("conv", "tl_col2im_f32"),
+                 k_maxpool = TL_KERNEL("conv", "tl_max_pool2d_f32"), k_avgpool = TL_KERNEL("conv", "tl_avg_pool2d_f32"),
+                 k_poolbw = TL_KERNEL("conv", "tl_pool2d_backward_f32");
+
+static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
+
+/* An int or a pair of ints (torch's _pair) into out[2], each >= lo; None or missing gives dflt. */
+static int
+parse_pair(const char *op, const char *name, PyObject *o, int dflt, int lo, int out[2])
+{
+    out[0] = out[1] = dflt;
+    if (o == NULL || o == Py_None) return 0;
+    if (PyLong_Check(o)) {
+        long v = PyLong_AsLong(o);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        out[0] = out[1] = v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
+    } else {
+        PyObject *fast = PySequence_Check(o) ? PySequence_Fast(o, "") : NULL;
+        Py_ssize_t n = fast != NULL ? PySequence_Fast_GET_SIZE(fast) : -1;
+        for (Py_ssize_t i = 0; i < n && i < 2; i++) {
+            PyObject *it = PySequence_Fast_GET_ITEM(fast, i);
+            long v = PyLong_Check(it) ? PyLong_AsLong(it) : (PyErr_Clear(), -1L);
+            if (!PyLong_Check(it) || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); n = -1; break; }
+            out[i] = v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
+        }
+        Py_XDECREF(fast);
+        PyErr_Clear();
+        if (n != 2) {
+            PyErr_Format(PyExc_TypeError, "%s: %s must be an int or a pair of ints", op, name);
+            return -1;
+        }
+    }
+    if (out[0] < lo || out[1] < lo) {
+        PyErr_Format(PyExc_ValueError, "%s: %s must be >= %d, got (%d, %d)", op, name, lo, out[0], out[1]);
+        return -1;
+    }
+    return 0;
+}
+
+static tl_tensor *
+arg_f32(const char *op, const char *name, PyObject *o)
+{
+    if (!tl_tensor_check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be a Tensor, got %s", op, name, Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return tl_check_dtype(op, tl_tensor_CAST(o), TL_F32) < 0 ? NULL : tl_tensor_CAST(o);
+}
+
+/* x as a 4-D tensor (new ref): itself, or a (C, H, W) input viewed as (1, C, H, W); *batched says which. */
+static PyObject *
+as_batch(const char *op, PyObject *xo, int *batched)
+{
+    tl_tensor *x = tl_tensor_CAST(xo);
+    char s[128];
+    *batched = x->ndim == 4;
+    if (x->ndim == 4) return Py_NewRef(xo);
+    if (x->ndim == 3) return PyObject_CallMethod(xo, "unsqueeze", "i", 0);
+    tl_shape_str(x->shape, x->ndim, s, sizeof s);
+    return PyErr_Format(PyExc_ValueError, "%s: input must be 4-D (N, C, H, W) or 3-D (C, H, W), got shape %s", op, s);
+}
+
+/* Output size and input layout for a window KH x KW (dilated), stride and padding over x (4-D). Checks
+ * that the dilated window fits the padded input and that every index fits an int. */
+static int
+geometry(const char *op, tl_tensor *x, int KH, int KW, const int *s, const int *p, const int *d, conv_geom *g)
+{
+    char a[128];
+    long eh = (long)d[0] * (KH - 1) + 1, ew = (long)d[1] * (KW - 1) + 1;
+    long ph = x->shape[2] + 2L * p[0], pw = x->shape[3] + 2L * p[1];
+    tl_shape_str(x->shape, x->ndim, a, sizeof a);
+    if (x->shape[1] == 0 || x->shape[2] == 0 || x->shape[3] == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: input %s has a zero-size channel or spatial dim", op, a);
+        return -1;
+    }
+    if (eh > ph || ew > pw) {
+        PyErr_Format(PyExc_ValueError, "%s: kernel (%d, %d) with dilation (%d, %d) spans (%ld, %ld), larger than "
+                     "the padded input (%ld, %ld) of input %s with padding (%d, %d)", op, KH, KW, d[0], d[1], eh, ew,
+                     ph, pw, a, p[0], p[1]);
+        return -1;
+    }
+    *g = (conv_geom){.N = (int)x->shape[0], .C = (int)x->shape[1], .H = (int)x->shape[2], .W = (int)x->shape[3],
+                     .KH = KH, .KW = KW, .SH = s[0], .SW = s[1], .PH = p[0], .PW = p[1], .DH = d[0], .DW = d[1],
+                     .sn = (int)x->strides[0], .sc = (int)x->strides[1], .sh = (int)x->strides[2],
+                     .sw = (int)x->strides[3], .off = (int)x->offset};
+    g->OH = (int)((ph - eh) / s[0] + 1);
+    g->OW = (int)((pw - ew) / s[1] + 1);
+    double cols = (double)g->C * KH * KW * g->N * g->OH * g->OW, in = (double)g->N * g->C * ph * pw;
+    if (cols >= INT_MAX || in >= INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "%s: input %s with kernel (%d, %d) needs %.0f column elements; at most %d "
+                     "are supported: split the batch", op, a, KH, KW, cols > in ? cols : in, INT_MAX - 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* conv_geom from a node's iarg (KH KW SH SW PH PW DH DW) and its input's shape, for a contiguous input. */
+static conv_geom
+node_geometry(const tl_node *nd)
+{
+    const Py_ssize_t *sh = nd->in[0].shape;
+    const int *a = nd->iarg;
+    conv_geom g = {.N = (int)sh[0], .C = (int)sh[1], .H = (int)sh[2], .W = (int)sh[3], .KH = a[0], .KW = a[1],
+                   .SH = a[2], .SW = a[3], .PH = a[4], .PW = a[5], .DH = a[6], .DW = a[7]};
+    g.OH = (g.H + 2 * g.PH - g.DH * (g.KH - 1) - 1) / g.SH + 1;
+    g.OW = (g.W + 2 * g.PW - g.DW * (g.KW - 1) - 1) / g.SW + 1;
+    g.sw = 1; g.sh = g.W; g.sc = g.H * g.W; g.sn = g.C * g.H * g.W;
+    return g;
+}
+
+static void
+geometry_iarg(const conv_geom *g, int *iarg)
+{
+    const int v[8] = {g->KH, g->KW, g->SH, g->SW, g->PH, g->PW, g->DH, g->DW};
+    memcpy(iarg, v, sizeof v);
+}
+
+/* One launch over `total` work-items: geometry, total, then the buffers, with *extra (if given) as an int
+ * argument after the second buffer (pooling's mode flags). */
+static int
+launch(tl_kernel *kh, const conv_geom *g, int total, tl_tensor *const *ts, const int *extra, int nts,
+       unsigned written)
+{
+    size_t sz[8] = {sizeof *g, I};
+    const void *v[8] = {g, &total};
+    tl_storage *st[6];
+    int n = 2;
+    if (tl_kernel_py(kh) == NULL) return -1;
+    for (int i = 0; i < nts; i++) {
+        st[i] = ts[i]->storage;
+        sz[n] = Mm;
+        v[n++] = &ts[i]->storage->mem;
+        if (extra != NULL && i == 1) { sz[n] = I; v[n++] = extra; }
+    }
+    if (tl_set_args(kh->k, 0, n, sz, v) < 0) return -1;
+    return tl_launch_1d(kh, (size_t)total, st, nts, written);
+}
+
+/* cols [C*KH*KW, N*OH*OW] of x (4-D) under g, recorded for autograd (TL_OP_IM2COL). New ref. */
+static PyObject *
+im2col(PyObject *xo, const conv_geom *g)
+{
+    tl_tensor *x = tl_tensor_CAST(xo);
+    Py_ssize_t shape[2] = {(Py_ssize_t)g->C * g->KH * g->KW, (Py_ssize_t)g->N * g->OH * g->OW};
+    tl_tensor *cols = tl_tensor_empty(TL_F32, 2, shape);
+    if (cols == NULL) return NULL;
+    if (cols->storage != NULL) {
+        tl_tensor *ts[2] = {x, cols};
+        if (launch(&k_im2col, g, (int)(shape[0] * shape[1]), ts, NULL, 2, 2u) < 0) { Py_DECREF(cols); return NULL; }
+    }
+    int iarg[8];
+    geometry_iarg(g, iarg);
+    return tl_record1((PyObject *)cols, TL_OP_IM2COL, xo, iarg, 8, NULL);
+}
+
+/* A gradient as a contiguous tensor starting at element 0 (the backward kernels index from 0). New ref. */
+static tl_tensor *
+contig0(PyObject *grad)
+{
+    tl_tensor *g = tl_tensor_CAST(grad), *c;
+    if (tl_tensor_is_contig(g) && g->offset == 0) return (tl_tensor *)Py_NewRef(grad);
+    if ((c = tl_tensor_empty(TL_F32, g->ndim, g->shape)) != NULL && tl_copy_into(c, g) < 0) Py_CLEAR(c);
+    return c;
+}
+
+int
+tl_im2col_backward(tl_node *nd, PyObject *grad, PyObject **gin)
+{
+    conv_geom g = node_geometry(nd);
+    tl_tensor *gc = contig0(grad), *dx = NULL;
+    if (gc == NULL || (dx = tl_tensor_empty(TL_F32, 4, nd->in[0].shape)) == NULL) goto fail;
+    if (dx->storage != NULL) {                       /* then the columns are non-empty too */
+        tl_tensor *ts[2] = {gc, dx};
+        if (launch(&k_col2im, &g, g.N * g.C * g.H * g.W, ts, NULL, 2, 2u) < 0) goto fail;
+    }
+    Py_DECREF(gc);
+    gin[0] = (PyObject *)dx;
+    return 0;
+fail:
+    Py_XDECREF(gc); Py_XDECREF(dx);
+    return -1;
+}
+
+static PyObject *
+fn_im2col(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"input", "kernel_size", "stride", "padding", "dilation", NULL};
+    PyObject *xo, *ko, *so = NULL, *po = NULL, *dO = NULL, *xb = NULL, *res = NULL;
+    int k[2], s[2], p[2], d[2], batched;
+    conv_geom g;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOO:_im2col", kwl, &xo, &ko, &so, &po, &dO)) return NULL;
+    if (arg_f32("_im2col", "input", xo) == NULL || parse_pair("_im2col", "kernel_size", ko, 1, 1, k) < 0 ||
+        parse_pair("_im2col", "stride", so, 1, 1, s) < 0 || parse_pair("_im2col", "padding", po, 0, 0, p) < 0 ||
+        parse_pair("_im2col", "dilation", dO, 1, 1, d) < 0 || (xb = as_batch("_im2col", xo, &batched)) == NULL)
+        return NULL;
+    if (geometry("_im2col", tl_tensor_CAST(xb), k[0], k[1], s, p, d, &g) == 0) res = im2col(xb, &g);
+    Py_DECREF(xb);
+    return res;
+}
+
+/* y [O, N*OH*OW] as the NCHW output [N, O, OH, OW] (+ bias [O]): a view for N == 1, otherwise one strided
+ * pass (the bias add, or without a bias a copy recorded as the permute it is). New ref. */
+static PyObject *
+to_nchw(PyObject *y, PyObject *bo, const conv_geom *g, int O)
+{
+    PyObject *y4 = NULL, *p = NULL, *b4 = NULL, *out = NULL;
+    int one = g->N == 1;
+    y4 = one ? PyObject_CallMethod(y, "reshape", "(iiii)", 1, O, g->OH, g->OW)
+             : PyObject_CallMethod(y, "reshape", "(iiii)", O, g->N, g->OH, g->OW);
+    if (y4 == NULL) goto done;
+    if (bo != NULL && (b4 = PyObject_CallMethod(bo, "reshape", "(iiii)", 1, O, 1, 1)) == NULL) goto done;
+    if (one) {
+        out = b4 != NULL ? PyNumber_Add(y4, b4) : Py_NewRef(y4);
+    } else if (b4 != NULL) {
+        if ((p = PyObject_CallMethod(y4, "permute", "iiii", 1, 0, 2, 3)) != NULL) out = PyNumber_Add(p, b4);
+    } else {
+        int prev = tl_grad_set(0);                    /* one node for view + copy: PermuteBackward */
+        p = PyObject_CallMethod(y4, "permute", "iiii", 1, 0, 2, 3);
+        out = p != NULL ? (PyObject *)tl_tensor_contiguous(tl_tensor_CAST(p)) : NULL;
+        tl_grad_set(prev);
+        const int perm[4] = {1, 0, 2, 3};
+        out = tl_record1(out, TL_OP_PERMUTE, y4, perm, 4, NULL);
+    }
+done:
+    Py_XDECREF(y4); Py_XDECREF(p); Py_XDECREF(b4);
+    return out;
+}
+
+static PyObject *
+fn_conv2d(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"input", "weight", "bias", "stride", "padding", "dilation", NULL};
+    PyObject *xo, *wo, *bo = Py_None, *so = NULL, *po = NULL, *dO = NULL;
+    PyObject *xb = NULL, *cols = NULL, *wm = NULL, *y = NULL, *out = NULL;
+    tl_tensor *x, *w, *b = NULL;
+    int s[2], p[2], d[2], batched = 1;
+    char a[128], c[128];
+    conv_geom g;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOO:conv2d", kwl, &xo, &wo, &bo, &so, &po, &dO)) return NULL;
+    if ((x = arg_f32("conv2d", "input", xo)) == NULL || (w = arg_f32("conv2d", "weight", wo)) == NULL) return NULL;
+    if (bo != Py_None && (b = arg_f32("conv2d", "bias", bo)) == NULL) return NULL;
+    if (parse_pair("conv2d", "stride", so, 1, 1, s) < 0 || parse_pair("conv2d", "padding", po, 0, 0, p) < 0 ||
+        parse_pair("conv2d", "dilation", dO, 1, 1, d) < 0)
+        return NULL;
+    if (w->ndim != 4) {
+        tl_shape_str(w->shape, w->ndim, c, sizeof c);
+        return PyErr_Format(PyExc_ValueError, "conv2d: weight must be 4-D (out_channels, in_channels, kH, kW), got "
+                            "shape %s", c);
+    }
+    if ((xb = as_batch("conv2d", xo, &batched)) == NULL) return NULL;
+    x = tl_tensor_CAST(xb);
+    int O = (int)w->shape[0];
+    tl_shape_str(x->shape, x->ndim, a, sizeof a);
+    tl_shape_str(w->shape, w->ndim, c, sizeof c);
+    if (w->shape[1] != x->shape[1]) {
+        PyErr_Format(PyExc_ValueError, "conv2d: weight %s expects %zd input channels, input %s has %zd (groups=1)",
+                     c, w->shape[1], a, x->shape[1]);
+        goto done;
+    }
+    if (b != NULL && (b->ndim != 1 || b->shape[0] != O)) {
+        char e[128];
+        tl_shape_str(b->shape, b->ndim, e, sizeof e);
+        PyErr_Format(PyExc_ValueError, "conv2d: bias must be (%d,) for weight %s, got %s", O, c, e);
+        goto done;
+    }
+    if (geometry("conv2d", x, (int)w->shape[2], (int)w->shape[3], s, p, d, &g) < 0) goto done;
+    if ((cols = im2col(xb, &g)) == NULL) goto done;
+    if ((wm = PyObject_CallMethod(wo, "reshape", "(in)", O, tl_tensor_CAST(cols)->shape[0])) == NULL) goto done;
+    if ((y = PyNumber_MatrixMultiply(wm, cols)) == NULL) goto done;
+    Py_CLEAR(cols);                                   /* the GEMM's node holds what backward needs */
+    out = to_nchw(y, b != NULL ? bo : NULL, &g, O);
+    if (out != NULL && !batched) Py_SETREF(out, PyObject_CallMethod(out, "squeeze", "i", 0));
+done:
+    Py_XDECREF(xb); Py_XDECREF(cols); Py_XDECREF(wm); Py_XDECREF(y);
+    return out;
+}
+
+/* Pooling: kernel_size, stride (default: kernel_size), padding (at most half the kernel, as torch). */
+static int
+pool_args(const char *op, PyObject *xo, PyObject *ko, PyObject *so, PyObject *po, PyObject **xb, int *batched,
+          conv_geom *g)
+{
+    int k[2], s[2], p[2], one[2] = {1, 1};
+    if (arg_f32(op, "input", xo) == NULL || parse_pair(op, "kernel_size", ko, 1, 1, k) < 0) return -1;
+    if (so == NULL || so == Py_None || (PySequence_Check(so) && PySequence_Size(so) == 0)) {
+        s[0] = k[0]; s[1] = k[1];
+    } else if (parse_pair(op, "stride", so, 1, 1, s) < 0) {
+        return -1;
+    }
+    if (parse_pair(op, "padding", po, 0, 0, p) < 0) return -1;
+    if (2 * p[0] > k[0] || 2 * p[1] > k[1]) {
+        PyErr_Format(PyExc_ValueError, "%s: padding (%d, %d) must be at most half the kernel (%d, %d)", op, p[0],
+                     p[1], k[0], k[1]);
+        return -1;
+    }
+    if ((*xb = as_batch(op, xo, batched)) == NULL) return -1;
+    if (geometry(op, tl_tensor_CAST(*xb), k[0], k[1], s, p, one, g) < 0) { Py_CLEAR(*xb); return -1; }
+    return 0;
+}
+
+static PyObject *
+pool_forward(PyObject *args, PyObject *kw, int is_max)
+{
+    static char *kwl[] = {"input", "kernel_size", "stride", "padding", "count_include_pad", NULL};
+    static char *kwl_max[] = {"input", "kernel_size", "stride", "padding", NULL};
+    const char *op = is_max ? "max_pool2d" : "avg_pool2d";
+    PyObject *xo, *ko, *so = NULL, *po = NULL, *xb = NULL;
+    int batched, cip = 1;
+    tl_tensor *out = NULL, *idx = NULL;
+    conv_geom g;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, is_max ? "OO|OO:max_pool2d" : "OO|OOp:avg_pool2d",
+                                     is_max ? kwl_max : kwl, &xo, &ko, &so, &po, &cip))
+        return NULL;
+    if (pool_args(op, xo, ko, so, po, &xb, &batched, &g) < 0) return NULL;
+    Py_ssize_t shape[4] = {g.N, g.C, g.OH, g.OW};
+    if ((out = tl_tensor_empty(TL_F32, 4, shape)) == NULL) goto fail;
+    if (is_max && (idx = tl_tensor_empty(TL_I32, 4, shape)) == NULL) goto fail;
+    if (out->storage != NULL) {
+        tl_tensor *ts[3] = {tl_tensor_CAST(xb), out, idx};
+        int total = g.N * g.C * g.OH * g.OW;
+        if (launch(is_max ? &k_maxpool : &k_avgpool, &g, total, ts, is_max ? NULL : &cip, is_max ? 3 : 2,
+                   is_max ? 6u : 2u) < 0)
+            goto fail;
+    }
+    if (tl_autograd_wanted(&xb, 1)) {
+        tl_node *nd = tl_node_new(is_max ? TL_OP_MAX_POOL2D : TL_OP_AVG_POOL2D, &xb, 1);
+        if (nd == NULL) goto fail;
+        geometry_iarg(&g, nd->iarg);
+        nd->iarg[8] = is_max ? 0 : cip ? 1 : 2;       /* the backward kernel's mode */
+        if (is_max) tl_node_save(nd, idx);
+        tl_node_attach(nd, out);
+    }
+    Py_XDECREF(idx);
+    Py_DECREF(xb);
+    if (!batched) return PyObject_CallMethod((PyObject *)out, "squeeze", "i", 0);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(xb); Py_XDECREF(out); Py_XDECREF(idx);
+    return NULL;
+}
+
+static PyObject *
+fn_max_pool2d(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    return pool_forward(args, kw, 1);
+}
+
+static PyObject *
+fn_avg_pool2d(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    return pool_forward(args, kw, 0);
+}
+
+static int
+pool_backward(tl_node *nd, PyObject *grad, PyObject **gin, int is_max)
+{
+    int mode = nd->iarg[8];
+    conv_geom g = node_geometry(nd);
+    tl_tensor *gc = contig0(grad), *idx = NULL, *dx = NULL;
+    if (gc == NULL || (is_max && (idx = tl_node_saved(nd, 0)) == NULL)) goto fail;
+    if ((dx = tl_tensor_empty(TL_F32, 4, nd->in[0].shape)) == NULL) goto fail;
+    if (dx->storage != NULL) {
+        tl_tensor *ts[3] = {gc, is_max ? idx : gc, dx};
+        if (launch(&k_poolbw, &g, g.N * g.C * g.H * g.W, ts, &mode, 3, 4u) < 0) goto fail;
+    }
+    Py_DECREF(gc); Py_XDECREF(idx);
+    gin[0] = (PyObject *)dx;
+    return 0;
+fail:
+    Py_XDECREF(gc); Py_XDECREF(idx); Py_XDECREF(dx);
+    return -1;
+}
+
+int
+tl_max_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **gin)
+{
+    return pool_backward(nd, grad, gin, 1);
+}
+
+int
+tl_avg_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **gin)
+{
+    return pool_backward(nd, grad, gin, 0);
+}
+
+#define KW (PyCFunction)(void (*)(void))
+static const PyMethodDef conv_functions[] = {
+    {"conv2d", KW fn_conv2d, METH_VARARGS | METH_KEYWORDS,
+     "conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1): 2-D cross-correlation of NCHW input "
+     "(N, C, H, W) or (C, H, W) with weight (O, C, kH, kW) (groups=1); im2col + one GEMM."},
+    {"max_pool2d", KW fn_max_pool2d, METH_VARARGS | METH_KEYWORDS,
+     "max_pool2d(input, kernel_size, stride=None, padding=0): window maxima (stride defaults to kernel_size; "
+     "padding counts as -inf; the gradient goes to the first maximum)."},
+    {"avg_pool2d", KW fn_avg_pool2d, METH_VARARGS | METH_KEYWORDS,
+     "avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=True): window means, zero "
+     "padding counted in the divisor."},
+    {"_im2col", KW fn_im2col, METH_VARARGS | METH_KEYWORDS,
+     "_im2col(input, kernel_size, stride=1, padding=0, dilation=1): the columns [C*kH*kW, N*OH*OW] conv2d "
+     "multiplies (differentiable: the backward is col2im)."},
+    {NULL, NULL, 0, NULL},
+};
+
+const tl_family tl_family_conv = {conv_functions, NULL, NULL, NULL, NULL};
