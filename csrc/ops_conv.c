@@ -11,7 +11,9 @@
  * inputs are treated as a batch of one, as torch does; zero-size tensors enqueue nothing. */
 #include "ops_common.h"
 #include "autograd.h"
+#include "cl_runtime.h"
 #include <limits.h>
+#include <stdlib.h>
 
 /* Keep in step with conv_geom in kernels/conv.cl: ints only, so host and device layouts agree. */
 typedef struct {
@@ -20,6 +22,7 @@ typedef struct {
 } conv_geom;
 
 static tl_kernel k_im2col = TL_KERNEL("conv", "tl_im2col_f32"), k_col2im = TL_KERNEL("conv", "tl_col2im_f32"),
+                 k_col2im_rows = TL_KERNEL("conv", "tl_col2im_rows_f32"),
                  k_maxpool = TL_KERNEL("conv", "tl_max_pool2d_f32"), k_avgpool = TL_KERNEL("conv", "tl_avg_pool2d_f32"),
                  k_poolbw = TL_KERNEL("conv", "tl_pool2d_backward_f32");
 
@@ -167,7 +170,8 @@ im2col(PyObject *xo, const conv_geom *g)
     if (cols == NULL) return NULL;
     if (cols->storage != NULL) {
         tl_tensor *ts[2] = {x, cols};
-        if (launch(&k_im2col, g, (int)(shape[0] * shape[1]), ts, NULL, 2, 2u) < 0) { Py_DECREF(cols); return NULL; }
+        int total = g->C * g->N * g->OH * g->OW;      /* one work-item per window, not per column element */
+        if (launch(&k_im2col, g, total, ts, NULL, 2, 2u) < 0) { Py_DECREF(cols); return NULL; }
     }
     int iarg[8];
     geometry_iarg(g, iarg);
@@ -184,15 +188,34 @@ contig0(PyObject *grad)
     return c;
 }
 
+/* col2im runs one work-item per input row on CPUs and one per input element elsewhere (see conv.cl);
+ * TLGPU_COL2IM=rows|elements forces one (tests run both on any device). */
+static int
+col2im_rows(void)
+{
+    static int rows = -1;
+    if (rows < 0) {
+        const char *env = getenv("TLGPU_COL2IM");
+        const tl_runtime *rt;
+        tl_err err = {0};
+        if (env != NULL && (strcmp(env, "rows") == 0 || strcmp(env, "elements") == 0)) rows = env[0] == 'r';
+        else if (tl_runtime_get(&rt, &err) == TL_OK) rows = (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
+        else return tl_raise(&err);
+    }
+    return rows;
+}
+
 int
 tl_im2col_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     conv_geom g = node_geometry(nd);
     tl_tensor *gc = contig0(grad), *dx = NULL;
-    if (gc == NULL || (dx = tl_tensor_empty(TL_F32, 4, nd->in[0].shape)) == NULL) goto fail;
+    int rows = col2im_rows();
+    if (rows < 0 || gc == NULL || (dx = tl_tensor_empty(TL_F32, 4, nd->in[0].shape)) == NULL) goto fail;
     if (dx->storage != NULL) {                       /* then the columns are non-empty too */
         tl_tensor *ts[2] = {gc, dx};
-        if (launch(&k_col2im, &g, g.N * g.C * g.H * g.W, ts, NULL, 2, 2u) < 0) goto fail;
+        int total = g.N * g.C * g.H * (rows ? 1 : g.W);
+        if (launch(rows ? &k_col2im_rows : &k_col2im, &g, total, ts, NULL, 2, 2u) < 0) goto fail;
     }
     Py_DECREF(gc);
     gin[0] = (PyObject *)dx;

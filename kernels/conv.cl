@@ -13,22 +13,34 @@ typedef struct {
     int sn, sc, sh, sw, off;                  /* the input's strides and offset, in elements */
 } conv_geom;
 
+/* One work-item per (c, n, oh, ow), looping over the KH x KW window (Caffe's im2col_gpu): the index
+ * arithmetic is paid once per window, not per element, and for each (ki, kj) neighbouring work-items
+ * write neighbouring columns (coalesced on GPUs, vector stores on PoCL). */
 kernel void
 tl_im2col_f32(conv_geom g, int total, global const float *x, global float *cols)
 {
     int gid = get_global_id(0);
     if (gid >= total) return;
     int L = g.OH * g.OW, NL = g.N * L;
-    int r = gid / NL, j = gid - r * NL;
-    int c = r / (g.KH * g.KW), kk = r - c * (g.KH * g.KW), ki = kk / g.KW, kj = kk - ki * g.KW;
+    int c = gid / NL, j = gid - c * NL;
     int n = j / L, l = j - n * L, oh = l / g.OW, ow = l - oh * g.OW;
-    int ih = oh * g.SH - g.PH + ki * g.DH, iw = ow * g.SW - g.PW + kj * g.DW;
-    float v = 0.0f;
-    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = x[g.off + n * g.sn + c * g.sc + ih * g.sh + iw * g.sw];
-    cols[gid] = v;
+    int h0 = oh * g.SH - g.PH, w0 = ow * g.SW - g.PW;
+    global const float *xp = x + g.off + n * g.sn + c * g.sc;
+    global float *out = cols + (long)c * g.KH * g.KW * NL + j;
+    for (int ki = 0; ki < g.KH; ki++) {
+        int ih = h0 + ki * g.DH;
+        int rowok = ih >= 0 && ih < g.H;
+        for (int kj = 0; kj < g.KW; kj++) {
+            int iw = w0 + kj * g.DW;
+            *out = rowok && iw >= 0 && iw < g.W ? xp[ih * g.sh + iw * g.sw] : 0.0f;
+            out += NL;
+        }
+    }
 }
 
-/* dx[n, c, h, w] = sum of dcols over the (ki, kj) whose window position lands on (h, w). */
+/* dx[n, c, h, w] = sum of dcols over the windows that read (h, w), one work-item per input element (Caffe's
+ * col2im_gpu): only the output positions whose window covers (h, w) are visited, so the loop is about
+ * (KH / SH) * (KW / SW) long, in a fixed order (deterministic, no atomics). */
 kernel void
 tl_col2im_f32(conv_geom g, int total, global const float *dcols, global float *dx)
 {
@@ -38,23 +50,53 @@ tl_col2im_f32(conv_geom g, int total, global const float *dcols, global float *d
     t /= g.H;
     int c = t % g.C, n = t / g.C;
     int L = g.OH * g.OW, NL = g.N * L;
+    int hp = h + g.PH, wp = w + g.PW;                   /* position in the padded input */
+    int eh = g.DH * (g.KH - 1) + 1, ew = g.DW * (g.KW - 1) + 1;
+    int oh0 = hp < eh ? 0 : (hp - eh) / g.SH + 1, oh1 = min(hp / g.SH + 1, g.OH);
+    int ow0 = wp < ew ? 0 : (wp - ew) / g.SW + 1, ow1 = min(wp / g.SW + 1, g.OW);
+    global const float *col = dcols + (long)c * g.KH * g.KW * NL + n * L;
     float acc = 0.0f;
-    for (int ki = 0; ki < g.KH; ki++) {
-        int th = h + g.PH - ki * g.DH;
-        if (th < 0) break;                    /* th only falls as ki grows */
-        if (th % g.SH != 0) continue;
-        int oh = th / g.SH;
-        if (oh >= g.OH) continue;
-        for (int kj = 0; kj < g.KW; kj++) {
-            int tw = w + g.PW - kj * g.DW;
-            if (tw < 0) break;
-            if (tw % g.SW != 0) continue;
-            int ow = tw / g.SW;
-            if (ow >= g.OW) continue;
-            acc += dcols[(long)((c * g.KH + ki) * g.KW + kj) * NL + n * L + oh * g.OW + ow];
+    for (int oh = oh0; oh < oh1; oh++) {
+        int dh = hp - oh * g.SH;                        /* ki * DH: skip rows the dilated window steps over */
+        if (g.DH != 1 && dh % g.DH != 0) continue;
+        int ki = g.DH == 1 ? dh : dh / g.DH;
+        for (int ow = ow0; ow < ow1; ow++) {
+            int dw = wp - ow * g.SW;
+            if (g.DW != 1 && dw % g.DW != 0) continue;
+            int kj = g.DW == 1 ? dw : dw / g.DW;
+            acc += col[(long)(ki * g.KW + kj) * NL + oh * g.OW + ow];
         }
     }
     dx[gid] = acc;
+}
+
+/* The same sums for CPUs, one work-item per input row (n, c, h), which owns dx's row and accumulates into it
+ * in place: the index arithmetic is paid once per row, and for each (oh, kj) the loop over ow reads a
+ * contiguous run of dcols, where the per-element kernel's reads jump between rows of dcols (cache misses
+ * on a CPU, coalesced loads on a GPU). The order of the sums is fixed, so it is deterministic too. */
+kernel void
+tl_col2im_rows_f32(conv_geom g, int total, global const float *dcols, global float *dx)
+{
+    int gid = get_global_id(0);
+    if (gid >= total) return;
+    int h = gid % g.H, t = gid / g.H;
+    int c = t % g.C, n = t / g.C;
+    int L = g.OH * g.OW, NL = g.N * L;
+    int hp = h + g.PH, eh = g.DH * (g.KH - 1) + 1;
+    int oh0 = hp < eh ? 0 : (hp - eh) / g.SH + 1, oh1 = min(hp / g.SH + 1, g.OH);
+    global float *row = dx + (long)gid * g.W;
+    for (int w = 0; w < g.W; w++) row[w] = 0.0f;
+    for (int oh = oh0; oh < oh1; oh++) {
+        int dh = hp - oh * g.SH;
+        if (dh % g.DH != 0) continue;
+        int ki = dh / g.DH;
+        for (int kj = 0; kj < g.KW; kj++) {
+            global const float *col = dcols + (long)((c * g.KH + ki) * g.KW + kj) * NL + n * L + oh * g.OW;
+            int iw = kj * g.DW - g.PW;
+            for (int ow = 0; ow < g.OW; ow++, iw += g.SW)
+                if (iw >= 0 && iw < g.W) row[iw] += col[ow];
+        }
+    }
 }
 
 kernel void

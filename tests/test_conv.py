@@ -2,6 +2,7 @@
 numpy references on random inputs: forward values and the gradients of every input, over strides,
 paddings, dilations, odd sizes, views and unbatched inputs; the errors; determinism and laziness."""
 import math
+import os
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import tlgpu
 from tlgpu import nn
 from tlgpu.nn import functional as F
+from conftest import run_python
 from gradcheck import check
 
 R = np.random.default_rng(7)
@@ -254,3 +256,28 @@ def test_nature_cnn_shapes_and_pool_modules():
     np.testing.assert_array_equal(nn.MaxPool2d(2)(tlgpu.tensor(x)).numpy(), maxpool_ref(x, 2)[0])
     np.testing.assert_allclose(nn.AvgPool2d(3, 2, 1)(tlgpu.tensor(x)).numpy(), avgpool_ref(x, 3, 2, 1), rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["rows", "elements"])
+def test_col2im_variants_agree_with_numpy(variant):
+    # col2im has a per-row kernel (picked on CPUs) and a per-element one (GPUs): each is checked on any device
+    code = """
+import numpy as np, tlgpu
+from test_conv import im2col_ref
+rng = np.random.default_rng(0)
+worst = 0.0
+for k, s, p, d in [(3, 1, 1, 1), ((4, 3), (2, 3), (1, 0), (1, 2)), (2, 3, 0, 2)]:
+    x = rng.standard_normal((2, 3, 9, 8))
+    xt = tlgpu.tensor(x.astype(np.float32), requires_grad=True)
+    cols = tlgpu._C._im2col(xt, k, s, p, d)
+    g = rng.standard_normal(cols.shape)
+    cols.backward(tlgpu.tensor(g.astype(np.float32)))
+    # im2col is linear: the gradient of sum(g * im2col(x)) wrt x[i] is sum(g * im2col(e_i))
+    basis = np.eye(x.size).reshape(x.size, *x.shape)
+    want = np.array([np.sum(im2col_ref(e, k, s, p, d) * g) for e in basis]).reshape(x.shape)
+    worst = max(worst, float(np.abs(xt.grad.numpy() - want).max()))
+print(worst)
+"""
+    r = run_python(code, env={"TLGPU_COL2IM": variant, "PYTHONPATH": os.path.dirname(os.path.abspath(__file__))})
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout.strip()) < 1e-4
