@@ -2,10 +2,11 @@
  * conv2d(x, w, b) lowers to the project's GEMM: im2col writes cols [C*KH*KW, N*OH*OW] into a new pooled
  * tensor, the weight viewed as [O, C*KH*KW] multiplies it (one GEMM over the whole batch, through the @
  * slot), and the [O, N, OH, OW] product is laid out as NCHW by one strided pass that also adds the bias.
- * Autograd is the composition: im2col is an op of its own whose backward is col2im (one work-item per
- * input element summing what it fed, in a fixed order: deterministic, no atomics); the GEMM, reshape,
- * permute and add bring their own backwards. max_pool2d / avg_pool2d are one kernel each, with a backward
- * that is again one work-item per input element (max pooling saves the argmax of each window).
+ * Autograd is the composition: im2col is an op of its own whose backward is col2im (each input element's
+ * sum over the windows that read it, in a fixed order: deterministic, no atomics; one work-item per input
+ * row on CPUs, per input element elsewhere); the GEMM, reshape, permute and add bring their own
+ * backwards. max_pool2d / avg_pool2d are one kernel each, with a backward of one work-item per input
+ * element (max pooling saves the argmax of each window).
  * Invariants: every shape is checked before anything is enqueued (ValueError naming the op and the
  * shapes); inputs are read through their strides, outputs are new contiguous tensors; 3-D (C, H, W)
  * inputs are treated as a batch of one, as torch does; zero-size tensors enqueue nothing. */
@@ -28,31 +29,36 @@ static tl_kernel k_im2col = TL_KERNEL("conv", "tl_im2col_f32"), k_col2im = TL_KE
 
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 
+/* One int of a pair, clamped to the int range (the range checks come after); -1 if it is not an int. */
+static int
+pair_item(PyObject *it, int *out)
+{
+    long v = PyLong_Check(it) ? PyLong_AsLong(it) : -1;
+    if (!PyLong_Check(it) || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return -1; }
+    *out = v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
+    return 0;
+}
+
 /* An int or a pair of ints (torch's _pair) into out[2], each >= lo; None or missing gives dflt. */
 static int
 parse_pair(const char *op, const char *name, PyObject *o, int dflt, int lo, int out[2])
 {
+    int ok;
     out[0] = out[1] = dflt;
     if (o == NULL || o == Py_None) return 0;
     if (PyLong_Check(o)) {
-        long v = PyLong_AsLong(o);
-        if (v == -1 && PyErr_Occurred()) return -1;
-        out[0] = out[1] = v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
+        ok = pair_item(o, &out[0]) == 0;
+        out[1] = out[0];
     } else {
-        PyObject *fast = PySequence_Check(o) ? PySequence_Fast(o, "") : NULL;
-        Py_ssize_t n = fast != NULL ? PySequence_Fast_GET_SIZE(fast) : -1;
-        for (Py_ssize_t i = 0; i < n && i < 2; i++) {
-            PyObject *it = PySequence_Fast_GET_ITEM(fast, i);
-            long v = PyLong_Check(it) ? PyLong_AsLong(it) : (PyErr_Clear(), -1L);
-            if (!PyLong_Check(it) || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); n = -1; break; }
-            out[i] = v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
-        }
-        Py_XDECREF(fast);
+        PyObject *t = PySequence_Check(o) && !PyUnicode_Check(o) ? PySequence_Tuple(o) : NULL;
         PyErr_Clear();
-        if (n != 2) {
-            PyErr_Format(PyExc_TypeError, "%s: %s must be an int or a pair of ints", op, name);
-            return -1;
-        }
+        ok = t != NULL && PyTuple_GET_SIZE(t) == 2 && pair_item(PyTuple_GET_ITEM(t, 0), &out[0]) == 0 &&
+             pair_item(PyTuple_GET_ITEM(t, 1), &out[1]) == 0;
+        Py_XDECREF(t);
+    }
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int or a pair of ints", op, name);
+        return -1;
     }
     if (out[0] < lo || out[1] < lo) {
         PyErr_Format(PyExc_ValueError, "%s: %s must be >= %d, got (%d, %d)", op, name, lo, out[0], out[1]);
@@ -110,9 +116,9 @@ geometry(const char *op, tl_tensor *x, int KH, int KW, const int *s, const int *
     g->OH = (int)((ph - eh) / s[0] + 1);
     g->OW = (int)((pw - ew) / s[1] + 1);
     double cols = (double)g->C * KH * KW * g->N * g->OH * g->OW, in = (double)g->N * g->C * ph * pw;
-    if (cols >= INT_MAX || in >= INT_MAX) {
-        PyErr_Format(PyExc_ValueError, "%s: input %s with kernel (%d, %d) needs %.0f column elements; at most %d "
-                     "are supported: split the batch", op, a, KH, KW, cols > in ? cols : in, INT_MAX - 1);
+    if (cols >= INT_MAX || in >= INT_MAX) {                /* kernels index with ints */
+        PyErr_Format(PyExc_ValueError, "%s: input %s with kernel (%d, %d) indexes %.0f elements; at most %d are "
+                     "supported: split the batch", op, a, KH, KW, cols > in ? cols : in, INT_MAX - 1);
         return -1;
     }
     return 0;
