@@ -10,7 +10,7 @@ import pytest
 import tlgpu
 from tlgpu import nn
 from tlgpu.nn import functional as F
-from conftest import run_python
+from conftest import needs_pool, run_python
 from gradcheck import check
 
 R = np.random.default_rng(7)
@@ -281,3 +281,25 @@ print(worst)
     r = run_python(code, env={"TLGPU_COL2IM": variant, "PYTHONPATH": os.path.dirname(os.path.abspath(__file__))})
     assert r.returncode == 0, r.stderr
     assert float(r.stdout.strip()) < 1e-4
+
+
+@needs_pool
+def test_policy_training_loop_memory_is_flat():
+    from tlgpu.distributions import Categorical
+    net = nn.Sequential(nn.Conv2d(4, 8, 8, stride=4), nn.ReLU(), nn.Conv2d(8, 8, 4, stride=2), nn.ReLU(),
+                        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 6))
+    gru = nn.GRU(6, 5)
+    opt = tlgpu.optim.Adam(list(net.parameters()) + list(gru.parameters()))
+    x = tlgpu.rand(8, 4, 84, 84)
+    live = []
+    for _ in range(4):
+        out, _ = gru(net(x).reshape(2, 4, 6))
+        d = Categorical(logits=out.reshape(8, 5))
+        loss = -d.log_prob(d.sample()).mean() - d.entropy().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        del out, d, loss
+        tlgpu.synchronize()
+        live.append(tlgpu.memory_stats()["live"])
+    assert live[1] == live[2] == live[3], live
