@@ -23,6 +23,7 @@ typedef struct {
 } conv_geom;
 
 static tl_kernel k_im2col = TL_KERNEL("conv", "tl_im2col_f32"), k_col2im = TL_KERNEL("conv", "tl_col2im_f32"),
+                 k_im2col_rows = TL_KERNEL("conv", "tl_im2col_rows_f32"),
                  k_col2im_rows = TL_KERNEL("conv", "tl_col2im_rows_f32"),
                  k_maxpool = TL_KERNEL("conv", "tl_max_pool2d_f32"), k_avgpool = TL_KERNEL("conv", "tl_avg_pool2d_f32"),
                  k_poolbw = TL_KERNEL("conv", "tl_pool2d_backward_f32");
@@ -166,18 +167,37 @@ launch(tl_kernel *kh, const conv_geom *g, int total, tl_tensor *const *ts, const
     return tl_launch_1d(kh, (size_t)total, st, nts, written);
 }
 
+/* im2col and col2im each have a kernel for CPUs, whose work-items own contiguous rows of their output, and
+ * one for GPUs, whose neighbouring work-items touch neighbouring addresses (see conv.cl). The device type
+ * picks; TLGPU_CONV_KERNELS=rows|elements forces one (tests run both on any device). */
+static int
+rows_kernels(void)
+{
+    static int rows = -1;
+    if (rows < 0) {
+        const char *env = getenv("TLGPU_CONV_KERNELS");
+        const tl_runtime *rt;
+        tl_err err = {0};
+        if (env != NULL && (strcmp(env, "rows") == 0 || strcmp(env, "elements") == 0)) rows = env[0] == 'r';
+        else if (tl_runtime_get(&rt, &err) == TL_OK) rows = (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
+        else return tl_raise(&err);
+    }
+    return rows;
+}
+
 /* cols [C*KH*KW, N*OH*OW] of x (4-D) under g, recorded for autograd (TL_OP_IM2COL). New ref. */
 static PyObject *
 im2col(PyObject *xo, const conv_geom *g)
 {
     tl_tensor *x = tl_tensor_CAST(xo);
     Py_ssize_t shape[2] = {(Py_ssize_t)g->C * g->KH * g->KW, (Py_ssize_t)g->N * g->OH * g->OW};
-    tl_tensor *cols = tl_tensor_empty(TL_F32, 2, shape);
+    int rows = rows_kernels();
+    tl_tensor *cols = rows < 0 ? NULL : tl_tensor_empty(TL_F32, 2, shape);
     if (cols == NULL) return NULL;
     if (cols->storage != NULL) {
         tl_tensor *ts[2] = {x, cols};
-        int total = g->C * g->N * g->OH * g->OW;      /* one work-item per window, not per column element */
-        if (launch(&k_im2col, g, total, ts, NULL, 2, 2u) < 0) { Py_DECREF(cols); return NULL; }
+        int total = g->C * g->N * g->OH * (rows ? g->KH * g->KW : g->OW);   /* row segments or windows */
+        if (launch(rows ? &k_im2col_rows : &k_im2col, g, total, ts, NULL, 2, 2u) < 0) { Py_DECREF(cols); return NULL; }
     }
     int iarg[8];
     geometry_iarg(g, iarg);
@@ -194,29 +214,12 @@ contig0(PyObject *grad)
     return c;
 }
 
-/* col2im runs one work-item per input row on CPUs and one per input element elsewhere (see conv.cl);
- * TLGPU_COL2IM=rows|elements forces one (tests run both on any device). */
-static int
-col2im_rows(void)
-{
-    static int rows = -1;
-    if (rows < 0) {
-        const char *env = getenv("TLGPU_COL2IM");
-        const tl_runtime *rt;
-        tl_err err = {0};
-        if (env != NULL && (strcmp(env, "rows") == 0 || strcmp(env, "elements") == 0)) rows = env[0] == 'r';
-        else if (tl_runtime_get(&rt, &err) == TL_OK) rows = (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
-        else return tl_raise(&err);
-    }
-    return rows;
-}
-
 int
 tl_im2col_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     conv_geom g = node_geometry(nd);
     tl_tensor *gc = contig0(grad), *dx = NULL;
-    int rows = col2im_rows();
+    int rows = rows_kernels();
     if (rows < 0 || gc == NULL || (dx = tl_tensor_empty(TL_F32, 4, nd->in[0].shape)) == NULL) goto fail;
     if (dx->storage != NULL) {                       /* then the columns are non-empty too */
         tl_tensor *ts[2] = {gc, dx};

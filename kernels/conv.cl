@@ -1,8 +1,10 @@
 /* conv.cl: the kernels behind conv2d and 2-D pooling (csrc/ops_conv.c). conv2d is a GEMM over columns:
  * tl_im2col_f32 writes cols [C*KH*KW, N*OH*OW] (row (c, ki, kj), column (n, oh, ow); zero where the window
  * reads padding) and the weight [O, C*KH*KW] multiplies it with the project's GEMM. tl_col2im_f32 is
- * im2col's backward: one work-item per input element sums the columns that read it, in a fixed order, so
- * the gradient is deterministic without atomics. Pooling: tl_max_pool2d_f32 also stores the argmax (flat
+ * im2col's backward: each input element's sum over the columns that read it is computed by one work-item
+ * in a fixed order, so the gradient is deterministic without atomics. Both come in a GPU variant (one
+ * work-item per window / input element: neighbours touch neighbouring addresses) and a CPU variant
+ * ("rows": one work-item per output row segment / input row: contiguous runs, index arithmetic amortised). Pooling: tl_max_pool2d_f32 also stores the argmax (flat
  * h * W + w in its plane, first maximum wins, NaN propagates, as torch), and both pooling backwards again
  * run one work-item per input element over the windows that contain it.
  * Inputs are read through their strides (any view); outputs and gradients are contiguous. */
@@ -36,6 +38,27 @@ tl_im2col_f32(conv_geom g, int total, global const float *x, global float *cols)
             out += NL;
         }
     }
+}
+
+/* The same columns for CPUs: one work-item per column-row segment (c, ki, kj, n, oh), which writes its OW
+ * outputs contiguously and reads one input row; the per-window kernel's stores jump between rows of cols. */
+kernel void
+tl_im2col_rows_f32(conv_geom g, int total, global const float *x, global float *cols)
+{
+    int gid = get_global_id(0);
+    if (gid >= total) return;
+    int L = g.OH * g.OW, NL = g.N * L, NOH = g.N * g.OH;
+    int r = gid / NOH, t = gid - r * NOH, n = t / g.OH, oh = t - n * g.OH;
+    int c = r / (g.KH * g.KW), kk = r - c * (g.KH * g.KW), ki = kk / g.KW, kj = kk - ki * g.KW;
+    int ih = oh * g.SH - g.PH + ki * g.DH;
+    global float *out = cols + (long)r * NL + n * L + oh * g.OW;
+    if (ih < 0 || ih >= g.H) {
+        for (int ow = 0; ow < g.OW; ow++) out[ow] = 0.0f;
+        return;
+    }
+    global const float *xr = x + g.off + n * g.sn + c * g.sc + ih * g.sh;
+    int iw = kj * g.DW - g.PW;
+    for (int ow = 0; ow < g.OW; ow++, iw += g.SW) out[ow] = iw >= 0 && iw < g.W ? xr[iw * g.sw] : 0.0f;
 }
 
 /* dx[n, c, h, w] = sum of dcols over the windows that read (h, w), one work-item per input element (Caffe's

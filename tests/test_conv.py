@@ -259,8 +259,8 @@ def test_nature_cnn_shapes_and_pool_modules():
 
 
 @pytest.mark.parametrize("variant", ["rows", "elements"])
-def test_col2im_variants_agree_with_numpy(variant):
-    # col2im has a per-row kernel (picked on CPUs) and a per-element one (GPUs): each is checked on any device
+def test_im2col_col2im_kernel_variants_agree_with_numpy(variant):
+    # im2col and col2im have kernels for CPUs ("rows") and for GPUs ("elements"): each is checked on any device
     code = """
 import numpy as np, tlgpu
 from test_conv import im2col_ref
@@ -270,6 +270,7 @@ for k, s, p, d in [(3, 1, 1, 1), ((4, 3), (2, 3), (1, 0), (1, 2)), (2, 3, 0, 2)]
     x = rng.standard_normal((2, 3, 9, 8))
     xt = tlgpu.tensor(x.astype(np.float32), requires_grad=True)
     cols = tlgpu._C._im2col(xt, k, s, p, d)
+    worst = max(worst, float(np.abs(cols.numpy() - im2col_ref(x, k, s, p, d)).max()))
     g = rng.standard_normal(cols.shape)
     cols.backward(tlgpu.tensor(g.astype(np.float32)))
     # im2col is linear: the gradient of sum(g * im2col(x)) wrt x[i] is sum(g * im2col(e_i))
@@ -278,7 +279,8 @@ for k, s, p, d in [(3, 1, 1, 1), ((4, 3), (2, 3), (1, 0), (1, 2)), (2, 3, 0, 2)]
     worst = max(worst, float(np.abs(xt.grad.numpy() - want).max()))
 print(worst)
 """
-    r = run_python(code, env={"TLGPU_COL2IM": variant, "PYTHONPATH": os.path.dirname(os.path.abspath(__file__))})
+    tests = os.path.dirname(os.path.abspath(__file__))
+    r = run_python(code, env={"TLGPU_CONV_KERNELS": variant, "PYTHONPATH": tests})
     assert r.returncode == 0, r.stderr
     assert float(r.stdout.strip()) < 1e-4
 
