@@ -4,9 +4,10 @@
  * im2col's backward: each input element's sum over the columns that read it is computed by one work-item
  * in a fixed order, so the gradient is deterministic without atomics. Both come in a GPU variant (one
  * work-item per window / input element: neighbours touch neighbouring addresses) and a CPU variant
- * ("rows": one work-item per output row segment / input row: contiguous runs, index arithmetic amortised). Pooling: tl_max_pool2d_f32 also stores the argmax (flat
- * h * W + w in its plane, first maximum wins, NaN propagates, as torch), and both pooling backwards again
- * run one work-item per input element over the windows that contain it.
+ * ("rows": one work-item per output row segment / input row: contiguous runs, index arithmetic amortised).
+ * Pooling: tl_max_pool2d_f32 also stores the argmax (flat h * W + w in its plane, first maximum wins, NaN
+ * propagates, as torch), and the pooling backward runs one work-item per input element over the windows
+ * that contain it.
  * Inputs are read through their strides (any view); outputs and gradients are contiguous. */
 
 /* Keep in step with conv_geom in csrc/ops_conv.c: ints only, so host and device layouts agree. */
