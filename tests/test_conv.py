@@ -305,3 +305,25 @@ def test_policy_training_loop_memory_is_flat():
         tlgpu.synchronize()
         live.append(tlgpu.memory_stats()["live"])
     assert live[1] == live[2] == live[3], live
+
+
+def test_torch_parity_conv_pool_and_same_padding():
+    torch = pytest.importorskip("torch")
+    x = R.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    w, b = R.standard_normal((4, 3, 3, 5)).astype(np.float32), R.standard_normal(4).astype(np.float32)
+    tx, tw, tb = (torch.tensor(a) for a in (x, w, b))
+    for kw in [dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2)), dict(padding="same"), dict(padding="valid")]:
+        want = torch.nn.functional.conv2d(tx, tw, tb, **kw).numpy()
+        got = F.conv2d(tlgpu.tensor(x), tlgpu.tensor(w), tlgpu.tensor(b), **kw).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    for k, s, p in [(3, 2, 1), ((2, 3), 1, (1, 1))]:
+        np.testing.assert_array_equal(F.max_pool2d(tlgpu.tensor(x), k, s, p).numpy(),
+                                      torch.nn.functional.max_pool2d(tx, k, s, p).numpy())
+        for cip in (True, False):
+            np.testing.assert_allclose(F.avg_pool2d(tlgpu.tensor(x), k, s, p, count_include_pad=cip).numpy(),
+                                       torch.nn.functional.avg_pool2d(tx, k, s, p, count_include_pad=cip).numpy(),
+                                       rtol=1e-5, atol=1e-6)
+    m = torch.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+    ours = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in m.state_dict().items()})
+    np.testing.assert_allclose(ours(tlgpu.tensor(x)).numpy(), m(tx).detach().numpy(), rtol=1e-4, atol=1e-5)

@@ -157,3 +157,24 @@ def test_normal_errors():
         Normal(tlgpu.zeros(3), tlgpu.ones(4))
     with pytest.raises(TypeError, match="float32"):
         Normal(tlgpu.zeros(3, dtype=np.int32), 1.0)
+
+
+def test_torch_parity():
+    torch = pytest.importorskip("torch")
+    logits = R.standard_normal((3, 5)).astype(np.float32)
+    v = np.array([[0, 4, 2], [1, 1, 3]], np.int32)
+    td, d = torch.distributions.Categorical(logits=torch.tensor(logits)), Categorical(logits=tlgpu.tensor(logits))
+    np.testing.assert_allclose(d.log_prob(tlgpu.tensor(v)).numpy(), td.log_prob(torch.tensor(v).long()).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(d.entropy().numpy(), td.entropy().numpy(), rtol=1e-5, atol=1e-6)
+    probs = np.array([[0.0, 0.3, 0.7], [0.5, 0.5, 0.0]], np.float32)
+    tp, p = torch.distributions.Categorical(probs=torch.tensor(probs)), Categorical(probs=tlgpu.tensor(probs))
+    np.testing.assert_allclose(p.entropy().numpy(), tp.entropy().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(p.logits.numpy(), tp.logits.numpy(), rtol=1e-5, atol=1e-6)
+    loc, scale = R.standard_normal(4).astype(np.float32), R.uniform(0.5, 2, 4).astype(np.float32)
+    x = R.standard_normal((2, 4)).astype(np.float32)
+    tn, n = torch.distributions.Normal(torch.tensor(loc), torch.tensor(scale)), Normal(tlgpu.tensor(loc),
+                                                                                       tlgpu.tensor(scale))
+    np.testing.assert_allclose(n.log_prob(tlgpu.tensor(x)).numpy(), tn.log_prob(torch.tensor(x)).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(n.entropy().numpy(), tn.entropy().numpy(), rtol=1e-5, atol=1e-6)

@@ -186,3 +186,28 @@ def test_gru_policy_trains_without_host_waits():
     opt.step()
     assert tlgpu.stream_stats()["waits"] == 0
     assert all(p.grad is not None for p in m.parameters())
+
+
+def test_torch_parity_and_state_dict_interchange():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    for t_mod, our_cls, kw in [(torch.nn.GRU(3, 5, num_layers=2, batch_first=True), nn.GRU,
+                                dict(num_layers=2, batch_first=True)),
+                               (torch.nn.LSTM(3, 5, num_layers=2), nn.LSTM, dict(num_layers=2))]:
+        ours = our_cls(3, 5, **kw)
+        sd = {k: v.detach().numpy() for k, v in t_mod.state_dict().items()}
+        assert list(ours.state_dict()) == list(sd)
+        ours.load_state_dict(sd)
+        x = R.standard_normal((2, 4, 3)).astype(np.float32)
+        want, want_state = t_mod(torch.tensor(x))
+        got, got_state = ours(tlgpu.tensor(x))
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+        flat = (lambda s: s if isinstance(s, tuple) else (s,))
+        for g, w in zip(flat(got_state), flat(want_state)):
+            np.testing.assert_allclose(g.numpy(), w.detach().numpy(), rtol=1e-4, atol=1e-5)
+    cell = torch.nn.GRUCell(3, 4)
+    ours = nn.GRUCell(3, 4)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in cell.state_dict().items()})
+    x, h = R.standard_normal((2, 3)).astype(np.float32), R.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(ours(tlgpu.tensor(x), tlgpu.tensor(h)).numpy(),
+                               cell(torch.tensor(x), torch.tensor(h)).detach().numpy(), rtol=1e-5, atol=1e-6)
