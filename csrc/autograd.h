@@ -42,7 +42,7 @@ enum {
     TL_OP_MATMUL,                                                                      /* ops_matmul.c */
     TL_OP_REDUCE, TL_OP_SOFTMAX,                                                       /* ops_reduce.c */
     TL_OP_CROSS_ENTROPY,                                                               /* ops_nn.c */
-    TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D,                                   /* ops_conv.c */
+    TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D, TL_OP_CONV_LAYOUT,                /* ops_conv.c */
     TL_OP_COUNT
 };
 
@@ -77,4 +77,5 @@ int tl_cross_entropy_backward(tl_node *nd, PyObject *grad, PyObject **grad_in); 
 int tl_im2col_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);        /* ops_conv.c */
 int tl_max_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_avg_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 #endif

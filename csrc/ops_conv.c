@@ -1,10 +1,11 @@
 /* ops_conv.c: 2-D convolution and pooling over NCHW float32 tensors (kernels/conv.cl).
  * conv2d(x, w, b) lowers to the project's GEMM: im2col writes cols [C*KH*KW, N*OH*OW] into a new pooled
  * tensor, the weight viewed as [O, C*KH*KW] multiplies it (one GEMM over the whole batch, through the @
- * slot), and the [O, N, OH, OW] product is laid out as NCHW by one strided pass that also adds the bias.
+ * slot), and one pass lays the [O, N, OH, OW] product out as NCHW and adds the bias (TL_OP_CONV_LAYOUT,
+ * whose backward is the reverse pass plus a row sum for the bias).
  * Autograd is the composition: im2col is an op of its own whose backward is col2im (each input element's
  * sum over the windows that read it, in a fixed order: deterministic, no atomics; one work-item per input
- * row on CPUs, per input element elsewhere); the GEMM, reshape, permute and add bring their own
+ * row on CPUs, per input element elsewhere); the GEMM and the weight's reshape bring their own
  * backwards. max_pool2d / avg_pool2d are one kernel each, with a backward of one work-item per input
  * element (max pooling saves the argmax of each window).
  * Invariants: every shape is checked before anything is enqueued (ValueError naming the op and the
@@ -26,7 +27,8 @@ static tl_kernel k_im2col = TL_KERNEL("conv", "tl_im2col_f32"), k_col2im = TL_KE
                  k_im2col_rows = TL_KERNEL("conv", "tl_im2col_rows_f32"),
                  k_col2im_rows = TL_KERNEL("conv", "tl_col2im_rows_f32"),
                  k_maxpool = TL_KERNEL("conv", "tl_max_pool2d_f32"), k_avgpool = TL_KERNEL("conv", "tl_avg_pool2d_f32"),
-                 k_poolbw = TL_KERNEL("conv", "tl_pool2d_backward_f32");
+                 k_poolbw = TL_KERNEL("conv", "tl_pool2d_backward_f32"),
+                 k_layout = TL_KERNEL("conv", "tl_conv_layout_f32");
 
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 
@@ -251,32 +253,63 @@ fn_im2col(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     return res;
 }
 
-/* y [O, N*OH*OW] as the NCHW output [N, O, OH, OW] (+ bias [O]): a view for N == 1, otherwise one strided
- * pass (the bias add, or without a bias a copy recorded as the permute it is). New ref. */
+/* One tl_conv_layout_f32 pass: y [O, N*L] -> out [N, O, L] (+ bias), or back with to_y. Every operand is
+ * contiguous from element 0. */
+static int
+layout_launch(tl_tensor *src, tl_tensor *bias, tl_tensor *dst, int O, int N, int L, int to_y)
+{
+    int rows = rows_kernels(), hb = bias != NULL;
+    if (rows < 0 || tl_kernel_py(&k_layout) == NULL) return -1;
+    int total = N * O * (rows ? 1 : L);
+    cl_mem bm = (hb ? bias : src)->storage->mem;       /* without a bias: never read */
+    const size_t sz[10] = {I, I, I, I, I, I, Mm, Mm, I, Mm};
+    const void *v[10] = {&O, &N, &L, &rows, &to_y, &total, &src->storage->mem, &bm, &hb, &dst->storage->mem};
+    tl_storage *st[3] = {dst->storage, src->storage, hb ? bias->storage : NULL};
+    if (tl_set_args(k_layout.k, 0, 10, sz, v) < 0) return -1;
+    return tl_launch_1d(&k_layout, (size_t)total, st, 3, 1u);
+}
+
+/* y [O, N*OH*OW] (the GEMM's product) as the NCHW output [N, O, OH, OW] plus the bias, in one pass recorded
+ * as TL_OP_CONV_LAYOUT; for N == 1 without a bias, y already is NCHW: a view. New ref. */
 static PyObject *
 to_nchw(PyObject *y, PyObject *bo, const conv_geom *g, int O)
 {
-    PyObject *y4 = NULL, *p = NULL, *b4 = NULL, *out = NULL;
-    int one = g->N == 1;
-    y4 = one ? PyObject_CallMethod(y, "reshape", "(iiii)", 1, O, g->OH, g->OW)
-             : PyObject_CallMethod(y, "reshape", "(iiii)", O, g->N, g->OH, g->OW);
-    if (y4 == NULL) goto done;
-    if (bo != NULL && (b4 = PyObject_CallMethod(bo, "reshape", "(iiii)", 1, O, 1, 1)) == NULL) goto done;
-    if (one) {
-        out = b4 != NULL ? PyNumber_Add(y4, b4) : Py_NewRef(y4);
-    } else if (b4 != NULL) {
-        if ((p = PyObject_CallMethod(y4, "permute", "iiii", 1, 0, 2, 3)) != NULL) out = PyNumber_Add(p, b4);
-    } else {
-        int prev = tl_grad_set(0);                    /* one node for view + copy: PermuteBackward */
-        p = PyObject_CallMethod(y4, "permute", "iiii", 1, 0, 2, 3);
-        out = p != NULL ? (PyObject *)tl_tensor_contiguous(tl_tensor_CAST(p)) : NULL;
-        tl_grad_set(prev);
-        const int perm[4] = {1, 0, 2, 3};
-        out = tl_record1(out, TL_OP_PERMUTE, y4, perm, 4, NULL);
-    }
-done:
-    Py_XDECREF(y4); Py_XDECREF(p); Py_XDECREF(b4);
-    return out;
+    Py_ssize_t shape[4] = {g->N, O, g->OH, g->OW};
+    PyObject *ins[2] = {y, bo};
+    tl_tensor *b = NULL, *out = NULL;
+    if (g->N == 1 && bo == NULL) return PyObject_CallMethod(y, "reshape", "(iiii)", 1, O, g->OH, g->OW);
+    if (bo != NULL && (b = contig0(bo)) == NULL) return NULL;
+    if ((out = tl_tensor_empty(TL_F32, 4, shape)) != NULL && out->storage != NULL &&
+        layout_launch(tl_tensor_CAST(y), b, out, O, g->N, g->OH * g->OW, 0) < 0)
+        Py_CLEAR(out);
+    Py_XDECREF(b);
+    if (out == NULL || !tl_autograd_wanted(ins, 2)) return (PyObject *)out;
+    tl_node *nd = tl_node_new(TL_OP_CONV_LAYOUT, ins, 2);
+    if (nd == NULL) { Py_DECREF(out); return NULL; }
+    nd->iarg[0] = O;
+    nd->iarg[1] = g->N;
+    nd->iarg[2] = g->OH * g->OW;
+    tl_node_attach(nd, out);
+    return (PyObject *)out;
+}
+
+/* dy = the gradient laid back out as [O, N*L]; dbias = its row sums (a contiguous last-axis reduction). */
+int
+tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **gin)
+{
+    int O = nd->iarg[0], N = nd->iarg[1], L = nd->iarg[2];
+    Py_ssize_t shape[2] = {O, (Py_ssize_t)N * L};
+    tl_tensor *gc = contig0(grad), *gy = NULL;
+    if (gc == NULL || (gy = tl_tensor_empty(TL_F32, 2, shape)) == NULL) goto fail;
+    if (gy->storage != NULL && layout_launch(gc, NULL, gy, O, N, L, 1) < 0) goto fail;
+    if (tl_wants_grad(nd, 1) && (gin[1] = PyObject_CallMethod((PyObject *)gy, "sum", "i", -1)) == NULL) goto fail;
+    Py_DECREF(gc);
+    if (tl_wants_grad(nd, 0)) gin[0] = (PyObject *)gy;
+    else Py_DECREF(gy);
+    return 0;
+fail:
+    Py_XDECREF(gc); Py_XDECREF(gy);
+    return -1;
 }
 
 static PyObject *
@@ -317,6 +350,11 @@ fn_conv2d(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         goto done;
     }
     if (geometry("conv2d", x, (int)w->shape[2], (int)w->shape[3], s, p, d, &g) < 0) goto done;
+    if ((double)O * g.N * g.OH * g.OW >= INT_MAX) {       /* the layout kernel indexes with ints */
+        PyErr_Format(PyExc_ValueError, "conv2d: output (%d, %d, %d, %d) of input %s and weight %s has 2**31 or "
+                     "more elements: split the batch", g.N, O, g.OH, g.OW, a, c);
+        goto done;
+    }
     if ((cols = im2col(xb, &g)) == NULL) goto done;
     if ((wm = PyObject_CallMethod(wo, "reshape", "(in)", O, tl_tensor_CAST(cols)->shape[0])) == NULL) goto done;
     if ((y = PyNumber_MatrixMultiply(wm, cols)) == NULL) goto done;

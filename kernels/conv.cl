@@ -123,6 +123,35 @@ tl_col2im_rows_f32(conv_geom g, int total, global const float *dcols, global flo
     }
 }
 
+/* conv2d's output layout: out [N, O, L] = y [O, N*L] (+ bias[o]) with L = OH*OW (the GEMM gives [O, N*L]).
+ * to_y != 0 runs it backwards for the gradient: y [O, N*L] = out [N, O, L]. With rows, one work-item per
+ * (n, o) copies a run of L (CPUs); otherwise one work-item per element (GPUs: coalesced writes). */
+kernel void
+tl_conv_layout_f32(int O, int N, int L, int rows, int to_y, int total, global const float *src,
+                   global const float *bias, int has_bias, global float *dst)
+{
+    int gid = get_global_id(0);
+    if (gid >= total) return;
+    if (rows) {
+        int n = gid / O, o = gid - n * O;
+        long a = (long)gid * L, y = (long)o * N * L + (long)n * L;     /* row (n, o) of out; its run in y */
+        if (to_y) {
+            for (int l = 0; l < L; l++) dst[y + l] = src[a + l];
+        } else {
+            float b = has_bias ? bias[o] : 0.0f;
+            for (int l = 0; l < L; l++) dst[a + l] = src[y + l] + b;
+        }
+        return;
+    }
+    if (to_y) {                                  /* gid indexes y: (o, n, l) */
+        int l = gid % L, t = gid / L, n = t % N, o = t / N;
+        dst[gid] = src[((long)n * O + o) * L + l];
+    } else {                                     /* gid indexes out: (n, o, l) */
+        int l = gid % L, t = gid / L, o = t % O, n = t / O;
+        dst[gid] = src[((long)o * N + n) * L + l] + (has_bias ? bias[o] : 0.0f);
+    }
+}
+
 kernel void
 tl_max_pool2d_f32(conv_geom g, int total, global const float *x, global float *out, global int *idx)
 {
