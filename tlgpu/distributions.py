@@ -3,7 +3,7 @@ names, shapes and differentiability. Everything stays on the device: sampling dr
 (tlgpu.manual_seed makes it repeatable) and never waits for the host.
 
 Categorical samples by Gumbel-max (argmax of logits - log(-log(U)), one uniform per category), which is
-exact and needs no cumulative sum. log_prob picks the action's log-probability with a one-hot mask built
+exact (up to the uniforms' 2**-24 grid) and needs no cumulative sum. log_prob picks the action's log-probability with a one-hot mask built
 on the device (arange == action) and where(), so masked logits of -inf give no NaN and the gradient wrt
 the logits is the usual onehot - softmax. Normal.rsample is loc + eps * scale (reparameterised:
 differentiable wrt loc and scale); sample() is the same draw outside the graph.
