@@ -104,6 +104,12 @@ def test_categorical_from_probs_normalises_and_differentiates():
     check(lambda q: Categorical(probs=q).entropy(), ent, [p])
 
 
+def test_categorical_log_prob_of_an_index_out_of_range_is_nan():
+    d = Categorical(logits=tlgpu.randn(4, 3))
+    lp = d.log_prob(tlgpu.tensor(np.array([0, 3, -1, 2], np.int32))).numpy()
+    assert np.isfinite(lp[[0, 3]]).all() and np.isnan(lp[[1, 2]]).all()
+
+
 def test_categorical_errors():
     with pytest.raises(ValueError, match="exactly one of probs or logits"):
         Categorical()

@@ -124,7 +124,8 @@ class Categorical(Distribution):
             return (self.logits - (-u.log()).log()).argmax(-1)
 
     def log_prob(self, value):
-        """log p(value) for int32 category indices broadcastable against batch_shape."""
+        """log p(value) for int32 category indices broadcastable against batch_shape. An index outside
+        [0, K) gives NaN (checking it on the host would be a sync point), as cross_entropy does."""
         if not isinstance(value, Tensor):
             value = _C.tensor(np.asarray(value, dtype=np.int32))
         shape = _broadcast_shape(value.shape, self._batch_shape)
@@ -132,7 +133,8 @@ class Categorical(Distribution):
         k = _C.arange(self._num_events, dtype=np.float32)
         onehot = k == v                                   # float mask [..., K] built on the device
         logits = self.logits.expand(*shape, self._num_events)
-        return _C.where(onehot, logits, 0.0).sum(-1)
+        # dividing by the mask's row sum (1, or 0 for an index out of range) turns a bad index into 0/0 = NaN
+        return _C.where(onehot, logits, 0.0).sum(-1) / onehot.sum(-1)
 
     def entropy(self):
         """-sum(p log p) over the categories (logits clamped to the finite range, so p = 0 adds 0)."""
