@@ -14,18 +14,19 @@ from . import Module, _uniform, functional
 
 
 def _gru_gates(gi, gh, h):
-    i_r, i_z, i_n = gi.chunk(3, -1)
-    h_r, h_z, h_n = gh.chunk(3, -1)
-    r = (i_r + h_r).sigmoid()
-    z = (i_z + h_z).sigmoid()
-    n = (i_n + r * h_n).tanh()
+    H = h.shape[-1]
+    rz = (gi[:, :2 * H] + gh[:, :2 * H]).sigmoid()     # r and z in one add and one sigmoid
+    r, z = rz.chunk(2, -1)
+    n = (gi[:, 2 * H:] + r * gh[:, 2 * H:]).tanh()
     return n + z * (h - n)
 
 
 def _lstm_gates(gates, c):
-    i, f, g, o = gates.chunk(4, -1)
-    c2 = f.sigmoid() * c + i.sigmoid() * g.tanh()
-    return o.sigmoid() * c2.tanh(), c2
+    s = gates.sigmoid()                                 # i, f, o in one kernel (g's sigmoid goes unused)
+    i, f, _, o = s.chunk(4, -1)
+    H = c.shape[-1]
+    c2 = f * c + i * gates[:, 2 * H:3 * H].tanh()
+    return o * c2.tanh(), c2
 
 
 class _CellBase(Module):
