@@ -1,7 +1,12 @@
 """GFLOP/s of tlgpu's GEMM and mul_mv against CLBlast (same OpenCL device, same buffers and queue), numpy on
-the host and PyTorch CUDA float32 (TF32 off), all measured in the same run.
+the host and PyTorch CUDA float32 (TF32 off), all measured in the same run; on devices with tlgpu's TF32
+tensor-core path (NVIDIA, compute capability >= 8.0) also tlgpu with set_matmul_precision("tf32") and
+PyTorch with TF32 on (allow_tf32), with each TF32 result's relative Frobenius error against float64.
 
 Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--json]
+       python3 benchmarks/bench_gemm.py --tc-sweep [--sizes ...]: every tensor-core tile configuration
+       (kernels/matmul_tc.cl built with -DTC_SWEEP plus TLGPU_BUILD_OPTIONS), each checked exact on integer
+       operands in all four layouts, then timed nn and nt (x @ w.T), beside tlgpu float32 and PyTorch.
 
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
 x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T
@@ -85,6 +90,25 @@ def load_torch():
         return None
 
 
+def has_tc():
+    return tlgpu._C._gemm_tc()["capability"] >= 80
+
+
+def rel_fro(got, ref):
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def torch_gflops(torch, a, b, trans_b, flops, seconds, tf32):
+    """PyTorch CUDA on the same data, TF32 off or on (cuBLAS), and the TF32 result's error against float64."""
+    xa, xb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    f = (lambda: xa @ xb.T) if trans_b else (lambda: xa @ xb)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        return flops / best_time(f, seconds, torch.cuda.synchronize) / 1e9, f().cpu().numpy()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def copy_bandwidth():
     """Bytes/s of the raw copy kernel (read + write) over 64 MiB."""
     n = 16 << 20
@@ -122,10 +146,72 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw):
     bn = np.ascontiguousarray(b)
     row["numpy_gflops"] = round(flops / best_time(lambda: a @ (bn.T if trans_b else bn), seconds) / 1e9, 2)
     if torch is not None:
-        xa, xb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-        f = (lambda: xa @ xb.T) if trans_b else (lambda: xa @ xb)
-        row["torch_cuda_gflops"] = round(flops / best_time(f, seconds, torch.cuda.synchronize) / 1e9, 2)
+        row["torch_cuda_gflops"] = round(torch_gflops(torch, a, b, trans_b, flops, seconds, False)[0], 2)
+    if m > 8 and has_tc():                             # the TF32 paths, tlgpu's and cuBLAS's
+        tlgpu.set_matmul_precision("tf32")
+        try:
+            row["tlgpu_tf32_gflops"] = round(flops / best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize) / 1e9, 2)
+            row["tlgpu_tf32_err"] = rel_fro((ta @ tbb).numpy(), ref)
+        finally:
+            tlgpu.set_matmul_precision("highest")
+        if torch is not None:
+            g, out = torch_gflops(torch, a, b, trans_b, flops, seconds, True)
+            row["torch_tf32_gflops"], row["torch_tf32_err"] = round(g, 2), rel_fro(out, ref)
+            row["tf32_vs_torch"] = round(row["tlgpu_tf32_gflops"] / g, 3)
     return row
+
+
+def tc_sweep(sizes, seconds, torch):
+    """Every tensor-core configuration: exact on integer operands (four layouts, edges), then GFLOP/s."""
+    rng = np.random.default_rng(0)
+    info = tlgpu._C._gemm_tc()
+    rows = []
+    for n in sizes:                                    # the references, once per size
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        flops = 2.0 * n ** 3
+        ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+        row = {"config": "float32", "n": n,
+               "nn": round(flops / best_time(lambda: ta @ tb, seconds, tlgpu.synchronize) / 1e9, 1)}
+        rows.append(row)
+        if torch is not None:
+            for tf32 in (False, True):
+                g, out = torch_gflops(torch, a, b, False, flops, seconds, tf32)
+                gt = torch_gflops(torch, a, b, True, flops, seconds, tf32)[0]
+                rows.append({"config": "torch_tf32" if tf32 else "torch_fp32", "n": n, "nn": round(g, 1),
+                             "nt": round(gt, 1), "err": rel_fro(out, a.astype(np.float64) @ b) if n <= 2048 else None})
+    tlgpu.set_matmul_precision("tf32")
+    for tag in info["configs"]:
+        tlgpu._C._gemm_tc(tag)
+        bad = []
+        try:
+            for m, k, n in [(131, 77, 65), (257, 64, 130), (64, 128, 64)]:
+                ai = rng.integers(-3, 4, (m, k)).astype(np.float32)
+                bi = rng.integers(-3, 4, (k, n)).astype(np.float32)
+                tai, tbi = tlgpu.tensor(ai), tlgpu.tensor(bi)
+                tat, tbt = tlgpu.tensor(np.ascontiguousarray(ai.T)).T, tlgpu.tensor(np.ascontiguousarray(bi.T)).T
+                ref = ai.astype(np.float64) @ bi
+                for lay, (x, y) in zip(["nn", "nt", "tn", "tt"], [(tai, tbi), (tai, tbt), (tat, tbi), (tat, tbt)]):
+                    d = float(np.abs((x @ y).numpy() - ref).max())
+                    if d != 0.0:
+                        bad.append(f"{lay}{m}x{k}x{n}:{d:g}")
+        except Exception as e:                          # a configuration that fails to build or launch
+            rows.append({"config": tag, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            continue
+        for n in sizes:
+            a = rng.standard_normal((n, n), dtype=np.float32)
+            b = rng.standard_normal((n, n), dtype=np.float32)
+            ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+            flops = 2.0 * n ** 3
+            row = {"config": tag, "n": n, "exact": "yes" if not bad else " ".join(bad[:4])}
+            row["nn"] = round(flops / best_time(lambda: ta @ tb, seconds, tlgpu.synchronize) / 1e9, 1)
+            row["nt"] = round(flops / best_time(lambda: ta @ tb.T, seconds, tlgpu.synchronize) / 1e9, 1)
+            if n <= 2048:
+                row["err"] = rel_fro((ta @ tb).numpy(), a.astype(np.float64) @ b)
+            rows.append(row)
+    tlgpu._C._gemm_tc(None)
+    tlgpu.set_matmul_precision("highest")
+    return rows
 
 
 def main():
@@ -134,7 +220,16 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.0, help="rough time per measurement")
     ap.add_argument("--quick", action="store_true", help="fewer shapes, shorter measurements")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table (read by _util.report)")
+    ap.add_argument("--tc-sweep", action="store_true", help="time every tensor-core tile configuration")
     args = ap.parse_args()
+    if args.tc_sweep:
+        os.environ["TLGPU_BUILD_OPTIONS"] = (os.environ.get("TLGPU_BUILD_OPTIONS", "") + " -DTC_SWEEP").strip()
+        if not has_tc():
+            sys.exit("bench_gemm --tc-sweep: this device has no TF32 tensor-core path")
+        rows = tc_sweep(args.sizes or [1024, 2048, 4096], args.seconds, load_torch())
+        report("GEMM TF32 sweep", rows, ["config", "n", "exact", "nn", "nt", "err", "error"],
+               {"device": tlgpu.device().name, "build_options": os.environ["TLGPU_BUILD_OPTIONS"]})
+        return
     dev = tlgpu.device()
     cpu = dev.type == "cpu"
     sizes = args.sizes or ([256, 512, 1024] if cpu else [512, 1024, 2048, 4096])
@@ -155,7 +250,8 @@ def main():
     for m, n, k in dec:
         rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw))
     cols = ["shape", "tier", "tlgpu_gflops", "clblast_gflops", "numpy_gflops", "torch_cuda_gflops", "tlgpu_GBps",
-            "pct_copy_bw", "rel_err"]
+            "pct_copy_bw", "rel_err", "tlgpu_tf32_gflops", "torch_tf32_gflops", "tf32_vs_torch", "tlgpu_tf32_err",
+            "torch_tf32_err"]
     report("GEMM", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "clblast": clblast is not None,
                                 "torch_cuda": torch is not None, "host_threads": os.cpu_count(),
                                 "gemm_params": [tlgpu._C._gemm_params(t) for t in range(3)]})

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include "cl_runtime.h"
 #include "gemm_params.h"
+#include "gemm_tc.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -141,6 +142,14 @@ mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     return 0;
 }
 
+static int
+batch_size(const mm_problem *p)
+{
+    int batch = 1;
+    for (int d = 0; d < p->nbd; d++) batch *= p->bshape[d];
+    return batch;
+}
+
 /* Big tiles starve a GPU on small products (a 256x256 result is 4 work-groups of 128x128): the tier whose
  * grid first fills the device runs, that is the biggest tiles whose work-groups number at least 3/4 of the
  * compute units (at 1024^2 on an H200, 128 groups of 128x64 on 132 units beat 512 of 64x32), else the
@@ -155,8 +164,7 @@ pick_tier(const mm_problem *p, gemm_params *q)
     if (gemm_check(0, q) < 0) return -1;
     if (q->v[GP_DIRECT] != 0 || gemm_only) return 0;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    size_t batch = 1;
-    for (int d = 0; d < p->nbd; d++) batch *= (size_t)p->bshape[d];
+    size_t batch = (size_t)batch_size(p);
     for (int t = 0; t < TL_GEMM_TIERS; t++) {
         gemm_params qt;
         if (gemm_check(t, &qt) < 0) return -1;
@@ -195,7 +203,10 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     else if (!forced && cpu && p->sAk == 1 && p->sBk == 1) v = MM_DIRECT_NT;
     if (v == MM_GEMM && (tier = pick_tier(p, &q)) < 0) return -1;
     tl_kernel *kh = tier > 0 ? &tier_kernels[tier - 1] : &mm_kernels[v];
-    cl_kernel k = tl_kernel_py(kh);
+    size_t tc_gws = 0, tc_lws = 0;                      /* TF32 on tensor cores where asked for (gemm_tc.h) */
+    int tc = v == MM_GEMM ? tl_gemm_tc_choose(p->M, p->N, p->K, batch_size(p), p->sAm, p->sAk, p->sBk, p->sBn,
+                                              &kh, &tc_gws, &tc_lws) : 0;
+    cl_kernel k = tc < 0 ? NULL : tl_kernel_py(kh);
     if (k == NULL) return -1;
     int inner = p->nbd < 2 ? p->nbd : 2, first = p->nbd - inner;
     if (inner >= 1) { nb2 = p->bshape[p->nbd - 1]; sb[0][1] = p->bst[1][p->nbd - 1]; sb[1][1] = p->bst[2][p->nbd - 1]; }
@@ -214,6 +225,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         gws[1] = tl_round_up((size_t)p->M, 32) / 4;
         break;
     case MM_GEMM:
+        if (tc) { lws[0] = tc_lws; gws[0] = tc_gws; gws[1] = 1; break; }
         lws[0] = (size_t)q.v[GP_NDIMC];
         lws[1] = (size_t)q.v[GP_MDIMC];
         gws[0] = (size_t)((p->N + q.v[GP_NWG] - 1) / q.v[GP_NWG]) * lws[0];
@@ -617,6 +629,11 @@ static const PyMethodDef mm_functions[] = {
     {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
     {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
     {"_gemm_params", fn_gemm_params, METH_VARARGS, "_gemm_params(tier=0): a GEMM tier's tile parameters here."},
+    {"set_matmul_precision", tl_gemm_tc_set_precision, METH_O,
+     "set_matmul_precision(p): 'highest' (float32, the default), or 'high' / 'tf32': TF32 tensor cores for "
+     "matmul, addmm and Linear on NVIDIA devices of compute capability >= 8.0 (ignored elsewhere)."},
+    {"get_matmul_precision", tl_gemm_tc_get_precision, METH_NOARGS, "get_matmul_precision(): 'highest' or 'high'."},
+    {"_gemm_tc", tl_gemm_tc_info, METH_VARARGS, "_gemm_tc([config]): the tensor-core path's state; forces a tile row."},
     {"_gemm_tier", fn_gemm_tier, METH_VARARGS, "_gemm_tier(M, N, batch=1): the GEMM tier such a product runs."},
     {NULL, NULL, 0, NULL},
 };

@@ -1,0 +1,20 @@
+/* gemm_tc.h: the TF32 tensor-core GEMM (kernels/matmul_tc.cl) and the matmul precision setting.
+ * tlgpu.set_matmul_precision("high" | "tf32") lets matmul, addmm and nn.Linear (forward and backward) run
+ * their GEMM-sized products on NVIDIA tensor cores in TF32 (10-bit mantissa operands, float32
+ * accumulation); "highest" (the default) keeps exact float32. Devices other than an NVIDIA platform with
+ * compute capability >= 8.0 accept the setting and ignore it. Python-facing (raises on errors). */
+#ifndef TL_GEMM_TC_H
+#define TL_GEMM_TC_H
+#include "ops_common.h"
+
+/* For a C[M, N] = A @ B product (times `batch`) the GEMM path would run: 1 with *kh, *gws0, *lws0 set
+ * (a 1-D launch over dim 0; dims 1 and 2 are the caller's, dim 2 the batch), 0 to keep the float32 kernel
+ * (precision "highest", a device without tensor cores, an operand with no unit stride), -1 with an
+ * exception set. */
+int tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, tl_kernel **kh,
+                      size_t *gws0, size_t *lws0);
+
+PyObject *tl_gemm_tc_set_precision(PyObject *m, PyObject *arg);
+PyObject *tl_gemm_tc_get_precision(PyObject *m, PyObject *noargs);
+PyObject *tl_gemm_tc_info(PyObject *m, PyObject *args);    /* _gemm_tc([config]): state, forced config */
+#endif

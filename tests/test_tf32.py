@@ -1,0 +1,145 @@
+"""tlgpu.set_matmul_precision: the setting's validation everywhere; on devices without the tensor-core path
+(PoCL, other GPUs) "tf32" changes nothing, bit for bit; on NVIDIA devices of compute capability >= 8.0 the
+TF32 kernel against a float64 reference: exact on operands TF32 holds exactly (small integers), every
+operand layout, batches, tile edges, unaligned views, each tile configuration; TF32 error on random data;
+nn.Linear forward and backward."""
+import numpy as np
+import pytest
+
+import tlgpu
+
+TC = tlgpu._C._gemm_tc()["capability"] >= 80
+needs_tc = pytest.mark.skipif(not TC, reason="no TF32 tensor-core path on this device (NVIDIA, compute "
+                                             "capability >= 8.0 only); the setting is inert here")
+# (M, K, N): tile edges, K not a multiple of 4 (unaligned rows: 4-byte copies), one tile, several
+SHAPES = [(1, 8, 9), (16, 8, 8), (33, 70, 65), (131, 77, 65), (200, 136, 72), (257, 64, 130)]
+
+
+@pytest.fixture(autouse=True)
+def restore_precision():
+    before = tlgpu.get_matmul_precision()
+    yield
+    tlgpu.set_matmul_precision(before)
+    tlgpu._C._gemm_tc(None)
+
+
+def test_get_set():
+    assert tlgpu.get_matmul_precision() == "highest"
+    for name, canon in [("tf32", "high"), ("highest", "highest"), ("high", "high")]:
+        tlgpu.set_matmul_precision(name)
+        assert tlgpu.get_matmul_precision() == canon
+    with pytest.raises(ValueError, match="set_matmul_precision: 'medium' is not one of"):
+        tlgpu.set_matmul_precision("medium")
+    with pytest.raises(TypeError, match="set_matmul_precision: expected a str"):
+        tlgpu.set_matmul_precision(32)
+    assert tlgpu.get_matmul_precision() == "high"             # a refused value changes nothing
+    with pytest.raises(ValueError, match="_gemm_tc: unknown configuration"):
+        tlgpu._C._gemm_tc("nope")
+
+
+def layouts(rng, m, k, n, ints):
+    """(tlgpu product, float64 reference) per operand layout: nn, nt (x @ w.T), tn, tt."""
+    def draw(*shape):
+        x = rng.integers(-3, 4, shape) if ints else rng.standard_normal(shape)
+        return x.astype(np.float32)
+    a, b, w, at = draw(m, k), draw(k, n), draw(n, k), draw(k, m)
+    ta, tb, tw, tat = (tlgpu.tensor(x) for x in (a, b, w, at))
+    a64, b64, w64, at64 = (x.astype(np.float64) for x in (a, b, w, at))
+    return [(lambda: ta @ tb, a64 @ b64), (lambda: ta @ tw.T, a64 @ w64.T),
+            (lambda: tat.T @ tb, at64.T @ b64), (lambda: tat.T @ tw.T, at64.T @ w64.T)]
+
+
+def products(rng):
+    """Products of every path the setting could reach: matmul layouts, batched, addmm, Linear forward and
+    backward (float32 results as numpy arrays)."""
+    out = [f().numpy() for m, k, n in SHAPES for f, _ in layouts(rng, m, k, n, False)]
+    x = tlgpu.tensor(rng.standard_normal((4, 33, 40)).astype(np.float32))
+    y = tlgpu.tensor(rng.standard_normal((4, 40, 24)).astype(np.float32))
+    out.append((x @ y).numpy())
+    c = tlgpu.tensor(rng.standard_normal((33, 24)).astype(np.float32))
+    out.append(tlgpu.addmm(c, x[0], y[0]).numpy())
+    tlgpu.manual_seed(3)
+    lin = tlgpu.nn.Linear(40, 24)
+    xi = tlgpu.tensor(rng.standard_normal((65, 40)).astype(np.float32), requires_grad=True)
+    lin(xi).square().sum().backward()
+    out += [lin(xi).numpy(), xi.grad.numpy(), lin.weight.grad.numpy(), lin.bias.grad.numpy()]
+    return out
+
+
+@pytest.mark.skipif(TC, reason="the device has the TF32 path: the TF32 tests below cover it")
+def test_inert_without_tensor_cores():
+    """On PoCL (make test) and GPUs without the path, "tf32" gives float32 results bit for bit."""
+    ref = products(np.random.default_rng(5))
+    tlgpu.set_matmul_precision("tf32")
+    assert not tlgpu._C._gemm_tc()["active"]
+    got = products(np.random.default_rng(5))
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        np.testing.assert_array_equal(g, r)
+
+
+@needs_tc
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_exact_on_tf32_values(rng, m, k, n):
+    """Small integers are exact in TF32 and their sums exact in float32: any wrong index shows."""
+    tlgpu.set_matmul_precision("tf32")
+    assert tlgpu._C._gemm_tc()["active"]
+    for f, ref in layouts(rng, m, k, n, True):
+        np.testing.assert_array_equal(f().numpy(), ref)
+
+
+@needs_tc
+@pytest.mark.parametrize("tag", tlgpu._C._gemm_tc()["configs"][:2])
+def test_each_configuration(rng, tag):
+    tlgpu.set_matmul_precision("tf32")
+    tlgpu._C._gemm_tc(tag)
+    for m, k, n in [(131, 77, 65), (300, 64, 260)]:
+        for f, ref in layouts(rng, m, k, n, True):
+            np.testing.assert_array_equal(f().numpy(), ref)
+
+
+@needs_tc
+def test_batched_and_unaligned_views(rng):
+    tlgpu.set_matmul_precision("tf32")
+    a = rng.integers(-3, 4, (3, 50, 41)).astype(np.float32)
+    b = rng.integers(-3, 4, (3, 41, 37)).astype(np.float32)
+    np.testing.assert_array_equal((tlgpu.tensor(a) @ tlgpu.tensor(b)).numpy(), a.astype(np.float64) @ b)
+    big = rng.integers(-3, 4, (70, 65)).astype(np.float32)          # views at odd offsets and strides
+    tv = tlgpu.tensor(big)[1:, 1:]
+    np.testing.assert_array_equal((tv @ tv.T).numpy(), big[1:, 1:].astype(np.float64) @ big[1:, 1:].T)
+    np.testing.assert_array_equal((tv.T @ tv).numpy(), big[1:, 1:].T.astype(np.float64) @ big[1:, 1:])
+
+
+@needs_tc
+@pytest.mark.parametrize("n", [256, 1024])
+def test_tf32_error_on_random_data(rng, n):
+    """Relative Frobenius error near TF32's (operands rounded to 10 mantissa bits, ~3e-4) and well above
+    float32's: the tensor cores ran; "highest" goes back to float32."""
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+
+    def err():
+        return float(np.linalg.norm((ta @ tb).numpy() - ref) / np.linalg.norm(ref))
+    e32 = err()
+    tlgpu.set_matmul_precision("tf32")
+    e_tf32 = err()
+    tlgpu.set_matmul_precision("highest")
+    assert e32 < 1e-5
+    assert 3e-5 < e_tf32 < 2e-3
+    assert err() == e32
+
+
+@needs_tc
+def test_linear_forward_backward(rng):
+    tlgpu.set_matmul_precision("tf32")
+    x = rng.standard_normal((96, 200)).astype(np.float32)
+    w = (rng.standard_normal((72, 200)) * 0.1).astype(np.float32)
+    g = rng.standard_normal((96, 72)).astype(np.float32)
+    tx, tw = tlgpu.tensor(x, requires_grad=True), tlgpu.tensor(w, requires_grad=True)
+    y = tlgpu.nn.functional.linear(tx, tw)                        # what nn.Linear.forward runs
+    (y * tlgpu.tensor(g)).sum().backward()
+    x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
+    for got, ref in [(y.numpy(), x64 @ w64.T), (tx.grad.numpy(), g64 @ w64), (tw.grad.numpy(), g64.T @ x64)]:
+        assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
