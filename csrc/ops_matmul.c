@@ -198,15 +198,17 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         *fused = res != NULL;                            /* x @ w.T with few rows: the decode case */
         return mv_launch(p, a, b, out, res, cpu);
     }
-    if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
-    else if (!forced && cpu && p->sBn == 1) v = MM_DIRECT_NN;
-    else if (!forced && cpu && p->sAk == 1 && p->sBk == 1) v = MM_DIRECT_NT;
-    if (v == MM_GEMM && (tier = pick_tier(p, &q)) < 0) return -1;
-    tl_kernel *kh = tier > 0 ? &tier_kernels[tier - 1] : &mm_kernels[v];
     size_t tc_gws = 0, tc_lws = 0;                      /* TF32 on tensor cores where asked for (gemm_tc.h) */
-    int tc = v == MM_GEMM ? tl_gemm_tc_choose(p->M, p->N, p->K, batch_size(p), p->sAm, p->sAk, p->sBk, p->sBn,
-                                              &kh, &tc_gws, &tc_lws) : 0;
-    cl_kernel k = tc < 0 ? NULL : tl_kernel_py(kh);
+    tl_kernel *kh = NULL;
+    int tc = 0;
+    if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
+    else if (v == MM_GEMM && (tc = tl_gemm_tc_choose(p->M, p->N, p->K, batch_size(p), p->sAm, p->sAk, p->sBk,
+                                                     p->sBn, &kh, &tc_gws, &tc_lws)) < 0) return -1;
+    if (v == MM_GEMM && !tc && cpu)                      /* CPUs: the direct kernels where a layout fits */
+        v = p->sBn == 1 ? MM_DIRECT_NN : p->sAk == 1 && p->sBk == 1 ? MM_DIRECT_NT : MM_GEMM;
+    if (v == MM_GEMM && !tc && (tier = pick_tier(p, &q)) < 0) return -1;
+    if (!tc) kh = tier > 0 ? &tier_kernels[tier - 1] : &mm_kernels[v];
+    cl_kernel k = tl_kernel_py(kh);
     if (k == NULL) return -1;
     int inner = p->nbd < 2 ? p->nbd : 2, first = p->nbd - inner;
     if (inner >= 1) { nb2 = p->bshape[p->nbd - 1]; sb[0][1] = p->bst[1][p->nbd - 1]; sb[1][1] = p->bst[2][p->nbd - 1]; }

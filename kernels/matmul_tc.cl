@@ -17,6 +17,13 @@
 #ifndef TC_ASM
 #define TC_ASM asm                  /* NVIDIA's keyword; clang (a local PTX check) takes __asm__ */
 #endif
+#ifndef TC_EMULATE
+#define TC_EMULATE 0
+#endif
+#if TC_EMULATE                      /* tests only: no PTX, so PoCL runs the same tiling (see tc_mma_emu) */
+#undef TC_ASYNC
+#define TC_ASYNC 0
+#endif
 #ifndef TC_RNA
 #define TC_RNA 1
 #endif
@@ -40,7 +47,11 @@
 static inline uint
 tc_tf32(float x)
 {
-#if TC_RNA
+#if TC_EMULATE && TC_RNA
+    return (as_uint(x) + 0x1000u) & 0xffffe000u;    /* cvt.rna for finite x: round half away, 10 bits */
+#elif TC_EMULATE
+    return as_uint(x) & 0xffffe000u;               /* what the tensor cores read of an unrounded float */
+#elif TC_RNA
     uint r;
     TC_ASM("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
     return r;
@@ -49,9 +60,33 @@ tc_tf32(float x)
 #endif
 }
 
+#if TC_EMULATE
+/* mma.sync's result from the 32 lanes' fragments, exchanged through local memory x (192 words per warp):
+ * every work-item calls it the same number of times, so the barriers are uniform. */
+static inline void
+tc_mma_emu(float *d, const uint *a, const uint *b, local uint *x, int lane)
+{
+    for (int i = 0; i < 4; i++) x[lane * 4 + i] = a[i];
+    x[128 + lane * 2] = b[0];
+    x[128 + lane * 2 + 1] = b[1];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int g = lane >> 2, t = lane & 3;
+    for (int o = 0; o < 4; o++) {
+        const int r = g + 8 * (o >> 1), n = 2 * t + (o & 1);
+        float s = d[o];
+        for (int k = 0; k < 8; k++)
+            s += as_float(x[((r % 8) * 4 + k % 4) * 4 + (r >= 8) + 2 * (k >= 4)] & 0xffffe000u) *
+                 as_float(x[128 + (n * 4 + k % 4) * 2 + (k >= 4)] & 0xffffe000u);
+        d[o] = s;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+#endif
+
 static inline void
 tc_mma(float *d, const uint *a, const uint *b)
 {
+#if !TC_EMULATE
     float d0, d1, d2, d3;
     TC_ASM("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%10, %11, %12, %13};"
@@ -62,6 +97,7 @@ tc_mma(float *d, const uint *a, const uint *b)
     d[1] = d1;
     d[2] = d2;
     d[3] = d3;
+#endif
 }
 
 /* Copies n_valid (0-4) floats from src to dst and zeros the rest of the 4; vec: both 16-byte aligned.
@@ -125,7 +161,9 @@ tc_tile_order(int pid, int tm, int tn, int *pm, int *pn)
     *pn = in / rows;
 }
 
-/* tag: m x n tile of C, k-step, warps along m and n, pipeline stages */
+/* tag: m x n tile of C, k-step, warps along m and n, pipeline stages (the emulation builds only the
+ * 64x64 row: PoCL takes minutes over the big unrolled ones) */
+#if !TC_EMULATE
 #define TC_TAG 128x128x16w2x4s2
 #define TC_BM 128
 #define TC_BN 128
@@ -134,6 +172,7 @@ tc_tile_order(int pid, int tm, int tn, int *pm, int *pn)
 #define TC_WN 4
 #define TC_STAGES 2
 #include "matmul_tc4.h"
+#endif
 
 #define TC_TAG 64x64x16w2x2s3
 #define TC_BM 64

@@ -38,6 +38,12 @@ TC_NAME(MM_ARGS)
 {
     local float As[TC_STAGES * TC_ASZ];
     local float Bs[TC_STAGES * TC_BSZ];
+#if TC_EMULATE
+    local uint Xs[TC_NT / 32 * 192];
+#define TC_MMA(d, a, b) tc_mma_emu(d, a, b, Xs + warp * 192, lane)
+#else
+#define TC_MMA(d, a, b) tc_mma(d, a, b)
+#endif
     const int lid = get_local_id(0), lane = lid & 31, warp = lid >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int wm = warp / TC_WN, wn = warp % TC_WN;
@@ -144,7 +150,7 @@ TC_NAME(MM_ARGS)
 #pragma unroll
             for (int i = 0; i < TC_MI; i++)
 #pragma unroll
-                for (int j = 0; j < TC_NI; j++) tc_mma(acc[i][j], af[i], bf[j]);
+                for (int j = 0; j < TC_NI; j++) TC_MMA(acc[i][j], af[i], bf[j]);
         }
     }
     tc_wait_all();
@@ -172,6 +178,7 @@ TC_NAME(MM_ARGS)
     }
 }
 
+#undef TC_MMA
 #undef TC_WTM
 #undef TC_WTN
 #undef TC_MI

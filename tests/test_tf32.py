@@ -143,3 +143,49 @@ def test_linear_forward_backward(rng):
     x64, w64, g64 = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
     for got, ref in [(y.numpy(), x64 @ w64.T), (tx.grad.numpy(), g64 @ w64), (tw.grad.numpy(), g64.T @ x64)]:
         assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
+
+
+EMULATED = """
+import json, numpy as np, tlgpu
+info = tlgpu._C._gemm_tc()
+if info["capability"] != 1:
+    print("RESULT " + json.dumps({"skip": "no test hooks (TLGPU_TEST_HOOKS=1 build) or a real TF32 device"}))
+    raise SystemExit
+tlgpu.set_matmul_precision("tf32")
+rng, bad = np.random.default_rng(7), []
+for tag in info["configs"][1:2]:                  # 64x64 tiles: PoCL compiles 128x128 ones for minutes
+    tlgpu._C._gemm_tc(tag)
+    for m, k, n in [(131, 77, 65), (40, 24, 140)]:
+        a = rng.integers(-3, 4, (m, k)).astype(np.float32)
+        b = rng.integers(-3, 4, (k, n)).astype(np.float32)
+        ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+        tat, tbt = tlgpu.tensor(np.ascontiguousarray(a.T)).T, tlgpu.tensor(np.ascontiguousarray(b.T)).T
+        for lay, x, y in [("nn", ta, tb), ("nt", ta, tbt), ("tn", tat, tb), ("tt", tat, tbt)]:
+            if not np.array_equal((x @ y).numpy(), a.astype(np.float64) @ b):
+                bad.append(f"{tag} {lay} {m}x{k}x{n}")
+    v = tlgpu.tensor(rng.integers(-3, 4, (70, 66)).astype(np.float32))[1:, 1:]
+    vn = v.numpy().astype(np.float64)
+    if not np.array_equal((v @ v.T).numpy(), vn @ vn.T):
+        bad.append(f"{tag} unaligned view")
+a = rng.standard_normal((96, 200)).astype(np.float32)
+b = rng.standard_normal((200, 72)).astype(np.float32)
+ref = a.astype(np.float64) @ b
+err = float(np.linalg.norm((tlgpu.tensor(a) @ tlgpu.tensor(b)).numpy() - ref) / np.linalg.norm(ref))
+print("RESULT " + json.dumps({"bad": bad, "err": err}))
+"""
+
+
+def test_emulated_kernel_any_device():
+    """The tensor-core kernels' tiling, pipeline and fragment indexing in plain OpenCL C (-DTC_EMULATE=1:
+    mma.sync computed from the lanes' fragments through local memory, TF32 rounding by bit masks), run on
+    whatever device this is (PoCL in make test): exact on integer operands in all four layouts with 64x64
+    tiles (the GPU tests run the others), unaligned views; TF32-sized error on random data."""
+    import json
+    from conftest import run_python
+    r = run_python(EMULATED, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.split("RESULT ")[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert res["bad"] == []
+    assert 3e-5 < res["err"] < 2e-3
