@@ -30,6 +30,13 @@
 #ifndef TC_ASYNC
 #define TC_ASYNC 1
 #endif
+#ifndef TC_LDSM
+#define TC_LDSM 0                   /* 1: fragments of operands read along k with ldmatrix.x4 */
+#endif
+#if TC_EMULATE
+#undef TC_LDSM
+#define TC_LDSM 0
+#endif
 #ifndef TC_GROUP
 #define TC_GROUP 8
 #endif
@@ -100,13 +107,39 @@ tc_mma(float *d, const uint *a, const uint *b)
 #endif
 }
 
+/* The shared-window offset of a local pointer, which cp.async and ldmatrix take: its integer value, unless
+ * the compiler handed over a generic address (then cvta.to.shared). */
+static inline uint
+tc_saddr(local const float *p)
+{
+    const ulong a = (ulong)(uintptr_t)p;
+    uint r;
+    TC_ASM("{\n\t.reg .pred s;\n\t.reg .u64 q;\n\tisspacep.shared s, %1;\n\t@s cvta.to.shared.u64 q, %1;\n\t"
+           "@!s mov.b64 q, %1;\n\tcvt.u32.u64 %0, q;\n\t}" : "=r"(r) : "l"(a));
+    return r;
+}
+
+#if TC_LDSM
+/* ldmatrix.x4 of 32-bit elements: lane l names row l%8 of 8x4 matrix l/8; register q gets matrix q's
+ * element (lane/4, lane%4), which is an m16n8k8 fragment when the rows are chosen as the body does. */
+static inline void
+tc_ldsm4(uint *r, local const float *p)
+{
+    TC_ASM volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                    : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(tc_saddr(p)) : "memory");
+#if TC_RNA
+    for (int q = 0; q < 4; q++) r[q] = tc_tf32(as_float(r[q]));
+#endif
+}
+#endif
+
 /* Copies n_valid (0-4) floats from src to dst and zeros the rest of the 4; vec: both 16-byte aligned.
- * A local pointer's integer value is its offset in the shared window, which cp.async's dst expects. */
+ */
 static inline void
 tc_copy4(local float *dst, global const float *src, int nv, int vec)
 {
 #if TC_ASYNC
-    const uint d = (uint)(uintptr_t)dst;
+    const uint d = tc_saddr(dst);
     if (vec) {
         TC_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"((ulong)(uintptr_t)src),
                      "r"(nv * 4) : "memory");

@@ -36,8 +36,8 @@
 kernel __attribute__((reqd_work_group_size(TC_NT, 1, 1))) void
 TC_NAME(MM_ARGS)
 {
-    local float As[TC_STAGES * TC_ASZ];
-    local float Bs[TC_STAGES * TC_BSZ];
+    local float As[TC_STAGES * TC_ASZ] __attribute__((aligned(16)));    /* 16-byte copies, ldmatrix rows */
+    local float Bs[TC_STAGES * TC_BSZ] __attribute__((aligned(16)));
 #if TC_EMULATE
     local uint Xs[TC_NT / 32 * 192];
 #define TC_MMA(d, a, b) tc_mma_emu(d, a, b, Xs + warp * 192, lane)
@@ -133,6 +133,12 @@ TC_NAME(MM_ARGS)
 #pragma unroll
         for (int kk = 0; kk < TC_BK; kk += 8) {
             uint af[TC_MI][4], bf[TC_NI][2];
+            const int q = lane >> 3, qi = lane & 7;          /* ldmatrix: this lane's row address */
+#if TC_LDSM && TC_AK
+#pragma unroll
+            for (int i = 0; i < TC_MI; i++)
+                tc_ldsm4(af[i], &TC_AS(wm * TC_WTM + i * 16 + qi + 8 * (q & 1), kk + 4 * (q >> 1)));
+#else
 #pragma unroll
             for (int i = 0; i < TC_MI; i++) {
                 const int r = wm * TC_WTM + i * 16 + g;
@@ -141,12 +147,25 @@ TC_NAME(MM_ARGS)
                 af[i][2] = tc_tf32(TC_AS(r, kk + t + 4));
                 af[i][3] = tc_tf32(TC_AS(r + 8, kk + t + 4));
             }
+#endif
+#if TC_LDSM && TC_BK1
+#pragma unroll
+            for (int j = 0; j < TC_NI; j += 2) {
+                uint r4[4];
+                tc_ldsm4(r4, &TC_BS(kk + 4 * (q & 1), wn * TC_WTN + j * 8 + 8 * (q >> 1) + qi));
+                bf[j][0] = r4[0];
+                bf[j][1] = r4[1];
+                bf[j + 1][0] = r4[2];
+                bf[j + 1][1] = r4[3];
+            }
+#else
 #pragma unroll
             for (int j = 0; j < TC_NI; j++) {
                 const int c = wn * TC_WTN + j * 8 + g;
                 bf[j][0] = tc_tf32(TC_BS(kk + t, c));
                 bf[j][1] = tc_tf32(TC_BS(kk + t + 4, c));
             }
+#endif
 #pragma unroll
             for (int i = 0; i < TC_MI; i++)
 #pragma unroll
