@@ -109,6 +109,7 @@ tc_mma(float *d, const uint *a, const uint *b)
 
 /* The shared-window offset of a local pointer, which cp.async and ldmatrix take: its integer value, unless
  * the compiler handed over a generic address (then cvta.to.shared). */
+#if !TC_EMULATE
 static inline uint
 tc_saddr(local const float *p)
 {
@@ -118,6 +119,7 @@ tc_saddr(local const float *p)
            "@!s mov.b64 q, %1;\n\tcvt.u32.u64 %0, q;\n\t}" : "=r"(r) : "l"(a));
     return r;
 }
+#endif
 
 #if TC_LDSM
 /* ldmatrix.x4 of 32-bit elements: lane l names row l%8 of 8x4 matrix l/8; register q gets matrix q's
