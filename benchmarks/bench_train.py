@@ -1,6 +1,8 @@
 """Training step of an MLP 784-256-256-10, batch 256, Adam: ms/step after warm-up and host waits per step,
 with and without reading the loss; next to PyTorch on the same hardware class when torch is importable
-(CUDA when available, else CPU), in the same run. Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
+(CUDA when available, else CPU), in the same run. Where tlgpu has its TF32 tensor-core path (NVIDIA, compute
+capability >= 8.0) also a TF32 row each: tlgpu.set_matmul_precision("tf32") and PyTorch with allow_tf32.
+Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
 import os
 import sys
 import time
@@ -49,14 +51,14 @@ def bench_tlgpu(read_loss):
     return dt, (s["waits"] - 1) / STEPS, s["enqueued"] / STEPS
 
 
-def bench_torch(read_loss):
+def bench_torch(read_loss, tf32=False):
     try:
         import torch
     except ImportError:
         return None
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     x_np, y_np = data()
     x, y = torch.tensor(x_np, device=dev), torch.tensor(y_np, device=dev).long()
     model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
@@ -90,6 +92,15 @@ def main():
         t = bench_torch(read)
         if t is not None:
             rows.append({"what": f"PyTorch {t[1]}, loss {'read' if read else 'not read'}", "ms/step": t[0] * 1e3})
+    if tlgpu._C._gemm_tc()["capability"] >= 80:         # the TF32 rows: tensor cores on both sides
+        tlgpu.set_matmul_precision("tf32")
+        dt, waits, enq = bench_tlgpu(False)
+        tlgpu.set_matmul_precision("highest")
+        rows.append({"what": "tlgpu TF32, loss not read", "ms/step": dt * 1e3, "waits/step": waits,
+                     "enqueues/step": enq})
+        t = bench_torch(False, tf32=True)
+        if t is not None:
+            rows.append({"what": f"PyTorch {t[1]} TF32, loss not read", "ms/step": t[0] * 1e3})
     report(f"MLP 784-256-256-10 training step, batch {BATCH}, Adam ({STEPS} steps)", rows,
            ["what", "ms/step", "waits/step", "enqueues/step"])
 

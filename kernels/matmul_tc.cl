@@ -107,19 +107,13 @@ tc_mma(float *d, const uint *a, const uint *b)
 #endif
 }
 
-/* The shared-window offset of a local pointer, which cp.async and ldmatrix take: its integer value, unless
- * the compiler handed over a generic address (then cvta.to.shared). */
-#if !TC_EMULATE
+/* The shared-window offset of a local pointer, which cp.async and ldmatrix take: NVIDIA's compiler keeps
+ * local pointers as .shared addresses (mov.u64 of the array's symbol), so the integer value is that offset. */
 static inline uint
 tc_saddr(local const float *p)
 {
-    const ulong a = (ulong)(uintptr_t)p;
-    uint r;
-    TC_ASM("{\n\t.reg .pred s;\n\t.reg .u64 q;\n\tisspacep.shared s, %1;\n\t@s cvta.to.shared.u64 q, %1;\n\t"
-           "@!s mov.b64 q, %1;\n\tcvt.u32.u64 %0, q;\n\t}" : "=r"(r) : "l"(a));
-    return r;
+    return (uint)(uintptr_t)p;
 }
-#endif
 
 #if TC_LDSM
 /* ldmatrix.x4 of 32-bit elements: lane l names row l%8 of 8x4 matrix l/8; register q gets matrix q's
@@ -270,6 +264,15 @@ tc_tile_order(int pid, int tm, int tn, int *pm, int *pn)
 #define TC_BK 8
 #define TC_WM 2
 #define TC_WN 4
+#define TC_STAGES 2
+#include "matmul_tc4.h"
+
+#define TC_TAG 128x128x16w2x2s2
+#define TC_BM 128
+#define TC_BN 128
+#define TC_BK 16
+#define TC_WM 2
+#define TC_WN 2
 #define TC_STAGES 2
 #include "matmul_tc4.h"
 
