@@ -3,7 +3,7 @@ the host and PyTorch CUDA float32 (TF32 off), all measured in the same run; on d
 tensor-core path (NVIDIA, compute capability >= 8.0) also tlgpu with set_matmul_precision("tf32") and
 PyTorch with TF32 on (allow_tf32), with each TF32 result's relative Frobenius error against float64.
 
-Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--json]
+Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--skip-numpy] [--json]
        python3 benchmarks/bench_gemm.py --tc-sweep [--sizes ...]: every tensor-core tile configuration
        (kernels/matmul_tc.cl built with -DTC_SWEEP plus TLGPU_BUILD_OPTIONS), each checked exact on integer
        operands in all four layouts, then timed nn and nt (x @ w.T), beside tlgpu float32 and PyTorch.
@@ -116,7 +116,7 @@ def copy_bandwidth():
     return 8.0 * n / per
 
 
-def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw):
+def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=False):
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((n, k) if trans_b else (k, n), dtype=np.float32)
     ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
@@ -142,9 +142,10 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw):
                                                             tlgpu.synchronize) / 1e9, 2)
         except RuntimeError as e:
             row["clblast_gflops"] = str(e)
-    time.sleep(0.1)                                    # let the OpenCL runtime's workers go idle
-    bn = np.ascontiguousarray(b)
-    row["numpy_gflops"] = round(flops / best_time(lambda: a @ (bn.T if trans_b else bn), seconds) / 1e9, 2)
+    if not skip_numpy:
+        time.sleep(0.1)                                # let the OpenCL runtime's workers go idle
+        bn = np.ascontiguousarray(b)
+        row["numpy_gflops"] = round(flops / best_time(lambda: a @ (bn.T if trans_b else bn), seconds) / 1e9, 2)
     if torch is not None:
         row["torch_cuda_gflops"] = round(torch_gflops(torch, a, b, trans_b, flops, seconds, False)[0], 2)
     if m > 8 and has_tc():                             # the TF32 paths, tlgpu's and cuBLAS's
@@ -220,6 +221,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.0, help="rough time per measurement")
     ap.add_argument("--quick", action="store_true", help="fewer shapes, shorter measurements")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table (read by _util.report)")
+    ap.add_argument("--skip-numpy", action="store_true", help="no host numpy column (slow at 4096)")
     ap.add_argument("--tc-sweep", action="store_true", help="time every tensor-core tile configuration")
     args = ap.parse_args()
     if args.tc_sweep:
@@ -245,10 +247,10 @@ def main():
     bw = copy_bandwidth()
     rows = []
     for n in sizes:
-        rows.append(bench_shape(n, n, n, False, seconds, clblast, torch, rng, bw))
-        rows.append(bench_shape(n, n, n, True, seconds, clblast, torch, rng, bw))
+        rows.append(bench_shape(n, n, n, False, seconds, clblast, torch, rng, bw, args.skip_numpy))
+        rows.append(bench_shape(n, n, n, True, seconds, clblast, torch, rng, bw, args.skip_numpy))
     for m, n, k in dec:
-        rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw))
+        rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw, args.skip_numpy))
     cols = ["shape", "tier", "tlgpu_gflops", "clblast_gflops", "numpy_gflops", "torch_cuda_gflops", "tlgpu_GBps",
             "pct_copy_bw", "rel_err", "tlgpu_tf32_gflops", "torch_tf32_gflops", "tf32_vs_torch", "tlgpu_tf32_err",
             "torch_tf32_err"]

@@ -28,11 +28,16 @@ typedef struct {
      {TL_KERNEL("matmul_tc", "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL("matmul_tc", "tl_gemm_tc_nt_" tag "_f32"),  \
       TL_KERNEL("matmul_tc", "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL("matmul_tc", "tl_gemm_tc_tt_" tag "_f32")}}
 static tc_config configs[] = {
-    TC_ROW("128x128x16w2x4s2", 128, 128, 8, 0), TC_ROW("64x64x16w2x2s3", 64, 64, 4, 0),
-    TC_ROW("128x64x16w2x2s3", 128, 64, 4, 1),   TC_ROW("128x128x8w2x4s3", 128, 128, 8, 1),
-    TC_ROW("128x128x16w4x2s2", 128, 128, 8, 1), TC_ROW("64x128x16w2x2s3", 64, 128, 4, 1),
-    TC_ROW("256x128x8w4x2s2", 256, 128, 8, 1),  TC_ROW("128x256x8w2x4s2", 128, 256, 8, 1),
-    TC_ROW("128x128x16w2x2s2", 128, 128, 4, 1), TC_ROW("64x64x32w2x2s2", 64, 64, 4, 1),
+    TC_ROW("128x128x16w2x2s2", 128, 128, 4, 0),
+    TC_ROW("64x64x32w2x2s2", 64, 64, 4, 0),
+    TC_ROW("128x128x16w2x4s2", 128, 128, 8, 1),
+    TC_ROW("64x64x16w2x2s3", 64, 64, 4, 1),
+    TC_ROW("128x64x16w2x2s3", 128, 64, 4, 1),
+    TC_ROW("128x128x8w2x4s3", 128, 128, 8, 1),
+    TC_ROW("128x128x16w4x2s2", 128, 128, 8, 1),
+    TC_ROW("64x128x16w2x2s3", 64, 128, 4, 1),
+    TC_ROW("256x128x8w4x2s2", 256, 128, 8, 1),
+    TC_ROW("128x256x8w2x4s2", 128, 256, 8, 1),
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 

@@ -11,8 +11,10 @@
  *    stores instead.
  *  - Work-groups walk the tiles in groups of TC_GROUP tile rows (column by column inside a group), so
  *    the A rows and B columns in flight at once stay in L2.
- * The configurations below (tile, warps, stages) come from the sweep in benchmarks/NOTES.md; TC_SWEEP
- * adds the others that sweep measured. csrc/gemm_tc.c holds the same table. */
+ * The configurations below (tile, warps, stages) come from H100 sweeps (bench_gemm.py --tc-sweep,
+ * benchmarks/NOTES.md); TC_SWEEP adds the others measured there. csrc/gemm_tc.c holds the same table.
+ * Knobs for such sweeps (build options, e.g. through TLGPU_BUILD_OPTIONS): TC_RNA, TC_ASYNC, TC_LDSM,
+ * TC_GROUP. */
 
 #ifndef TC_ASM
 #define TC_ASM asm                  /* NVIDIA's keyword; clang (a local PTX check) takes __asm__ */
@@ -190,9 +192,29 @@ tc_tile_order(int pid, int tm, int tn, int *pm, int *pn)
     *pn = in / rows;
 }
 
-/* tag: m x n tile of C, k-step, warps along m and n, pipeline stages (the emulation builds only the
- * 64x64 row: PoCL takes minutes over the big unrolled ones) */
+/* tag: m x n tile of C, k-step, warps along m and n, pipeline stages. Production rows first (the emulation
+ * builds only the 64x64 one: PoCL takes minutes over the big unrolled ones). */
 #if !TC_EMULATE
+#define TC_TAG 128x128x16w2x2s2
+#define TC_BM 128
+#define TC_BN 128
+#define TC_BK 16
+#define TC_WM 2
+#define TC_WN 2
+#define TC_STAGES 2
+#include "matmul_tc4.h"
+#endif
+
+#define TC_TAG 64x64x32w2x2s2
+#define TC_BM 64
+#define TC_BN 64
+#define TC_BK 32
+#define TC_WM 2
+#define TC_WN 2
+#define TC_STAGES 2
+#include "matmul_tc4.h"
+
+#ifdef TC_SWEEP
 #define TC_TAG 128x128x16w2x4s2
 #define TC_BM 128
 #define TC_BN 128
@@ -201,7 +223,6 @@ tc_tile_order(int pid, int tm, int tn, int *pm, int *pn)
 #define TC_WN 4
 #define TC_STAGES 2
 #include "matmul_tc4.h"
-#endif
 
 #define TC_TAG 64x64x16w2x2s3
 #define TC_BM 64
@@ -212,7 +233,6 @@ tc_tile_order(int pid, int tm, int tn, int *pm, int *pn)
 #define TC_STAGES 3
 #include "matmul_tc4.h"
 
-#ifdef TC_SWEEP
 #define TC_TAG 128x64x16w2x2s3
 #define TC_BM 128
 #define TC_BN 64
@@ -264,24 +284,6 @@ tc_tile_order(int pid, int tm, int tn, int *pm, int *pn)
 #define TC_BK 8
 #define TC_WM 2
 #define TC_WN 4
-#define TC_STAGES 2
-#include "matmul_tc4.h"
-
-#define TC_TAG 128x128x16w2x2s2
-#define TC_BM 128
-#define TC_BN 128
-#define TC_BK 16
-#define TC_WM 2
-#define TC_WN 2
-#define TC_STAGES 2
-#include "matmul_tc4.h"
-
-#define TC_TAG 64x64x32w2x2s2
-#define TC_BM 64
-#define TC_BN 64
-#define TC_BK 32
-#define TC_WM 2
-#define TC_WN 2
 #define TC_STAGES 2
 #include "matmul_tc4.h"
 #endif
