@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include "cl_runtime.h"
 #include "gemm_params.h"
+#include "cpu_blas.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -186,6 +187,9 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     if (p->K == 0) return tl_tensor_fill(out, 0.0);
     if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     const int cpu = q.v[GP_DIRECT] != 0, forced = v != MM_GEMM;
+    const int blas = cpu && !forced ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk, p->sBn},
+                                                     p->nbd, p->bshape, p->bst, p->off, out, a, b, res) : 0;
+    if (blas != 0) return blas < 0 ? -1 : (*fused = res != NULL, 0);   /* CPU devices: a host BLAS, cpu_blas.h */
     if (!forced && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1) {
         *fused = res != NULL;                            /* x @ w.T with few rows: the decode case */
         return mv_launch(p, a, b, out, res, cpu);
@@ -617,6 +621,8 @@ static const PyMethodDef mm_functions[] = {
     {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
     {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
     {"_gemm_params", fn_gemm_params, METH_VARARGS, "_gemm_params(tier=0): a GEMM tier's tile parameters here."},
+    {"_cpu_blas", (PyCFunction)(void (*)(void))tl_cpu_blas_py, METH_VARARGS | METH_KEYWORDS,
+     "_cpu_blas(paths=None, enable=None): the CPU BLAS path's state (docs/cpu.md)."},
     {"_gemm_tier", fn_gemm_tier, METH_VARARGS, "_gemm_tier(M, N, batch=1): the GEMM tier such a product runs."},
     {NULL, NULL, 0, NULL},
 };
