@@ -26,6 +26,9 @@
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, MAX_PATHS = 8 };
 typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
                         int);
+typedef void (*sgemv32)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+typedef void (*sgemv64)(int, int, long long, long long, float, const float *, long long, const float *, long long,
+                        float, float *, long long);
 typedef void (*sgemm64)(int, int, int, long long, long long, long long, float, const float *, long long,
                         const float *, long long, float, float *, long long);
 
@@ -33,10 +36,12 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     int state;                        /* 0 not tried, 1 active, -1 unavailable (reason says why) */
     int enabled;                      /* _cpu_blas(enable=False): the OpenCL kernels, for tests */
-    int threads;
+    int threads, split;
     void *handle;
     sgemm32 g32;
     sgemm64 g64;
+    sgemv32 v32;
+    sgemv64 v64;
     int (*set_local)(int);
     char *paths[MAX_PATHS];
     int npaths;
@@ -107,33 +112,49 @@ cell_of(tl_storage *s, tl_err *err)
 typedef struct {
     cell *c, *a, *b, *r;              /* r only with a residual */
     cl_mem mem[4];                    /* the runtime's copies of these are not read (see cell) */
-    int M, N, K, ta, tb, lda, ldb, has_res, threads;
+    int M, N, K, ta, tb, lda, ldb, has_res, threads, split;
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff;
 } job;
 
+/* C[m, n] = A[m, K] @ B[K, n] (+ C with beta 1), ldc between C's rows. A single row or column is a
+ * matrix-vector product: sgemm would pack all of the matrix first (1 x 4096 @ 4096 x 4096: 3.5 GFLOP/s
+ * against sgemv's 14 here). */
 static void
-gemm(const job *j, const float *A, const float *B, float beta, float *C)
+gemm(const job *j, int m, int n, const float *A, const float *B, float beta, float *C, int ldc)
 {
-    if (lib.g64 != NULL)
-        lib.g64(ROW_MAJOR, j->ta, j->tb, j->M, j->N, j->K, 1.0f, A, j->lda, B, j->ldb, beta, C, j->N);
-    else
-        lib.g32(ROW_MAJOR, j->ta, j->tb, j->M, j->N, j->K, 1.0f, A, j->lda, B, j->ldb, beta, C, j->N);
+    const int ta = j->ta, tb = j->tb, K = j->K;
+    if (m == 1 || n == 1) {           /* y = op(matrix) x in row-major terms */
+        const int row = m == 1;       /* C row = A row @ B: the matrix is B; else C column = A @ B column */
+        const float *mat = row ? B : A, *x = row ? A : B;
+        int t = row ? tb : ta, ld = row ? j->ldb : j->lda;
+        int rows = row ? (t == TRANS ? n : K) : (t == TRANS ? K : m);
+        int cols = row ? (t == TRANS ? K : n) : (t == TRANS ? m : K);
+        int op = row ? (t == TRANS ? NO_TRANS : TRANS) : t;   /* row: y = B^T x */
+        int incx = row ? (ta == NO_TRANS ? 1 : j->lda) : (tb == NO_TRANS ? j->ldb : 1);   /* along K */
+        int incy = row ? 1 : ldc;
+        if (lib.v64 != NULL) lib.v64(ROW_MAJOR, op, rows, cols, 1.0f, mat, ld, x, incx, beta, C, incy);
+        else lib.v32(ROW_MAJOR, op, rows, cols, 1.0f, mat, ld, x, incx, beta, C, incy);
+        return;
+    }
+    if (lib.g64 != NULL) lib.g64(ROW_MAJOR, ta, tb, m, n, K, 1.0f, A, j->lda, B, j->ldb, beta, C, ldc);
+    else lib.g32(ROW_MAJOR, ta, tb, m, n, K, 1.0f, A, j->lda, B, j->ldb, beta, C, ldc);
 }
 
-/* Runs on a PoCL worker thread in queue order: no Python, no locks but the BLAS's own. */
-static void CL_CALLBACK
-run_job(void *args)
+/* Part `part` of `parts` of the job: whole batches when there are enough, else a band of C's rows (or
+ * columns, when C is wide and short) of each batch. */
+static void
+run_part(const job *j, int part, int parts)
 {
-    const job *j = args;
-    size_t total = 1, mn = (size_t)j->M * (size_t)j->N;
-    float beta = 0.0f;
-    if (lib.set_local != NULL) lib.set_local(j->threads);
+    size_t total = 1;
     for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
-    if (j->has_res) {                 /* C is contiguous over all batches, and so is the residual */
-        memcpy(j->c->p + j->off[0], j->r->p + j->roff, total * mn * sizeof(float));
-        beta = 1.0f;
-    }
-    for (size_t t = 0; t < total; t++) {
+    const float beta = j->has_res ? 1.0f : 0.0f;
+    const int by_batch = total >= (size_t)parts, by_rows = j->M >= j->N;
+    size_t t0 = by_batch ? total * (size_t)part / (size_t)parts : 0;
+    size_t t1 = by_batch ? total * (size_t)(part + 1) / (size_t)parts : total;
+    int ext = by_rows ? j->M : j->N;
+    int lo = by_batch ? 0 : (int)((long long)ext * part / parts), hi = by_batch ? ext : (int)((long long)ext * (part + 1) / parts);
+    if (hi <= lo) return;
+    for (size_t t = t0; t < t1; t++) {
         ptrdiff_t o[3] = {j->off[0], j->off[1], j->off[2]};
         size_t rest = t;
         for (int d = j->nbd - 1; d >= 0; d--) {
@@ -141,8 +162,85 @@ run_job(void *args)
             rest /= (size_t)j->bshape[d];
             for (int r = 0; r < 3; r++) o[r] += i * j->bst[r][d];
         }
-        gemm(j, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0]);
+        if (by_rows) {                /* rows lo..hi of A and C */
+            o[1] += (ptrdiff_t)lo * (j->ta == NO_TRANS ? j->lda : 1);
+            o[0] += (ptrdiff_t)lo * j->N;
+            gemm(j, hi - lo, j->N, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
+        } else {                      /* columns lo..hi of B and C */
+            o[2] += (ptrdiff_t)lo * (j->tb == NO_TRANS ? 1 : j->ldb);
+            o[0] += lo;
+            gemm(j, j->M, hi - lo, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
+        }
     }
+}
+
+/* Helpers for split products: threads of our own that sleep on a condition variable between products
+ * (OpenBLAS's own workers spin after each call, taking a core from PoCL's workers and the Python thread on
+ * a 2-core machine). One product at a time: q0 is in order, so only one job runs. */
+enum { MAX_HELPERS = 63 };
+static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hgo = PTHREAD_COND_INITIALIZER, hdone = PTHREAD_COND_INITIALIZER;
+static const job *hjob;
+static int hparts, hpending, nhelpers;
+static unsigned long hgen;
+
+static void *
+helper(void *arg)
+{
+    const int part = (int)(intptr_t)arg;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&hlock);
+    for (;;) {
+        while (hgen == seen) pthread_cond_wait(&hgo, &hlock);
+        seen = hgen;
+        const job *j = hjob;
+        int parts = hparts;
+        pthread_mutex_unlock(&hlock);
+        if (part < parts) run_part(j, part, parts);
+        pthread_mutex_lock(&hlock);
+        if (--hpending == 0) pthread_cond_signal(&hdone);
+    }
+    return NULL;
+}
+
+/* Runs on a PoCL worker thread in queue order: no Python, no locks but the helpers' and the BLAS's own.
+ * Products under ~4 MFLOP, or with split off, run on this thread alone. */
+static void CL_CALLBACK
+run_job(void *args)
+{
+    const job *j = args;
+    size_t total = 1;
+    for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
+    if (j->has_res)                   /* C is contiguous over all batches, and so is the residual */
+        memcpy(j->c->p + j->off[0], j->r->p + j->roff, total * (size_t)j->M * (size_t)j->N * sizeof(float));
+    int parts = j->split ? j->threads : 1;
+    if ((double)total * j->M * j->N * j->K < (1 << 21)) parts = 1;
+    /* openblas_set_num_threads_local sets the library's one count and returns the old one (measured: numpy's
+     * own calls ran on 1 thread after a product set 1), so the old count is put back after the product. */
+    const int prev = lib.set_local != NULL ? lib.set_local(j->split ? 1 : j->threads) : 0;
+    pthread_mutex_lock(&hlock);
+    while (nhelpers < parts - 1 && nhelpers < MAX_HELPERS) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, helper, (void *)(intptr_t)(nhelpers + 1)) != 0) break;
+        pthread_detach(th);
+        nhelpers++;
+    }
+    if (parts > nhelpers + 1) parts = nhelpers + 1;
+    if (parts > 1) {
+        hjob = j;
+        hparts = parts;
+        hpending = nhelpers;
+        hgen++;
+        pthread_cond_broadcast(&hgo);
+    }
+    pthread_mutex_unlock(&hlock);
+    run_part(j, 0, parts);
+    if (parts > 1) {
+        pthread_mutex_lock(&hlock);
+        while (hpending > 0) pthread_cond_wait(&hdone, &hlock);
+        pthread_mutex_unlock(&hlock);
+    }
+    if (lib.set_local != NULL && prev > 0) lib.set_local(prev);
 }
 
 static int
@@ -151,16 +249,24 @@ load_one(const char *path)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) return 0;
     lib.g32 = (sgemm32)dlsym(h, "cblas_sgemm");
-    if (lib.g32 == NULL) {
+    lib.v32 = (sgemv32)dlsym(h, "cblas_sgemv");
+    if (lib.g32 == NULL || lib.v32 == NULL) {
+        lib.g32 = NULL;
+        lib.v32 = NULL;
         lib.g64 = (sgemm64)dlsym(h, "scipy_cblas_sgemm64_");
-        if (lib.g64 == NULL) lib.g64 = (sgemm64)dlsym(h, "cblas_sgemm64_");
+        lib.v64 = (sgemv64)dlsym(h, "scipy_cblas_sgemv64_");
+        if (lib.g64 == NULL || lib.v64 == NULL) {
+            lib.g64 = (sgemm64)dlsym(h, "cblas_sgemm64_");
+            lib.v64 = (sgemv64)dlsym(h, "cblas_sgemv64_");
+        }
+        if (lib.g64 == NULL || lib.v64 == NULL) lib.g64 = NULL, lib.v64 = NULL;
     }
     if (lib.g32 == NULL && lib.g64 == NULL) { dlclose(h); return 0; }
     lib.handle = h;
     lib.set_local = (int (*)(int))dlsym(h, "openblas_set_num_threads_local");
     void (*set_global)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
     if (lib.set_local == NULL && set_global != NULL && strstr(path, "scipy_openblas") == NULL)
-        set_global(lib.threads);      /* a library of its own (not numpy's): its global setting is ours */
+        set_global(lib.split ? 1 : lib.threads);   /* a library of its own (not numpy's): its count is ours */
     snprintf(lib.path, sizeof lib.path, "%s", path);
     return 1;
 }
@@ -185,6 +291,8 @@ init_locked(void)
     }
     const char *t = getenv("TLGPU_BLAS_THREADS");
     lib.threads = t != NULL && atoi(t) > 0 ? atoi(t) : (int)rt->info.compute_units;
+    const char *sp = getenv("TLGPU_BLAS_SPLIT");
+    lib.split = sp == NULL || strcmp(sp, "0") != 0;
     for (int i = 0; i < lib.npaths; i++)
         if (load_one(lib.paths[i])) { lib.state = 1; return; }
     snprintf(lib.reason, sizeof lib.reason, lib.npaths ? "no path loaded a CBLAS sgemm" : "no BLAS path given");
@@ -225,6 +333,7 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
     if (!layout(j.M, j.K, dims[3], dims[4], &j.ta, &j.lda) || !layout(j.K, j.N, dims[5], dims[6], &j.tb, &j.ldb))
         return 0;
     j.threads = lib.threads;
+    j.split = lib.split;
     j.nbd = nbd;
     memcpy(j.bshape, bshape, sizeof(int) * (size_t)nbd);
     for (int r = 0; r < 3; r++) memcpy(j.bst[r], bst[r], sizeof(int) * (size_t)nbd);
@@ -252,10 +361,11 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
 PyObject *
 tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"paths", "enable", NULL};
+    static char *names[] = {"paths", "enable", "threads", "split", NULL};
     PyObject *paths = NULL, *fast = NULL;
-    int enable = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Op:_cpu_blas", names, &paths, &enable)) return NULL;
+    int enable = -1, threads = 0, split = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Opip:_cpu_blas", names, &paths, &enable, &threads, &split))
+        return NULL;
     if (paths != NULL && paths != Py_None) {
         if ((fast = PySequence_Fast(paths, "_cpu_blas: paths must be a sequence of str")) == NULL) return NULL;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
@@ -275,10 +385,13 @@ tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (paths == NULL) active();      /* a query: load now (initialises the runtime) */
     pthread_mutex_lock(&lock);
     if (enable >= 0) lib.enabled = enable;
-    int state = lib.state, on = lib.enabled, threads = lib.threads, ilp64 = lib.g64 != NULL;
-    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
+    if (threads > 0) lib.threads = threads;       /* for measurements: the next products use these */
+    if (split >= 0) lib.split = split;
+    int state = lib.state, on = lib.enabled, ilp64 = lib.g64 != NULL;
+    threads = lib.threads;
+    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
                                 "enabled", on ? Py_True : Py_False, "path", lib.path,
-                                "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads,
+                                "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads, "split", lib.split ? Py_True : Py_False,
                                 "launches", atomic_load(&n_launches), "pointers", atomic_load(&n_learnt), "reason", state == -1 ? lib.reason : NULL);
     pthread_mutex_unlock(&lock);
     return r;
