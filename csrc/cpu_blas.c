@@ -1,16 +1,21 @@
 /* cpu_blas.c: the BLAS path of matmul on CPU OpenCL devices (see cpu_blas.h, docs/cpu.md).
- * PoCL's GEMM kernels reach 50-60 GFLOP/s on the 2-core AVX-512 development machine where OpenBLAS reaches
- * 230-310; PoCL's buffers are host memory and it runs native kernels, so a product becomes one
- * clEnqueueNativeKernel whose callback calls sgemm on the buffers' host pointers: in queue order with the
- * kernels around it, no host wait, the stream's per-buffer events and counts as for any kernel.
+ * PoCL's GEMM kernels reach 25-70 GFLOP/s on the 2-core AVX-512 development machine where OpenBLAS reaches
+ * 190 on one core and 300-370 on two; PoCL's buffers are host memory and it runs native kernels, so a
+ * product becomes one clEnqueueNativeKernel whose callback calls sgemm (sgemv for one row or column) on the
+ * buffers' host pointers: in queue order with the kernels around it, no host wait, the stream's per-buffer
+ * events and counts as for any kernel. Decode-shaped products (ops_matmul.c's mul_mv case) keep their
+ * OpenCL kernel, which reads the weights at copy bandwidth and adds the residual as it stores.
  * Invariants: the library is loaded once (first product on a CPU device that runs native kernels and has
  * unified memory) and its function pointers are then read-only, so the callback reads them without a lock;
- * the callback touches no Python object; an operand whose strides no BLAS layout fits (neither unit stride
- * along K/N nor along M/K, or a leading dimension too small) goes to the OpenCL kernels. Both CBLAS
- * interfaces load: LP64 `cblas_sgemm` (Debian's libopenblas) and ILP64 `scipy_cblas_sgemm64_` /
- * `cblas_sgemm64_` (numpy's bundled OpenBLAS). Threads: TLGPU_BLAS_THREADS, default the device's compute
- * units, set thread-locally in PoCL's worker (openblas_set_num_threads_local) so numpy's own calls keep
- * their setting; a library without the thread-local call gets the global one only when it is not numpy's. */
+ * the callback touches no Python object; an operand whose strides no BLAS layout fits goes to the OpenCL
+ * kernels. Both CBLAS interfaces load: LP64 `cblas_sgemm` (Debian's libopenblas) and ILP64
+ * `scipy_cblas_sgemm64_` / `cblas_sgemm64_` (numpy's bundled OpenBLAS).
+ * Threads: the BLAS runs on one thread per part; a product of 2 MFLOP or more is split into
+ * TLGPU_BLAS_THREADS parts (default: the device's compute units), run by the PoCL worker and helper threads
+ * that sleep on a condition variable between products. OpenBLAS's own workers spin after each call and took
+ * the second core from PoCL's workers: the MLP step ran 7-15 x slower with BLAS threads = 2
+ * (TLGPU_BLAS_SPLIT=0 restores that mode, for measurements). The thread count is set and put back around
+ * each product, since numpy's library has one count for all its callers. */
 #include "cpu_blas.h"
 #include "cl_runtime.h"
 #include "module.h"

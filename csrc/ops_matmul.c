@@ -187,13 +187,13 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     if (p->K == 0) return tl_tensor_fill(out, 0.0);
     if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     const int cpu = q.v[GP_DIRECT] != 0, forced = v != MM_GEMM;
-    const int blas = cpu && !forced ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk, p->sBn},
-                                                     p->nbd, p->bshape, p->bst, p->off, out, a, b, res) : 0;
-    if (blas != 0) return blas < 0 ? -1 : (*fused = res != NULL, 0);   /* CPU devices: a host BLAS, cpu_blas.h */
     if (!forced && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1) {
         *fused = res != NULL;                            /* x @ w.T with few rows: the decode case */
         return mv_launch(p, a, b, out, res, cpu);
     }
+    const int blas = cpu && !forced ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk, p->sBn},
+                                                     p->nbd, p->bshape, p->bst, p->off, out, a, b, res) : 0;
+    if (blas != 0) return blas < 0 ? -1 : (*fused = res != NULL, 0);   /* CPU devices: a host BLAS, cpu_blas.h */
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
     else if (!forced && cpu && p->sBn == 1) v = MM_DIRECT_NN;
     else if (!forced && cpu && p->sAk == 1 && p->sBk == 1) v = MM_DIRECT_NT;
