@@ -1,6 +1,7 @@
 """Training step of an MLP 784-256-256-10, batch 256, Adam: ms/step after warm-up and host waits per step,
 with and without reading the loss; next to PyTorch on the same hardware class when torch is importable
-(CUDA when available, else CPU), in the same run. Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
+(CUDA when available, else CPU), in the same run. On CPU devices with the BLAS path (docs/cpu.md) the step
+also runs on the OpenCL GEMM kernels (the path off), in the same run. Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
 import os
 import sys
 import time
@@ -83,10 +84,17 @@ def bench_torch(read_loss):
 
 def main():
     rows = []
+    blas = tlgpu.device().type == "cpu" and tlgpu._C._cpu_blas()["loaded"]   # docs/cpu.md
     for read in (False, True):
         dt, waits, enq = bench_tlgpu(read)
-        rows.append({"what": f"tlgpu, loss {'read' if read else 'not read'}", "ms/step": dt * 1e3,
-                     "waits/step": waits, "enqueues/step": enq})
+        rows.append({"what": f"tlgpu{', BLAS' if blas else ''}, loss {'read' if read else 'not read'}",
+                     "ms/step": dt * 1e3, "waits/step": waits, "enqueues/step": enq})
+        if blas:                                       # the same step on the OpenCL GEMM kernels
+            tlgpu._C._cpu_blas(enable=False)
+            dt, waits, enq = bench_tlgpu(read)
+            tlgpu._C._cpu_blas(enable=True)
+            rows.append({"what": f"tlgpu, OpenCL kernels, loss {'read' if read else 'not read'}",
+                         "ms/step": dt * 1e3, "waits/step": waits, "enqueues/step": enq})
         t = bench_torch(read)
         if t is not None:
             rows.append({"what": f"PyTorch {t[1]}, loss {'read' if read else 'not read'}", "ms/step": t[0] * 1e3})
