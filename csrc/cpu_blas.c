@@ -10,7 +10,7 @@
  * the callback touches no Python object; an operand whose strides no BLAS layout fits goes to the OpenCL
  * kernels. Both CBLAS interfaces load: LP64 `cblas_sgemm` (Debian's libopenblas) and ILP64
  * `scipy_cblas_sgemm64_` / `cblas_sgemm64_` (numpy's bundled OpenBLAS).
- * Threads: the BLAS runs on one thread per part; a product of 2 MFLOP or more is split into
+ * Threads: the BLAS runs on one thread per part; a product of 4 MFLOP or more is split into
  * TLGPU_BLAS_THREADS parts (default: the device's compute units), run by the PoCL worker and helper threads
  * that sleep on a condition variable between products. OpenBLAS's own workers spin after each call and took
  * the second core from PoCL's workers: the MLP step ran 7-15 x slower with BLAS threads = 2
@@ -60,7 +60,7 @@ static atomic_long n_launches, n_learnt;
  * native kernel (no order to get wrong) stores the pointer in the buffer's cell, in queue order before the
  * products that read it; the cell goes with the buffer (clSetMemObjectDestructorCallback, which runs only
  * after the last command using it completed). */
-typedef struct cell { cl_mem mem; float *p; struct cell *next; } cell;
+typedef struct cell { cl_mem mem; float *p; int queued; struct cell *next; } cell;   /* queued: learn enqueued */
 enum { NBUCKET = 256 };
 static cell *cells[NBUCKET];          /* under lock */
 
@@ -97,18 +97,21 @@ cell_of(tl_storage *s, tl_err *err)
     pthread_mutex_lock(&lock);
     for (c = cells[bucket(s->mem)]; c != NULL && c->mem != s->mem; c = c->next) {}
     pthread_mutex_unlock(&lock);
-    if (c != NULL) return c;
-    if ((c = calloc(1, sizeof *c)) == NULL) { tl_err_set(err, TL_E_NOMEM, "cpu_blas", "pointer cell"); return NULL; }
-    c->mem = s->mem;
-    cl_int rc = clSetMemObjectDestructorCallback(s->mem, drop_cell, c);
-    if (rc != CL_SUCCESS) { free(c); tl_err_set(err, rc, "clSetMemObjectDestructorCallback", NULL); return NULL; }
-    pthread_mutex_lock(&lock);
-    c->next = cells[bucket(s->mem)];
-    cells[bucket(s->mem)] = c;
-    pthread_mutex_unlock(&lock);
+    if (c != NULL && c->queued) return c;
+    if (c == NULL) {
+        if ((c = calloc(1, sizeof *c)) == NULL) { tl_err_set(err, TL_E_NOMEM, "cpu_blas", "pointer cell"); return NULL; }
+        c->mem = s->mem;
+        cl_int rc = clSetMemObjectDestructorCallback(s->mem, drop_cell, c);
+        if (rc != CL_SUCCESS) { free(c); tl_err_set(err, rc, "clSetMemObjectDestructorCallback", NULL); return NULL; }
+        pthread_mutex_lock(&lock);
+        c->next = cells[bucket(s->mem)];
+        cells[bucket(s->mem)] = c;
+        pthread_mutex_unlock(&lock);
+    }
     learn_args l = {s->mem, c};
     const void *loc = &l.mem;
     if (tl_stream_native(learn_ptr, &l, sizeof l, &loc, &s, 1, 0u, "cpu_blas_pointer", err) != TL_OK) return NULL;
+    c->queued = 1;                    /* a failed enqueue leaves the cell to try again */
     atomic_fetch_add(&n_learnt, 1);
     return c;
 }
@@ -189,6 +192,15 @@ static const job *hjob;
 static int hparts, hpending, nhelpers;
 static unsigned long hgen;
 
+static void
+forget_helpers(void)                  /* in a forked child: the helper threads stayed in the parent */
+{
+    pthread_mutex_init(&hlock, NULL);
+    pthread_cond_init(&hgo, NULL);
+    pthread_cond_init(&hdone, NULL);
+    nhelpers = 0;
+}
+
 static void *
 helper(void *arg)
 {
@@ -208,8 +220,14 @@ helper(void *arg)
     return NULL;
 }
 
+static void
+register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, forget_helpers);
+}
+
 /* Runs on a PoCL worker thread in queue order: no Python, no locks but the helpers' and the BLAS's own.
- * Products under ~4 MFLOP, or with split off, run on this thread alone. */
+ * Products under 2M multiply-adds (4 MFLOP), or with split off, run on this thread alone. */
 static void CL_CALLBACK
 run_job(void *args)
 {
@@ -223,6 +241,8 @@ run_job(void *args)
     /* openblas_set_num_threads_local sets the library's one count and returns the old one (measured: numpy's
      * own calls ran on 1 thread after a product set 1), so the old count is put back after the product. */
     const int prev = lib.set_local != NULL ? lib.set_local(j->split ? 1 : j->threads) : 0;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork);
     pthread_mutex_lock(&hlock);
     while (nhelpers < parts - 1 && nhelpers < MAX_HELPERS) {
         pthread_t th;
