@@ -27,6 +27,10 @@ static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_REDUCE] = {"ReduceBackward", tl_reduce_backward},
     [TL_OP_SOFTMAX] = {"SoftmaxBackward", tl_softmax_backward},
     [TL_OP_CROSS_ENTROPY] = {"CrossEntropyBackward", tl_cross_entropy_backward},
+    [TL_OP_IM2COL] = {"Im2colBackward", tl_im2col_backward},
+    [TL_OP_MAX_POOL2D] = {"MaxPool2dBackward", tl_max_pool2d_backward},
+    [TL_OP_AVG_POOL2D] = {"AvgPool2dBackward", tl_avg_pool2d_backward},
+    [TL_OP_CONV_LAYOUT] = {"ConvolutionBackward", tl_conv_layout_backward},
 };
 _Static_assert(sizeof TL_OPS / sizeof TL_OPS[0] == TL_OP_COUNT, "one row per op");
 

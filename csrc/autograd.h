@@ -42,6 +42,7 @@ enum {
     TL_OP_MATMUL,                                                                      /* ops_matmul.c */
     TL_OP_REDUCE, TL_OP_SOFTMAX,                                                       /* ops_reduce.c */
     TL_OP_CROSS_ENTROPY,                                                               /* ops_nn.c */
+    TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D, TL_OP_CONV_LAYOUT,                /* ops_conv.c */
     TL_OP_COUNT
 };
 
@@ -73,4 +74,8 @@ int tl_matmul_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /
 int tl_reduce_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_reduce.c */
 int tl_softmax_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_cross_entropy_backward(tl_node *nd, PyObject *grad, PyObject **grad_in); /* ops_nn.c */
+int tl_im2col_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);        /* ops_conv.c */
+int tl_max_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_avg_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 #endif

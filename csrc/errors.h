@@ -9,8 +9,10 @@
 
 typedef int tl_status;
 enum { TL_OK = 0, TL_E_BASE = -1000, TL_E_NOMEM = -1001, TL_E_CLOSED = -1002, TL_E_NODEVICE = -1003,
-       TL_E_INVALID = -1004, TL_E_TOO_LARGE = -1005 };
-typedef struct { tl_status code; const char *routine; char what[1024]; char *log; char options[1024]; } tl_err;
+       TL_E_INVALID = -1004, TL_E_TOO_LARGE = -1005, TL_E_ARG = -1006, TL_E_OS = -1007 };
+/* TL_E_ARG: a bad argument or input (ValueError); TL_E_OS: a failed system call, its errno in os_errno (OSError) */
+typedef struct { tl_status code; const char *routine; char what[1024]; char *log; char options[1024];
+                 int os_errno; } tl_err;
 
 #define TL_CL(err, label, fn, args) do { cl_int rc_ = fn args;                        \
         if (rc_ != CL_SUCCESS) { tl_err_set((err), rc_, #fn, NULL); goto label; } } while (0)

@@ -14,7 +14,7 @@ static const tl_family *const FAMILIES[] = {
     &tl_family_tensor, &tl_family_create, &tl_family_elementwise, &tl_family_runtime, &tl_family_reduce,
     &tl_family_shape, &tl_family_index, &tl_family_matmul, &tl_family_random, &tl_family_publish,
     &tl_family_autograd, &tl_family_llm, &tl_family_quant, &tl_family_nn, &tl_family_optim,
-    &tl_family_scan,
+    &tl_family_scan, &tl_family_conv,
 };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
@@ -44,6 +44,16 @@ tl_raise(tl_err *err)
     char msg[4096];
     const tl_runtime *rt = NULL;
     tl_err ignore = {0};
+    if (err->code == TL_E_ARG || err->code == TL_E_CLOSED || err->code == TL_E_OS) {   /* not device errors */
+        if (err->code == TL_E_OS && (exc = PyObject_CallFunction(PyExc_OSError, "is", err->os_errno, err->what)))
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);          /* OSError(errno, ...) picks the subclass */
+        if (err->code == TL_E_ARG) PyErr_SetString(PyExc_ValueError, err->what);
+        if (err->code == TL_E_CLOSED)
+            PyErr_Format(PyExc_RuntimeError, "%s: %s", err->routine ? err->routine : "?", err->what);
+        Py_XDECREF(exc);
+        tl_err_clear(err);
+        return -1;
+    }
     if (err->code == CL_BUILD_PROGRAM_FAILURE) {
         type = S->build_error;
         snprintf(msg, sizeof msg, "%s failed to build (%s):\n%s", err->what, err->options,

@@ -2,8 +2,11 @@
  * Sources come from the table setup.py embeds, or from $TLGPU_KERNEL_DIR/<family>.cl when that is set.
  * Compiled binaries are cached on disk under sha256(source, options, platform/device/driver versions,
  * cache format, pointer width) in $TLGPU_CACHE_DIR (default $XDG_CACHE_HOME/tlgpu or ~/.cache/tlgpu;
- * an empty value disables the cache). Entries are written to a temporary name and renamed, so readers
- * never see half a file; an entry that fails to load or build is counted, rebuilt and rewritten.
+ * an empty value disables the cache). An entry is a 56-byte header (magic, format, payload length, the
+ * payload's sha256) and the driver's binary. It is written to a unique temporary file in the same
+ * directory, fsync'd, then renamed over the entry, so readers (other processes too) never see half a
+ * file and concurrent writers leave one complete entry. An entry whose header or checksum does not match
+ * never reaches the driver; it, and one the driver refuses, is counted, rebuilt from source and rewritten.
  * A build failure returns the compiler's log inside the tl_err; nothing is printed. TLGPU_BUILD_OPTIONS is
  * appended to every family's options (tuning, e.g. -cl-nv-verbose; part of the cache key). */
 #include "programs.h"
@@ -11,6 +14,7 @@
 #include "gemm_params.h"
 #include "sha256.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,7 +24,8 @@
 #include <unistd.h>
 
 #define MAX_FAMILIES 32
-#define CACHE_FORMAT 1u
+#define CACHE_FORMAT 2u                               /* 2: the payload's sha256 in the header */
+#define HDR_LEN 56                                     /* magic 8, format u32, reserved u32, length u64, sha256 32 */
 static const char MAGIC[8] = {'T', 'L', 'G', 'P', 'U', 'C', 'L', 'B'};
 
 typedef struct { const char *family; cl_program prog; } built_program;
@@ -134,31 +139,75 @@ mkdirs(const char *path)
 }
 
 static void
+payload_digest(const unsigned char *bin, size_t n, unsigned char out[32])
+{
+    tl_sha256 h;
+    tl_sha256_init(&h);
+    tl_sha256_update(&h, bin, n);
+    tl_sha256_final(&h, out);
+}
+
+static int
+write_all(int fd, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 1;
+}
+
+/* Makes the rename durable too; best effort (some file systems refuse fsync on a directory). */
+static void
+sync_parent(const char *path)
+{
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL) return;
+    *slash = '\0';
+    int fd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) { fsync(fd); close(fd); }
+}
+
+static void
 cache_store(cl_program prog, const char *path)
 {
     size_t n = 0;
-    unsigned char *bin = NULL;
+    unsigned char *bin = NULL, hdr[HDR_LEN];
     char tmp[1100];
-    FILE *f;
+    int fd;
     if (path[0] == '\0' || clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS ||
         n == 0 || (bin = malloc(n)) == NULL)
         goto done;
     if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) goto done;
     mkdirs(path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if ((f = fopen(tmp, "wb")) == NULL) goto done;
-    uint32_t hdr[2] = {CACHE_FORMAT, 0};
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= sizeof tmp) goto done;
+    if ((fd = mkstemp(tmp)) < 0) goto done;           /* unique even between threads of one process */
+    uint32_t fmt[2] = {CACHE_FORMAT, 0};
     uint64_t len = n;
-    int ok = fwrite(MAGIC, 1, 8, f) == 8 && fwrite(hdr, 4, 2, f) == 2 && fwrite(&len, 8, 1, f) == 1 &&
-             fwrite(bin, 1, n, f) == n;
-    ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) == 0) stats.cache_writes++;
-    else unlink(tmp);
+    memcpy(hdr, MAGIC, 8);
+    memcpy(hdr + 8, fmt, 8);
+    memcpy(hdr + 16, &len, 8);
+    payload_digest(bin, n, hdr + 24);
+    int ok = fchmod(fd, 0644) == 0 && write_all(fd, hdr, HDR_LEN) && write_all(fd, bin, n) && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (ok && rename(tmp, path) == 0) {               /* atomic: the entry is whole, old or new */
+        stats.cache_writes++;
+        sync_parent(path);
+    } else {
+        unlink(tmp);
+    }
 done:
     free(bin);
 }
 
-/* Loads and builds a cached binary; NULL (and a counted reject) when the entry is absent or unusable. */
+/* Loads and builds a cached binary; NULL (and a counted reject) when the entry is absent or unusable. Only
+ * a payload whose sha256 matches the header is handed to the driver. */
 static cl_program
 cache_load(const tl_runtime *rt, const char *path, const char *opts)
 {
@@ -166,12 +215,16 @@ cache_load(const tl_runtime *rt, const char *path, const char *opts)
     char *data = path[0] ? read_file(path, &n) : NULL;
     cl_program prog = NULL;
     if (data == NULL) return NULL;
-    uint64_t len;
-    uint32_t hdr[2];
-    if (n >= 24) { memcpy(hdr, data + 8, 8); memcpy(&len, data + 16, 8); }
-    if (n < 24 || memcmp(data, MAGIC, 8) != 0 || hdr[0] != CACHE_FORMAT || len != n - 24) goto reject;
-    const unsigned char *bin = (const unsigned char *)data + 24;
+    uint64_t len = 0;
+    uint32_t fmt[2] = {0, 0};
+    unsigned char digest[32];
+    if (n >= HDR_LEN) { memcpy(fmt, data + 8, 8); memcpy(&len, data + 16, 8); }
+    if (n < HDR_LEN || memcmp(data, MAGIC, 8) != 0 || fmt[0] != CACHE_FORMAT || len != n - HDR_LEN || len == 0)
+        goto reject;
+    const unsigned char *bin = (const unsigned char *)data + HDR_LEN;
     size_t blen = (size_t)len;
+    payload_digest(bin, blen, digest);
+    if (memcmp(digest, data + 24, 32) != 0) goto reject;
     cl_int rc, bst;
     prog = clCreateProgramWithBinary(rt->ctx, 1, &rt->device, &blen, &bin, &bst, &rc);
     if (rc != CL_SUCCESS || bst != CL_SUCCESS) { prog = NULL; goto reject; }

@@ -63,7 +63,29 @@ fn_stream_stats(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
     tl_stream_stats s;
     tl_stream_get_stats(&s);
-    return Py_BuildValue("{s:l,s:l,s:l}", "enqueued", s.enqueued, "flushes", s.flushes, "waits", s.waits);
+    return Py_BuildValue("{s:l,s:l,s:l,s:l}", "enqueued", s.enqueued, "flushes", s.flushes, "waits", s.waits,
+                         "backpressure_waits", s.backpressure_waits);
+}
+
+/* Back-pressure blocks inside launch/copy/upload, which ops call holding the GIL (enqueues keep it): release
+ * it around that wait when this thread holds it (the publisher thread and GIL-free callers do not). */
+static void *
+gil_release(void)
+{
+    return PyGILState_Check() ? (void *)PyEval_SaveThread() : NULL;
+}
+
+static void
+gil_restore(void *ts)
+{
+    if (ts != NULL) PyEval_RestoreThread((PyThreadState *)ts);
+}
+
+/* Registered when the extension is loaded, before any op can run; keeps stream.c free of Python. */
+__attribute__((constructor)) static void
+register_block_hooks(void)
+{
+    tl_stream_set_block_hooks(gil_release, gil_restore);
 }
 
 static PyObject *
@@ -200,7 +222,8 @@ static const PyMethodDef runtime_functions[] = {
     {"devices", fn_devices, METH_NOARGS, "List every OpenCL device as a dict."},
     {"_device", fn_device, METH_NOARGS, "The selected device as a dict (initialises the runtime)."},
     {"synchronize", fn_synchronize, METH_NOARGS, "Wait until all enqueued work is done (a sync point)."},
-    {"stream_stats", fn_stream_stats, METH_NOARGS, "{'enqueued', 'flushes', 'waits'} since the last reset."},
+    {"stream_stats", fn_stream_stats, METH_NOARGS,
+     "{'enqueued', 'flushes', 'waits', 'backpressure_waits'} since the last reset."},
     {"reset_stream_stats", fn_reset_stream_stats, METH_NOARGS, "Zero the stream counters."},
     {"memory_stats", fn_memory_stats, METH_NOARGS, "Pool statistics (bytes and counts)."},
     {"reset_peak_memory_stats", fn_reset_peak, METH_NOARGS, "Peak := live; zero the pool counters."},

@@ -1,4 +1,5 @@
-/* sha256.c: compact SHA-256 (FIPS 180-4). Speed is irrelevant: it hashes a few kernel sources once. */
+/* sha256.c: compact SHA-256 (FIPS 180-4). Speed hardly matters: it hashes kernel sources and cached binaries
+ * (a few hundred KB) once per family per process. */
 #include "sha256.h"
 #include <stdio.h>
 #include <string.h>
@@ -60,7 +61,7 @@ tl_sha256_update(tl_sha256 *s, const void *data, size_t n)
 }
 
 void
-tl_sha256_hex(tl_sha256 *s, char out[65])
+tl_sha256_final(tl_sha256 *s, unsigned char out[32])
 {
     uint64_t bits = s->len * 8;
     unsigned char pad = 0x80, zero = 0, lenb[8];
@@ -68,5 +69,13 @@ tl_sha256_hex(tl_sha256 *s, char out[65])
     while (s->fill != 56) tl_sha256_update(s, &zero, 1);
     for (int i = 0; i < 8; i++) lenb[i] = (unsigned char)(bits >> (56 - 8 * i));
     tl_sha256_update(s, lenb, 8);
-    for (int i = 0; i < 8; i++) snprintf(out + 8 * i, 9, "%08x", s->h[i]);
+    for (int i = 0; i < 32; i++) out[i] = (unsigned char)(s->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+void
+tl_sha256_hex(tl_sha256 *s, char out[65])
+{
+    unsigned char d[32];
+    tl_sha256_final(s, d);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
 }

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -32,11 +33,13 @@
 #define MAGIC 0x3142505550474c54ull            /* "TLGPUPB1" little-endian */
 #define LAYOUT_VERSION 1u
 #define PAGE 4096u
+#define MAX_TENSORS (1u << 24)                  /* a reader refuses more: no table allocation beyond this */
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2, "shared-memory atomics must be lock-free");
 
 typedef struct {                                /* one cache line per data slot */
-    _Atomic uint64_t seq, version, step;
+    _Atomic uint64_t seq, version;
+    _Atomic int64_t step;
     uint64_t pad[5];
 } slot_hdr;
 
@@ -48,8 +51,9 @@ typedef struct {
 typedef struct {
     _Atomic uint64_t magic;                     /* stored last by the creator */
     uint32_t layout_version, n_tensors;
-    uint64_t flat_elems, meta_off, names_off, data_off[2], total_bytes, creator_pid;
-    uint64_t pad0[7];
+    uint64_t flat_elems, meta_off, names_off, data_off[2], total_bytes;
+    uint64_t creator_pid, creator_start;        /* the learner: pid and start time (/proc/<pid>/stat field 22) */
+    uint64_t pad0[6];
     _Atomic uint64_t latest;                    /* 0 = nothing yet; else version << 1 | slot */
     _Atomic uint64_t closed;                    /* the publisher closed: no newer version will come */
     _Atomic uint32_t notify;                    /* futex word, bumped after every publish */
@@ -60,8 +64,9 @@ typedef struct {
 } shm_header;
 
 /* The offsets docs/publish.md documents: other-language readers depend on them. */
-_Static_assert(offsetof(shm_header, latest) == 128 && offsetof(shm_header, notify) == 144 &&
-               offsetof(shm_header, slot) == 192 && offsetof(shm_header, ack) == 320, "shm header layout");
+_Static_assert(offsetof(shm_header, creator_start) == 72 && offsetof(shm_header, latest) == 128 &&
+               offsetof(shm_header, notify) == 144 && offsetof(shm_header, slot) == 192 &&
+               offsetof(shm_header, ack) == 320, "shm header layout");
 
 typedef struct {                                /* one per tensor, after the header */
     uint64_t off, numel, name_off, name_len;
@@ -69,13 +74,17 @@ typedef struct {                                /* one per tensor, after the hea
     uint32_t ndim, pad;
 } shm_meta;
 
+/* Everything the reader or writer uses to compute an address lives here, checked once: the shared header
+ * can change under us (another process, a bug), the private copy cannot. */
 struct tl_shm {
     shm_header *h;
     size_t len;
     int writer;
     char name[256];
-    const shm_meta *meta;
-    const char *names;
+    uint32_t n;
+    uint64_t flat_elems, owner_pid, owner_start;
+    shm_meta *meta;                             /* [n], private */
+    char *names;                                /* private, NUL-terminated names */
     float *data[2];
     uint64_t *slot_tv;                          /* writer: [2][n] tensor versions each slot holds */
 };
@@ -86,79 +95,176 @@ align_up(uint64_t n, uint64_t a)
     return (n + a - 1) / a * a;
 }
 
+/* A failed system call: TL_E_OS with its errno (OSError at the Python edge, the subclass picked by errno). */
 static tl_status
-fail_errno(tl_err *err, int *os_errno, const char *routine, const char *name)
+fail_os(tl_err *err, int e, const char *routine, const char *what)
 {
-    char what[600];
-    *os_errno = errno;
-    snprintf(what, sizeof what, "%s: %s", name, strerror(errno));
-    return tl_err_set(err, TL_E_INVALID, routine, what);
+    char msg[700];
+    if (err->code != TL_OK) return err->code;
+    snprintf(msg, sizeof msg, "%s: %s", what, strerror(e));
+    tl_err_set(err, TL_E_OS, routine, msg);
+    err->os_errno = e;
+    return TL_E_OS;
 }
 
-/* POSIX shm names are "/name" with no other slash. */
-static tl_status
-shm_path(const char *name, char *out, size_t cap, tl_err *err)
+tl_status
+tl_shm_check_name(const char *name, char *path, size_t cap, tl_err *err)
 {
     const char *base = name[0] == '/' ? name + 1 : name;
-    if (base[0] == '\0' || strchr(base, '/') != NULL || strlen(base) + 2 > cap || strlen(base) > NAME_MAX - 1)
-        return tl_err_set(err, TL_E_INVALID, "shm_open", "a shared-memory name is 1-250 characters without '/'");
-    snprintf(out, cap, "/%s", base);
+    size_t len = strlen(base);
+    if (len == 0 || len > NAME_MAX - 1 || len + 2 > cap || strchr(base, '/') != NULL || strcmp(base, ".") == 0 ||
+        strcmp(base, "..") == 0)
+        return tl_err_set(err, TL_E_ARG, "shm_open", "a shared-memory name is 1-254 bytes without '/' (one leading "
+                          "'/' is allowed), and not '.' or '..'");
+    snprintf(path, cap, "/%s", base);
+    return TL_OK;
+}
+
+/* /proc/<pid>/stat: 1 for a live process (its start time, field 22, in *start), 0 for none or a zombie (a
+ * SIGKILLed learner stays a zombie until its parent reaps it), -1 when /proc cannot tell. */
+static int
+proc_stat(uint64_t pid, uint64_t *start)
+{
+    char path[64], buf[1024];
+    if (pid == 0 || pid > INT_MAX) return 0;
+    snprintf(path, sizeof path, "/proc/%llu/stat", (unsigned long long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT && access("/proc/self/stat", R_OK) == 0 ? 0 : -1;
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0) return 0;                     /* it went between open and read */
+    buf[got] = '\0';
+    char *p = strrchr(buf, ')');                /* the command name may hold spaces and parentheses */
+    if (p == NULL || p[1] != ' ') return -1;
+    if (p[2] == 'Z' || p[2] == 'X' || p[2] == 'x') return 0;
+    p += 2;                                     /* field 3, the state */
+    for (int f = 3; f < 22 && p != NULL; f++)
+        if ((p = strchr(p, ' ')) != NULL) p++;
+    *start = p != NULL ? strtoull(p, NULL, 10) : 0;
+    return 1;
+}
+
+/* start == 0: any process with that pid (segments and ack slots that carry no start time). */
+static int
+proc_alive(uint64_t pid, uint64_t start)
+{
+    uint64_t now = 0;
+    int r = proc_stat(pid, &now);
+    if (r < 0) return pid != 0 && pid <= INT_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+    return r == 1 && (start == 0 || now == start);
+}
+
+/* An existing segment under the name: removed when it is a tlgpu segment whose owner is dead (a crashed
+ * learner's leftover); otherwise TL_E_OS EEXIST naming the live owner. flock serialises reclaimers and
+ * waits out a creator still laying out its header (it holds the lock until then); the name must still be
+ * the locked segment before it is unlinked, so two new publishers never remove each other's fresh one.
+ * TL_OK: try the exclusive create again. */
+static tl_status
+reclaim(const char *path, tl_err *err)
+{
+    int fd = shm_open(path, O_RDWR, 0), fd2 = -1;
+    struct stat a, b;
+    shm_header h;
+    char what[600];
+    tl_status st = TL_OK;
+    if (fd < 0) return errno == ENOENT ? TL_OK : fail_os(err, errno, "shm_open", path);
+    for (int i = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; i++) {
+        if (i == 200) {                         /* 2 s: someone holds it for good; not ours to break */
+            snprintf(what, sizeof what, "%s exists and another process holds its lock", path);
+            st = fail_os(err, EEXIST, "shm_open", what);
+            goto done;
+        }
+        usleep(10000);
+    }
+    if ((fd2 = shm_open(path, O_RDONLY, 0)) < 0 || fstat(fd, &a) < 0 || fstat(fd2, &b) < 0 || a.st_ino != b.st_ino ||
+        a.st_dev != b.st_dev)
+        goto done;                              /* gone or replaced meanwhile: try again */
+    memset(&h, 0, sizeof h);
+    ssize_t got = pread(fd, &h, sizeof h, 0);
+    uint64_t magic = atomic_load_explicit(&h.magic, memory_order_relaxed);
+    int ours = got >= (ssize_t)offsetof(shm_header, latest) && h.creator_pid != 0 &&
+               (magic == MAGIC || (magic == 0 && h.layout_version == LAYOUT_VERSION));   /* 0: creator died early */
+    if (!ours) {
+        snprintf(what, sizeof what, "%s exists and is not a (complete) tlgpu publisher segment; remove /dev/shm%s "
+                 "if it is stale", path, path);
+        st = fail_os(err, EEXIST, "shm_open", what);
+    } else if (proc_alive(h.creator_pid, h.creator_start)) {
+        snprintf(what, sizeof what, "%s is in use by the live publisher process %llu", path,
+                 (unsigned long long)h.creator_pid);
+        st = fail_os(err, EEXIST, "shm_open", what);
+    } else if (shm_unlink(path) < 0 && errno != ENOENT) {
+        st = fail_os(err, errno, "shm_unlink", path);
+    }
+done:
+    if (fd2 >= 0) close(fd2);
+    close(fd);
+    return st;
+}
+
+/* The private tensor table and names (writer and reader). */
+static tl_status
+alloc_tables(tl_shm *s, uint32_t n, uint64_t names_len, tl_err *err)
+{
+    s->n = n;
+    s->meta = calloc(n > 0 ? n : 1, sizeof *s->meta);
+    s->names = malloc(names_len + 1);
+    if (s->meta == NULL || s->names == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_shm", "host memory");
+    s->names[names_len] = '\0';
     return TL_OK;
 }
 
 tl_status
-tl_shm_create(const char *name, const tl_shm_tensor *t, int n, uint64_t flat_elems, tl_shm **out, int *os_errno,
-              tl_err *err)
+tl_shm_create(const char *name, const tl_shm_tensor *t, int n, uint64_t flat_elems, tl_shm **out, tl_err *err)
 {
     tl_shm *s = NULL;
     int fd = -1;
     uint64_t names_len = 0;
-    *os_errno = 0;
     if ((s = calloc(1, sizeof *s)) == NULL || (s->slot_tv = calloc(2 * (size_t)(n > 0 ? n : 1), 8)) == NULL) {
         tl_err_set(err, TL_E_NOMEM, "tl_shm_create", "host memory");
         goto fail;
     }
-    if (shm_path(name, s->name, sizeof s->name, err) != TL_OK) goto fail;
+    if (tl_shm_check_name(name, s->name, sizeof s->name, err) != TL_OK) goto fail;
     for (int i = 0; i < n; i++) names_len += strlen(t[i].name) + 1;
+    if (alloc_tables(s, (uint32_t)n, names_len, err) != TL_OK) goto fail;
     uint64_t meta_off = align_up(sizeof(shm_header), 64), names_off = meta_off + (uint64_t)n * sizeof(shm_meta);
     uint64_t d0 = align_up(names_off + names_len, PAGE), slot_bytes = align_up(flat_elems * 4, PAGE);
     s->len = d0 + 2 * slot_bytes;
-    if ((fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600)) < 0) {
-        fail_errno(err, os_errno, "shm_open", s->name);
-        goto fail;
+    for (int attempt = 0; (fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600)) < 0; attempt++) {
+        if (errno != EEXIST || attempt == 3) { fail_os(err, errno, "shm_open", s->name); goto fail; }
+        if (reclaim(s->name, err) != TL_OK) goto fail;
     }
     s->writer = 1;                               /* from here on, destroy unlinks */
-    if (ftruncate(fd, (off_t)s->len) < 0) { fail_errno(err, os_errno, "ftruncate", s->name); goto fail; }
+    flock(fd, LOCK_EX);                          /* reclaimers wait until the header names us (released by close) */
+    if (ftruncate(fd, (off_t)s->len) < 0) { fail_os(err, errno, "ftruncate", s->name); goto fail; }
     void *map = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) { fail_errno(err, os_errno, "mmap", s->name); goto fail; }
-    close(fd);
-    fd = -1;
+    if (map == MAP_FAILED) { fail_os(err, errno, "mmap", s->name); goto fail; }
     s->h = map;                                  /* ftruncate zero-filled it: latest = 0, all slots free */
     shm_header *h = s->h;
     h->layout_version = LAYOUT_VERSION;
     h->n_tensors = (uint32_t)n;
-    h->flat_elems = flat_elems;
+    h->flat_elems = s->flat_elems = flat_elems;
     h->meta_off = meta_off;
     h->names_off = names_off;
     h->data_off[0] = d0;
     h->data_off[1] = d0 + slot_bytes;
     h->total_bytes = s->len;
-    h->creator_pid = (uint64_t)getpid();
-    shm_meta *m = (shm_meta *)((char *)map + meta_off);
-    char *names = (char *)map + names_off;
+    h->creator_pid = s->owner_pid = (uint64_t)getpid();
+    if (proc_stat(h->creator_pid, &s->owner_start) == 1) h->creator_start = s->owner_start;
     uint64_t at = 0;
     for (int i = 0; i < n; i++) {
         size_t len = strlen(t[i].name);
-        m[i] = (shm_meta){t[i].off, t[i].numel, at, len, {0}, (uint32_t)t[i].ndim, 0};
-        memcpy(m[i].shape, t[i].shape, sizeof m[i].shape);
-        memcpy(names + at, t[i].name, len + 1);
+        s->meta[i] = (shm_meta){t[i].off, t[i].numel, at, len, {0}, (uint32_t)t[i].ndim, 0};
+        memcpy(s->meta[i].shape, t[i].shape, sizeof s->meta[i].shape);
+        memcpy(s->names + at, t[i].name, len + 1);
         at += len + 1;
     }
-    s->meta = m;
-    s->names = names;
+    memcpy((char *)map + meta_off, s->meta, (size_t)n * sizeof(shm_meta));
+    memcpy((char *)map + names_off, s->names, names_len);
     s->data[0] = (float *)((char *)map + d0);
     s->data[1] = (float *)((char *)map + d0 + slot_bytes);
     atomic_store_explicit(&h->magic, MAGIC, memory_order_release);
+    flock(fd, LOCK_UN);                          /* explicitly: the mapping keeps the file, and its lock, open */
+    close(fd);
     *out = s;
     return TL_OK;
 fail:
@@ -248,7 +354,7 @@ tl_shm_begin(tl_shm *s, int slot)
 }
 
 void
-tl_shm_commit(tl_shm *s, int slot, uint64_t version, uint64_t step)
+tl_shm_commit(tl_shm *s, int slot, uint64_t version, int64_t step)
 {
     shm_header *h = s->h;
     slot_hdr *sh = &h->slot[slot];
@@ -261,9 +367,9 @@ tl_shm_commit(tl_shm *s, int slot, uint64_t version, uint64_t step)
 }
 
 void
-tl_shm_publish(tl_shm *s, const float *src, const uint64_t *tv, uint64_t version, uint64_t step)
+tl_shm_publish(tl_shm *s, const float *src, const uint64_t *tv, uint64_t version, int64_t step)
 {
-    int n = (int)s->h->n_tensors, w = tl_shm_next_slot(s);
+    int n = (int)s->n, w = tl_shm_next_slot(s);
     tl_shm_begin(s, w);
     copy_run *runs = malloc((size_t)(n > 0 ? n : 1) * sizeof *runs);
     int nr = 0;
@@ -280,19 +386,15 @@ tl_shm_publish(tl_shm *s, const float *src, const uint64_t *tv, uint64_t version
     tl_shm_commit(s, w, version, step);
 }
 
-static int
-pid_alive(uint64_t pid)
-{
-    return pid != 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-}
-
 int
-tl_shm_acked(tl_shm *s, uint64_t *out, int cap)
+tl_shm_acked(tl_shm *s, uint64_t *version, uint64_t *pid, int cap)
 {
     int k = 0;
     for (int i = 0; i < TL_SHM_ACK_SLOTS && k < cap; i++) {
         uint64_t o = atomic_load_explicit(&s->h->ack[i].owner, memory_order_acquire);
-        if (pid_alive(o)) out[k++] = atomic_load_explicit(&s->h->ack[i].version, memory_order_relaxed);
+        if (!proc_alive(o, 0)) continue;
+        pid[k] = o;
+        version[k++] = atomic_load_explicit(&s->h->ack[i].version, memory_order_relaxed);
     }
     return k;
 }
@@ -310,48 +412,130 @@ tl_shm_destroy(tl_shm *s)
         munmap(s->h, s->len);
     }
     if (s->writer) shm_unlink(s->name);          /* mapped readers keep their view */
+    free(s->meta);
+    free(s->names);
     free(s->slot_tv);
     free(s);
 }
 
+static tl_status
+bad_segment(tl_err *err, const char *path, const char *why)
+{
+    char what[800];
+    snprintf(what, sizeof what, "Subscriber: %s is not a sound tlgpu publisher segment: %s", path, why);
+    return tl_err_set(err, TL_E_ARG, "tl_shm_open", what);
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Every tensor row: its range inside a slot, its shape against its size, its name (inside the name table,
+ * NUL-terminated where its length says, no NUL before) and no two names alike. */
+static tl_status
+check_tensors(tl_shm *s, uint64_t names_len, tl_err *err)
+{
+    char why[400];
+    const char **sorted = malloc(sizeof(char *) * (s->n > 0 ? s->n : 1));
+    tl_status st = TL_OK;
+    if (sorted == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_shm_open", "host memory");
+    for (uint32_t i = 0; i < s->n && st == TL_OK; i++) {
+        const shm_meta *m = &s->meta[i];
+        uint64_t prod = 1;
+        int shape_ok = m->ndim <= TL_SHM_MAX_DIMS;
+        for (uint32_t d = 0; shape_ok && d < m->ndim; d++) {
+            uint64_t e = (uint64_t)m->shape[d];
+            shape_ok = m->shape[d] >= 0 && (e == 0 || prod <= UINT64_MAX / e);
+            prod *= e;
+        }
+        why[0] = '\0';
+        if (m->off > s->flat_elems || m->numel > s->flat_elems - m->off)
+            snprintf(why, sizeof why, "tensor %u lies outside its data slot", i);
+        else if (!shape_ok || prod != m->numel)
+            snprintf(why, sizeof why, "tensor %u: its shape does not match its %llu elements", i,
+                     (unsigned long long)m->numel);
+        else if (m->name_off >= names_len || m->name_len >= names_len - m->name_off ||
+                 s->names[m->name_off + m->name_len] != '\0' || memchr(s->names + m->name_off, 0, m->name_len))
+            snprintf(why, sizeof why, "tensor %u: its name lies outside the name table or is not terminated", i);
+        if (why[0] != '\0') st = bad_segment(err, s->name, why);
+        sorted[i] = s->names + m->name_off;
+    }
+    if (st == TL_OK) qsort(sorted, s->n, sizeof *sorted, cmp_str);
+    for (uint32_t i = 1; st == TL_OK && i < s->n; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0) {
+            snprintf(why, sizeof why, "two tensors are named '%.200s'", sorted[i]);
+            st = bad_segment(err, s->name, why);
+        }
+    free(sorted);
+    return st;
+}
+
+/* The header, read once, against the segment's real size; then the tables, copied and checked. */
+static tl_status
+check_layout(tl_shm *s, tl_err *err)
+{
+    const shm_header *h = s->h;
+    uint64_t size = s->len, n = h->n_tensors, flat = h->flat_elems, meta_off = h->meta_off;
+    uint64_t names_off = h->names_off, d[2] = {h->data_off[0], h->data_off[1]};
+    char why[400];
+    why[0] = '\0';
+    if (h->layout_version != LAYOUT_VERSION)
+        snprintf(why, sizeof why, "layout version %u (this reader knows %u)", h->layout_version, LAYOUT_VERSION);
+    else if (h->total_bytes != size)
+        snprintf(why, sizeof why, "its header says %llu bytes, it has %llu", (unsigned long long)h->total_bytes,
+                 (unsigned long long)size);
+    else if (n > MAX_TENSORS || meta_off < sizeof(shm_header) || meta_off > size ||
+             (size - meta_off) / sizeof(shm_meta) < n)
+        snprintf(why, sizeof why, "its tensor table (%llu rows at %llu) lies outside it", (unsigned long long)n,
+                 (unsigned long long)meta_off);
+    else if (names_off < meta_off + n * sizeof(shm_meta) || names_off > d[0] || names_off > d[1])
+        snprintf(why, sizeof why, "its name table offset %llu is out of place", (unsigned long long)names_off);
+    else if (flat > size / 4)
+        snprintf(why, sizeof why, "data slots of %llu floats do not fit", (unsigned long long)flat);
+    for (int k = 0; k < 2 && why[0] == '\0'; k++)
+        if (d[k] % 4 != 0 || d[k] > size || flat * 4 > size - d[k])
+            snprintf(why, sizeof why, "data slot %d (%llu floats at %llu) lies outside it", k,
+                     (unsigned long long)flat, (unsigned long long)d[k]);
+    if (why[0] != '\0') return bad_segment(err, s->name, why);
+    uint64_t names_len = (d[0] < d[1] ? d[0] : d[1]) - names_off;
+    if (alloc_tables(s, (uint32_t)n, names_len, err) != TL_OK) return err->code;
+    memcpy(s->meta, (const char *)h + meta_off, n * sizeof(shm_meta));
+    memcpy(s->names, (const char *)h + names_off, names_len);
+    s->flat_elems = flat;
+    s->owner_pid = h->creator_pid;
+    s->owner_start = h->creator_start;
+    s->data[0] = (float *)((char *)s->h + d[0]);
+    s->data[1] = (float *)((char *)s->h + d[1]);
+    return check_tensors(s, names_len, err);
+}
+
 tl_status
-tl_shm_open(const char *name, tl_shm **out, int *os_errno, tl_err *err)
+tl_shm_open(const char *name, tl_shm **out, tl_err *err)
 {
     tl_shm *s = NULL;
     int fd = -1;
     struct stat sb;
-    *os_errno = 0;
     if ((s = calloc(1, sizeof *s)) == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_shm_open", "host memory");
-    if (shm_path(name, s->name, sizeof s->name, err) != TL_OK) goto fail;
-    if ((fd = shm_open(s->name, O_RDWR, 0)) < 0) { fail_errno(err, os_errno, "shm_open", s->name); goto fail; }
-    if (fstat(fd, &sb) < 0) { fail_errno(err, os_errno, "fstat", s->name); goto fail; }
-    if ((size_t)sb.st_size < sizeof(shm_header)) {
-        tl_err_set(err, TL_E_INVALID, "tl_shm_open", "segment too small: not a tlgpu publisher (or not ready)");
+    if (tl_shm_check_name(name, s->name, sizeof s->name, err) != TL_OK) goto fail;
+    if ((fd = shm_open(s->name, O_RDWR, 0)) < 0) { fail_os(err, errno, "shm_open", s->name); goto fail; }
+    if (fstat(fd, &sb) < 0) { fail_os(err, errno, "fstat", s->name); goto fail; }
+    if ((uint64_t)sb.st_size < sizeof(shm_header)) {
+        bad_segment(err, s->name, "smaller than its header (or its publisher is still creating it)");
         goto fail;
     }
     s->len = (size_t)sb.st_size;
     void *map = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);   /* write: ack slots */
-    if (map == MAP_FAILED) { fail_errno(err, os_errno, "mmap", s->name); goto fail; }
+    if (map == MAP_FAILED) { fail_os(err, errno, "mmap", s->name); goto fail; }
     close(fd);
     fd = -1;
     s->h = map;
-    shm_header *h = s->h;
-    if (atomic_load_explicit(&h->magic, memory_order_acquire) != MAGIC || h->layout_version != LAYOUT_VERSION ||
-        h->total_bytes != s->len || h->data_off[1] + h->flat_elems * 4 > s->len ||
-        h->names_off > h->data_off[0]) {
-        tl_err_set(err, TL_E_INVALID, "tl_shm_open", "bad magic or layout: not a tlgpu publisher segment");
+    if (atomic_load_explicit(&s->h->magic, memory_order_acquire) != MAGIC) {
+        bad_segment(err, s->name, "bad magic (or its publisher is still creating it)");
         goto fail;
     }
-    s->meta = (const shm_meta *)((char *)map + h->meta_off);
-    s->names = (const char *)map + h->names_off;
-    s->data[0] = (float *)((char *)map + h->data_off[0]);
-    s->data[1] = (float *)((char *)map + h->data_off[1]);
-    for (uint32_t i = 0; i < h->n_tensors; i++)
-        if (s->meta[i].off + s->meta[i].numel > h->flat_elems || s->meta[i].ndim > TL_SHM_MAX_DIMS ||
-            h->names_off + s->meta[i].name_off + s->meta[i].name_len >= h->data_off[0]) {
-            tl_err_set(err, TL_E_INVALID, "tl_shm_open", "corrupt tensor table");
-            goto fail;
-        }
+    if (check_layout(s, err) != TL_OK) goto fail;
     *out = s;
     return TL_OK;
 fail:
@@ -363,7 +547,7 @@ fail:
 int
 tl_shm_count(const tl_shm *s)
 {
-    return (int)s->h->n_tensors;
+    return (int)s->n;
 }
 
 void
@@ -378,16 +562,26 @@ tl_shm_tensor_info(const tl_shm *s, int i, tl_shm_tensor *out)
 }
 
 uint64_t
-tl_shm_latest_version(const tl_shm *s)
+tl_shm_owner_pid(const tl_shm *s)
 {
-    return atomic_load_explicit(&s->h->latest, memory_order_acquire) >> 1;
+    return s->owner_pid;
+}
+
+static double
+mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 int
-tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version, uint64_t *step, long *retries,
+tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version, int64_t *step, long *retries,
             unsigned delay_us)
 {
     shm_header *h = s->h;
+    uint64_t odd_L = 0;
+    double odd_since = 0;
     for (int attempt = 0;; attempt++) {
         if (attempt > 0) {
             (*retries)++;
@@ -397,17 +591,23 @@ tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version
         if (L == 0 || L >> 1 <= newer_than) return 0;
         slot_hdr *sh = &h->slot[L & 1];
         uint64_t s1 = atomic_load_explicit(&sh->seq, memory_order_acquire);
-        if (s1 & 1) continue;                   /* being rewritten: `latest` has moved on, reload it */
+        if (s1 & 1) {                           /* being rewritten: `latest` has moved on, reload it */
+            /* The writer only rewrites the slot `latest` does not name, so the named slot stays odd for
+             * long only in a corrupted segment: give up after 100 ms of that rather than spin for ever. */
+            if (L != odd_L) { odd_L = L; odd_since = mono_now(); }
+            else if (mono_now() - odd_since > 0.1) return TL_SHM_CORRUPT;
+            continue;
+        }
         uint64_t v = atomic_load_explicit(&sh->version, memory_order_relaxed);
-        uint64_t st = atomic_load_explicit(&sh->step, memory_order_relaxed);
-        copy_run *runs = delay_us ? NULL : malloc((size_t)h->n_tensors * sizeof *runs + 1);
-        for (uint32_t i = 0; i < h->n_tensors; i++) {
+        int64_t st = atomic_load_explicit(&sh->step, memory_order_relaxed);
+        copy_run *runs = delay_us ? NULL : malloc((size_t)s->n * sizeof *runs + 1);
+        for (uint32_t i = 0; i < s->n; i++) {
             copy_run r = {(char *)dst[i], (const char *)(s->data[L & 1] + s->meta[i].off), s->meta[i].numel * 4};
             if (runs != NULL) { runs[i] = r; continue; }
-            if (delay_us && attempt == 0 && i == h->n_tensors / 2) usleep(delay_us);   /* test hook */
+            if (delay_us && attempt == 0 && i == s->n / 2) usleep(delay_us);   /* test hook */
             memcpy(r.dst, r.src, r.n);
         }
-        if (runs != NULL) copy_runs(runs, (int)h->n_tensors);
+        if (runs != NULL) copy_runs(runs, (int)s->n);
         free(runs);
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&sh->seq, memory_order_relaxed) != s1) continue;   /* lapped: torn */
@@ -420,20 +620,19 @@ tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version
 int
 tl_shm_wait(tl_shm *s, uint64_t newer_than, double timeout)
 {
-    struct timespec now, end;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double deadline = now.tv_sec + now.tv_nsec * 1e-9 + (timeout >= 0 ? timeout : 1e18);
+    struct timespec rel;
+    double deadline = mono_now() + (timeout >= 0 ? timeout : 1e18);
     for (;;) {
         uint32_t seen = atomic_load_explicit(&s->h->notify, memory_order_acquire);
-        if (tl_shm_latest_version(s) > newer_than) return 1;
-        if (atomic_load_explicit(&s->h->closed, memory_order_acquire)) return 0;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double left = deadline - (now.tv_sec + now.tv_nsec * 1e-9);
+        if (atomic_load_explicit(&s->h->latest, memory_order_acquire) >> 1 > newer_than) return 1;
+        if (atomic_load_explicit(&s->h->closed, memory_order_acquire)) return TL_SHM_CLOSED;
+        if (!proc_alive(s->owner_pid, s->owner_start)) return TL_SHM_DEAD;   /* SIGKILL never rings the bell */
+        double left = deadline - mono_now();
         if (left <= 0) return 0;
-        if (left > 0.1) left = 0.1;             /* re-check now and then: a crashed writer never rings */
-        end.tv_sec = (time_t)left;
-        end.tv_nsec = (long)((left - (double)end.tv_sec) * 1e9);
-        syscall(SYS_futex, (uint32_t *)&s->h->notify, FUTEX_WAIT, seen, &end, NULL, 0);   /* relative */
+        if (left > 0.1) left = 0.1;             /* re-check now and then: a dead writer never rings */
+        rel.tv_sec = (time_t)left;
+        rel.tv_nsec = (long)((left - (double)rel.tv_sec) * 1e9);
+        syscall(SYS_futex, (uint32_t *)&s->h->notify, FUTEX_WAIT, seen, &rel, NULL, 0);   /* relative */
     }
 }
 
@@ -445,7 +644,7 @@ tl_shm_claim(tl_shm *s)
         for (int i = 0; i < TL_SHM_ACK_SLOTS; i++) {
             ack_slot *a = &s->h->ack[i];
             uint64_t o = atomic_load_explicit(&a->owner, memory_order_relaxed);
-            if (pass == 0 ? o != 0 : pid_alive(o)) continue;   /* pass 1 takes slots of dead processes */
+            if (pass == 0 ? o != 0 : proc_alive(o, 0)) continue;   /* pass 1 takes slots of dead processes */
             if (atomic_compare_exchange_strong_explicit(&a->owner, &o, me, memory_order_acq_rel,
                                                         memory_order_relaxed)) {
                 atomic_store_explicit(&a->version, 0, memory_order_release);
@@ -473,6 +672,8 @@ tl_shm_close(tl_shm *s)
 {
     if (s == NULL) return;
     if (s->h != NULL) munmap(s->h, s->len);
+    free(s->meta);
+    free(s->names);
     free(s->slot_tv);
     free(s);
 }

@@ -1,4 +1,4 @@
-/* stream.c: enqueue accounting, flushes, sync points and cross-queue ordering.
+/* stream.c: enqueue accounting, flushes, sync points, cross-queue ordering and back-pressure.
  * q0 (compute) is in order, so its commands need no events among themselves. Each storage records
  * use_seq, the q0 sequence number of the last command touching it. Where queues meet:
  *  - a q1 command on a buffer that q0 used after the newest marker gets a fresh marker on q0
@@ -6,7 +6,12 @@
  *    until q0 moves on (OPENCL.md 1.3: an event per kernel would cost ~1.6 us on NVIDIA);
  *  - a q1 upload leaves ready_ev: the first q0 command touching the buffer waits on it, then drops it;
  *  - a q1 download leaves rd_ev: the first q0 command writing the buffer waits on it, then drops it.
- * At most two events per buffer, never lists. Every q1 enqueue is flushed before q0 may wait on it. */
+ * At most two events per buffer, never lists. Every q1 enqueue is flushed before q0 may wait on it.
+ * Back-pressure keeps host memory bounded without sync points (every queued command holds driver memory,
+ * every upload a host copy): each periodic flush of q0 takes one marker event, and when more than
+ * TLGPU_MAX_INFLIGHT (16) flushed batches are outstanding the host waits for the oldest; uploads whose host
+ * copies exceed TLGPU_MAX_STAGING_MB (64) wait for the oldest upload. These waits never drain a queue and
+ * are counted apart from the sync-point `waits`, as backpressure_waits (only those that had to block). */
 #include "stream.h"
 #include "cl_runtime.h"
 #include <pthread.h>
@@ -15,21 +20,52 @@
 #include <string.h>
 
 #define MAX_WAIT 16
+#define MAX_BATCHES 256                                /* the most TLGPU_MAX_INFLIGHT may ask for */
+#define MAX_UPLOADS 64                                 /* uploads tracked for the staging bound */
+
+typedef struct { cl_event ev; uint64_t seq; size_t n; } pending;
+typedef struct { pending *e; int cap, head, n; } fifo;  /* oldest first: both queues are in order */
 
 static pthread_mutex_t slock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_long n_enqueued, n_flushes, n_waits;
-static uint64_t q0_seq, mk_seq;
+static atomic_long n_enqueued, n_flushes, n_waits, n_bp_waits;
+static uint64_t q0_seq, mk_seq, up_seq;
 static cl_event mk_ev;
-static int per_flush = -1, sync_mode, debug;
+static int per_flush = -1, max_inflight, sync_mode, debug;
+static size_t max_staging, staged;                     /* bytes of host copies in `uploads` */
 static int since_flush;
+static pending batch_slots[MAX_BATCHES], upload_slots[MAX_UPLOADS];
+static fifo batches = {batch_slots, MAX_BATCHES, 0, 0}, uploads = {upload_slots, MAX_UPLOADS, 0, 0};
+static tl_block_enter_fn block_enter;
+static tl_block_leave_fn block_leave;
+
+/* A non-negative integer from the environment, at most `max`; unset or not a number: dflt. */
+static long
+env_long(const char *name, long dflt, long max)
+{
+    const char *v = getenv(name);
+    char *end;
+    long x = v != NULL ? strtol(v, &end, 10) : -1;
+    if (v == NULL || end == v || *end != '\0' || x < 0) return dflt;
+    return x < max ? x : max;
+}
 
 static void
 configure(void)
 {
-    const char *n = getenv("TLGPU_COMPUTE_PER_BUFFER"), *s = getenv("TLGPU_SYNC"), *d = getenv("TLGPU_DEBUG_BATCHING");
-    per_flush = n != NULL && atoi(n) > 0 ? atoi(n) : 50;
+    const char *s = getenv("TLGPU_SYNC"), *d = getenv("TLGPU_DEBUG_BATCHING");
+    per_flush = (int)env_long("TLGPU_COMPUTE_PER_BUFFER", 50, 1 << 20);
+    if (per_flush == 0) per_flush = 50;
+    max_inflight = (int)env_long("TLGPU_MAX_INFLIGHT", 16, MAX_BATCHES - 1);      /* 0: unbounded */
+    max_staging = (size_t)env_long("TLGPU_MAX_STAGING_MB", 64, 1L << 30) << 20;  /* 0: unbounded */
     sync_mode = s != NULL && strcmp(s, "1") == 0;
     debug = d != NULL && strcmp(d, "1") == 0;
+}
+
+void
+tl_stream_set_block_hooks(tl_block_enter_fn enter, tl_block_leave_fn leave)
+{
+    block_enter = enter;
+    block_leave = leave;
 }
 
 void
@@ -37,6 +73,49 @@ tl_stream_count_wait(const char *why)
 {
     atomic_fetch_add(&n_waits, 1);
     if (debug) fprintf(stderr, "tlgpu: wait (%s)\n", why);
+}
+
+static void
+fifo_push(fifo *f, cl_event ev, uint64_t seq, size_t n)
+{
+    f->e[(f->head + f->n++) % f->cap] = (pending){ev, seq, n};
+}
+
+static pending
+fifo_pop(fifo *f)
+{
+    pending p = f->e[f->head];
+    f->head = (f->head + 1) % f->cap;
+    f->n--;
+    return p;
+}
+
+/* Drops the entries whose work a finished host wait covered (seq <= upto): complete, nothing to wait on. */
+static void
+fifo_drain(fifo *f, uint64_t upto, size_t *bytes)
+{
+    while (f->n > 0 && f->e[f->head].seq <= upto) {
+        pending p = fifo_pop(f);
+        if (bytes != NULL) *bytes -= p.n;
+        clReleaseEvent(p.ev);
+    }
+}
+
+/* Back-pressure: the host waits (with the GIL released where the caller held it) for ev unless it has
+ * completed already; only a wait that blocks is counted. Called without slock. Consumes ev. */
+static void
+backpressure_wait(cl_event ev, const char *why)
+{
+    cl_int status = CL_QUEUED;
+    if (clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL) != CL_SUCCESS ||
+        status > CL_COMPLETE) {                        /* negative: failed, which is final too */
+        void *gil = block_enter != NULL ? block_enter() : NULL;
+        clWaitForEvents(1, &ev);                       /* an error surfaces at the next sync point */
+        if (block_leave != NULL) block_leave(gil);
+        atomic_fetch_add(&n_bp_waits, 1);
+        if (debug) fprintf(stderr, "tlgpu: backpressure wait (%s)\n", why);
+    }
+    clReleaseEvent(ev);
 }
 
 /* A q0 marker covering every q0 command up to `need`, flushed so another queue may wait on it. slock held. */
@@ -53,8 +132,7 @@ marker_covering(const tl_runtime *rt, uint64_t need, cl_event *out, tl_err *err)
         mk_ev = ev;
         mk_seq = q0_seq;
         if ((rc = clFlush(rt->q0)) != CL_SUCCESS) return tl_err_set(err, rc, "clFlush", NULL);
-        atomic_fetch_add(&n_flushes, 1);
-        since_flush = 0;
+        atomic_fetch_add(&n_flushes, 1);               /* since_flush runs on: back-pressure counts batches */
     }
     clRetainEvent(mk_ev);
     *out = mk_ev;
@@ -87,9 +165,28 @@ take_events(tl_storage *s, int writes, cl_event *wl, int nwl)
     return nwl;
 }
 
+/* The periodic flush: with back-pressure on, one marker event marks the end of the batch; when more than
+ * max_inflight batches are outstanding, the oldest one's event goes to *oldest for the caller to wait on
+ * after dropping slock. slock held. */
+static cl_int
+flush_batch(const tl_runtime *rt, cl_event *oldest)
+{
+    cl_event ev = NULL;
+    cl_int rc = max_inflight > 0 ? clEnqueueMarkerWithWaitList(rt->q0, 0, NULL, &ev) : CL_SUCCESS;
+    if (rc == CL_SUCCESS) rc = clFlush(rt->q0);
+    atomic_fetch_add(&n_flushes, 1);
+    if (debug) fprintf(stderr, "tlgpu: flush after %d enqueues\n", since_flush);
+    since_flush = 0;
+    if (ev != NULL) {
+        fifo_push(&batches, ev, q0_seq, 0);
+        if (batches.n > max_inflight) *oldest = fifo_pop(&batches).ev;
+    }
+    return rc;
+}
+
 /* Bookkeeping after a q0 command: sequence numbers, periodic flush, eager mode. slock held. */
 static tl_status
-after_q0(const tl_runtime *rt, tl_storage *const *st, int n, const char *what, tl_err *err)
+after_q0(const tl_runtime *rt, tl_storage *const *st, int n, const char *what, cl_event *oldest, tl_err *err)
 {
     q0_seq++;
     for (int i = 0; i < n; i++)
@@ -101,10 +198,7 @@ after_q0(const tl_runtime *rt, tl_storage *const *st, int n, const char *what, t
         since_flush = 0;
         if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clFinish", what);
     } else if (++since_flush >= per_flush) {
-        cl_int rc = clFlush(rt->q0);
-        atomic_fetch_add(&n_flushes, 1);
-        if (debug) fprintf(stderr, "tlgpu: flush after %d enqueues\n", since_flush);
-        since_flush = 0;
+        cl_int rc = flush_batch(rt, oldest);
         if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clFlush", what);
     }
     return TL_OK;
@@ -121,7 +215,7 @@ tl_stream_launch(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws,
                  unsigned written, const char *what, tl_err *err)
 {
     const tl_runtime *rt;
-    cl_event wl[MAX_WAIT];
+    cl_event wl[MAX_WAIT], oldest = NULL;
     int nwl = 0;
     tl_status s = tl_runtime_get(&rt, err);
     if (s != TL_OK) return s;
@@ -131,9 +225,10 @@ tl_stream_launch(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws,
         if (st[i] != NULL) nwl = take_events(st[i], (written >> i) & 1u, wl, nwl);
     cl_int rc = clEnqueueNDRangeKernel(rt->q0, k, dim, NULL, gws, lws, (cl_uint)nwl, nwl ? wl : NULL, NULL);
     if (rc != CL_SUCCESS) s = tl_err_set(err, rc, "clEnqueueNDRangeKernel", what);
-    else s = after_q0(rt, st, n, what, err);
+    else s = after_q0(rt, st, n, what, &oldest, err);
     pthread_mutex_unlock(&slock);
     release_all(wl, nwl);
+    if (oldest != NULL) backpressure_wait(oldest, "compute batches in flight");
     return s;
 }
 
@@ -165,7 +260,7 @@ tl_status
 tl_stream_copy(tl_storage *dst, size_t doff, tl_storage *src, size_t soff, size_t n, tl_err *err)
 {
     const tl_runtime *rt;
-    cl_event wl[MAX_WAIT];
+    cl_event wl[MAX_WAIT], oldest = NULL;
     int nwl = 0;
     tl_status s = tl_runtime_get(&rt, err);
     if (s != TL_OK) return s;
@@ -176,9 +271,10 @@ tl_stream_copy(tl_storage *dst, size_t doff, tl_storage *src, size_t soff, size_
     cl_int rc = clEnqueueCopyBuffer(rt->q0, src->mem, dst->mem, soff, doff, n, (cl_uint)nwl, nwl ? wl : NULL, NULL);
     tl_storage *both[2] = {dst, src};
     if (rc != CL_SUCCESS) s = tl_err_set(err, rc, "clEnqueueCopyBuffer", NULL);
-    else s = after_q0(rt, both, 2, "copy", err);
+    else s = after_q0(rt, both, 2, "copy", &oldest, err);
     pthread_mutex_unlock(&slock);
     release_all(wl, nwl);
+    if (oldest != NULL) backpressure_wait(oldest, "compute batches in flight");
     return s;
 }
 
@@ -188,18 +284,24 @@ tl_stream_read(tl_storage *s, size_t off, void *dst, size_t n, tl_err *err)
     const tl_runtime *rt;
     cl_event wl[MAX_WAIT];
     int nwl;
+    uint64_t seq;
     tl_status st = tl_runtime_get(&rt, err);
     if (st != TL_OK) return st;
     pthread_mutex_lock(&slock);
     if (per_flush < 0) configure();
     nwl = take_events(s, 0, wl, 0);
-    s->use_seq = ++q0_seq;
+    s->use_seq = seq = ++q0_seq;
     since_flush = 0;                                   /* a blocking read flushes q0 */
     atomic_fetch_add(&n_enqueued, 1);
     pthread_mutex_unlock(&slock);
     cl_int rc = clEnqueueReadBuffer(rt->q0, s->mem, CL_TRUE, off, n, dst, (cl_uint)nwl, nwl ? wl : NULL, NULL);
     tl_stream_count_wait("read");
     release_all(wl, nwl);
+    if (rc == CL_SUCCESS) {                            /* every q0 batch before the read has completed */
+        pthread_mutex_lock(&slock);
+        fifo_drain(&batches, seq, NULL);
+        pthread_mutex_unlock(&slock);
+    }
     return rc == CL_SUCCESS ? TL_OK : tl_err_set(err, rc, "clEnqueueReadBuffer", NULL);
 }
 
@@ -211,6 +313,27 @@ free_host_copy(cl_event ev, cl_int status, void *p)
     free(p);
 }
 
+/* Before an upload of n bytes: while the host copies of earlier uploads still in flight would exceed
+ * max_staging (or MAX_UPLOADS are tracked), wait for the oldest (q1 is in order). With max_staging 0,
+ * nothing is tracked. */
+static void
+make_staging_room(size_t n)
+{
+    for (;;) {
+        cl_event ev = NULL;
+        pthread_mutex_lock(&slock);
+        if (per_flush < 0) configure();
+        if (uploads.n == MAX_UPLOADS || (uploads.n > 0 && staged + n > max_staging)) {
+            pending p = fifo_pop(&uploads);
+            staged -= p.n;
+            ev = p.ev;
+        }
+        pthread_mutex_unlock(&slock);
+        if (ev == NULL) return;
+        backpressure_wait(ev, "upload staging in flight");
+    }
+}
+
 tl_status
 tl_stream_upload(tl_storage *s, size_t off, const void *src, size_t n, tl_err *err)
 {
@@ -219,15 +342,15 @@ tl_stream_upload(tl_storage *s, size_t off, const void *src, size_t n, tl_err *e
     cl_int rc;
     tl_status st = tl_runtime_get(&rt, err);
     if (st != TL_OK) return st;
+    make_staging_room(n);
     void *copy = malloc(n);                            /* the caller's memory may go away before the write */
     if (copy == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_stream_upload", "host staging copy");
     memcpy(copy, src, n);
     pthread_mutex_lock(&slock);
-    if (per_flush < 0) configure();
     st = marker_covering(rt, s->use_seq, &mk, err);   /* a recycled block may still be in use on q0 */
     if (st == TL_OK) {
         rc = clEnqueueWriteBuffer(rt->q1, s->mem, CL_FALSE, off, n, copy, mk ? 1 : 0, mk ? &mk : NULL, &ev);
-        if (rc == CL_SUCCESS) rc = clSetEventCallback(ev, CL_COMPLETE, free_host_copy, copy);
+        if (rc == CL_SUCCESS) rc = clSetEventCallback(ev, CL_COMPLETE, free_host_copy, copy);   /* frees it */
         else free(copy);
         if (rc == CL_SUCCESS) rc = clFlush(rt->q1);
         if (rc != CL_SUCCESS) st = tl_err_set(err, rc, "clEnqueueWriteBuffer", "upload");
@@ -237,36 +360,12 @@ tl_stream_upload(tl_storage *s, size_t off, const void *src, size_t n, tl_err *e
     if (ev != NULL) {
         if (s->ready_ev != NULL) clReleaseEvent(s->ready_ev);   /* q1 is in order: the new write is later */
         s->ready_ev = ev;
-        atomic_fetch_add(&n_enqueued, 1);
-    }
-    pthread_mutex_unlock(&slock);
-    if (mk != NULL) clReleaseEvent(mk);
-    return st;
-}
-
-tl_status
-tl_stream_read_async(cl_command_queue q, tl_storage *s, size_t off, void *dst, size_t n, cl_event *done, tl_err *err)
-{
-    const tl_runtime *rt;
-    cl_event mk = NULL, wl[2];
-    int nwl = 0;
-    tl_status st = tl_runtime_get(&rt, err);
-    if (st != TL_OK) return st;
-    pthread_mutex_lock(&slock);
-    if (per_flush < 0) configure();
-    st = marker_covering(rt, s->use_seq, &mk, err);
-    if (mk != NULL) wl[nwl++] = mk;
-    if (s->ready_ev != NULL) wl[nwl++] = s->ready_ev;
-    if (st == TL_OK) {
-        cl_int rc = clEnqueueReadBuffer(q, s->mem, CL_FALSE, off, n, dst, (cl_uint)nwl, nwl ? wl : NULL, done);
-        if (rc == CL_SUCCESS) rc = clFlush(q);
-        if (rc != CL_SUCCESS) st = tl_err_set(err, rc, "clEnqueueReadBuffer", "download");
-        else {
-            if (s->rd_ev != NULL) clReleaseEvent(s->rd_ev);
-            clRetainEvent(*done);
-            s->rd_ev = *done;
-            atomic_fetch_add(&n_enqueued, 1);
+        if (max_staging > 0) {                         /* tracked until known complete */
+            clRetainEvent(ev);
+            fifo_push(&uploads, ev, ++up_seq, n);
+            staged += n;
         }
+        atomic_fetch_add(&n_enqueued, 1);
     }
     pthread_mutex_unlock(&slock);
     if (mk != NULL) clReleaseEvent(mk);
@@ -279,10 +378,15 @@ tl_stream_synchronize(tl_err *err)
     const tl_runtime *rt;
     tl_status st = tl_runtime_get(&rt, err);
     if (st != TL_OK) return st;
+    pthread_mutex_lock(&slock);
+    uint64_t seq = q0_seq, useq = up_seq;              /* what the finishes below cover */
+    pthread_mutex_unlock(&slock);
     cl_int rc = clFinish(rt->q0);
     cl_int rc1 = clFinish(rt->q1);
     pthread_mutex_lock(&slock);
     since_flush = 0;
+    if (rc == CL_SUCCESS) fifo_drain(&batches, seq, NULL);
+    if (rc1 == CL_SUCCESS) fifo_drain(&uploads, useq, &staged);
     pthread_mutex_unlock(&slock);
     tl_stream_count_wait("synchronize");
     if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clFinish", "compute queue");
@@ -319,6 +423,7 @@ tl_stream_get_stats(tl_stream_stats *out)
     out->enqueued = atomic_load(&n_enqueued);
     out->flushes = atomic_load(&n_flushes);
     out->waits = atomic_load(&n_waits);
+    out->backpressure_waits = atomic_load(&n_bp_waits);
 }
 
 void
@@ -327,4 +432,5 @@ tl_stream_reset_stats(void)
     atomic_store(&n_enqueued, 0);
     atomic_store(&n_flushes, 0);
     atomic_store(&n_waits, 0);
+    atomic_store(&n_bp_waits, 0);
 }

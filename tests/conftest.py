@@ -26,7 +26,9 @@ def run_python(code, env=None, timeout=300):
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env["PYTHONPATH"] = PKG_ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True, text=True,
+    # -P: the cwd (the tree) is not put first on sys.path, so PKG_ROOT's build is the one imported
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+    return subprocess.run([sys.executable, *safe_path, "-c", code], env=full_env, capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 
 

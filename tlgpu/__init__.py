@@ -26,6 +26,7 @@ from ._C import *  # noqa: F401,F403  every public C function: each op family re
 from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor, empty, full, ones, zeros
 from .autograd import enable_grad, no_grad  # noqa: F401
 from . import nn, optim, publish, quant  # noqa: F401,E402
+from . import distributions  # noqa: F401,E402
 
 
 def _blas_paths():

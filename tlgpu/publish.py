@@ -15,13 +15,34 @@ other processes through POSIX shared memory.
 """
 from . import _C
 
-_Publisher, _Subscriber = _C._publish_types()
+_Publisher, _Subscriber, PublisherClosed = _C._publish_types()
 
-__all__ = ["WeightPublisher", "Subscriber"]
+__all__ = ["WeightPublisher", "Subscriber", "PublisherClosed", "ShmSink"]
+
+
+class ShmSink:
+    """ShmSink(name): a sink for WeightPublisher(..., sinks=[...]) that delivers into POSIX shared memory
+    /dev/shm/<name>, for Subscriber(name) in other processes (name=... is the shortcut for one).
+
+    Any other object with a ``deliver(version, step, arrays)`` method is a Python sink: the publisher thread
+    calls it, with the GIL taken, after each delivery, with arrays a fresh {name: ndarray} it may keep.
+    """
+
+    def __init__(self, name):
+        if not isinstance(name, str):
+            raise TypeError(f"ShmSink: name must be a str, got {type(name).__name__}")
+        self.name = name
+
+    @property
+    def _tlgpu_shm_name(self):
+        return self.name
+
+    def __repr__(self):
+        return f"ShmSink({self.name!r})"
 
 
 class WeightPublisher(_Publisher):
-    """WeightPublisher(params, threshold=0.0, incremental=True, force_every=None, name=None)
+    """WeightPublisher(params, threshold=0.0, incremental=True, force_every=None, name=None, sinks=None)
 
     params: a dict name -> float32 Tensor (contiguous), or an object whose ``named_parameters()`` yields
         (name, Tensor) pairs (a Module). The tensors are fixed at construction: publishing after one of
@@ -32,7 +53,11 @@ class WeightPublisher(_Publisher):
     incremental: move only the changed tensors to the host (otherwise every tensor, every delivery).
     force_every: K >= 1: a snapshot taken K or more publishes after the last delivered one is delivered
         whatever the change (moving every tensor with any nonzero change, so it is exact).
-    name: also deliver into POSIX shared memory under this name for ``Subscriber(name)``.
+    name: also deliver into POSIX shared memory under this name for ``Subscriber(name)``. A dead
+        learner's leftover segment of that name is reclaimed; a live one's raises FileExistsError.
+    sinks: more destinations for each delivered version, in order after the in-process one: ShmSink(name),
+        or any object with deliver(version, step, arrays) (called on the publisher thread with the GIL;
+        an exception it raises is raised by the learner's next call and stops the publisher).
 
     Methods: publish(step), latest(), wait(newer_than, timeout=None), drain(timeout=None), stats(),
     close(cancel=False); also a context manager (leaving on an exception cancels the pending snapshot).
@@ -40,7 +65,7 @@ class WeightPublisher(_Publisher):
     An error on the background thread is raised by the next publish()/latest()/wait()/drain()/close().
     """
 
-    def __init__(self, params, threshold=0.0, incremental=True, force_every=None, name=None):
+    def __init__(self, params, threshold=0.0, incremental=True, force_every=None, name=None, sinks=None):
         # everything happens in the C type's __new__; this signature is for help() and IDEs
         pass
 
@@ -53,9 +78,11 @@ class Subscriber(_Subscriber):
     """Subscriber(name): reads the versions a WeightPublisher(name=...) writes into shared memory.
 
     latest() -> (version, step, {name: ndarray}) or None; wait(newer_than, timeout=None) -> the first
-    version newer than newer_than, or None on timeout or once the publisher closed; ack(version) tells the
+    version newer than newer_than, or None on timeout; it raises PublisherClosed once no newer version can
+    come (the publisher closed, or its process died: checked at least every 100 ms). ack(version) tells the
     publisher which version this process holds (its stats()["acked"]); close() releases the ack slot.
-    Never returns a torn version: reads are checked with a seqlock and retried.
+    Never returns a torn version: reads are checked with a seqlock and retried. A segment that is not a
+    sound tlgpu segment (any field out of place against its real size) raises ValueError.
     """
 
     def __init__(self, name):

@@ -67,3 +67,43 @@ rope = _C.rope
 attention = _C.attention
 kv_write = _C.kv_write
 get_rows = _C.get_rows
+
+
+def _conv_padding(padding, weight, dilation, stride):
+    """torch's padding='valid' / 'same' as the symmetric int pair the C op takes."""
+    if not isinstance(padding, str):
+        return padding
+    if padding == "valid":
+        return 0
+    if padding != "same":
+        raise ValueError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', not {padding!r}")
+    d = (dilation, dilation) if isinstance(dilation, int) else tuple(dilation)
+    if stride not in (1, (1, 1), [1, 1]):
+        raise ValueError(f"conv2d: padding='same' needs stride 1, got {stride}")
+    total = [d[i] * (weight.shape[2 + i] - 1) for i in range(2)]
+    if any(t % 2 for t in total):
+        raise NotImplementedError(f"conv2d: padding='same' with kernel {tuple(weight.shape[2:])} and dilation {d} "
+                                  "needs uneven padding; pad the input explicitly")
+    return (total[0] // 2, total[1] // 2)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation over NCHW (or CHW) input, weight [out, in, kH, kW]: im2col + one GEMM."""
+    if groups != 1:
+        raise NotImplementedError(f"conv2d: groups={groups}; only groups=1 is supported")
+    return _C.conv2d(input, weight, bias, stride, _conv_padding(padding, weight, dilation, stride), dilation)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Window maxima; stride defaults to kernel_size; the gradient goes to each window's first maximum."""
+    if dilation not in (1, (1, 1), [1, 1]) or ceil_mode or return_indices:
+        raise NotImplementedError("max_pool2d: dilation != 1, ceil_mode and return_indices are not supported")
+    return _C.max_pool2d(input, kernel_size, stride, padding)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Window means; stride defaults to kernel_size; count_include_pad like torch."""
+    if ceil_mode or divisor_override is not None:
+        raise NotImplementedError("avg_pool2d: ceil_mode and divisor_override are not supported")
+    return _C.avg_pool2d(input, kernel_size, stride, padding, count_include_pad)

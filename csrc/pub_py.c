@@ -1,135 +1,52 @@
-/* publisher_py.c: the Python face of the weight publisher: _C.Publisher and _C.Subscriber (heap types
- * made on first use by _C._publish_types(), since module.c only merges functions), and the benchmark
- * helper _C._bench_pinned_read. Argument checks and conversions live here; the work is in publisher.c
- * and shm_channel.c, called with the GIL released around everything that blocks (waits, joins, copies).
+/* pub_py.c: the Python face of the weight publisher: _C.Publisher (the Subscriber is in pub_sub_py.c; both
+ * heap types are made on first use by _C._publish_types(), since module.c only merges functions), and the
+ * benchmark helper _C._bench_pinned_read. Argument checks and conversions live here; the work is in
+ * publisher.c, called with the GIL released around everything that blocks (waits, joins, copies).
  * Invariants: the core's mutex is taken from a GIL holder only bz2-style (try, else release the GIL and
- * block); arrays handed to Python own their memory (copied out of a pinned slot while it is pinned, or out
- * of shared memory under the seqlock), so they are never torn and never overwritten later. */
+ * block); arrays handed to Python own their memory (copied out of a pinned slot while it is pinned), so
+ * they are never torn and never overwritten later; the core is freed only once no thread of ours is inside
+ * a GIL-released call on it (`active`), so close() from one thread never frees it under another's wait(). */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "clock.h"
-#include "ops_common.h"
+#include "pub_py.h"
+#include "pub_bench.h"
 #include "publisher.h"
-#include <errno.h>
+#include "pub_sink_py.h"
+#include "shm_channel.h"
 #include <numpy/arrayobject.h>
 #include <structmember.h>
-#include <time.h>
+#include <unistd.h>
 
 typedef struct {
     PyObject_HEAD
     tl_pub *core;
     PyObject *source;                /* the dict, or the object with named_parameters() */
     PyObject *tensors, *names;       /* tuples, in publish order */
-    int n, is_dict, closed;
+    int n, is_dict, closed, closing, active;   /* active: threads inside a GIL-released call on core */
+    tl_pub_sink sinks[TL_PUB_MAX_SINKS];    /* as handed to the core (which owns them): Python sinks' errors */
+    int nsinks;
     tl_pub_param *rec;               /* identity recorded at construction (storage, offset, shape) */
     double block_sum, block_max;
     long block_n;
     tl_pub_stats final;              /* stats kept past close() */
 } pub_obj;
 
-typedef struct {
-    PyObject_HEAD
-    tl_shm *shm;
-    PyObject *names;
-    int ack_slot;
-    long retries;
-    unsigned delay_us;               /* test hook: _slow_reads() */
-} sub_obj;
-
 /* bz2's pattern: take a C lock while holding the GIL without ever blocking other Python threads on it. */
 static void
-lock_core(tl_pub *core)
+lock_core(pub_obj *self)
 {
+    tl_pub *core = self->core;
     if (tl_pub_trylock(core)) return;
+    self->active++;
     Py_BEGIN_ALLOW_THREADS
     tl_pub_lock(core);
     Py_END_ALLOW_THREADS
-}
-
-static int
-raise_status(tl_err *err, int os_errno, const char *filename)
-{
-    if (os_errno != 0) {
-        errno = os_errno;
-        tl_err_clear(err);
-        PyErr_SetFromErrnoWithFilename(PyExc_OSError, filename);
-        return -1;
-    }
-    if (err->code == TL_E_INVALID) {
-        PyErr_SetString(PyExc_ValueError, err->what);
-        tl_err_clear(err);
-        return -1;
-    }
-    if (err->code == TL_E_CLOSED) {
-        PyErr_Format(PyExc_RuntimeError, "%s: %s", err->routine ? err->routine : "publisher", err->what);
-        tl_err_clear(err);
-        return -1;
-    }
-    return tl_raise(err);
+    self->active--;
 }
 
 /* ---- parameters ---- */
-
-/* (name, tensor) pairs from a dict or from obj.named_parameters(), as a list of 2-tuples. */
-static PyObject *
-param_pairs(PyObject *params, int *is_dict)
-{
-    *is_dict = PyDict_Check(params);
-    if (*is_dict) return PyDict_Items(params);
-    if (!PyObject_HasAttrString(params, "named_parameters"))
-        return PyErr_Format(PyExc_TypeError, "WeightPublisher: params must be a dict of name -> Tensor or have "
-                            "named_parameters(), got %s", Py_TYPE(params)->tp_name);
-    PyObject *it = PyObject_CallMethod(params, "named_parameters", NULL), *list = NULL;
-    if (it != NULL) list = PySequence_List(it);
-    Py_XDECREF(it);
-    return list;
-}
-
-static int
-record_param(PyObject *name, PyObject *value, tl_pub_param *rec)
-{
-    if (!PyUnicode_Check(name)) {
-        PyErr_Format(PyExc_TypeError, "WeightPublisher: parameter names must be str, got %s", Py_TYPE(name)->tp_name);
-        return -1;
-    }
-    if (!tl_tensor_check(value)) {
-        PyErr_Format(PyExc_TypeError, "WeightPublisher: parameter '%U' must be a Tensor, got %s", name,
-                     Py_TYPE(value)->tp_name);
-        return -1;
-    }
-    tl_tensor *t = tl_tensor_CAST(value);
-    if (t->dtype != TL_F32) {
-        PyErr_Format(PyExc_TypeError, "WeightPublisher: parameter '%U' must be float32, got %s", name,
-                     tl_dtype_name(t->dtype));
-        return -1;
-    }
-    if (!tl_tensor_is_contig(t)) {
-        PyErr_Format(PyExc_ValueError, "WeightPublisher: parameter '%U' must be contiguous (call .contiguous() "
-                     "and publish that tensor)", name);
-        return -1;
-    }
-    if ((rec->name = PyUnicode_AsUTF8(name)) == NULL) return -1;
-    rec->storage = t->storage;
-    rec->offset = (uint64_t)t->offset;
-    rec->numel = (uint64_t)tl_tensor_numel(t);
-    rec->ndim = t->ndim;
-    for (int d = 0; d < t->ndim; d++) rec->shape[d] = t->shape[d];
-    return 0;
-}
-
-static int
-same_param(const tl_pub_param *rec, PyObject *value)
-{
-    if (!tl_tensor_check(value)) return 0;
-    tl_tensor *t = tl_tensor_CAST(value);
-    if (t->storage != rec->storage || (uint64_t)t->offset != rec->offset || t->ndim != rec->ndim ||
-        t->dtype != TL_F32)
-        return 0;
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shape[d] != rec->shape[d]) return 0;
-    return 1;
-}
 
 /* The parameters still are the tensors (storage, offset, shape) the publisher was built for. */
 static int
@@ -140,7 +57,7 @@ check_params(pub_obj *self)
         PyObject *name = PyTuple_GET_ITEM(self->names, i), *v;
         v = self->is_dict ? PyDict_GetItemWithError(self->source, name) : PyTuple_GET_ITEM(self->tensors, i);
         if (v == NULL && PyErr_Occurred()) return -1;
-        if (v == NULL || !same_param(&self->rec[i], v)) {
+        if (v == NULL || !tl_pub_same_param(&self->rec[i], v)) {
             PyErr_Format(PyExc_ValueError, "publish: parameter '%U' changed shape or storage since the publisher "
                          "was created (or is gone); create a new WeightPublisher", name);
             return -1;
@@ -156,15 +73,16 @@ changed:
 static PyObject *
 pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"params", "threshold", "incremental", "force_every", "name", NULL};
-    PyObject *params, *force = Py_None, *name = Py_None, *pairs = NULL;
+    static char *kw[] = {"params", "threshold", "incremental", "force_every", "name", "sinks", NULL};
+    PyObject *params, *force = Py_None, *name = Py_None, *sinks = Py_None, *pairs = NULL;
+    const char *shm_name = NULL;
     double threshold = 0.0;
-    int incremental = 1, os_errno = 0;
+    int incremental = 1;
     tl_pub_config cfg = {0};
     tl_err err = {0};
     tl_status st;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|dpOO:WeightPublisher", kw, &params, &threshold, &incremental,
-                                     &force, &name))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|dpOOO:WeightPublisher", kw, &params, &threshold, &incremental,
+                                     &force, &name, &sinks))
         return NULL;
     if (!(threshold >= 0.0)) {
         char num[64];                                 /* PyErr_Format has no %g */
@@ -178,14 +96,17 @@ pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             return PyErr_Format(PyExc_ValueError, "WeightPublisher: force_every must be >= 1 or None, got %ld",
                                 cfg.force_every);
     }
-    if (name != Py_None && (!PyUnicode_Check(name) || (cfg.shm_name = PyUnicode_AsUTF8(name)) == NULL))
-        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "WeightPublisher: name must be a str or None");
+    if (name != Py_None) {
+        char path[256];
+        if ((shm_name = tl_pub_utf8_name(name, "WeightPublisher")) == NULL) return NULL;
+        if (tl_shm_check_name(shm_name, path, sizeof path, &err) != TL_OK) return tl_raise(&err), NULL;
+    }
     cfg.threshold = threshold;
     cfg.incremental = incremental;
     pub_obj *self = (pub_obj *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->closed = 1;                                      /* until the core exists */
-    if ((pairs = param_pairs(params, &self->is_dict)) == NULL) goto fail;
+    if ((pairs = tl_pub_param_pairs(params, &self->is_dict)) == NULL) goto fail;
     self->n = (int)PyList_GET_SIZE(pairs);
     if (self->n == 0) {
         PyErr_SetString(PyExc_ValueError, "WeightPublisher: no parameters to publish");
@@ -202,16 +123,25 @@ pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
             goto fail;
         }
         PyObject *k = PyTuple_GET_ITEM(pair, 0), *v = PyTuple_GET_ITEM(pair, 1);
-        if (record_param(k, v, &self->rec[i]) < 0) goto fail;
+        if (tl_pub_record_param(k, v, &self->rec[i]) < 0) goto fail;
+        for (int j = 0; j < i; j++)                        /* the names key the delivered dicts */
+            if (strcmp(self->rec[j].name, self->rec[i].name) == 0) {
+                PyErr_Format(PyExc_ValueError, "WeightPublisher: two parameters are named %R", k);
+                goto fail;
+            }
         PyTuple_SET_ITEM(self->names, i, Py_NewRef(k));
         PyTuple_SET_ITEM(self->tensors, i, Py_NewRef(v));
     }
-    Py_BEGIN_ALLOW_THREADS                                 /* kernel build, allocations, pinning */
-    st = tl_pub_create(self->rec, self->n, &cfg, &self->core, &os_errno, &err);
+    if ((self->nsinks = tl_pub_make_sinks(shm_name, sinks, self->names, self->sinks, TL_PUB_MAX_SINKS)) < 0) {
+        self->nsinks = 0;
+        goto fail;
+    }
+    Py_BEGIN_ALLOW_THREADS                                 /* kernel build, allocations, pinning; owns the sinks */
+    st = tl_pub_create(self->rec, self->n, &cfg, self->sinks, self->nsinks, &self->core, &err);
     Py_END_ALLOW_THREADS
     if (st != TL_OK) {
         self->core = NULL;
-        raise_status(&err, os_errno, cfg.shm_name);
+        tl_raise(&err);
         goto fail;
     }
     self->closed = 0;
@@ -226,9 +156,22 @@ fail:
 static int
 check_open(pub_obj *self, const char *what)
 {
-    if (!self->closed) return 0;
-    PyErr_Format(PyExc_RuntimeError, "%s: the publisher is closed", what);
+    if (!self->closed && !self->closing) return 0;
+    PyErr_Format(tl_pub_closed_error(), "%s: the publisher is closed", what);
     return -1;
+}
+
+/* A core error as an exception: the very exception a Python sink's deliver() raised, if that was it (the
+ * sinks must still be open), else tl_raise's mapping. */
+static int
+raise_err(pub_obj *self, tl_err *err)
+{
+    for (int k = 0; err->code == TL_E_ARG && k < self->nsinks; k++)
+        if (tl_pub_sink_py_take_error(&self->sinks[k])) {
+            tl_err_clear(err);
+            return -1;
+        }
+    return tl_raise(err);
 }
 
 /* The thread's stored error, raised once at the learner's next call. */
@@ -236,10 +179,10 @@ static int
 raise_thread_error(pub_obj *self)
 {
     tl_err err = {0};
-    lock_core(self->core);
+    lock_core(self);
     tl_status st = tl_pub_take_error_locked(self->core, &err);
     tl_pub_unlock(self->core);
-    return st == TL_OK ? 0 : raise_status(&err, 0, NULL);
+    return st == TL_OK ? 0 : raise_err(self, &err);
 }
 
 static PyObject *
@@ -249,13 +192,13 @@ pub_publish(PyObject *op, PyObject *arg)
     double t0 = tl_now_s();
     tl_err err = {0};
     if (check_open(self, "publish") < 0) return NULL;
-    unsigned long long step = PyLong_AsUnsignedLongLong(arg);
-    if (step == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    long long step = PyLong_AsLongLong(arg);                /* any signed 64-bit step, delivered as given */
+    if (step == -1 && PyErr_Occurred()) return NULL;
     if (check_params(self) < 0) return NULL;
-    lock_core(self->core);
+    lock_core(self);
     tl_status st = tl_pub_publish_locked(self->core, step, t0, &err);
     tl_pub_unlock(self->core);
-    if (st != TL_OK) return raise_status(&err, 0, NULL), NULL;
+    if (st != TL_OK) return raise_err(self, &err), NULL;
     double dt = tl_now_s() - t0;
     self->block_sum += dt;
     self->block_n++;
@@ -268,13 +211,18 @@ static PyObject *
 copy_out(pub_obj *self, uint64_t newer_than)
 {
     const float *flat = NULL;
-    uint64_t version = 0, step = 0;
+    uint64_t version = 0;
+    int64_t step = 0;
     int slot, n = self->n;
     PyObject *dict = NULL, *res = NULL;
+    self->active++;                                        /* until the unpin below */
     Py_BEGIN_ALLOW_THREADS
     slot = tl_pub_pin(self->core, newer_than, &flat, &version, &step);
     Py_END_ALLOW_THREADS
-    if (slot < 0) Py_RETURN_NONE;
+    if (slot < 0) {
+        self->active--;
+        Py_RETURN_NONE;
+    }
     float **dst = PyMem_Calloc((size_t)n, sizeof *dst);
     if (dst == NULL || (dict = PyDict_New()) == NULL) { PyErr_NoMemory(); goto done; }
     for (int i = 0; i < n; i++) {
@@ -289,11 +237,12 @@ copy_out(pub_obj *self, uint64_t newer_than)
     for (int i = 0; i < n; i++)
         memcpy(dst[i], flat + tl_pub_flat_offset(self->core, i), self->rec[i].numel * 4);
     Py_END_ALLOW_THREADS
-    res = Py_BuildValue("KKO", (unsigned long long)version, (unsigned long long)step, dict);
+    res = Py_BuildValue("KLO", (unsigned long long)version, (long long)step, dict);
 done:
     Py_BEGIN_ALLOW_THREADS
     tl_pub_unpin(self->core, slot);
     Py_END_ALLOW_THREADS
+    self->active--;
     PyMem_Free(dst);
     Py_XDECREF(dict);
     return res;
@@ -307,28 +256,22 @@ pub_latest(PyObject *op, PyObject *Py_UNUSED(ignored))
     return copy_out(self, 0);
 }
 
-static int
-parse_timeout(PyObject *obj, double *out)
-{
-    *out = -1.0;
-    if (obj == Py_None) return 0;
-    *out = PyFloat_AsDouble(obj);
-    if (*out == -1.0 && PyErr_Occurred()) return -1;
-    if (*out < 0) *out = 0;
-    return 0;
-}
-
-/* Waits in slices so Ctrl-C is seen; fn: 1 done, 0 timed out, -1 stopped. */
+/* Waits in slices so Ctrl-C and a close() from another thread are seen: 1 done, 0 timed out, -1 the thread
+ * stopped, -2 an exception is set (a signal, or PublisherClosed: closed meanwhile). */
 static int
 wait_sliced(pub_obj *self, int drain, uint64_t newer_than, double timeout)
 {
     double end = tl_now_s() + timeout;
     for (;;) {
+        if (check_open(self, drain ? "drain" : "wait") < 0) return -2;
         double left = timeout < 0 ? 0.2 : end - tl_now_s(), slice = left > 0.2 ? 0.2 : left < 0 ? 0 : left;
         int r;
+        self->active++;
         Py_BEGIN_ALLOW_THREADS
         r = drain ? tl_pub_drain(self->core, slice) : tl_pub_wait(self->core, newer_than, slice);
         Py_END_ALLOW_THREADS
+        self->active--;
+        if (r < 0 && check_open(self, drain ? "drain" : "wait") < 0) return -2;
         if (r != 0 || (timeout >= 0 && tl_now_s() >= end)) return r;
         if (PyErr_CheckSignals() < 0) return -2;
     }
@@ -342,12 +285,14 @@ pub_wait(PyObject *op, PyObject *args, PyObject *kwargs)
     unsigned long long newer = 0;
     PyObject *tobj = Py_None;
     double timeout;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|O:wait", kw, &newer, &tobj) || parse_timeout(tobj, &timeout) < 0)
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|O:wait", kw, &newer, &tobj) ||
+        tl_pub_parse_timeout(tobj, &timeout) < 0)
         return NULL;
     if (check_open(self, "wait") < 0 || raise_thread_error(self) < 0) return NULL;
     int r = wait_sliced(self, 0, newer, timeout);
     if (r == -2 || raise_thread_error(self) < 0) return NULL;
-    if (r <= 0) Py_RETURN_NONE;
+    if (r < 0) return PyErr_Format(PyExc_RuntimeError, "wait: the publisher thread stopped after an error");
+    if (r == 0) Py_RETURN_NONE;
     return copy_out(self, newer);
 }
 
@@ -358,7 +303,8 @@ pub_drain(PyObject *op, PyObject *args, PyObject *kwargs)
     pub_obj *self = (pub_obj *)op;
     PyObject *tobj = Py_None;
     double timeout;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:drain", kw, &tobj) || parse_timeout(tobj, &timeout) < 0)
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:drain", kw, &tobj) ||
+        tl_pub_parse_timeout(tobj, &timeout) < 0)
         return NULL;
     if (check_open(self, "drain") < 0 || raise_thread_error(self) < 0) return NULL;
     int r = wait_sliced(self, 1, 0, timeout);
@@ -372,22 +318,38 @@ keep_final_stats(pub_obj *self)
     tl_pub_get_stats(self->core, &self->final);
 }
 
-/* Joins the thread and frees everything; the thread's unreported error comes back in err. */
-static tl_status
-shutdown_core(pub_obj *self, int cancel, tl_err *err)
+/* Joins the thread and frees everything: 0, or -1 with the thread's unreported error set as the exception.
+ * Other threads' calls in progress are woken by the close (waits return, pins end) and finish first. */
+static int
+shutdown_core(pub_obj *self, int cancel)
 {
+    tl_err err = {0};
     tl_status st;
     tl_pub *core = self->core;
+    PyObject *et = NULL, *ev = NULL, *tb = NULL;
+    self->closing = 1;
     Py_BEGIN_ALLOW_THREADS
-    st = tl_pub_close(core, cancel, err);
+    st = tl_pub_close(core, cancel, &err);
     Py_END_ALLOW_THREADS
+    while (self->active > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        usleep(1000);
+        Py_END_ALLOW_THREADS
+    }
+    if (st != TL_OK) {
+        raise_err(self, &err);                             /* while the sinks are open */
+        PyErr_Fetch(&et, &ev, &tb);                        /* closing a Python sink may run Python code */
+    }
     keep_final_stats(self);
+    self->core = NULL;
+    self->closed = 1;
+    self->nsinks = 0;
     Py_BEGIN_ALLOW_THREADS
     tl_pub_free(core);
     Py_END_ALLOW_THREADS
-    self->core = NULL;
-    self->closed = 1;
-    return st;
+    if (et == NULL) return 0;
+    PyErr_Restore(et, ev, tb);
+    return -1;
 }
 
 static PyObject *
@@ -396,10 +358,9 @@ pub_close(PyObject *op, PyObject *args, PyObject *kwargs)
     static char *kw[] = {"cancel", NULL};
     pub_obj *self = (pub_obj *)op;
     int cancel = 0;
-    tl_err err = {0};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p:close", kw, &cancel)) return NULL;
-    if (self->core == NULL) Py_RETURN_NONE;
-    if (shutdown_core(self, cancel, &err) != TL_OK) return raise_status(&err, 0, NULL), NULL;
+    if (self->core == NULL || self->closing) Py_RETURN_NONE;   /* closed, or being closed by another thread */
+    if (shutdown_core(self, cancel) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -415,10 +376,9 @@ pub_exit(PyObject *op, PyObject *args)
 {
     PyObject *exc = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : Py_None;
     pub_obj *self = (pub_obj *)op;
-    tl_err err = {0};
-    if (self->core == NULL) Py_RETURN_FALSE;
+    if (self->core == NULL || self->closing) Py_RETURN_FALSE;
     /* leaving on an exception: cancel the pending snapshot rather than wait for it */
-    if (shutdown_core(self, exc != NULL && exc != Py_None, &err) != TL_OK) return raise_status(&err, 0, NULL), NULL;
+    if (shutdown_core(self, exc != NULL && exc != Py_None) < 0) return NULL;
     Py_RETURN_FALSE;
 }
 
@@ -429,25 +389,34 @@ pub_stats(PyObject *op, PyObject *Py_UNUSED(ignored))
     tl_pub_stats s;
     if (self->core != NULL) tl_pub_get_stats(self->core, &s);
     else s = self->final;
-    PyObject *acked = PyList_New(s.n_acked);
-    if (acked == NULL) return NULL;
-    for (int i = 0; i < s.n_acked; i++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(s.acked[i]);
-        if (v == NULL) { Py_DECREF(acked); return NULL; }
+    PyObject *acked = PyList_New(s.n_subs), *subs = PyList_New(s.n_subs);
+    if (acked == NULL || subs == NULL) goto fail;
+    for (int i = 0; i < s.n_subs; i++) {
+        const tl_pub_sub_stat *q = &s.subs[i];
+        PyObject *v = PyLong_FromUnsignedLongLong(q->acked);
+        PyObject *d = Py_BuildValue("{s:s,s:K,s:K}", "sink", q->sink, "pid", (unsigned long long)q->pid, "acked",
+                                    (unsigned long long)q->acked);
+        if (v == NULL || d == NULL) { Py_XDECREF(v); Py_XDECREF(d); goto fail; }
         PyList_SET_ITEM(acked, i, v);
+        PyList_SET_ITEM(subs, i, d);
     }
     double nd = s.delivered > 0 ? (double)s.delivered : 1.0, nb = self->block_n > 0 ? (double)self->block_n : 1.0;
     return Py_BuildValue(
-        "{s:l,s:l,s:l,s:l,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:K,s:N,s:O,s:i,s:O}", "published", s.published,
+        "{s:l,s:l,s:l,s:l,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:K,s:L,s:N,s:N,s:O,s:i,s:O}", "published", s.published,
         "delivered", s.delivered, "skipped", s.skipped, "dropped", s.dropped, "bytes_moved",
         (unsigned long long)s.bytes_moved, "blocking_mean_s", self->block_sum / nb, "blocking_max_s",
         self->block_max, "transfer_mean_s", s.xfer_sum / nd, "snapshot_mean_s", s.snap_sum / nd, "compare_mean_s",
         s.cmp_sum / nd, "latency_mean_s", s.lat_sum / nd, "latency_max_s", s.lat_max, "version",
-        (unsigned long long)s.version, "step", (unsigned long long)s.step, "acked", acked, "fast_path",
+        (unsigned long long)s.version, "step", (long long)s.step, "acked", acked, "subscribers", subs, "fast_path",
         s.fast_path ? Py_True : Py_False, "snapshot_enqueues", s.n_launches, "shm_direct",
         s.shm_direct ? Py_True : Py_False);
+fail:
+    Py_XDECREF(acked);
+    Py_XDECREF(subs);
+    return NULL;
 }
 
+#ifdef TL_TEST_HOOKS
 static PyObject *
 pub_inject_error(PyObject *op, PyObject *Py_UNUSED(ignored))
 {
@@ -456,6 +425,7 @@ pub_inject_error(PyObject *op, PyObject *Py_UNUSED(ignored))
     tl_pub_inject_error(self->core);
     Py_RETURN_NONE;
 }
+#endif
 
 static PyObject *
 pub_get_names(PyObject *op, void *Py_UNUSED(c))
@@ -493,12 +463,12 @@ pub_dealloc(PyObject *op)
 {
     pub_obj *self = (pub_obj *)op;
     PyTypeObject *tp = Py_TYPE(op);
-    tl_err err = {0};
+    PyObject *et, *ev, *tb;
     PyObject_GC_UnTrack(op);
-    if (self->core != NULL && shutdown_core(self, 1, &err) != TL_OK) {   /* forgot close(): cancel, clean up */
-        raise_status(&err, 0, NULL);
+    PyErr_Fetch(&et, &ev, &tb);                                  /* a dealloc may run while one is being raised */
+    if (self->core != NULL && shutdown_core(self, 1) < 0)        /* forgot close(): cancel, clean up */
         PyErr_WriteUnraisable(op);
-    }
+    PyErr_Restore(et, ev, tb);
     pub_clear(op);
     Py_CLEAR(self->names);
     PyMem_Free(self->rec);
@@ -516,7 +486,9 @@ static PyMethodDef pub_methods[] = {
     {"close", (PyCFunction)(void (*)(void))pub_close, METH_VARARGS | METH_KEYWORDS,
      "close(cancel=False): finish (or cancel) the pending snapshot, join the thread, free everything."},
     {"stats", pub_stats, METH_NOARGS, "stats() -> dict of counters and timings."},
+#ifdef TL_TEST_HOOKS
     {"_inject_error", pub_inject_error, METH_NOARGS, "Test hook: the thread fails at its next wake-up."},
+#endif
     {"__enter__", pub_enter, METH_NOARGS, NULL},
     {"__exit__", pub_exit, METH_VARARGS, NULL},
     {NULL},
@@ -539,213 +511,6 @@ static PyType_Slot pub_slots[] = {
 static PyType_Spec pub_spec = {"tlgpu._C.Publisher", sizeof(pub_obj), 0,
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, pub_slots};
 
-/* ---- Subscriber ---- */
-
-static PyObject *
-sub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
-{
-    static char *kw[] = {"name", NULL};
-    const char *name;
-    tl_err err = {0};
-    int os_errno = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s:Subscriber", kw, &name)) return NULL;
-    sub_obj *self = (sub_obj *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
-    self->ack_slot = -1;
-    if (tl_shm_open(name, &self->shm, &os_errno, &err) != TL_OK) {
-        self->shm = NULL;
-        raise_status(&err, os_errno, name);
-        Py_DECREF(self);
-        return NULL;
-    }
-    int n = tl_shm_count(self->shm);
-    if ((self->names = PyTuple_New(n)) == NULL) { Py_DECREF(self); return NULL; }
-    for (int i = 0; i < n; i++) {
-        tl_shm_tensor t;
-        tl_shm_tensor_info(self->shm, i, &t);
-        PyObject *s = PyUnicode_FromString(t.name);
-        if (s == NULL) { Py_DECREF(self); return NULL; }
-        PyTuple_SET_ITEM(self->names, i, s);
-    }
-    self->ack_slot = tl_shm_claim(self->shm);                /* -1: all 64 taken; ack() will say so */
-    return (PyObject *)self;
-}
-
-static int
-sub_check(sub_obj *self, const char *what)
-{
-    if (self->shm != NULL) return 0;
-    PyErr_Format(PyExc_RuntimeError, "Subscriber.%s: the subscriber is closed", what);
-    return -1;
-}
-
-static PyObject *
-sub_read(sub_obj *self, uint64_t newer_than)
-{
-    int n = tl_shm_count(self->shm), got;
-    uint64_t version = 0, step = 0;
-    long retries = 0;
-    PyObject *dict = PyDict_New(), *res = NULL;
-    float **dst = PyMem_Calloc((size_t)(n ? n : 1), sizeof *dst);
-    if (dict == NULL || dst == NULL) { PyErr_NoMemory(); goto done; }
-    for (int i = 0; i < n; i++) {
-        tl_shm_tensor t;
-        npy_intp shape[TL_SHM_MAX_DIMS];
-        tl_shm_tensor_info(self->shm, i, &t);
-        for (int d = 0; d < t.ndim; d++) shape[d] = (npy_intp)t.shape[d];
-        PyObject *a = PyArray_SimpleNew(t.ndim, shape, NPY_FLOAT32);
-        if (a == NULL || PyDict_SetItem(dict, PyTuple_GET_ITEM(self->names, i), a) < 0) { Py_XDECREF(a); goto done; }
-        dst[i] = PyArray_DATA((PyArrayObject *)a);
-        Py_DECREF(a);
-    }
-    Py_BEGIN_ALLOW_THREADS
-    got = tl_shm_read(self->shm, newer_than, dst, &version, &step, &retries, self->delay_us);
-    Py_END_ALLOW_THREADS
-    self->retries += retries;
-    res = got ? Py_BuildValue("KKO", (unsigned long long)version, (unsigned long long)step, dict) : Py_NewRef(Py_None);
-done:
-    PyMem_Free(dst);
-    Py_XDECREF(dict);
-    return res;
-}
-
-static PyObject *
-sub_latest(PyObject *op, PyObject *Py_UNUSED(ignored))
-{
-    sub_obj *self = (sub_obj *)op;
-    if (sub_check(self, "latest") < 0) return NULL;
-    return sub_read(self, 0);
-}
-
-static PyObject *
-sub_wait(PyObject *op, PyObject *args, PyObject *kwargs)
-{
-    static char *kw[] = {"newer_than", "timeout", NULL};
-    sub_obj *self = (sub_obj *)op;
-    unsigned long long newer = 0;
-    PyObject *tobj = Py_None;
-    double timeout;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "K|O:wait", kw, &newer, &tobj) || parse_timeout(tobj, &timeout) < 0)
-        return NULL;
-    if (sub_check(self, "wait") < 0) return NULL;
-    double end = tl_now_s() + timeout;
-    for (;;) {                                            /* a newer version can be lapped away: loop */
-        double left = timeout < 0 ? 0.2 : end - tl_now_s(), slice = left > 0.2 ? 0.2 : left < 0 ? 0 : left;
-        int r;
-        Py_BEGIN_ALLOW_THREADS
-        r = tl_shm_wait(self->shm, newer, slice);
-        Py_END_ALLOW_THREADS
-        if (r) {
-            PyObject *res = sub_read(self, newer);
-            if (res != Py_None) return res;
-            Py_DECREF(res);
-        }
-        if (timeout >= 0 && tl_now_s() >= end) Py_RETURN_NONE;
-        if (PyErr_CheckSignals() < 0) return NULL;
-    }
-}
-
-static PyObject *
-sub_ack(PyObject *op, PyObject *arg)
-{
-    sub_obj *self = (sub_obj *)op;
-    if (sub_check(self, "ack") < 0) return NULL;
-    unsigned long long v = PyLong_AsUnsignedLongLong(arg);
-    if (v == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
-    if (self->ack_slot < 0)
-        return PyErr_Format(PyExc_RuntimeError, "Subscriber.ack: all %d ack slots are taken", TL_SHM_ACK_SLOTS);
-    tl_shm_ack(self->shm, self->ack_slot, v);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-sub_slow_reads(PyObject *op, PyObject *arg)
-{
-    long us = PyLong_AsLong(arg);
-    if (us == -1 && PyErr_Occurred()) return NULL;
-    if (us < 0 || us > 10000000) return PyErr_Format(PyExc_ValueError, "_slow_reads: 0..10^7 microseconds");
-    ((sub_obj *)op)->delay_us = (unsigned)us;
-    Py_RETURN_NONE;
-}
-
-static void
-sub_release(sub_obj *self)
-{
-    if (self->shm == NULL) return;
-    if (self->ack_slot >= 0) tl_shm_unclaim(self->shm, self->ack_slot);
-    tl_shm_close(self->shm);
-    self->shm = NULL;
-}
-
-static PyObject *
-sub_close(PyObject *op, PyObject *Py_UNUSED(ignored))
-{
-    sub_release((sub_obj *)op);
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-sub_enter(PyObject *op, PyObject *Py_UNUSED(ignored))
-{
-    return Py_NewRef(op);
-}
-
-static PyObject *
-sub_exit(PyObject *op, PyObject *Py_UNUSED(args))
-{
-    sub_release((sub_obj *)op);
-    Py_RETURN_FALSE;
-}
-
-static void
-sub_dealloc(PyObject *op)
-{
-    PyTypeObject *tp = Py_TYPE(op);
-    sub_release((sub_obj *)op);
-    Py_CLEAR(((sub_obj *)op)->names);
-    tp->tp_free(op);
-    Py_DECREF(tp);
-}
-
-static PyObject *
-sub_get_names(PyObject *op, void *Py_UNUSED(c))
-{
-    return Py_NewRef(((sub_obj *)op)->names);
-}
-
-static PyObject *
-sub_get_retries(PyObject *op, void *Py_UNUSED(c))
-{
-    return PyLong_FromLong(((sub_obj *)op)->retries);
-}
-
-static PyMethodDef sub_methods[] = {
-    {"latest", sub_latest, METH_NOARGS, "latest() -> (version, step, {name: ndarray}) or None."},
-    {"wait", (PyCFunction)(void (*)(void))sub_wait, METH_VARARGS | METH_KEYWORDS,
-     "wait(newer_than, timeout=None) -> the first version newer than newer_than, or None."},
-    {"ack", sub_ack, METH_O, "ack(version): tell the publisher which version this subscriber holds."},
-    {"close", sub_close, METH_NOARGS, "close(): release the ack slot and unmap."},
-    {"_slow_reads", sub_slow_reads, METH_O, "Test hook: sleep this many microseconds inside each first copy."},
-    {"__enter__", sub_enter, METH_NOARGS, NULL},
-    {"__exit__", sub_exit, METH_VARARGS, NULL},
-    {NULL},
-};
-
-static PyGetSetDef sub_getset[] = {
-    {"names", sub_get_names, NULL, "parameter names", NULL},
-    {"retries", sub_get_retries, NULL, "seqlock retries so far (reads that raced the writer)", NULL},
-    {NULL},
-};
-
-static PyType_Slot sub_slots[] = {
-    {Py_tp_new, sub_new},         {Py_tp_dealloc, sub_dealloc}, {Py_tp_methods, sub_methods},
-    {Py_tp_getset, sub_getset},   {Py_tp_doc, "Subscriber(name): reads a publisher's shared-memory versions."},
-    {0, NULL},
-};
-
-static PyType_Spec sub_spec = {"tlgpu._C.Subscriber", sizeof(sub_obj), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-                               sub_slots};
-
 /* ---- module functions ---- */
 
 static PyObject *
@@ -753,8 +518,9 @@ fn_publish_types(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
     static PyObject *types;                               /* made once, kept for the process */
     if (types == NULL) {
-        PyObject *p = PyType_FromSpec(&pub_spec), *s = p ? PyType_FromSpec(&sub_spec) : NULL;
-        if (s != NULL) types = PyTuple_Pack(2, p, s);
+        PyObject *p = PyType_FromSpec(&pub_spec), *s = p ? PyType_FromSpec(&tl_sub_spec) : NULL;
+        PyObject *closed = s ? tl_pub_closed_error() : NULL;
+        if (closed != NULL) types = PyTuple_Pack(3, p, s, closed);
         Py_XDECREF(p);
         Py_XDECREF(s);
         if (types == NULL) return NULL;
@@ -782,7 +548,7 @@ fn_bench_pinned_read(PyObject *Py_UNUSED(m), PyObject *args)
 }
 
 static const PyMethodDef functions[] = {
-    {"_publish_types", fn_publish_types, METH_NOARGS, "(Publisher, Subscriber) types of the weight publisher."},
+    {"_publish_types", fn_publish_types, METH_NOARGS, "(Publisher, Subscriber, PublisherClosed)."},
     {"_bench_pinned_read", fn_bench_pinned_read, METH_VARARGS,
      "_bench_pinned_read(nbytes, iters) -> seconds per clEnqueueReadBuffer into pinned memory mapped once."},
     {NULL},

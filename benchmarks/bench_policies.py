@@ -1,0 +1,162 @@
+"""RL policy building blocks: a Nature-CNN training step (conv 32 8x8 s4, 64 4x4 s2, 64 3x3 s1, linear
+3136->512, ->actions; forward + cross-entropy + backward + Adam on 4x84x84 frames), a GRU step and a short GRU
+sequence with backward over 64 sequences, and Categorical sampling (+ log_prob) of 4096 rows. Each is timed
+next to PyTorch on the same hardware class when torch is importable (CUDA when available, else CPU), in the
+same run. Host waits per iteration are counted for tlgpu (they should be 0: one sync ends each timing).
+Usage: python benchmarks/bench_policies.py [--json] [--batch N] [--reps N]"""
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+import tlgpu  # noqa: E402
+from tlgpu import nn  # noqa: E402
+from tlgpu.distributions import Categorical  # noqa: E402
+from tlgpu.nn import functional as F  # noqa: E402
+from _util import report  # noqa: E402
+
+
+def _arg(name, default):
+    return int(sys.argv[sys.argv.index(name) + 1]) if name in sys.argv else default
+
+
+BATCH, REPS = _arg("--batch", 256), _arg("--reps", 5)
+ACTIONS, SEQS, GRU_IN, GRU_H, SEQ_LEN, ROWS, CATS = 6, 64, 512, 256, 16, 4096, 18
+
+
+def timed(cases, iters):
+    """Median over REPS of the mean seconds per call of each (fn, sync) in cases: iters calls then one sync.
+    The cases take turns within each rep, so a busy machine slows them alike."""
+    for fn, sync in cases:
+        fn()
+        sync()
+    times = [[] for _ in cases]
+    for _ in range(REPS):
+        for k, (fn, sync) in enumerate(cases):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            sync()
+            times[k].append((time.perf_counter() - t0) / iters)
+    return [sorted(t)[len(t) // 2] for t in times]
+
+
+def tl_waits(fn, iters):
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    for _ in range(iters):
+        fn()
+    tlgpu.synchronize()
+    return (tlgpu.stream_stats()["waits"] - 1) / iters
+
+
+def data():
+    rng = np.random.default_rng(0)
+    frames = rng.random((BATCH, 4, 84, 84), dtype=np.float32)
+    return frames, rng.integers(0, ACTIONS, BATCH).astype(np.int32)
+
+
+def tlgpu_cases():
+    frames, actions = data()
+    x, y = tlgpu.tensor(frames), tlgpu.tensor(actions)
+    net = nn.Sequential(nn.Conv2d(4, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+                        nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(), nn.Linear(3136, 512), nn.ReLU(),
+                        nn.Linear(512, ACTIONS))
+    opt = tlgpu.optim.Adam(net.parameters(), lr=2.5e-4)
+
+    def cnn_step():
+        loss = F.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    cell, gru = nn.GRUCell(GRU_IN, GRU_H), nn.GRU(GRU_IN, GRU_H)
+    gx, gh, seq = tlgpu.randn(SEQS, GRU_IN), tlgpu.randn(SEQS, GRU_H), tlgpu.randn(SEQ_LEN, SEQS, GRU_IN)
+
+    def gru_step():
+        with tlgpu.no_grad():
+            cell(gx, gh)
+
+    def gru_seq():
+        out, h = gru(seq)
+        out.square().mean().backward()
+
+    logits = tlgpu.randn(ROWS, CATS)
+
+    def sample():
+        d = Categorical(logits=logits)
+        d.log_prob(d.sample())
+
+    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "sample": sample}
+
+
+def torch_cases():
+    try:
+        import torch
+    except ImportError:
+        return None, None, None
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    tnn = torch.nn
+    frames, actions = data()
+    x, y = torch.tensor(frames, device=dev), torch.tensor(actions, device=dev).long()
+    net = tnn.Sequential(tnn.Conv2d(4, 32, 8, stride=4), tnn.ReLU(), tnn.Conv2d(32, 64, 4, stride=2), tnn.ReLU(),
+                         tnn.Conv2d(64, 64, 3, stride=1), tnn.ReLU(), tnn.Flatten(), tnn.Linear(3136, 512),
+                         tnn.ReLU(), tnn.Linear(512, ACTIONS)).to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=2.5e-4)
+
+    def cnn_step():
+        loss = tnn.functional.cross_entropy(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    cell, gru = tnn.GRUCell(GRU_IN, GRU_H).to(dev), tnn.GRU(GRU_IN, GRU_H).to(dev)
+    gx, gh = torch.randn(SEQS, GRU_IN, device=dev), torch.randn(SEQS, GRU_H, device=dev)
+    seq = torch.randn(SEQ_LEN, SEQS, GRU_IN, device=dev)
+
+    def gru_step():
+        with torch.no_grad():
+            cell(gx, gh)
+
+    def gru_seq():
+        out, h = gru(seq)
+        out.square().mean().backward()
+
+    logits = torch.randn(ROWS, CATS, device=dev)
+
+    def sample():
+        d = torch.distributions.Categorical(logits=logits)
+        d.log_prob(d.sample())
+
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "sample": sample}, sync, \
+        f"PyTorch {torch.__version__} {dev} ({torch.get_num_threads()} threads)" if dev == "cpu" else \
+        f"PyTorch {torch.__version__} {dev}"
+
+
+def main():
+    what = {"cnn": (f"Nature-CNN train step (fwd+bwd+Adam), batch {BATCH}x4x84x84", 2),
+            "gru_step": (f"GRUCell step {GRU_IN}->{GRU_H}, {SEQS} sequences, no grad", 50),
+            "gru_seq": (f"GRU {SEQ_LEN} steps fwd+bwd, {SEQS} sequences", 3),
+            "sample": (f"Categorical sample + log_prob, {ROWS} rows x {CATS}", 50)}
+    tl = tlgpu_cases()
+    th, th_sync, th_name = torch_cases()
+    rows = []
+    for key, (label, iters) in what.items():
+        t = timed([(tl[key], tlgpu.synchronize)] + ([(th[key], th_sync)] if th is not None else []), iters)
+        row = {"what": label, "tlgpu ms": t[0] * 1e3, "tlgpu waits/iter": tl_waits(tl[key], iters)}
+        if th is not None:
+            row.update({"torch ms": t[1] * 1e3, "tlgpu / torch": t[0] / t[1]})
+        rows.append(row)
+    report("RL policy blocks: conv, GRU, Categorical", rows,
+           ["what", "tlgpu ms", "torch ms", "tlgpu / torch", "tlgpu waits/iter"],
+           extra={"reference": th_name or "torch not importable", "median of reps": REPS})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""GRUCell, LSTMCell, GRU and LSTM against float64 numpy implementations of torch's equations: forward
+values, gradients of the input, the initial state and every parameter (central differences), torch's
+parameter names, init bounds and shapes (batch_first, unbatched, stacked layers), and the errors."""
+import math
+
+import numpy as np
+import pytest
+
+import tlgpu
+from tlgpu import nn
+from gradcheck import check
+
+R = np.random.default_rng(21)
+
+
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def gru_cell_ref(x, h, w_ih, w_hh, b_ih, b_hh):
+    gi, gh = x @ w_ih.T + b_ih, h @ w_hh.T + b_hh
+    H = h.shape[-1]
+    r = _sig(gi[..., :H] + gh[..., :H])
+    z = _sig(gi[..., H:2 * H] + gh[..., H:2 * H])
+    n = np.tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
+    return (1 - z) * n + z * h
+
+
+def lstm_cell_ref(x, h, c, w_ih, w_hh, b_ih, b_hh):
+    g = x @ w_ih.T + b_ih + h @ w_hh.T + b_hh
+    H = h.shape[-1]
+    i, f, gg, o = _sig(g[..., :H]), _sig(g[..., H:2 * H]), np.tanh(g[..., 2 * H:3 * H]), _sig(g[..., 3 * H:])
+    c2 = f * c + i * gg
+    return o * np.tanh(c2), c2
+
+
+def seq_ref(cell, x, states, params):
+    """Stacked layers over x (T, B, F); params[k] = (w_ih, w_hh, b_ih, b_hh); states[k] = h or (h, c)."""
+    finals = []
+    for k, p in enumerate(params):
+        s, outs = states[k], []
+        for t in range(x.shape[0]):
+            s = cell(x[t], *s, *p) if isinstance(s, tuple) else cell(x[t], s, *p)
+            outs.append(s[0] if isinstance(s, tuple) else s)
+        finals.append(s)
+        x = np.stack(outs)
+    return x, finals
+
+
+def _set(module, names, tensors):
+    for n, t in zip(names, tensors):
+        setattr(module, n, t)
+
+
+CELL_NAMES = ["weight_ih", "weight_hh", "bias_ih", "bias_hh"]
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_gru_cell_forward_and_all_gradients(batched):
+    I, H, B = 3, 5, 2
+    m = nn.GRUCell(I, H)
+    lead = (B,) if batched else ()
+    arrays = [R.standard_normal(lead + (I,)), R.standard_normal(lead + (H,)), R.standard_normal((3 * H, I)),
+              R.standard_normal((3 * H, H)), R.standard_normal(3 * H), R.standard_normal(3 * H)]
+
+    def run(x, h, *p):
+        _set(m, CELL_NAMES, p)
+        return m(x, h)
+    out = check(run, gru_cell_ref, arrays)
+    assert out.shape == lead + (H,)
+
+
+def test_lstm_cell_forward_and_all_gradients():
+    I, H, B = 4, 3, 3
+    m = nn.LSTMCell(I, H)
+    arrays = [R.standard_normal((B, I)), R.standard_normal((B, H)), R.standard_normal((B, H)),
+              R.standard_normal((4 * H, I)), R.standard_normal((4 * H, H)), R.standard_normal(4 * H),
+              R.standard_normal(4 * H)]
+    for which in (0, 1):                    # h' and c' each carry every gradient
+
+        def run(x, h, c, *p):
+            _set(m, CELL_NAMES, p)
+            return m(x, (h, c))[which]
+        check(run, lambda *a: lstm_cell_ref(*a)[which], arrays)
+
+
+def test_cells_default_state_is_zeros_and_no_bias():
+    m = nn.GRUCell(3, 4, bias=False)
+    assert m.bias_ih is None and [n for n, _ in m.named_parameters()] == ["weight_ih", "weight_hh"]
+    x = R.standard_normal((2, 3))
+    z = np.zeros((2, 4))
+    want = gru_cell_ref(x, z, m.weight_ih.numpy(), m.weight_hh.numpy(), 0.0, 0.0)
+    np.testing.assert_allclose(m(tlgpu.tensor(x.astype(np.float32))).numpy(), want, rtol=1e-5, atol=1e-6)
+    lc = nn.LSTMCell(3, 4)
+    p = [lc.weight_ih.numpy(), lc.weight_hh.numpy(), lc.bias_ih.numpy(), lc.bias_hh.numpy()]
+    h, c = lc(tlgpu.tensor(x.astype(np.float32)))
+    wh, wc = lstm_cell_ref(x, z, z, *p)
+    np.testing.assert_allclose(h.numpy(), wh, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c.numpy(), wc, rtol=1e-5, atol=1e-6)
+
+
+def _layer_names(L, bias=True):
+    names = []
+    for k in range(L):
+        names += [f"weight_ih_l{k}", f"weight_hh_l{k}"] + ([f"bias_ih_l{k}", f"bias_hh_l{k}"] if bias else [])
+    return names
+
+
+@pytest.mark.parametrize("layers,batch_first", [(1, False), (2, True)])
+def test_gru_sequence_forward_and_gradients(layers, batch_first):
+    I, H, B, T = 3, 4, 2, 4
+    m = nn.GRU(I, H, num_layers=layers, batch_first=batch_first)
+    names = _layer_names(layers)
+    assert list(m.state_dict()) == names
+    x = R.standard_normal((B, T, I) if batch_first else (T, B, I))
+    h0 = R.standard_normal((layers, B, H))
+    params = [R.standard_normal(tuple(getattr(m, n).shape)) for n in names]
+
+    def ref(x, h0, *p, which):
+        xs = x.transpose(1, 0, 2) if batch_first else x
+        out, finals = seq_ref(gru_cell_ref, xs, list(h0), [p[4 * k:4 * k + 4] for k in range(layers)])
+        return (out.transpose(1, 0, 2) if batch_first else out) if which == 0 else np.stack(finals)
+
+    for which in (0, 1):
+        def run(x, h0, *p):
+            _set(m, names, p)
+            return m(x, h0)[which]
+        out = check(run, lambda *a: ref(*a, which=which), [x, h0] + params)
+        assert out.shape == ((B, T, H) if batch_first else (T, B, H)) if which == 0 else (layers, B, H)
+
+
+def test_lstm_sequence_forward_and_gradients():
+    I, H, B, T, layers = 2, 3, 2, 3, 2
+    m = nn.LSTM(I, H, num_layers=layers)
+    names = _layer_names(layers)
+    assert list(m.state_dict()) == names
+    x, h0, c0 = R.standard_normal((T, B, I)), R.standard_normal((layers, B, H)), R.standard_normal((layers, B, H))
+    params = [R.standard_normal(tuple(getattr(m, n).shape)) for n in names]
+
+    def ref(x, h0, c0, *p, which):
+        out, finals = seq_ref(lstm_cell_ref, x, list(zip(h0, c0)), [p[4 * k:4 * k + 4] for k in range(layers)])
+        return out if which == 0 else np.stack([f[which - 1] for f in finals])
+
+    for which in (0, 1, 2):
+        def run(x, h0, c0, *p):
+            _set(m, names, p)
+            out, (h_n, c_n) = m(x, (h0, c0))
+            return (out, h_n, c_n)[which]
+        check(run, lambda *a: ref(*a, which=which), [x, h0, c0] + params)
+
+
+def test_sequence_unbatched_default_state_init_and_errors():
+    tlgpu.manual_seed(2)
+    m = nn.LSTM(3, 64, bias=False)
+    assert list(m.state_dict()) == ["weight_ih_l0", "weight_hh_l0"]
+    k = 1 / math.sqrt(64)
+    w = m.weight_hh_l0.numpy()
+    assert np.abs(w).max() <= k and w.max() > 0.99 * k and abs(w.std() - k / math.sqrt(3)) < 0.03 * k
+    x = R.standard_normal((5, 3))
+    out, (h, c) = m(tlgpu.tensor(x.astype(np.float32)))
+    assert out.shape == (5, 64) and h.shape == (1, 64) and c.shape == (1, 64)
+    z = np.zeros((1, 64))
+    want, _ = seq_ref(lstm_cell_ref, x[:, None], [(z, z)], [(m.weight_ih_l0.numpy(), w, 0.0, 0.0)])
+    np.testing.assert_allclose(out.numpy(), want[:, 0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(h.numpy()[0], want[-1, 0], rtol=1e-4, atol=1e-5)
+    g = nn.GRU(3, 4)
+    with pytest.raises(ValueError, match=r"GRU: input must be \(L, N, 3\).*got shape \(5, 2, 4\)"):
+        g(tlgpu.zeros(5, 2, 4))
+    with pytest.raises(ValueError, match=r"GRU: h_0 must have shape \(1, 2, 4\), got \(2, 4\)"):
+        g(tlgpu.zeros(5, 2, 3), tlgpu.zeros(2, 4))
+    with pytest.raises(ValueError, match=r"GRUCell: input must be \(batch, 3\)"):
+        nn.GRUCell(3, 4)(tlgpu.zeros(2, 5))
+    with pytest.raises(NotImplementedError, match="bidirectional"):
+        nn.LSTM(3, 4, bidirectional=True)
+
+
+def test_gru_policy_trains_without_host_waits():
+    m, head = nn.GRU(4, 8, batch_first=True), nn.Linear(8, 3)
+    opt = tlgpu.optim.Adam(list(m.parameters()) + list(head.parameters()), lr=1e-2)
+    x = tlgpu.randn(6, 5, 4)
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    out, h = m(x)
+    loss = head(out).square().mean()
+    loss.backward()
+    opt.step()
+    assert tlgpu.stream_stats()["waits"] == 0
+    assert all(p.grad is not None for p in m.parameters())
+
+
+def test_torch_parity_and_state_dict_interchange():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    for t_mod, our_cls, kw in [(torch.nn.GRU(3, 5, num_layers=2, batch_first=True), nn.GRU,
+                                dict(num_layers=2, batch_first=True)),
+                               (torch.nn.LSTM(3, 5, num_layers=2), nn.LSTM, dict(num_layers=2))]:
+        ours = our_cls(3, 5, **kw)
+        sd = {k: v.detach().numpy() for k, v in t_mod.state_dict().items()}
+        assert list(ours.state_dict()) == list(sd)
+        ours.load_state_dict(sd)
+        x = R.standard_normal((2, 4, 3)).astype(np.float32)
+        want, want_state = t_mod(torch.tensor(x))
+        got, got_state = ours(tlgpu.tensor(x))
+        np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+        flat = (lambda s: s if isinstance(s, tuple) else (s,))
+        for g, w in zip(flat(got_state), flat(want_state)):
+            np.testing.assert_allclose(g.numpy(), w.detach().numpy(), rtol=1e-4, atol=1e-5)
+    cell = torch.nn.GRUCell(3, 4)
+    ours = nn.GRUCell(3, 4)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in cell.state_dict().items()})
+    x, h = R.standard_normal((2, 3)).astype(np.float32), R.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(ours(tlgpu.tensor(x), tlgpu.tensor(h)).numpy(),
+                               cell(torch.tensor(x), torch.tensor(h)).detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,191 @@
+"""tlgpu.distributions: the torch.distributions that RL policies use, Categorical and Normal, with torch's
+names, shapes and differentiability. Everything stays on the device: sampling draws from the device RNG
+(tlgpu.manual_seed makes it repeatable) and never waits for the host.
+
+Categorical samples by Gumbel-max (argmax of logits - log(-log(U)), one uniform per category), which is
+exact (up to the uniforms' 2**-24 grid) and needs no cumulative sum. log_prob picks the action's log-probability with a one-hot mask built
+on the device (arange == action) and where(), so masked logits of -inf give no NaN and the gradient wrt
+the logits is the usual onehot - softmax. Normal.rsample is loc + eps * scale (reparameterised:
+differentiable wrt loc and scale); sample() is the same draw outside the graph.
+"""
+import math
+
+import numpy as np
+
+from . import _C
+from .autograd import no_grad
+
+Tensor = _C.Tensor
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_F32_MIN = float(np.finfo(np.float32).min)
+_F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def _as_tensor(v, name, dist):
+    if isinstance(v, Tensor):
+        if v.dtype != np.float32:
+            raise TypeError(f"{dist}: {name} must be float32, got {v.dtype}")
+        return v
+    if isinstance(v, (int, float)):
+        return _C.tensor(float(v))
+    return _C.tensor(np.asarray(v, dtype=np.float32))
+
+
+def _shape(sample_shape):
+    if isinstance(sample_shape, int):
+        return (sample_shape,)
+    return tuple(sample_shape)
+
+
+def _broadcast_shape(*shapes):
+    return tuple(np.broadcast_shapes(*shapes))
+
+
+class Distribution:
+    """The shared face: batch_shape, event_shape, sample/rsample with a sample_shape prefix."""
+    has_rsample = False
+
+    def __init__(self, batch_shape=(), event_shape=()):
+        self._batch_shape, self._event_shape = tuple(batch_shape), tuple(event_shape)
+
+    @property
+    def batch_shape(self):
+        return self._batch_shape
+
+    @property
+    def event_shape(self):
+        return self._event_shape
+
+    def _extended_shape(self, sample_shape=()):
+        return _shape(sample_shape) + self._batch_shape + self._event_shape
+
+    def sample(self, sample_shape=()):
+        with no_grad():
+            return self.rsample(sample_shape)
+
+    def rsample(self, sample_shape=()):
+        raise NotImplementedError(f"{type(self).__name__} has no reparameterised sampler (rsample)")
+
+    def __repr__(self):
+        return f"{type(self).__name__}(batch_shape={self._batch_shape})"
+
+
+class Categorical(Distribution):
+    """Categorical(probs=None, logits=None): K categories over the last dim, batch_shape = shape[:-1].
+    logits are normalised (logits - logsumexp); probs are normalised to sum to 1. Samples are int32."""
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        if (probs is None) == (logits is None):
+            raise ValueError("Categorical: pass exactly one of probs or logits")
+        p = _as_tensor(probs if probs is not None else logits, "probs" if probs is not None else "logits",
+                       "Categorical")
+        if p.ndim < 1:
+            raise ValueError(f"Categorical: {'probs' if probs is not None else 'logits'} must have at least one dim "
+                             f"(the categories), got shape {p.shape}")
+        if p.shape[-1] == 0:
+            raise ValueError(f"Categorical: no categories (shape {p.shape})")
+        if probs is not None:
+            self._probs = p / p.sum(-1, keepdims=True)
+            self._logits = None
+        else:
+            self._logits = p - p.logsumexp(-1, keepdims=True)
+            self._probs = None
+        self._num_events = p.shape[-1]
+        super().__init__(p.shape[:-1])
+
+    @property
+    def logits(self):
+        """Normalised log-probabilities; from probs, log(clamp(probs, eps, 1 - eps)) like torch."""
+        if self._logits is None:
+            self._logits = self._probs.clamp(_F32_EPS, 1.0 - _F32_EPS).log()
+        return self._logits
+
+    @property
+    def probs(self):
+        if self._probs is None:
+            self._probs = self._logits.softmax(-1)
+        return self._probs
+
+    @property
+    def param_shape(self):
+        return self._batch_shape + (self._num_events,)
+
+    @property
+    def mode(self):
+        return self.probs.argmax(-1)
+
+    def sample(self, sample_shape=()):
+        """int32 indices of shape sample_shape + batch_shape, by Gumbel-max on the device (no host wait)."""
+        shape = _shape(sample_shape) + self.param_shape
+        with no_grad():
+            u = _C.rand(*shape)
+            # -log(-log(u)) is Gumbel(0, 1); u == 0 gives -inf (never chosen), and rand never returns 1
+            return (self.logits - (-u.log()).log()).argmax(-1)
+
+    def log_prob(self, value):
+        """log p(value) for int32 category indices broadcastable against batch_shape. An index outside
+        [0, K) gives NaN (checking it on the host would be a sync point), as cross_entropy does."""
+        if not isinstance(value, Tensor):
+            value = _C.tensor(np.asarray(value, dtype=np.int32))
+        shape = _broadcast_shape(value.shape, self._batch_shape)
+        v = value.float().unsqueeze(-1)
+        k = _C.arange(self._num_events, dtype=np.float32)
+        onehot = k == v                                   # float mask [..., K] built on the device
+        logits = self.logits.expand(*shape, self._num_events)
+        # dividing by the mask's row sum (1, or 0 for an index out of range) turns a bad index into 0/0 = NaN
+        return _C.where(onehot, logits, 0.0).sum(-1) / onehot.sum(-1)
+
+    def entropy(self):
+        """-sum(p log p) over the categories (logits clamped to the finite range, so p = 0 adds 0)."""
+        return -(self.logits.clamp(_F32_MIN) * self.probs).sum(-1)
+
+    def __repr__(self):
+        return f"Categorical(batch_shape={self._batch_shape}, num_events={self._num_events})"
+
+
+class Normal(Distribution):
+    """Normal(loc, scale): loc and scale (tensors or numbers) broadcast to batch_shape."""
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        loc, scale = _as_tensor(loc, "loc", "Normal"), _as_tensor(scale, "scale", "Normal")
+        try:
+            shape = _broadcast_shape(loc.shape, scale.shape)
+        except ValueError:
+            raise ValueError(f"Normal: loc {loc.shape} and scale {scale.shape} cannot be broadcast") from None
+        self.loc = loc if loc.shape == shape else loc.expand(*shape)
+        self.scale = scale if scale.shape == shape else scale.expand(*shape)
+        super().__init__(shape)
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        return self.scale.square()
+
+    def rsample(self, sample_shape=()):
+        """loc + eps * scale with eps ~ N(0, 1) from the device RNG: differentiable wrt loc and scale."""
+        eps = _C.randn(*self._extended_shape(sample_shape))
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value):
+        value = _as_tensor(value, "value", "Normal.log_prob")
+        return -((value - self.loc).square()) / (2.0 * self.variance) - self.scale.log() - _LOG_SQRT_2PI
+
+    def entropy(self):
+        return self.scale.log() + (0.5 + _LOG_SQRT_2PI)
+
+    def __repr__(self):
+        return f"Normal(batch_shape={self._batch_shape})"
+
