@@ -237,7 +237,7 @@ tl_stream_native(void (CL_CALLBACK *fn)(void *), void *args, size_t cb, const vo
                  int n, unsigned written, const char *what, tl_err *err)
 {
     const tl_runtime *rt;
-    cl_event wl[MAX_WAIT];
+    cl_event wl[MAX_WAIT], oldest = NULL;
     cl_mem mem[MAX_WAIT];
     int nwl = 0;
     tl_status s = tl_runtime_get(&rt, err);
@@ -250,9 +250,10 @@ tl_stream_native(void (CL_CALLBACK *fn)(void *), void *args, size_t cb, const vo
     cl_int rc = clEnqueueNativeKernel(rt->q0, fn, args, cb, (cl_uint)n, mem, mem_loc, (cl_uint)nwl,
                                       nwl ? wl : NULL, NULL);
     if (rc != CL_SUCCESS) s = tl_err_set(err, rc, "clEnqueueNativeKernel", what);
-    else s = after_q0(rt, st, n, what, err);
+    else s = after_q0(rt, st, n, what, &oldest, err);
     pthread_mutex_unlock(&slock);
     release_all(wl, nwl);
+    if (oldest != NULL) backpressure_wait(oldest, "compute batches in flight");
     return s;
 }
 
