@@ -167,8 +167,8 @@ def main():
         rows.append(bench_shape(n, n, n, True, seconds, clblast, torch, rng, bw))
     for m, n, k in dec:
         rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw))
-    cols = ["shape", "tier", "tlgpu_gflops", "tlgpu_opencl_gflops", "clblast_gflops", "numpy_gflops", "tlgpu/numpy", "torch_cuda_gflops", "tlgpu_GBps",
-            "pct_copy_bw", "rel_err"]
+    cols = ["shape", "tier", "tlgpu_gflops", "tlgpu_opencl_gflops", "clblast_gflops", "numpy_gflops", "tlgpu/numpy",
+            "torch_cuda_gflops", "tlgpu_GBps", "pct_copy_bw", "rel_err"]
     report("GEMM", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "clblast": clblast is not None,
                                 "torch_cuda": torch is not None, "host_threads": os.cpu_count(),
                                 "cpu_blas": tlgpu._C._cpu_blas() if cpu else None,

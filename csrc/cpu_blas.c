@@ -99,7 +99,10 @@ cell_of(tl_storage *s, tl_err *err)
     pthread_mutex_unlock(&lock);
     if (c != NULL && c->queued) return c;
     if (c == NULL) {
-        if ((c = calloc(1, sizeof *c)) == NULL) { tl_err_set(err, TL_E_NOMEM, "cpu_blas", "pointer cell"); return NULL; }
+        if ((c = calloc(1, sizeof *c)) == NULL) {
+            tl_err_set(err, TL_E_NOMEM, "cpu_blas", "pointer cell");
+            return NULL;
+        }
         c->mem = s->mem;
         cl_int rc = clSetMemObjectDestructorCallback(s->mem, drop_cell, c);
         if (rc != CL_SUCCESS) { free(c); tl_err_set(err, rc, "clSetMemObjectDestructorCallback", NULL); return NULL; }
@@ -160,7 +163,8 @@ run_part(const job *j, int part, int parts)
     size_t t0 = by_batch ? total * (size_t)part / (size_t)parts : 0;
     size_t t1 = by_batch ? total * (size_t)(part + 1) / (size_t)parts : total;
     int ext = by_rows ? j->M : j->N;
-    int lo = by_batch ? 0 : (int)((long long)ext * part / parts), hi = by_batch ? ext : (int)((long long)ext * (part + 1) / parts);
+    int lo = by_batch ? 0 : (int)((long long)ext * part / parts);
+    int hi = by_batch ? ext : (int)((long long)ext * (part + 1) / parts);
     if (hi <= lo) return;
     for (size_t t = t0; t < t1; t++) {
         ptrdiff_t o[3] = {j->off[0], j->off[1], j->off[2]};
@@ -416,8 +420,9 @@ tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     threads = lib.threads;
     PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
                                 "enabled", on ? Py_True : Py_False, "path", lib.path,
-                                "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads, "split", lib.split ? Py_True : Py_False,
-                                "launches", atomic_load(&n_launches), "pointers", atomic_load(&n_learnt), "reason", state == -1 ? lib.reason : NULL);
+                                "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads,
+                                "split", lib.split ? Py_True : Py_False, "launches", atomic_load(&n_launches),
+                                "pointers", atomic_load(&n_learnt), "reason", state == -1 ? lib.reason : NULL);
     pthread_mutex_unlock(&lock);
     return r;
 }
