@@ -194,7 +194,7 @@ static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hgo = PTHREAD_COND_INITIALIZER, hdone = PTHREAD_COND_INITIALIZER;
 static const job *hjob;
 static int hparts, hpending, nhelpers;
-static unsigned long hgen;
+static unsigned long hgen, hborn[MAX_HELPERS + 1];   /* hborn[part]: hgen when that helper was created */
 
 static void
 forget_helpers(void)                  /* in a forked child: the helper threads stayed in the parent */
@@ -209,8 +209,8 @@ static void *
 helper(void *arg)
 {
     const int part = (int)(intptr_t)arg;
-    unsigned long seen = 0;
     pthread_mutex_lock(&hlock);
+    unsigned long seen = hborn[part];  /* products before this helper existed are not its work */
     for (;;) {
         while (hgen == seen) pthread_cond_wait(&hgo, &hlock);
         seen = hgen;
@@ -250,6 +250,7 @@ run_job(void *args)
     pthread_mutex_lock(&hlock);
     while (nhelpers < parts - 1 && nhelpers < MAX_HELPERS) {
         pthread_t th;
+        hborn[nhelpers + 1] = hgen;
         if (pthread_create(&th, NULL, helper, (void *)(intptr_t)(nhelpers + 1)) != 0) break;
         pthread_detach(th);
         nhelpers++;
@@ -327,12 +328,15 @@ init_locked(void)
     snprintf(lib.reason, sizeof lib.reason, lib.npaths ? "no path loaded a CBLAS sgemm" : "no BLAS path given");
 }
 
+/* Whether products take the BLAS path now; with it, the mode the next product runs in. */
 static int
-active(void)
+active(int *threads, int *split)
 {
     pthread_mutex_lock(&lock);
     if (lib.state == 0) init_locked();
     int on = lib.state == 1 && lib.enabled;
+    if (threads != NULL) *threads = lib.threads;
+    if (split != NULL) *split = lib.split;
     pthread_mutex_unlock(&lock);
     return on;
 }
@@ -358,11 +362,9 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
     j.M = dims[0];
     j.N = dims[1];
     j.K = dims[2];
-    if (j.K == 0 || a->storage == NULL || b->storage == NULL || !active()) return 0;
+    if (j.K == 0 || a->storage == NULL || b->storage == NULL || !active(&j.threads, &j.split)) return 0;
     if (!layout(j.M, j.K, dims[3], dims[4], &j.ta, &j.lda) || !layout(j.K, j.N, dims[5], dims[6], &j.tb, &j.ldb))
         return 0;
-    j.threads = lib.threads;
-    j.split = lib.split;
     j.nbd = nbd;
     memcpy(j.bshape, bshape, sizeof(int) * (size_t)nbd);
     for (int r = 0; r < 3; r++) memcpy(j.bst[r], bst[r], sizeof(int) * (size_t)nbd);
@@ -411,7 +413,7 @@ tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         pthread_mutex_unlock(&lock);
         Py_DECREF(fast);
     }
-    if (paths == NULL) active();      /* a query: load now (initialises the runtime) */
+    if (paths == NULL) active(NULL, NULL);   /* a query: load now (initialises the runtime) */
     pthread_mutex_lock(&lock);
     if (enable >= 0) lib.enabled = enable;
     if (threads > 0) lib.threads = threads;       /* for measurements: the next products use these */

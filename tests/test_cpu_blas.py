@@ -79,6 +79,16 @@ def test_split_products(rng, threads, split):
         check(T(a) @ T(b), a.astype(np.float64) @ b, k)
 
 
+def test_helpers_added_later_run_only_new_products(rng):
+    """More parts than helpers so far: new helpers start after earlier products and must not rerun them."""
+    a, b = randn(rng, 120, 90), randn(rng, 90, 110)
+    ref = a.astype(np.float64) @ b
+    for threads in (2, 3, 2, 5, 6, 4):
+        _C._cpu_blas(threads=threads, split=True)
+        for _ in range(3):
+            check(T(a) @ T(b), ref, 90)
+
+
 def test_batched_and_broadcast(rng):
     a, b = randn(rng, 4, 5, 6), randn(rng, 4, 6, 7)
     check(both_paths(lambda: T(a) @ T(b))[0], a.astype(np.float64) @ b, 6)
