@@ -176,6 +176,12 @@ tl_copy_into(tl_tensor *dst, tl_tensor *src)
 }
 
 int
+tl_is_dense(const tl_tensor *t)
+{
+    return tl_tensor_numel(t) == 0 || tl_tensor_is_contig(t);
+}
+
+int
 tl_check_writable(const char *op, const tl_tensor *t)
 {
     for (int d = 0; d < t->ndim; d++) {

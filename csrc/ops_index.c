@@ -188,8 +188,11 @@ run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_
     static tl_kernel kh = TL_KERNEL("index", "tl_gather_u32");
     tl_layout L;
     cl_kernel k;
-    if (out->storage == NULL) return 0;                      /* zero-size: no index is ever read */
-    if (check_indices(op, idx, src, dim, keep) < 0 || (k = tl_kernel_py(&kh)) == NULL) return -1;
+    /* checked also when out is zero-size: zeros(3, 0)[[5]] is an IndexError (numpy's rule), and the
+     * backward needs the host copy */
+    if (check_indices(op, idx, src, dim, keep) < 0) return -1;
+    if (out->storage == NULL) return 0;                      /* zero-size: nothing to gather */
+    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
     tl_tensor *ops[3] = {out, src_l, idx_l};
     tl_layout_make(&L, out->ndim, out->shape, ops, 3);
     int dsize = (int)src->shape[dim], dstride = (int)src->strides[dim];
@@ -342,6 +345,7 @@ tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
     if (PyFloat_Check(value) || PyLong_Check(value) || PyArray_IsScalar(value, Number)) {
         double x = PyFloat_AsDouble(value);
         if (x == -1.0 && PyErr_Occurred()) goto done;
+        if (dst->dtype == TL_I32 && tl_check_int32_value("__setitem__", x) < 0) goto done;
         tl_mark_write(dst, "__setitem__");
         rc = tl_tensor_fill(dst, x);
         goto done;

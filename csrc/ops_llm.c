@@ -246,7 +246,7 @@ static int
 check_cache(const char *op, const char *name, const tl_tensor *c)
 {
     if (c->ndim != 3) { shape_error(op, c, name); return -1; }
-    if (!tl_tensor_is_contig(c)) {
+    if (!tl_is_dense(c)) {
         shape_error(op, c, "caches must be contiguous (Hkv, max_len, D) tensors");
         return -1;
     }
@@ -347,7 +347,7 @@ fail:
 
 /* get_rows(table, ids): table (V, D) float32, ids an int32 Tensor (any shape) or ints; out ids.shape + (D,).
  * Ids given as Python ints are range-checked here; ids already on the device cannot be without a sync, so
- * an id outside [0, V) there yields a zero row. */
+ * an id outside [0, V) there yields a row of NaN (visible downstream, as cross_entropy's bad targets are). */
 static PyObject *
 fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -381,6 +381,13 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
         Py_XDECREF(fast); Py_XDECREF(arr);
     }
     if (has_ids && ids == NULL) return NULL;
+    if (has_ids && V == 0 && tl_tensor_numel(ids) > 0) {   /* every id is out of range, known without a sync */
+        char a[128], b[128];
+        tl_shape_str(t->shape, t->ndim, a, sizeof a);
+        tl_shape_str(ids->shape, ids->ndim, b, sizeof b);
+        PyErr_Format(PyExc_IndexError, "get_rows: the table %s has no rows for ids of shape %s", a, b);
+        goto fail;
+    }
     Py_ssize_t shape[TL_MAX_DIMS] = {1};
     int nd = has_ids ? ids->ndim : 1;
     if (nd + 1 > TL_MAX_DIMS) { shape_error("get_rows", ids, "too many id dims"); goto fail; }

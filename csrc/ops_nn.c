@@ -70,6 +70,10 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
         return PyErr_Format(PyExc_ValueError, "cross_entropy: logits must be (N, C) and targets (N,); got %s and %s",
                             a, b);
     }
+    if (x->shape[1] == 0 && x->shape[0] > 0) {     /* no class for any target to name */
+        tl_shape_str(x->shape, x->ndim, a, sizeof a);
+        return PyErr_Format(PyExc_ValueError, "cross_entropy: logits of shape %s have no classes", a);
+    }
     int prev = tl_grad_set(0);                        /* the pieces are not recorded: one fused node is */
     res = cross_entropy_fwd(x, t, ignore, mode, &logp, &denom);
     tl_grad_set(prev);

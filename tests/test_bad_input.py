@@ -1,0 +1,224 @@
+"""Bad input gets a named Python exception, never a crash, a hang or a silent wrong result (issue 11).
+
+One test per fix: each input here used to segfault the interpreter, wrap an int32 value, or return a
+result where numpy raises. Valid neighbours of each bad input are checked against numpy on random data,
+so a check that refuses everything would fail too."""
+import numpy as np
+import pytest
+
+import tlgpu
+import tlgpu.nn.functional as F
+from tlgpu import quant
+
+
+def ids(*v):
+    return tlgpu.tensor(np.array(v, np.int32).reshape(-1))
+
+
+def rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# ---- segfaults ----
+
+def test_cross_entropy_zero_classes_raises(rng):
+    with pytest.raises(ValueError, match=r"cross_entropy.*\(4, 0\)"):
+        F.cross_entropy(tlgpu.zeros(4, 0), tlgpu.tensor(np.zeros(4, np.int32)))
+    with pytest.raises(ValueError, match="cross_entropy"):
+        F.cross_entropy(tlgpu.zeros(4, 0, requires_grad=True), ids(0, 1, 2, 3), reduction="none")
+    # neighbours: no rows (a NaN mean, as torch) and a real problem, against float64
+    assert np.isnan(float(F.cross_entropy(tlgpu.zeros(0, 5), ids())))
+    x = rand(rng, 4, 3)
+    t = np.array([2, 0, 1, 1], np.int32)
+    lp = x - np.log(np.exp(x.astype(np.float64)).sum(1, keepdims=True))
+    np.testing.assert_allclose(float(F.cross_entropy(tlgpu.tensor(x), tlgpu.tensor(t))), -lp[range(4), t].mean(),
+                               rtol=1e-5)
+
+
+def test_get_rows_empty_table_raises(rng):
+    with pytest.raises(IndexError, match=r"get_rows.*\(0, 4\).*\(2,\)"):
+        tlgpu.get_rows(tlgpu.zeros(0, 4), ids(0, 0))
+    with pytest.raises(IndexError, match="get_rows"):
+        tlgpu.get_rows(tlgpu.zeros(0, 4), [0])
+    with pytest.raises(IndexError, match="get_rows"):
+        tlgpu.get_rows(tlgpu.zeros(0, 4), 0)
+    assert tlgpu.get_rows(tlgpu.zeros(0, 4), ids()).shape == (0, 4)          # no ids: nothing to check
+
+
+def test_get_rows_device_id_out_of_range_is_nan_not_zero(rng):
+    table = rand(rng, 5, 3)
+    got = tlgpu.get_rows(tlgpu.tensor(table), ids(4, 7, -1, 0)).numpy()
+    np.testing.assert_array_equal(got[[0, 3]], table[[4, 0]])
+    assert np.isnan(got[[1, 2]]).all()
+
+
+def test_q4_0_embedding_empty_table_raises(rng):
+    w = quant.quantize_q4_0(np.zeros((0, 32), np.float32))
+    with pytest.raises(IndexError, match=r"embedding.*\(0, 32\)"):
+        quant.embedding(w, ids(0, 1))
+    with pytest.raises(IndexError, match="embedding"):
+        quant.embedding(w, 0)
+    assert quant.embedding(w, ids()).shape == (0, 32)
+
+
+def test_q4_0_embedding_device_id_out_of_range_is_nan(rng):
+    w = quant.quantize_q4_0(rand(rng, 3, 64))
+    ref = w.dequantize().numpy()
+    got = quant.embedding(w, ids(2, 3, -5)).numpy()
+    np.testing.assert_array_equal(got[0], ref[2])
+    assert np.isnan(got[1:]).all()
+
+
+def test_index_select_backward_on_zero_size_input(rng):
+    x = tlgpu.zeros(3, 0, requires_grad=True)
+    x.index_select(1, ids()).sum().backward()
+    assert x.grad.shape == (3, 0)
+    a = rand(rng, 4, 3)                                 # the non-empty neighbour, with a repeated index
+    y = tlgpu.tensor(a, requires_grad=True)
+    y.index_select(0, ids(1, 1, 3)).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), np.array([0, 2, 0, 1], np.float32)[:, None] * np.ones((1, 3)))
+
+
+# ---- silent wrong results: int32 wrap-around ----
+
+INT32_BAD = [2**31, -2**31 - 1, 2**40, -2**63]
+
+
+@pytest.mark.parametrize("v", INT32_BAD)
+def test_full_int32_out_of_range_raises(v):
+    with pytest.raises(OverflowError, match="full.*int32"):
+        tlgpu.full((2,), v, dtype=tlgpu.int32)
+    with pytest.raises(OverflowError, match="full"):
+        tlgpu.full((2,), v)                             # an int value means int32 by default
+    with pytest.raises(OverflowError, match="full"):
+        tlgpu.full((0, 3), v, dtype=tlgpu.int32)        # checked even when nothing is written
+
+
+@pytest.mark.parametrize("v", [2**31 - 1, -2**31, 7, -123456789])
+def test_full_int32_in_range(v):
+    np.testing.assert_array_equal(tlgpu.full((3,), v, dtype=tlgpu.int32).numpy(), np.full(3, v, np.int32))
+
+
+def test_full_int32_nan_inf():
+    with pytest.raises(ValueError, match="full.*NaN"):
+        tlgpu.full((2,), float("nan"), dtype=tlgpu.int32)
+    for v in (float("inf"), -float("inf"), 3e9):
+        with pytest.raises(OverflowError, match="full"):
+            tlgpu.full((2,), v, dtype=tlgpu.int32)
+    np.testing.assert_array_equal(tlgpu.full((2,), -2.7, dtype=tlgpu.int32).numpy(), [-2, -2])   # truncates
+
+
+@pytest.mark.parametrize("data", [[2**31], [1, -2**31 - 1], np.array([2**40], np.int64), [2**63],
+                                  np.array([2**32], np.uint64), np.array([1e10]), np.array([-3e9], np.float32)])
+def test_tensor_int32_out_of_range_raises(data):
+    with pytest.raises(OverflowError, match="tensor.*int32"):
+        tlgpu.tensor(data, dtype=tlgpu.int32)
+
+
+def test_tensor_int32_conversions(rng):
+    with pytest.raises(OverflowError, match="tensor"):
+        tlgpu.tensor([2**31])                           # inferred int32
+    with pytest.raises(ValueError, match="tensor.*NaN"):
+        tlgpu.tensor([1.0, float("nan")], dtype=tlgpu.int32)
+    with pytest.raises(TypeError, match="uint64"):
+        tlgpu.tensor(np.array([5], np.uint64))          # unsigned without dtype=: refused as before
+    a = rng.integers(-2**31, 2**31, size=50, dtype=np.int64)
+    np.testing.assert_array_equal(tlgpu.tensor(a).numpy(), a.astype(np.int32))
+    f = rng.uniform(-2e9, 2e9, size=50)
+    np.testing.assert_array_equal(tlgpu.tensor(f, dtype=tlgpu.int32).numpy(), f.astype(np.int32))
+    u = rng.integers(0, 2**31, size=20, dtype=np.uint64)
+    np.testing.assert_array_equal(tlgpu.tensor(u, dtype=tlgpu.int32).numpy(), u.astype(np.int32))
+    np.testing.assert_array_equal(tlgpu.tensor(np.array([2**40], np.uint64), dtype=tlgpu.float32).numpy(),
+                                  np.float32(2**40))
+
+
+def test_setitem_int32_out_of_range_raises(rng):
+    a = rng.integers(-100, 100, size=4).astype(np.int32)
+    t = tlgpu.tensor(a)
+    for key, v in [(0, 2**31), (slice(1, 3), -2**31 - 1), (Ellipsis, float("inf"))]:
+        with pytest.raises(OverflowError, match="__setitem__"):
+            t[key] = v
+    with pytest.raises(ValueError, match="__setitem__"):
+        t[1] = float("nan")
+    with pytest.raises(OverflowError, match="__setitem__"):
+        t[0:2] = [1e10, 0]
+    np.testing.assert_array_equal(t.numpy(), a)         # nothing was written
+    t[2] = 2**31 - 1
+    a[2] = 2**31 - 1
+    np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_fill_int32_out_of_range_raises():
+    t = tlgpu.tensor(np.arange(3, dtype=np.int32))
+    with pytest.raises(OverflowError):
+        t.fill_(2**31)
+    np.testing.assert_array_equal(t.numpy(), [0, 1, 2])
+
+
+def test_arange_int32_overflow_and_bad_bounds():
+    with pytest.raises(OverflowError, match="arange"):
+        tlgpu.arange(2**31, 2**31 + 3)
+    with pytest.raises(OverflowError, match="arange"):
+        tlgpu.arange(0, 2**31 + 5, 2**30)               # the last value wraps
+    with pytest.raises(ValueError, match="arange"):
+        tlgpu.arange(0, float("inf"))
+    with pytest.raises(ValueError, match="arange.*length"):
+        tlgpu.arange(float("nan"))
+    with pytest.raises(ValueError, match="arange"):
+        tlgpu.arange(2**40)
+    np.testing.assert_array_equal(tlgpu.arange(2**31 - 3, 2**31).numpy(), np.arange(2**31 - 3, 2**31))
+    np.testing.assert_array_equal(tlgpu.arange(5, -2**31, -2**29).numpy(), np.arange(5, -2**31, -2**29))
+
+
+# ---- fancy indices on tensors with a zero-size dim ----
+
+ZERO_CASES = [((3, 0), [5]), ((3, 0), [-4]), ((3, 0), [0, 3]), ((0, 3), [0]), ((0,), [0]), ((2, 0, 4), [[1], [2]])]
+
+
+@pytest.mark.parametrize("shape,key", ZERO_CASES)
+def test_fancy_index_out_of_range_on_zero_size(shape, key):
+    with pytest.raises(IndexError):
+        np.zeros(shape)[np.array(key)]                  # numpy's rule, which tlgpu follows
+    with pytest.raises(IndexError, match=r"__getitem__.*out of range"):
+        tlgpu.zeros(*shape)[key]
+    with pytest.raises(IndexError, match="__getitem__"):
+        tlgpu.zeros(*shape)[tlgpu.tensor(np.array(key, np.int32))]
+
+
+@pytest.mark.parametrize("shape,key", [((3, 0), [2, -3, 0]), ((3, 0, 2), [[1, 1]]), ((4, 0), [])])
+def test_fancy_index_in_range_on_zero_size(shape, key):
+    ref = np.zeros(shape, np.float32)[np.array(key, np.int64)]
+    got = tlgpu.zeros(*shape)[key].numpy()
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+
+
+def test_index_select_and_gather_out_of_range_on_zero_size(rng):
+    with pytest.raises(IndexError, match="index_select"):
+        tlgpu.zeros(3, 0).index_select(0, [5])
+    with pytest.raises(IndexError, match="index_select"):
+        tlgpu.zeros(3, 0).index_select(1, [0])
+    with pytest.raises(IndexError, match="gather"):
+        tlgpu.zeros(3, 0).gather(1, tlgpu.tensor(np.zeros((3, 2), np.int32)))
+    with pytest.raises(IndexError):
+        np.take_along_axis(np.zeros((0, 3)), np.zeros((1, 3), np.int64), 0)
+    with pytest.raises(IndexError, match="gather"):
+        tlgpu.zeros(0, 3).gather(0, tlgpu.tensor(np.zeros((1, 3), np.int32)))
+    a = rand(rng, 3, 4)                                 # the neighbour that works, against numpy
+    np.testing.assert_array_equal(tlgpu.tensor(a).index_select(1, [3, -4]).numpy(), a[:, [3, -4]])
+    assert tlgpu.zeros(3, 0).index_select(0, [2, 0]).shape == (2, 0)
+
+
+# ---- zero-size tensors count as contiguous where ops require it ----
+
+def test_zero_size_caches_and_optimizer_state(rng):
+    assert tlgpu.kv_write(tlgpu.zeros(2, 3, 0), tlgpu.zeros(2, 0), 1).shape == (2, 3, 0)
+    assert tlgpu.attention(tlgpu.zeros(2, 0), tlgpu.zeros(1, 3, 0), tlgpu.zeros(1, 3, 0), 2).shape == (2, 0)
+    p, g, buf = tlgpu.zeros(3, 0), tlgpu.zeros(3, 0), tlgpu.zeros(3, 0)
+    tlgpu._C._sgd_step(p, g, buf, 0.1, 0.9, 0.0, 0.0, False, True)
+    with pytest.raises(ValueError, match="sgd"):
+        tlgpu._C._sgd_step(p, tlgpu.zeros(0, 3), buf, 0.1, 0.9, 0.0, 0.0, False, True)
+    c = rand(rng, 2, 4, 3)                             # the non-empty neighbour
+    x = rand(rng, 2, 3)
+    out = tlgpu.kv_write(tlgpu.tensor(c), tlgpu.tensor(x), 1).numpy()
+    c[:, 1] = x
+    np.testing.assert_array_equal(out, c)
