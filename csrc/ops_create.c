@@ -248,10 +248,10 @@ fn_arange(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (step == 0.0) return PyErr_Format(PyExc_ValueError, "arange: step must not be zero");
     int td = tl_parse_dtype(dtype, all_int ? TL_I32 : TL_F32);
     if (td < 0) return NULL;
+    if (!isfinite(start) || !isfinite(stop) || !isfinite(step))   /* no length, or an infinite one */
+        return PyErr_Format(PyExc_ValueError, "arange: cannot compute the length of arange(%R, %R, %R): the "
+                            "bounds and step must be finite", start_o ? start_o : Py_None, stop_o, c ? c : Py_None);
     double count = ceil((stop - start) / step);
-    if (count != count)                              /* a NaN bound, or inf - inf */
-        return PyErr_Format(PyExc_ValueError, "arange: cannot compute the length of arange(%R, %R, %R)",
-                            start_o ? start_o : Py_None, stop_o, c ? c : Py_None);
     if (count > (double)INT32_MAX) {
         char num[64];
         snprintf(num, sizeof num, "%.17g", count);
@@ -259,6 +259,9 @@ fn_arange(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
                             start_o ? start_o : Py_None, stop_o, c ? c : Py_None, num);
     }
     Py_ssize_t n = count > 0 ? (Py_ssize_t)count : 0;
+    if (td == TL_I32 && (start != trunc(start) || step != trunc(step)))   /* int32 steps would truncate to 0 */
+        return PyErr_Format(PyExc_ValueError, "arange(%R, %R, %R, dtype=int32): start and step must be integers",
+                            start_o ? start_o : Py_None, stop_o, c ? c : Py_None);
     if (td == TL_I32 && n > 0 &&                     /* the kernel computes start + i*step in int32 */
         (tl_check_int32_value("arange", start) < 0 || tl_check_int32_value("arange", step) < 0 ||
          tl_check_int32_value("arange", start + (double)(n - 1) * step) < 0))

@@ -51,10 +51,15 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"logits", "targets", "ignore_index", "reduction", NULL};
     PyObject *xo, *to, *logp = NULL, *denom = NULL, *res;
-    int ignore = -100, mode;
+    long long ignore_in = -100;
+    int mode;
     const char *red = "mean";
     char a[128], b[128];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|is:cross_entropy", kw, &xo, &to, &ignore, &red)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|Ls:cross_entropy", kw, &xo, &to, &ignore_in, &red)) return NULL;
+    if (ignore_in < INT32_MIN || ignore_in > INT32_MAX)
+        return PyErr_Format(PyExc_OverflowError, "cross_entropy: ignore_index %lld does not fit int32 (the targets' "
+                            "dtype)", ignore_in);
+    int ignore = (int)ignore_in;
     if (!tl_tensor_check(xo) || !tl_tensor_check(to))
         return PyErr_Format(PyExc_TypeError, "cross_entropy: logits and targets must be Tensors");
     tl_tensor *x = tl_tensor_CAST(xo), *t = tl_tensor_CAST(to);

@@ -25,7 +25,7 @@ static tl_kernel k_softmax = TL_KERNEL("reduce", "tl_softmax_f32");
 /* ---- argument parsing ---- */
 
 static int
-axis_error(const char *op, long axis, const tl_tensor *x)
+axis_error(const char *op, PyObject *axis, const tl_tensor *x)
 {
     char s[128];
     PyObject *mod, *cls = NULL, *msg;
@@ -39,7 +39,7 @@ axis_error(const char *op, long axis, const tl_tensor *x)
         PyErr_Clear();
         cls = Py_NewRef(PyExc_IndexError);
     }
-    msg = PyUnicode_FromFormat("%s: axis %ld is out of bounds for a tensor of shape %s (ndim %d)", op, axis, s,
+    msg = PyUnicode_FromFormat("%s: axis %S is out of bounds for a tensor of shape %s (ndim %d)", op, axis, s,
                                x->ndim);
     if (msg != NULL) PyErr_SetObject(cls, msg);
     Py_XDECREF(msg);
@@ -55,9 +55,10 @@ one_axis(const char *op, const tl_tensor *x, PyObject *o, int allow_tuple, int *
                      allow_tuple ? " or a tuple of ints" : "", Py_TYPE(o)->tp_name);
         return -1;
     }
-    long a = PyLong_AsLong(o);
+    int overflow = 0;
+    long a = PyLong_AsLongAndOverflow(o, &overflow);
     if (a == -1 && PyErr_Occurred()) return -1;
-    if (a < -x->ndim || a >= x->ndim) return axis_error(op, a, x);
+    if (overflow || a < -x->ndim || a >= x->ndim) return axis_error(op, o, x);
     *out = (int)(a < 0 ? a + x->ndim : a);
     return 0;
 }

@@ -222,3 +222,48 @@ def test_zero_size_caches_and_optimizer_state(rng):
     out = tlgpu.kv_write(tlgpu.tensor(c), tlgpu.tensor(x), 1).numpy()
     c[:, 1] = x
     np.testing.assert_array_equal(out, c)
+
+
+# ---- arguments past int32 or non-finite: named errors, not wrap-around or NaN output ----
+
+def test_huge_index_and_axis_arguments(rng):
+    a = rand(rng, 3, 2)
+    t = tlgpu.tensor(a)
+    with pytest.raises(IndexError, match="__getitem__"):
+        t[[2**40]]
+    with pytest.raises(IndexError, match="index_select"):
+        t.index_select(0, [-2**40])
+    with pytest.raises(IndexError, match=r"sum: axis 1180591620717411303424"):
+        t.sum(axis=2**70)
+    with pytest.raises(IndexError, match="kv_write"):
+        tlgpu.kv_write(tlgpu.zeros(2, 3, 4), tlgpu.zeros(2, 4), 2**40)
+    with pytest.raises(ValueError, match="attention: length"):
+        tlgpu.attention(tlgpu.zeros(2, 4), tlgpu.zeros(1, 3, 4), tlgpu.zeros(1, 3, 4), 2**40)
+    with pytest.raises(OverflowError, match="cross_entropy: ignore_index"):
+        F.cross_entropy(tlgpu.tensor(a), ids(0, 1, 1), ignore_index=2**40)
+    np.testing.assert_array_equal(t[[2, -3]].numpy(), a[[2, -3]])
+    np.testing.assert_allclose(t.sum(axis=-1).numpy(), a.sum(-1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("theta", [float("nan"), float("inf"), 0.0, -1.0])
+def test_rope_theta_must_be_positive_and_finite(theta):
+    with pytest.raises(ValueError, match=r"rope: theta must be positive and finite, got (nan|inf|0|-1)$"):
+        tlgpu.rope(tlgpu.zeros(2, 3, 4), [0, 1], theta=theta)
+
+
+def test_setitem_single_element_needs_a_scalar(rng):
+    a = rand(rng, 2, 3)
+    t = tlgpu.tensor(a)
+    for key, value in [((0, 1), np.ones(1, np.float32)), (1, np.ones((1, 1), np.float32))]:
+        b = np.zeros(4, np.float32) if key == 1 else a.copy()
+        with pytest.raises(ValueError, match="sequence"):
+            b[key] = value                              # numpy's rule
+    with pytest.raises(ValueError, match=r"__setitem__: the key selects one element; a value of shape \(1,\)"):
+        t[0, 1] = np.ones(1, np.float32)
+    with pytest.raises(ValueError, match="__setitem__"):
+        tlgpu.zeros(4)[1] = [[2.0]]
+    t[0, 1] = tlgpu.tensor(np.float32(7))               # 0-d values, slices and `...` still broadcast
+    t[1] = np.ones((1, 3), np.float32)
+    a[0, 1] = 7
+    a[1] = 1
+    np.testing.assert_array_equal(t.numpy(), a)
