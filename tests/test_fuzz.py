@@ -363,7 +363,8 @@ REDUCE = {
 @given(st.data())
 def test_fuzz_reduce(data):
     op = data.draw(st.sampled_from(sorted(REDUCE)))
-    a = data.draw(arrays(huge=False)) if data.draw(st.booleans()) else data.draw(float_arrays(scale=1.0))
+    # no huge finite values: float32 sums of them overflow where the float64 reference does not
+    a = data.draw(arrays(huge=False) if data.draw(st.booleans()) else float_arrays(scale=1.0, huge=False))
     axis = axis_arg(data.draw, a.ndim)
     keepdims = data.draw(st.booleans())
     if op.startswith("arg") and isinstance(axis, tuple):
@@ -461,10 +462,7 @@ def test_fuzz_shape(data):
             return [x[(slice(None),) * (d % nd) + (slice(i, i + step),)] for i in range(0, max(size, 1), step)]
         tl_fn, what = (lambda t: getattr(t, op)(k, d)), f"{op}({k}, dim={d})"
 
-    def run():
-        r = tl_fn(tlgpu.tensor(a))
-        return (r * 1 if r.dtype == tlgpu.float32 else r) if isinstance(r, tlgpu.Tensor) else r   # a kernel reads the view
-    run_case("shape", f"{what} of {a.dtype}{a.shape}", run, lambda: np_fn(a))
+    run_case("shape", f"{what} of {a.dtype}{a.shape}", lambda: tl_fn(tlgpu.tensor(a)), lambda: np_fn(a))
 
 
 @FUZZ
@@ -501,7 +499,8 @@ def basic_key(draw, shape):
             items.append(draw(st.integers(-size - 2, size + 1)))
         elif kind == "slice":
             bound = st.one_of(st.none(), st.integers(-size - 3, size + 3))
-            items.append(slice(draw(bound), draw(bound), draw(st.one_of(st.none(), st.sampled_from([1, 2, -1, -3, 0])))))
+            step = draw(st.one_of(st.none(), st.sampled_from([1, 2, -1, -3, 0])))
+            items.append(slice(draw(bound), draw(bound), step))
         else:
             items.append(None if kind == "none" else Ellipsis)
     return tuple(items) if draw(st.booleans()) or len(items) != 1 else items[0]
