@@ -464,7 +464,7 @@ int
 tl_index_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     tl_tensor *z = tl_tensor_empty(TL_F32, nd->in[0].ndim, nd->in[0].shape);
-    if (z == NULL || tl_tensor_fill(z, 0.0) < 0 || PyObject_SetItem((PyObject *)z, nd->extra, g) < 0) {
+    if (z == NULL || tl_tensor_fill(z, 0.0) < 0 || tensor_setitem((PyObject *)z, nd->extra, g) < 0) {
         Py_XDECREF(z);
         return -1;
     }

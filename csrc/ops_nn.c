@@ -4,6 +4,7 @@
  * The mean divides by the number of non-ignored targets, computed on the device: no sync point. */
 #include "ops_common.h"
 #include "autograd.h"
+#include "ops.h"
 
 enum { CE_MEAN, CE_SUM, CE_NONE };
 
@@ -14,7 +15,7 @@ cross_entropy_fwd(tl_tensor *x, tl_tensor *t, int ignore, int mode, PyObject **l
     PyObject *logp = NULL, *loss = NULL, *w = NULL, *res = NULL, *denom = NULL;
     int n = (int)x->shape[0], c = (int)x->shape[1];
     Py_ssize_t nn = n;
-    if ((logp = PyObject_CallMethod((PyObject *)x, "log_softmax", "i", -1)) == NULL) goto done;
+    if ((logp = tl_log_softmax(x, 1)) == NULL) goto done;
     if ((loss = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL ||
         (w = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL)
         goto done;
@@ -34,8 +35,8 @@ cross_entropy_fwd(tl_tensor *x, tl_tensor *t, int ignore, int mode, PyObject **l
     }
     if (mode == CE_NONE) {
         res = Py_NewRef(loss);
-    } else if ((res = PyObject_CallMethod(loss, "sum", NULL)) != NULL && mode == CE_MEAN) {
-        if ((denom = PyObject_CallMethod(w, "sum", NULL)) == NULL) Py_CLEAR(res);
+    } else if ((res = tl_sum(tl_tensor_CAST(loss), TL_AXES_ALL, 0)) != NULL && mode == CE_MEAN) {
+        if ((denom = tl_sum(tl_tensor_CAST(w), TL_AXES_ALL, 0)) == NULL) Py_CLEAR(res);
         else Py_SETREF(res, PyNumber_TrueDivide(res, denom));
     }
 done:
