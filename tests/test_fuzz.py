@@ -63,7 +63,11 @@ def np_result(r):
 def outcome_summary():
     yield
     total = sum(OUTCOMES.values())
-    print(f"\n\nfuzz outcomes ({total} cases, {EXAMPLES} examples per test):")
+    classes = Counter()
+    for (cls, _), n in OUTCOMES.items():
+        classes[cls] += n
+    print(f"\n\nfuzz outcomes ({total} cases, {EXAMPLES} examples per test): "
+          + ", ".join(f"{n} {cls}" for cls, n in sorted(classes.items())))
     for key, n in sorted(OUTCOMES.items()):
         print(f"  {n:7d}  {key[0]:<14s} {key[1]}")
 
@@ -235,7 +239,7 @@ def test_fuzz_unary(data):
     op = data.draw(st.sampled_from(sorted(UNARY)))
     a = data.draw(arrays())
     if op in ("sin", "cos") and not is_int(a):
-        a = np.where(np.abs(a) > 1e4, a * 0 + 7.0, a).astype(np.float32)   # OpenCL's sin of 3e38: no reference
+        a = np.where(np.abs(a) > 1e4, np.float32(7), a)   # OpenCL's sin of 3e38 has no float64 reference
     fn, tol = UNARY[op]
     bug = KNOWN_EW_BUGS.get(op)
 
@@ -778,6 +782,110 @@ def test_fuzz_inference_ops(data):
         run_case("llm", f"get_rows(({v}, {dcols}), {ids}, device={dev})",
                  lambda: tlgpu.get_rows(tlgpu.tensor(table), tlgpu.tensor(np.array(ids, np.int32)) if dev else ids),
                  ref)
+
+
+# ---- gradients (autograd.c and each family's backward) ----
+
+def grad_case(data):
+    """(name, tlgpu function, float64 numpy function, input arrays) of a differentiable op on finite inputs."""
+    rng = seeded(data.draw)
+    shape = data.draw(dims(3, 4))
+    a = rng.standard_normal(shape)
+    nd = len(shape)
+    op = data.draw(st.sampled_from(["binary", "reduce", "softmax", "view", "getitem", "index_select", "matmul",
+                                    "cat", "cross_entropy"]))
+    if op == "binary":
+        b = rng.standard_normal(broadcast_partner(data.draw, shape))
+        try:
+            np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            b = rng.standard_normal(shape[1:])
+        f = data.draw(st.sampled_from(["add", "sub", "mul", "truediv"]))
+        if f == "truediv":
+            b = np.sign(b) * (np.abs(b) + 0.5)       # away from 0: finite differences stay meaningful
+        return f, getattr(operator, f), getattr(operator, f), [a, b]
+    if op == "reduce":
+        f = data.draw(st.sampled_from(["sum", "mean", "max", "min", "logsumexp"]))
+        axis = axis_arg(data.draw, nd)
+        try:
+            np.sum(np.empty(shape), axis=axis)
+            assert nd or axis is None                # a 0-d tensor takes axis=None only
+        except Exception:
+            axis = None                              # bad axes are fuzzed in test_fuzz_reduce
+        keep = data.draw(st.booleans())
+        if f in ("max", "min") and (a.size == 0 or reduced_count(shape, axis) == 0):
+            f = "sum"                                # no identity: the error is fuzzed elsewhere
+        npf = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min,
+               "logsumexp": lambda x, axis, keepdims: np_logsumexp(x, axis, keepdims)}[f]
+        if f == "mean" and reduced_count(shape, axis) == 0:
+            f, npf = "sum", np.sum                   # mean of nothing is NaN: no gradient to check
+        return (f"{f}(axis={axis}, keepdims={keep})", lambda x: getattr(x, f)(axis=axis, keepdims=keep),
+                lambda x: npf(x, axis=axis, keepdims=keep), [a])
+    if op == "softmax" and nd:
+        axis = data.draw(st.integers(-nd, nd - 1))
+        log = data.draw(st.booleans())
+
+        def np_sm(x):
+            if x.size == 0:
+                return x
+            m = x.max(axis, keepdims=True)
+            s = np.exp(x - m).sum(axis, keepdims=True)
+            return (x - m - np.log(s)) if log else np.exp(x - m) / s
+        return f"softmax(log={log}, axis={axis})", lambda x: (x.log_softmax if log else x.softmax)(axis), np_sm, [a]
+    if op == "view" and nd:
+        p = tuple(data.draw(st.permutations(range(nd))))
+        lead = data.draw(st.integers(1, 2))
+        return (f"permute{p}.reshape(-1).expand", lambda x: x.permute(*p).reshape(-1).unsqueeze(0).expand(lead, -1),
+                lambda x: np.broadcast_to(np.transpose(x, p).reshape(1, -1), (lead, x.size)), [a])
+    if op == "getitem" and nd:
+        key = data.draw(basic_key(shape))
+        try:
+            np.empty(shape)[key]
+        except (IndexError, ValueError, TypeError):
+            key = (slice(None, None, -1),)
+        return f"[{key!r}]", lambda x: x[key] * 1.0, lambda x: np.asarray(x[key]) * 1.0, [a]
+    if op == "index_select" and nd:
+        d = data.draw(st.integers(-nd, nd - 1))
+        n = shape[d]
+        idx = [int(i) for i in rng.integers(-n, n, size=int(rng.integers(0, 5)))] if n else []
+        return (f"index_select({d}, {idx})", lambda x: x.index_select(d, tlgpu.tensor(np.array(idx, np.int32))),
+                lambda x: np.take(x, np.array(idx, np.int64), axis=d), [a])
+    if op == "matmul":
+        m, k, n = (int(rng.choice([0, 1, 2, 3, 5])) for _ in range(3))
+        sa = [(k,), (m, k), (2, m, k)][int(rng.integers(0, 3))]
+        sb = [(k,), (k, n), (2, k, n), (1, k, n)][int(rng.integers(0, 4))]
+        return f"{sa} @ {sb}", operator.matmul, np.matmul, [rng.standard_normal(sa), rng.standard_normal(sb)]
+    if op == "cat" and nd:
+        d = data.draw(st.integers(-nd, nd - 1))
+        other = list(shape)
+        other[d] = int(rng.integers(0, 3))
+        b = rng.standard_normal(other)
+        return (f"cat(axis={d}) with {tuple(other)}", lambda x, y: tlgpu.cat([x, y], d),
+                lambda x, y: np.concatenate([x, y], d), [a, b])
+    n, c = int(rng.integers(0, 4)), int(rng.integers(1, 5))
+    t = rng.integers(0, c, size=n).astype(np.int32)
+    t[rng.random(n) < 0.2] = -100
+    red = data.draw(st.sampled_from(["sum", "none"] + (["mean"] if (t != -100).any() else [])))
+
+    def np_ce(x):
+        lse = np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1) if n else np.zeros(0)
+        loss = np.where(t != -100, lse - x[np.arange(n), np.maximum(t, 0)] if n else 0.0, 0.0)
+        return loss if red == "none" else loss.sum() if red == "sum" else loss.sum() / (t != -100).sum()
+    return (f"cross_entropy(({n}, {c}), {t.tolist()}, {red})",
+            lambda x: F.cross_entropy(x, tlgpu.tensor(t), reduction=red), np_ce, [rng.standard_normal((n, c))])
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_grad(data):
+    """Analytic gradients against central differences of the float64 numpy function (tests/gradcheck.py)."""
+    from gradcheck import check
+    name, fn_t, fn_np, arrays = grad_case(data)
+    try:
+        check(fn_t, fn_np, arrays, rtol=5e-3, atol=5e-4)
+    except AssertionError as e:
+        raise AssertionError(f"grad: {name} of {[a.shape for a in arrays]}: {e}") from None
+    OUTCOMES[("matched numpy", "gradients")] += 1
 
 
 # ---- the elementwise bugs, one xfail each (owned by ops_elementwise.c) ----
