@@ -377,7 +377,13 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
         PyObject *arr = Py_NewRef(io);
         PyObject *fast = arr ? PySequence_Fast(arr, "get_rows: ids must be an int32 Tensor, an int or ints") : NULL;
         for (Py_ssize_t i = 0; fast != NULL && i < PySequence_Fast_GET_SIZE(fast); i++) {
-            long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+            PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+            if (!PyIndex_Check(item) || PyBool_Check(item)) {     /* 1.7 must not become row 1 */
+                PyErr_Format(PyExc_TypeError, "get_rows: ids must be integers, got %s", Py_TYPE(item)->tp_name);
+                Py_CLEAR(fast);
+                break;
+            }
+            long id = PyLong_AsLong(item);
             if (id == -1 && PyErr_Occurred()) { Py_CLEAR(fast); break; }
             if (id < 0 || id >= V) {
                 PyErr_Format(PyExc_IndexError, "get_rows: id %ld outside the table's %d rows", id, V);

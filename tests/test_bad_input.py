@@ -267,3 +267,21 @@ def test_setitem_single_element_needs_a_scalar(rng):
     a[0, 1] = 7
     a[1] = 1
     np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_q4_0_refuses_non_finite_weights_and_non_integer_ids(rng):
+    w = rand(rng, 2, 32)
+    for bad in (np.nan, np.inf):
+        w2 = w.copy()
+        w2[1, 5] = bad
+        with pytest.raises(ValueError, match=r"quantize_q4_0.*\(2, 32\).*NaN or inf"):
+            quant.quantize_q4_0(w2)
+    q = quant.quantize_q4_0(w)
+    for ids_ in ([1.7], np.array([True, False])):
+        with pytest.raises(IndexError, match="embedding: ids must be integers"):
+            quant.embedding(q, ids_)
+    with pytest.raises(TypeError, match="get_rows: ids must be integers, got float"):
+        tlgpu.get_rows(tlgpu.tensor(w), [1.7])
+    np.testing.assert_array_equal(quant.embedding(q, np.array([1, 0], np.int64)).numpy(),
+                                  q.dequantize().numpy()[[1, 0]])
+    np.testing.assert_array_equal(tlgpu.get_rows(tlgpu.tensor(w), [np.int64(1)]).numpy(), w[[1]])
