@@ -784,6 +784,58 @@ def test_fuzz_inference_ops(data):
                  ref)
 
 
+@FUZZ
+@given(st.data())
+def test_fuzz_kv_cache(data):
+    """kv_write and attention against numpy: random (grouped) heads, lengths and positions, in range or not."""
+    rng = seeded(data.draw)
+    hkv, g, ml, d = (0 if rng.random() < 0.08 else int(rng.integers(lo, hi)) for lo, hi in
+                     ((1, 3), (1, 3), (1, 6), (1, 5)))             # now and then a zero-size dim
+    g = max(g, 1)
+    h = hkv * g if rng.random() < 0.9 else hkv * g + 1     # sometimes not a multiple of Hkv
+    t = int(rng.integers(0, 3))
+    cache = rng.standard_normal((hkv, ml, d)).astype(np.float32)
+    if data.draw(st.booleans()):
+        x = rng.standard_normal((hkv, t, d) if t != 1 or rng.random() < 0.5 else (hkv, d)).astype(np.float32)
+        nt = x.shape[1] if x.ndim == 3 else 1
+        pos = int(rng.integers(0, max(ml - nt, 0) + 1)) if rng.random() < 0.8 else data.draw(
+            st.integers(-2, ml + 1) | st.just(2**40))
+
+        def ref():
+            xt = x if x.ndim == 3 else x[:, None]
+            if not 0 <= pos <= ml - xt.shape[1]:
+                raise IndexError("positions outside the cache")
+            out = cache.copy()
+            out[:, pos:pos + xt.shape[1]] = xt
+            return out
+        run_case("kv_cache", f"kv_write(cache{cache.shape}, x{x.shape}, {pos})",
+                 lambda: tlgpu.kv_write(tlgpu.tensor(cache), tlgpu.tensor(x), pos), ref)
+        return
+    vcache = rng.standard_normal((hkv, ml, d)).astype(np.float32)
+    q = rng.standard_normal((t, h, d) if t != 1 or rng.random() < 0.5 else (h, d)).astype(np.float32)
+    tq = q.shape[0] if q.ndim == 3 else 1
+    length = int(rng.integers(max(1, tq), ml + 1)) if rng.random() < 0.8 and ml >= max(1, tq) else data.draw(
+        st.integers(-1, ml + 1))
+
+    def ref():
+        qt = q if q.ndim == 3 else q[None]
+        tq = qt.shape[0]
+        if hkv == 0 or h % hkv or not max(1, tq) <= length <= ml:
+            raise ValueError("bad heads or length")
+        out = np.zeros(qt.shape)
+        for ti in range(tq):
+            for hi in range(h):
+                kv = hi // (h // hkv)
+                keys = length - tq + ti + 1              # causal: the queries are the last tq positions
+                s = cache[kv, :keys].astype(np.float64) @ qt[ti, hi] / math.sqrt(max(d, 1))
+                p = np.exp(s - s.max())
+                out[ti, hi] = (p / p.sum()) @ vcache[kv, :keys]
+        return out.reshape(q.shape).astype(np.float32)
+    run_case("kv_cache", f"attention(q{q.shape}, caches{cache.shape}, {length})",
+             lambda: tlgpu.attention(tlgpu.tensor(q), tlgpu.tensor(cache), tlgpu.tensor(vcache), length), ref,
+             1e-4, 1e-5)
+
+
 # ---- gradients (autograd.c and each family's backward) ----
 
 def grad_case(data):
