@@ -136,7 +136,7 @@ fn_tensor(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op:tensor", kw, &data, &dtype, &rg)) return NULL;
     if ((td = tl_parse_dtype(dtype, -1)) == -1 && PyErr_Occurred()) return NULL;
     tl_tensor *t = tl_tensor_from_object(data, td, "tensor");
-    if (t != NULL && rg && PyObject_SetAttrString((PyObject *)t, "requires_grad", Py_True) < 0) Py_CLEAR(t);
+    if (t != NULL && rg && tl_require_grad_new("tensor", t) < 0) Py_CLEAR(t);
     return (PyObject *)t;
 }
 
@@ -195,8 +195,8 @@ make_filled(PyObject *args, PyObject *kwargs, const char *op, int has_fill, doub
     if ((td = tl_parse_dtype(dtype, dflt)) < 0) return NULL;
     if (has_fill && td == TL_I32 && tl_check_int32_value(op, fill) < 0) return NULL;
     tl_tensor *t = tl_tensor_empty(td, ndim, shape);
+    if (t != NULL && rg && tl_require_grad_new(op, t) < 0) Py_CLEAR(t);      /* before the fill: nothing wasted */
     if (t != NULL && has_fill && tl_tensor_fill(t, fill) < 0) Py_CLEAR(t);
-    if (t != NULL && rg && PyObject_SetAttrString((PyObject *)t, "requires_grad", Py_True) < 0) Py_CLEAR(t);
     return (PyObject *)t;
 }
 

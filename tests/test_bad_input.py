@@ -285,3 +285,16 @@ def test_q4_0_refuses_non_finite_weights_and_non_integer_ids(rng):
     np.testing.assert_array_equal(quant.embedding(q, np.array([1, 0], np.int64)).numpy(),
                                   q.dequantize().numpy()[[1, 0]])
     np.testing.assert_array_equal(tlgpu.get_rows(tlgpu.tensor(w), [np.int64(1)]).numpy(), w[[1]])
+
+
+def test_creation_requires_grad_needs_float32(rng):
+    for make in (lambda: tlgpu.zeros(2, 3, dtype=tlgpu.int32, requires_grad=True),
+                 lambda: tlgpu.full((2,), 3, requires_grad=True),
+                 lambda: tlgpu.tensor([1, 2], requires_grad=True)):
+        with pytest.raises(TypeError, match=r"^(zeros|full|tensor): requires_grad=True needs float32"):
+            make()
+    a = rand(rng, 2, 3)
+    x = tlgpu.tensor(a, requires_grad=True)
+    assert x.requires_grad and x.is_leaf and tlgpu.randn(2, requires_grad=True).requires_grad
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * a, rtol=1e-6)
