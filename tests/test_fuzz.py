@@ -288,6 +288,43 @@ def test_fuzz_binary(data):
              f"{getattr(y, 'shape', '')})", run, ref, *((2e-4, 1e-5) if op == "pow" else (2e-5, 1e-6)))
 
 
+INPLACE = {"add_": operator.iadd, "sub_": operator.isub, "mul_": operator.imul, "div_": operator.itruediv}
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_inplace(data):
+    """add_/sub_/mul_/div_/copy_/fill_ against numpy's `a op= b`: the result must keep a's shape."""
+    a = data.draw(arrays(int_share=8))
+    op = data.draw(st.sampled_from(sorted(INPLACE) + ["copy_", "fill_"]))
+    if op == "fill_" or data.draw(st.integers(0, 4)) == 0:
+        b = data.draw(st.sampled_from([2.5, -1, 0, NAN, INF]))
+    else:
+        b = data.draw(arrays(broadcast_partner(data.draw, a.shape), int_share=8))
+
+    def ref():
+        r = a.astype(np.float64) if a.dtype == np.float32 else a.copy()
+        bb = b.astype(np.float64) if isinstance(b, np.ndarray) and b.dtype == np.float32 else b
+        if op == "copy_" or op == "fill_":
+            if isinstance(bb, np.ndarray):
+                np.broadcast_to(bb, r.shape)
+            if is_int(a) and op == "fill_" and not math.isfinite(b):
+                raise Refused("fill_: NaN/inf into int32 (numpy writes INT32_MIN)")
+            if isinstance(bb, np.ndarray) and bb.dtype != r.dtype and op == "copy_":
+                raise Refused("copy_: a tensor source of another dtype (tlgpu does not cast between tensors)")
+            r[...] = bb
+            return r.astype(a.dtype)
+        if is_int(a) or is_int(b):
+            np.broadcast_to(np.empty(np.broadcast_shapes(r.shape, np.shape(bb))), r.shape)
+            raise Refused(f"{op}: int32 operands (int32 arithmetic not in this tree yet)")
+        return INPLACE[op](r, bb).astype(np.float32)    # numpy's own error when b does not fit a's shape
+
+    def run():
+        t = tlgpu.tensor(a)
+        return getattr(t, op)(tensor(b))
+    run_case("inplace", f"{a.dtype}{a.shape}.{op}({type(b).__name__}{getattr(b, 'shape', '')})", run, ref)
+
+
 @FUZZ
 @given(st.data())
 def test_fuzz_where_clamp(data):
