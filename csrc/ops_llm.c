@@ -371,8 +371,15 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
         has_ids = 0;
         id0 = (int)id;
     } else if (tl_tensor_check(io)) {
-        if (tl_check_dtype("get_rows", tl_tensor_CAST(io), TL_I32) < 0) return NULL;
-        ids = tl_tensor_contiguous(tl_tensor_CAST(io));
+        tl_tensor *it = tl_tensor_CAST(io);
+        if (tl_check_dtype("get_rows", it, TL_I32) < 0) return NULL;
+        if (V == 0 && tl_tensor_numel(it) > 0) {         /* every id is out of range, known without a sync */
+            char a[128], b[128];
+            tl_shape_str(t->shape, t->ndim, a, sizeof a);
+            tl_shape_str(it->shape, it->ndim, b, sizeof b);
+            return PyErr_Format(PyExc_IndexError, "get_rows: the table %s has no rows for ids of shape %s", a, b);
+        }
+        ids = tl_tensor_contiguous(it);
     } else {
         PyObject *arr = Py_NewRef(io);
         PyObject *fast = arr ? PySequence_Fast(arr, "get_rows: ids must be an int32 Tensor, an int or ints") : NULL;
@@ -394,13 +401,6 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
         Py_XDECREF(fast); Py_XDECREF(arr);
     }
     if (has_ids && ids == NULL) return NULL;
-    if (has_ids && V == 0 && tl_tensor_numel(ids) > 0) {   /* every id is out of range, known without a sync */
-        char a[128], b[128];
-        tl_shape_str(t->shape, t->ndim, a, sizeof a);
-        tl_shape_str(ids->shape, ids->ndim, b, sizeof b);
-        PyErr_Format(PyExc_IndexError, "get_rows: the table %s has no rows for ids of shape %s", a, b);
-        goto fail;
-    }
     Py_ssize_t shape[TL_MAX_DIMS] = {1};
     int nd = has_ids ? ids->ndim : 1;
     if (nd + 1 > TL_MAX_DIMS) { shape_error("get_rows", ids, "too many id dims"); goto fail; }

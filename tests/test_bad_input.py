@@ -298,3 +298,28 @@ def test_creation_requires_grad_needs_float32(rng):
     assert x.requires_grad and x.is_leaf and tlgpu.randn(2, requires_grad=True).requires_grad
     (x * x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), 2 * a, rtol=1e-6)
+
+
+def test_bad_input_is_refused_before_anything_is_enqueued(rng):
+    """The checks come first: a refused call leaves no command behind (stream_stats counts every enqueue)."""
+    ids_view = tlgpu.tensor(rng.integers(0, 3, (2, 4)).astype(np.int32))[:, ::2]   # not contiguous: a copy
+    args = dict(x=tlgpu.zeros(4, 0), t=ids(0, 1, 2, 3), table=tlgpu.zeros(0, 4), i32=tlgpu.zeros(3, dtype=tlgpu.int32),
+                q=quant.quantize_q4_0(np.zeros((0, 32), np.float32)), cache=tlgpu.zeros(2, 3, 4),
+                row=tlgpu.tensor(rand(rng, 2, 4)), x3=tlgpu.tensor(rand(rng, 2, 3, 4)), a=tlgpu.tensor(rand(rng, 2, 3)))
+    calls = [
+        (IndexError, lambda: tlgpu.get_rows(args["table"], ids_view)),
+        (IndexError, lambda: quant.embedding(args["q"], ids_view)),
+        (ValueError, lambda: F.cross_entropy(args["x"], args["t"])),
+        (OverflowError, lambda: tlgpu.full((2,), 2**31)),
+        (ValueError, lambda: tlgpu.arange(0.5, 3, dtype=tlgpu.int32)),
+        (OverflowError, lambda: args["i32"].__setitem__(0, 2**31)),
+        (IndexError, lambda: tlgpu.kv_write(args["cache"], args["row"], 3)),
+        (ValueError, lambda: tlgpu.rope(args["x3"], [0, 1], theta=float("inf"))),
+        (ValueError, lambda: args["a"] @ args["a"]),
+    ]
+    tlgpu.synchronize()
+    for exc, call in calls:
+        tlgpu.reset_stream_stats()
+        with pytest.raises(exc):
+            call()
+        assert tlgpu.stream_stats()["enqueued"] == 0
