@@ -260,9 +260,7 @@ accumulate(PyObject **acc, PyObject *g, int leaf)
         *acc = (PyObject *)copy;
         return copy == NULL ? -1 : 0;
     }
-    PyObject *r = PyObject_CallMethod(*acc, "add_", "O", g);          /* tl_add_ (ops.h) once it exists */
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
+    return tl_add_(tl_tensor_CAST(*acc), tl_tensor_CAST(g));
 }
 
 /* Nodes reachable from root, each once, with deps = edges into it from reachable nodes. */
@@ -403,7 +401,7 @@ tensor_requires_grad_(PyObject *self, PyObject *args)
 {
     int on = 1;
     if (!PyArg_ParseTuple(args, "|p:requires_grad_", &on)) return NULL;
-    if (PyObject_SetAttrString(self, "requires_grad", on ? Py_True : Py_False) < 0) return NULL;
+    if (tl_tensor_set_requires_grad(tl_tensor_CAST(self), on) < 0) return NULL;
     return Py_NewRef(self);
 }
 

@@ -20,8 +20,12 @@ PyObject *tl_transpose(tl_tensor *x, int dim0, int dim1);
 PyObject *tl_unsqueeze(tl_tensor *x, int dim);
 PyObject *tl_squeeze_dim(tl_tensor *x, int dim);                          /* dim must have size 1 */
 
-/* ops_elementwise.c (requested, not yet defined: until then its callers go through the Tensor methods) */
+/* ops_elementwise.c */
 PyObject *tl_exp(tl_tensor *x);
 PyObject *tl_eq(tl_tensor *a, tl_tensor *b);                            /* float32 mask, broadcast */
+PyObject *tl_clone(tl_tensor *x);                                       /* a contiguous copy, differentiable */
 int       tl_add_(tl_tensor *acc, tl_tensor *x);                        /* acc += x in place; 0 or -1 */
+
+/* ops_scan.c */
+PyObject *tl_cumsum(PyObject *x, int dim, int reverse);                /* from the end when reverse */
 #endif

@@ -462,13 +462,13 @@ tl_reduce_backward(tl_node *nd, PyObject *g, PyObject **gin)
         if (tl_copy_into(full, tl_tensor_CAST(u != NULL ? u : gk)) < 0) goto done;   /* broadcasting copy */
         gin[0] = Py_NewRef(t);
     } else if (op == R_LSE) {
-        /* exp by method name until ops_elementwise.c exposes tl_exp (ops.h) */
         if ((ok = keep_dims(out, e, mask, keep)) == NULL || (t = PyNumber_Subtract(x, ok)) == NULL ||
-            (u = PyObject_CallMethod(t, "exp", NULL)) == NULL)
+            (u = tl_exp(tl_tensor_CAST(t))) == NULL)
             goto done;
         gin[0] = PyNumber_Multiply(u, gk);
-    } else {                                          /* R_MAX / R_MIN; eq by name until tl_eq exists */
-        if ((ok = keep_dims(out, e, mask, keep)) == NULL || (t = PyObject_CallMethod(x, "eq", "O", ok)) == NULL ||
+    } else {                                          /* R_MAX / R_MIN: the gradient splits among ties */
+        if ((ok = keep_dims(out, e, mask, keep)) == NULL ||
+            (t = tl_eq(tl_tensor_CAST(x), tl_tensor_CAST(ok))) == NULL ||
             (u = reduce_impl(R_SUM, tl_tensor_CAST(t), mask, 1)) == NULL)
             goto done;
         Py_SETREF(u, PyNumber_TrueDivide(gk, u));
@@ -491,9 +491,9 @@ tl_softmax_backward(tl_node *nd, PyObject *g, PyObject **gin)
             (u = PyNumber_Subtract(g, s)) == NULL)
             goto done;
         gin[0] = PyNumber_Multiply(y, u);
-    } else {                                          /* exp by name until tl_exp exists (ops.h) */
+    } else {
         if ((s = reduce_impl(R_SUM, tl_tensor_CAST(g), mask, 1)) == NULL ||
-            (t = PyObject_CallMethod(y, "exp", NULL)) == NULL || (u = PyNumber_Multiply(t, s)) == NULL)
+            (t = tl_exp(tl_tensor_CAST(y))) == NULL || (u = PyNumber_Multiply(t, s)) == NULL)
             goto done;
         gin[0] = PyNumber_Subtract(g, u);
     }

@@ -323,3 +323,23 @@ def test_bad_input_is_refused_before_anything_is_enqueued(rng):
         with pytest.raises(exc):
             call()
         assert tlgpu.stream_stats()["enqueued"] == 0
+
+
+def test_fill_nan_into_int32_is_a_value_error():
+    t = tlgpu.arange(4)
+    with pytest.raises(ValueError, match="NaN"):
+        t.fill_(float("nan"))
+    np.testing.assert_array_equal(t.numpy(), np.arange(4, dtype=np.int32))   # untouched
+
+
+def test_contiguous_of_a_view_keeps_the_graph(rng):
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    x = tlgpu.tensor(a, requires_grad=True)
+    y = x.T.contiguous()
+    assert y.requires_grad and y.is_contiguous()
+    (y * y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * a, rtol=1e-6)
+
+
+def test_zero_size_tensors_are_contiguous():
+    assert tlgpu.zeros(3, 0).is_contiguous() and np.zeros((3, 0)).flags.c_contiguous

@@ -7,7 +7,6 @@ tlgpu and a numpy (float64 where precision matters) reference. Every case lands 
   matched numpy        both returned; same shape, values allclose with NaN == NaN
   both raised          numpy raised; tlgpu raised ValueError/TypeError/IndexError/OverflowError
   tlgpu refused: why   numpy returned, tlgpu raised one of those for a documented reason (`why`)
-  known bug: why       an elementwise bug owned elsewhere (see KNOWN_EW_BUGS and the xfail tests)
 
 Where a refusal's reference still carries numpy's answer (int32 operands, say), a tlgpu that accepts the
 case must match it ("matched numpy (accepted: why)"); without one it is counted as "tlgpu accepted".
@@ -37,14 +36,6 @@ FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database
 OK_ERRORS = (ValueError, TypeError, IndexError, OverflowError)
 OUTCOMES = Counter()
 NAN, INF = float("nan"), float("inf")
-
-# Elementwise bugs found by this fuzzer in code another engineer owns (ops_elementwise.c). Each entry:
-# (op, predicate on the float32 input, reason). The xfail tests at the end pin each one down; when the
-# fix lands they XPASS (strict) and the entry and its test go.
-KNOWN_EW_BUGS = {
-    "relu": (lambda a: np.isnan(a).any(), "relu(NaN) returns 0 instead of NaN"),
-    "clamp": (lambda a: np.isnan(a).any(), "clamp(NaN, lo, hi) returns a bound instead of NaN"),
-}
 
 
 class Refused(Exception):
@@ -87,7 +78,7 @@ def assert_close(got, ref, rtol, atol, what):
                                equal_nan=True, err_msg=what)
 
 
-def run_case(family, what, tl_fn, np_fn, rtol=2e-5, atol=1e-6, known_bug=None):
+def run_case(family, what, tl_fn, np_fn, rtol=2e-5, atol=1e-6):
     """Runs one case through numpy and tlgpu and records its outcome class; fails on a disagreement."""
     refused = None
     with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -126,18 +117,12 @@ def run_case(family, what, tl_fn, np_fn, rtol=2e-5, atol=1e-6, known_bug=None):
         return
     if refused is not None:
         family = f"{family} (accepted: {refused})"
-    try:
-        if isinstance(ref, list):
-            assert isinstance(got, list) and len(got) == len(ref), f"{what}: {len(got)} pieces, numpy {len(ref)}"
-            for g, r in zip(got, ref):
-                assert_close(g, r, rtol, atol, f"{family}: {what}")
-        else:
-            assert_close(got, ref, rtol, atol, f"{family}: {what}")
-    except AssertionError:
-        if known_bug is not None:
-            OUTCOMES[("known bug", known_bug)] += 1
-            return
-        raise
+    if isinstance(ref, list):
+        assert isinstance(got, list) and len(got) == len(ref), f"{what}: {len(got)} pieces, numpy {len(ref)}"
+        for g, r in zip(got, ref):
+            assert_close(g, r, rtol, atol, f"{family}: {what}")
+    else:
+        assert_close(got, ref, rtol, atol, f"{family}: {what}")
     OUTCOMES[("matched numpy", family)] += 1
 
 
@@ -245,13 +230,11 @@ def test_fuzz_unary(data):
     if op in ("sin", "cos") and not is_int(a):
         a = np.where(np.abs(a) > 1e4, np.float32(7), a)   # OpenCL's sin of 3e38 has no float64 reference
     fn, tol = UNARY[op]
-    bug = KNOWN_EW_BUGS.get(op)
 
     def ref():
         float_only(op, a, value=lambda: fn(a))
         return fn(a.astype(np.float64)).astype(np.float32)
-    run_case("unary", f"{op} {a.dtype}{a.shape}", lambda: getattr(tlgpu.tensor(a), op)(), ref, *TOL[tol],
-             known_bug=bug[1] if bug and not is_int(a) and bug[0](a) else None)
+    run_case("unary", f"{op} {a.dtype}{a.shape}", lambda: getattr(tlgpu.tensor(a), op)(), ref, *TOL[tol])
 
 
 BINARY = {
@@ -335,19 +318,17 @@ def test_fuzz_where_clamp(data):
     a = data.draw(arrays())
     if data.draw(st.booleans()):
         lo, hi = data.draw(st.sampled_from([(-1.0, 1.0), (0.0, None), (None, 0.5), (2.0, -2.0)]))
-        bug = KNOWN_EW_BUGS["clamp"]
 
         def ref():
             float_only("clamp", a, value=lambda: np.clip(a, lo, hi) if lo is None or hi is None or lo <= hi
-                       else np.full(a.shape, hi, a.dtype))
+                       else np.full(a.shape, hi, np.float32))   # float bounds: a float32 result, as torch
             r = a.astype(np.float64)
             if lo is not None:
                 r = np.where(np.isnan(r), r, np.maximum(r, lo))
             if hi is not None:
                 r = np.where(np.isnan(r), r, np.minimum(r, hi))
             return r.astype(np.float32)
-        run_case("clamp", f"clamp({a.dtype}{a.shape}, {lo}, {hi})", lambda: tlgpu.tensor(a).clamp(lo, hi), ref,
-                 known_bug=bug[1] if not is_int(a) and bug[0](a) else None)
+        run_case("clamp", f"clamp({a.dtype}{a.shape}, {lo}, {hi})", lambda: tlgpu.tensor(a).clamp(lo, hi), ref)
         return
     c = data.draw(float_arrays(broadcast_partner(data.draw, a.shape), specials=False)) > 0
     b = data.draw(arrays(broadcast_partner(data.draw, a.shape)))
@@ -980,22 +961,6 @@ def test_fuzz_grad(data):
     except AssertionError as e:
         raise AssertionError(f"grad: {name} of {[a.shape for a in arrays]}: {e}") from None
     OUTCOMES[("matched numpy", "gradients")] += 1
-
-
-# ---- the elementwise bugs, one xfail each (owned by ops_elementwise.c) ----
-
-@pytest.mark.xfail(strict=True, reason=KNOWN_EW_BUGS["relu"][1])
-def test_relu_propagates_nan(rng):
-    a = rng.standard_normal(8).astype(np.float32)
-    a[[1, 5]] = np.nan
-    assert np.isnan(tlgpu.tensor(a).relu().numpy()[[1, 5]]).all()
-
-
-@pytest.mark.xfail(strict=True, reason=KNOWN_EW_BUGS["clamp"][1])
-def test_clamp_propagates_nan(rng):
-    a = rng.standard_normal(8).astype(np.float32)
-    a[[0, 6]] = np.nan
-    assert np.isnan(tlgpu.tensor(a).clamp(-0.5, 0.5).numpy()[[0, 6]]).all()
 
 
 def test_outcome_classifier_catches_silent_results():
