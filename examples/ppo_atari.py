@@ -25,7 +25,7 @@ from collections import deque
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))    # the tree, after PYTHONPATH
 
 FRAME = 84           # observation: FRAME x FRAME grayscale, 4 stacked frames
 
