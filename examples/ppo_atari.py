@@ -23,7 +23,14 @@ import sys
 import time
 from collections import deque
 
-import numpy as np
+# One BLAS thread for this process and the actors it spawns (they inherit the environment): the host's numpy
+# work is small (the actors' CNN forward at a few frames, GAE, the orthogonal init's QR), the cores are shared
+# with the OpenCL device and the games, and oversubscribed OpenBLAS threads made the 3136x512 QR of the init
+# take 7 s instead of 0.4 s on a busy 2-core machine. Set the variables yourself to override.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
 
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))    # the tree, after PYTHONPATH
 
@@ -388,11 +395,6 @@ def main(argv=None):
           f"{args.minibatches} minibatches x {args.epochs} epochs", flush=True)
 
     returns, steps, update, acked_seen = deque(maxlen=20), 0, 0, []
-    # Actors: one BLAS thread each (the learner and the actors share the cores)
-    saved_env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-    for k, v in saved_env.items():
-        if v is None:
-            os.environ[k] = "1"
     t0 = time.perf_counter()
     with tlgpu.publish.WeightPublisher(model, name=name) as pub:
         pub.publish(0)
@@ -400,9 +402,6 @@ def main(argv=None):
                                                  args.seed), daemon=True) for i in range(args.actors)]
         for p in procs:
             p.start()
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
         try:
             while update < args.updates:
                 tw = time.perf_counter()
