@@ -368,6 +368,12 @@ def parse_args(argv=None):
                      ("epochs", 2)):
             if "--" + k.replace("_", "-") not in given:
                 setattr(args, k, v)
+    for k in ("actors", "envs_per_actor", "steps", "updates", "minibatches", "epochs"):
+        if getattr(args, k) < 1:
+            ap.error(f"--{k.replace('_', '-')} must be at least 1, got {getattr(args, k)}")
+    if args.minibatches > args.actors * args.envs_per_actor * args.steps:
+        ap.error(f"--minibatches {args.minibatches} is more than the {args.actors * args.envs_per_actor * args.steps} "
+                 f"frames of an update")
     return args
 
 
