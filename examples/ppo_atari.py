@@ -308,20 +308,26 @@ def gae(traj, gamma=0.99, lam=0.95):
     return adv, adv + val
 
 
-def ppo_update(tlgpu, model, opt, batch, epochs, minibatches, rng, clip=0.1, ent_coef=0.01, vf_coef=0.5,
-               max_grad_norm=0.5):
+def ppo_update(tlgpu, model, opt, batch, epochs, minibatches, rng, gather="host", clip=0.1, ent_coef=0.01,
+               vf_coef=0.5, max_grad_norm=0.5):
     """CleanRL's update: per-minibatch advantage normalisation, clipped surrogate, clipped value loss.
     Returns the last minibatch's (pg, v, entropy, approx_kl) and the clip fraction (one host wait per
-    update for the numbers)."""
+    update for the numbers). gather="host": each minibatch's frames are picked and converted to float32 on
+    the host and uploaded (cheapest where the device is the CPU); "device": the whole batch is uploaded once
+    per update and each minibatch picked with index_select on the device (for a GPU)."""
     from tlgpu.distributions import Categorical
     n = batch["obs"].shape[0]
     stats = []
+    all_obs = tlgpu.tensor(batch["obs"].astype(np.float32)) if gather == "device" else None
     for _ in range(epochs):
         perm = rng.permutation(n)
         for idx in np.array_split(perm, minibatches):
             a = batch["adv"][idx]
             a = (a - a.mean()) / (a.std(ddof=1 if len(a) > 1 else 0) + 1e-8)
-            x = tlgpu.tensor(batch["obs"][idx].astype(np.float32))             # uint8 -> float32, /255 in the model
+            if all_obs is not None:
+                x = all_obs.index_select(0, tlgpu.tensor(idx.astype(np.int32)))
+            else:
+                x = tlgpu.tensor(batch["obs"][idx].astype(np.float32))         # uint8 -> float32, /255 in the model
             act, old_logp, old_v, ret, adv = (tlgpu.tensor(v) for v in (
                 batch["act"][idx], batch["logp"][idx], batch["val"][idx], batch["ret"][idx], a.astype(np.float32)))
             logits, value = model(x)
@@ -358,6 +364,9 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=2.5e-4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--checkpoint", default="ppo_atari.safetensors")
+    ap.add_argument("--gather", choices=("auto", "host", "device"), default="auto",
+                    help="where minibatches are picked: host (upload each), device (upload the batch once, "
+                         "index_select); auto: host on a CPU device, device otherwise")
     ap.add_argument("--time-limit", type=float, default=3600.0, help="seconds; stop after the update that passes it")
     ap.add_argument("--tiny", action="store_true",
                     help="the test's configuration: 1 actor x 2 envs, 16 steps, 2 updates, 2 minibatches, 2 epochs")
@@ -389,6 +398,7 @@ def main(argv=None):
     probe.close()
 
     tlgpu.manual_seed(args.seed)
+    gather = args.gather if args.gather != "auto" else ("host" if tlgpu.device().type == "cpu" else "device")
     rng = np.random.default_rng(args.seed)
     model = build_agent(n_actions)
     opt = tlgpu.optim.Adam(model.parameters(), lr=args.lr, eps=1e-5)
@@ -398,7 +408,7 @@ def main(argv=None):
     batch_size = args.actors * args.envs_per_actor * args.steps
     print(f"device: {tlgpu.device().name}; {args.env} ({n_actions} actions); {args.actors} actors x "
           f"{args.envs_per_actor} envs x {args.steps} steps = {batch_size} frames per update, "
-          f"{args.minibatches} minibatches x {args.epochs} epochs", flush=True)
+          f"{args.minibatches} minibatches x {args.epochs} epochs, minibatches gathered on the {gather}", flush=True)
 
     returns, steps, update, acked_seen = deque(maxlen=20), 0, 0, []
     t0 = time.perf_counter()
@@ -430,7 +440,7 @@ def main(argv=None):
                 steps += batch["obs"].shape[0]
                 opt.param_groups[0]["lr"] = (1.0 - update / args.updates) * args.lr        # linear annealing
                 tu = time.perf_counter()
-                pg, vl, ent, kl, cf = ppo_update(tlgpu, model, opt, batch, args.epochs, args.minibatches, rng)
+                pg, vl, ent, kl, cf = ppo_update(tlgpu, model, opt, batch, args.epochs, args.minibatches, rng, gather)
                 update_s = time.perf_counter() - tu
                 update += 1
                 pub.publish(update)

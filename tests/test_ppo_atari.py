@@ -38,6 +38,28 @@ def test_numpy_actor_matches_tlgpu_agent():
     np.testing.assert_allclose(np_value, value.numpy(), rtol=1e-4, atol=1e-4 * np.abs(np_value).max())
 
 
+def test_update_gathers_minibatches_alike_on_host_and_device():
+    import ppo_atari
+    import tlgpu
+    rng = np.random.default_rng(1)
+    n = 24
+    batch = {"obs": rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8), "act": rng.integers(0, 4, n).astype(np.int32),
+             "logp": np.full(n, -1.3, np.float32), "val": rng.standard_normal(n).astype(np.float32),
+             "adv": rng.standard_normal(n).astype(np.float32), "ret": rng.standard_normal(n).astype(np.float32)}
+    results = []
+    for gather in ("host", "device"):
+        tlgpu.manual_seed(5)
+        model = ppo_atari.build_agent(4)
+        opt = tlgpu.optim.Adam(model.parameters(), lr=2.5e-4, eps=1e-5)
+        losses = ppo_atari.ppo_update(tlgpu, model, opt, batch, 2, 3, np.random.default_rng(7), gather)
+        results.append((losses, model.state_dict()))
+    (l_host, s_host), (l_dev, s_dev) = results
+    np.testing.assert_allclose(l_host, l_dev, rtol=1e-5, atol=1e-7)
+    for k in s_host:
+        np.testing.assert_allclose(s_host[k], s_dev[k], rtol=1e-5, atol=1e-7, err_msg=k)
+    assert all(np.isfinite(v) for v in l_host)
+
+
 def test_area_resize_averages_pixel_areas():
     import ppo_atari
     m = ppo_atari._area_matrix(210, 84)
