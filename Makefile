@@ -24,10 +24,12 @@ deps:
 build: deps
 	TLGPU_TEST_HOOKS=1 $(PYTHON) setup.py -q build_ext --inplace
 
-# Style budget: no C source past 800 lines (split by concern instead).
+# Style budget: no source file past 800 lines, the publisher's past 700 (split by concern instead).
 check-size:
-	@big=$$(wc -l csrc/*.c kernels/*.cl | awk '$$2 != "total" && $$1 > 800 {print $$2 " (" $$1 " lines)"}'); \
-	if [ -n "$$big" ]; then echo "over the 800-line budget: $$big"; exit 1; fi
+	@big=$$(wc -l csrc/*.c csrc/*.h kernels/*.cl kernels/*.h tlgpu/*.py tlgpu/*/*.py tests/*.py examples/*.py \
+	        benchmarks/*.py | awk '$$2 != "total" && ($$1 > 800 || ($$2 ~ /csrc\/(pub_|shm_channel)/ && $$1 > 700)) \
+	        {print $$2 " (" $$1 " lines)"}'); \
+	if [ -n "$$big" ]; then echo "over the line budget: $$big"; exit 1; fi
 
 test: build check-size
 	$(PYTHON) -m pytest -q tests
@@ -43,7 +45,7 @@ test-sanitize: deps
 	    $(PYTHON) -m pytest -q -p no:cacheprovider tests --ignore=tests/test_package.py
 
 fuzz: build
-	TLGPU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest -q tests/test_fuzz.py -s
+	TLGPU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest -q tests/test_fuzz.py tests/test_fuzz_ops.py -s
 
 demo: build
 	@$(PYTHON) -c "import gymnasium" 2>/dev/null || $(PYTHON) -m pip install -q "gymnasium>=1.1"
