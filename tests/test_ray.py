@@ -4,6 +4,7 @@ that the actors require). Delivery order, whole versions (every element of a ver
 random; compared with numpy), acks in stats()["subscribers"] beside a shared-memory subscriber, a killed
 actor, latest-only without leaking object refs, closing. One cluster for the module."""
 import os
+import re
 import subprocess
 import sys
 import time
@@ -259,10 +260,14 @@ def test_wait_timeout_names_and_close(cluster, rng):
 
 
 def test_rl_learner_demo_ray(cluster):
-    """examples/rl_learner.py --ray: Ray actors on a local cluster of its own (its own driver process)."""
+    """examples/rl_learner.py --ray: its actors as Ray actors on this module's cluster's remote node (the
+    script is a second driver; on its own it starts a two-node cluster the same way)."""
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "rl_learner.py"), "--ray", "--actors", "2",
-                        "--max-updates", "3", "--target", "1e9", "--time-limit", "120",
-                        "--ray-address", cluster.address],
+                        "--envs", "4", "--horizon", "32", "--max-updates", "3", "--ray-address", cluster.address],
                        capture_output=True, text=True, timeout=240, cwd=ROOT)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-    assert "ray actors on node" in r.stdout and "acked" in r.stdout
+    out = r.stdout
+    assert "summary: 3 updates" in out, out[-2000:] + r.stderr[-4000:]
+    assert f"ray actors on node ['{cluster.node_id}']" in out
+    assert "published 4, delivered" in out
+    acks = re.findall(r"ray pid \d+ acked (\d+)", out)             # what each actor acted with at the end
+    assert len(acks) == 2 and all(int(a) in (3, 4) for a in acks), out[-1000:]
