@@ -2,9 +2,10 @@
 node runs the actor: at 1M, 10M and 100M parameters split into ~50 tensors,
   - learner blocking: time inside publish() (median, max) with the Ray sink attached, rapid publishes
     between small device updates (latest-only drops happen), as bench_publish.py measures it;
-  - learner stall: a learner loop of fixed Python work + publish(), iteration time median / max with the
-    Ray sink against the same loop with a publisher that has no Ray sink (the sink's deliver() holds the GIL on the publisher thread:
-    arrays copied out of staging, ray.put), and the deliver() time itself;
+  - learner stall per delivery: the longest time the learner's Python thread could not run while one
+    version was delivered (the publisher thread holds the GIL to copy a version out of staging for a Python
+    sink, and while ray.put serialises it): with no Python sink, with a Python sink that does nothing, with
+    the Ray sink; and the Ray sink's deliver() time itself (ray.put + the registry call);
   - end to end: every tensor changed, the remote actor parked in RaySubscriber.wait(); publish() entry ->
     the actor holds the arrays (same host, one clock);
   - reference in the same run: ray.put of the same {name: ndarray} on the learner, then ray.get of it in the
@@ -34,30 +35,34 @@ SIZES = [int(float(s)) for s in arg("--sizes", "1e6,1e7,1e8").split(",")]
 MB = 2 ** 20
 
 
-def spin(k):
-    """Fixed Python work (the learner's own share of a step, holding the GIL as Python code does)."""
-    x = 0
-    for i in range(k):
-        x += i
-    return x
+class NullSink:
+    """A Python sink that does nothing: what the C glue costs the learner (the copy out of staging)."""
+
+    def deliver(self, version, step, arrays):
+        pass
 
 
-def learner_loop(pub, one, seconds, k):
-    times, end = [], time.perf_counter() + seconds
-    step = 0
-    while time.perf_counter() < end:
-        step += 1
-        t0 = time.perf_counter()
-        one.add_(1e-3)
-        spin(k)
-        if pub is not None:
-            pub.publish(step)
-        times.append(time.perf_counter() - t0)
-    return times
+def stall_per_delivery(pub, params, reps, step0):
+    """The learner's longest pause per delivery: the learner thread runs Python (timing its own loop) while
+    one version, every tensor changed, is delivered; a pause is a time it could not run (the publisher
+    thread held the GIL). Median over reps of the longest pause, in seconds."""
+    worst = []
+    for r in range(reps):
+        touch_all(params)
+        pub.publish(step0 + r)
+        gap, prev, i = 0.0, time.perf_counter(), 0
+        while True:
+            t = time.perf_counter()
+            gap, prev = max(gap, t - prev), t
+            i += 1
+            if i % 512 == 0 and pub.drain(0):
+                break
+        worst.append(gap)
+    return statistics.median(worst)
 
 
-def p99(xs):
-    return sorted(xs)[int(0.99 * (len(xs) - 1))]
+def note(*a):
+    print(*a, file=sys.stderr, flush=True)
 
 
 def main():
@@ -106,8 +111,8 @@ def main():
     finally:
         ray.shutdown()
         c.shutdown()
-    cols = ["params", "block med us", "block max us", "deliver ms", "loop med ms", "loop p99 ms", "loop max ms",
-            "loop med ms (no Ray)", "loop p99 ms (no Ray)", "loop max ms (no Ray)", "e2e remote ms", "ray.put+get ms", "e2e/ray",
+    cols = ["params", "block med us", "block max us", "deliver ms", "stall ms (C only)", "stall ms (null Py sink)",
+            "stall ms (Ray)", "e2e remote ms", "ray.put+get ms", "e2e/ray",
             "delivered", "dropped"]
     report("weight publisher with a Ray sink (remote actor on a second local node)", rows, cols,
            {"targets": "block med < 1 ms with the Ray sink; e2e close to ray.put + ray.get"})
@@ -118,14 +123,15 @@ def bench_size(n, rng, ray, TimedRaySink, Actor):
     tlgpu.synchronize()
     row = {"params": f"{n / 1e6:g}M"}
     name = f"bench_{os.getpid()}_{n}"
-    k = 20000                                            # ~1-2 ms of Python per learner iteration here
+    reps = 3 if n >= 5e7 else 7
+    stall = {}
+    for label, sinks in (("C only", []), ("null Python sink", [NullSink()])):
+        with WeightPublisher(params, sinks=sinks) as pub0:
+            pub0.publish(0)
+            pub0.drain()
+            stall[label] = stall_per_delivery(pub0, params, reps, 1)
+        note(f"{n:g}: stall {label}: {stall[label] * 1e3:.2f} ms")
     one = next(iter(params.values()))
-    secs = 3.0 if n <= 1e7 else 8.0                     # long enough for several deliveries
-    with WeightPublisher(params) as pub0:                # the same loop with a publisher without the Ray sink
-        pub0.publish(0)
-        pub0.drain()
-        base = learner_loop(pub0, one, secs, k)
-        pub0.drain()
     sink = TimedRaySink(name)
     sink.times = []
     pub = WeightPublisher(params, sinks=[sink])
@@ -142,11 +148,10 @@ def bench_size(n, rng, ray, TimedRaySink, Actor):
             pub.publish(step)
             block.append(time.perf_counter() - t0)
         pub.drain()
-        loop = learner_loop(pub, one, secs, k)          # learner stall with deliveries going on
-        pub.drain()
+        stall["Ray"] = stall_per_delivery(pub, params, reps, 200)
+        note(f"{n:g}: stall with Ray: {stall['Ray'] * 1e3:.2f} ms")
         v = pub.stats()["version"]
         e2e, ref_t = [], []
-        reps = 3 if n >= 5e7 else 7
         arrays = {key: rng.standard_normal(t.shape).astype(np.float32) for key, t in params.items()}
         for step in range(reps):
             touch_all(params)
@@ -170,9 +175,8 @@ def bench_size(n, rng, ray, TimedRaySink, Actor):
     row.update({
         "block med us": statistics.median(block) * 1e6, "block max us": max(block) * 1e6,
         "deliver ms": statistics.median(sink.times) * 1e3,
-        "loop med ms": statistics.median(loop) * 1e3, "loop p99 ms": p99(loop) * 1e3, "loop max ms": max(loop) * 1e3,
-        "loop med ms (no Ray)": statistics.median(base) * 1e3, "loop p99 ms (no Ray)": p99(base) * 1e3,
-        "loop max ms (no Ray)": max(base) * 1e3,
+        "stall ms (C only)": stall["C only"] * 1e3, "stall ms (null Py sink)": stall["null Python sink"] * 1e3,
+        "stall ms (Ray)": stall["Ray"] * 1e3,
         "e2e remote ms": statistics.median(e2e) * 1e3, "ray.put+get ms": statistics.median(ref_t) * 1e3,
         "e2e/ray": statistics.median(e2e) / statistics.median(ref_t),
         "delivered": st["delivered"], "dropped": st["dropped"],

@@ -254,6 +254,7 @@ def test_wait_timeout_names_and_close(cluster, rng):
             sub.wait(1, timeout=5)
         pub.publish(6)                                                       # the learner is not disturbed
         assert pub.drain(30)
+        assert (sink.delivered, sink.skipped) == (1, 1)                      # after close(): not put
     sub.close()
     assert sink.subscribers() is not None
     RaySink("close").close()                                                 # the name is free again

@@ -186,7 +186,7 @@ class RaySink:
         if not ray.is_initialized():
             ray.init()
         self.name, self.namespace = name, namespace
-        self.delivered = 0
+        self.delivered = self.skipped = 0                # skipped: versions that came after close() or ray.shutdown()
         self._subs_cache = []
         self._closed = False
         cls = ray.remote(_Registry)
@@ -202,6 +202,9 @@ class RaySink:
     def deliver(self, version, step, arrays):
         """Publisher thread, GIL held: keep it short. The registry gets the ref inside a list, so Ray passes
         the ref rather than the value; the local ref dies on return, the registry's is the only one."""
+        if self._closed or not ray.is_initialized():    # after ray.shutdown(), ray.put would start a new Ray
+            self.skipped += 1
+            return
         ref = ray.put(arrays)
         self._registry.post.remote(version, step, [ref])
         self.delivered += 1
