@@ -112,6 +112,21 @@ def test_import_tlgpu_does_not_import_ray():
     assert r.returncode == 0, r.stderr
 
 
+def test_without_ray_an_import_error_names_the_extra():
+    r = run_python("import sys\n"
+                   "sys.modules['ray'] = None\n"                       # as if Ray were not installed
+                   "import tlgpu.ray_sink\n"                            # importable (pkgutil walks it)
+                   "from tlgpu.publish import RaySink, RaySubscriber\n"
+                   "for cls in (RaySink, RaySubscriber):\n"
+                   "    try:\n"
+                   "        cls('x')\n"
+                   "    except ImportError as e:\n"
+                   "        assert 'pip install tlgpu[ray]' in str(e), e\n"
+                   "    else:\n"
+                   "        raise AssertionError(cls)\n")
+    assert r.returncode == 0, r.stderr
+
+
 def test_delivery_order_whole_versions_on_the_remote_node(cluster, rng):
     shapes = {"w1": (64, 33), "b1": (33,), "w2": (33, 7), "empty": (0, 3)}
     base, params = make_params(rng, shapes)
@@ -252,6 +267,7 @@ def test_wait_timeout_names_and_close(cluster, rng):
         assert str(ray.get(waiting, timeout=60)).startswith("closed")
         with pytest.raises(PublisherClosed):
             sub.wait(1, timeout=5)
+        params["w"].add_(1.0)
         pub.publish(6)                                                       # the learner is not disturbed
         assert pub.drain(30)
         assert (sink.delivered, sink.skipped) == (1, 1)                      # after close(): not put

@@ -34,10 +34,12 @@ import os
 import time
 import uuid
 
-import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
 from .publish import PublisherClosed
+
+try:
+    import ray
+except ImportError:                                    # optional: pip install tlgpu[ray]
+    ray = None
 
 __all__ = ["RaySink", "RaySubscriber", "registry_name"]
 
@@ -50,6 +52,8 @@ def registry_name(name):
 
 
 def _check_name(who, name):
+    if ray is None:
+        raise ImportError(f"{who} needs Ray, an optional dependency: pip install tlgpu[ray]")
     if not isinstance(name, str):
         raise TypeError(f"{who}: name must be a str, got {type(name).__name__}")
     if not name or len(name) > 200:
@@ -189,6 +193,7 @@ class RaySink:
         self.delivered = self.skipped = 0                # skipped: versions that came after close() or ray.shutdown()
         self._subs_cache = []
         self._closed = False
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         cls = ray.remote(_Registry)
         try:
             self._registry = cls.options(
