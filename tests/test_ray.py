@@ -276,6 +276,39 @@ def test_wait_timeout_names_and_close(cluster, rng):
     RaySink("close").close()                                                 # the name is free again
 
 
+def test_learner_death_closes_subscribers(cluster):
+    """A learner process (a second driver) killed with SIGKILL: its registry and objects go with it, and a
+    subscriber's wait() raises PublisherClosed instead of hanging; a version it already holds stays usable."""
+    code = ("import sys, time, numpy as np, ray, tlgpu\n"
+            "from tlgpu.publish import WeightPublisher, RaySink\n"
+            "ray.init(address=sys.argv[1], log_to_driver=False)\n"
+            "w = tlgpu.tensor(np.arange(50, dtype=np.float32))\n"
+            "pub = WeightPublisher({'w': w}, sinks=[RaySink('dying')])\n"
+            "pub.publish(7)\n"
+            "assert pub.drain(30)\n"
+            "print('ready', flush=True)\n"
+            "time.sleep(600)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, cluster.address], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        sub = RaySubscriber("dying", timeout=30)
+        v, step, w = sub.wait(0, timeout=30)
+        assert (v, step) == (1, 7)
+        w = {k: np.array(a) for k, a in w.items()}
+        child.kill()
+        child.wait(30)
+        with pytest.raises(PublisherClosed):
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:        # None (a timeout) until Ray has noticed the death
+                sub.wait(1, timeout=1.0)
+        np.testing.assert_array_equal(w["w"], np.arange(50, dtype=np.float32))
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(30)
+
+
 def test_rl_learner_demo_ray(cluster):
     """examples/rl_learner.py --ray: its actors as Ray actors on this module's cluster's remote node (the
     script is a second driver; on its own it starts a two-node cluster the same way)."""

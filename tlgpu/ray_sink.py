@@ -44,10 +44,11 @@ except ImportError:                                    # optional: pip install t
 __all__ = ["RaySink", "RaySubscriber", "registry_name"]
 
 _PREFIX = "tlgpu.publish:"
+NAMESPACE = "tlgpu"     # registries live here by default, so any driver, task or actor of the cluster finds them
 
 
 def registry_name(name):
-    """The Ray actor name of RaySink(name)'s registry (in the creator's Ray namespace)."""
+    """The Ray actor name of RaySink(name)'s registry (in the Ray namespace NAMESPACE unless given another)."""
     return _PREFIX + name
 
 
@@ -169,7 +170,7 @@ async def _alive(ref):
 
 
 class RaySink:
-    """RaySink(name, namespace=None): a WeightPublisher sink that delivers each version through Ray's
+    """RaySink(name, namespace="tlgpu"): a WeightPublisher sink that delivers each version through Ray's
     object store to RaySubscriber(name) on any node of the cluster.
 
     Creating it starts the registry actor (named registry_name(name), on this node, num_cpus=0), so Ray must
@@ -185,7 +186,7 @@ class RaySink:
 
     kind = "ray"
 
-    def __init__(self, name, namespace=None):
+    def __init__(self, name, namespace=NAMESPACE):
         _check_name("RaySink", name)
         if not ray.is_initialized():
             ray.init()
@@ -265,7 +266,7 @@ class RaySink:
 
 
 class RaySubscriber:
-    """RaySubscriber(name, namespace=None, timeout=0.0): reads the versions RaySink(name) delivers, in any Ray
+    """RaySubscriber(name, namespace="tlgpu", timeout=0.0): reads the versions RaySink(name) delivers, in any Ray
     task or actor on any node (or the driver).
 
     wait(newer_than, timeout=None) -> (version, step, {name: ndarray}) for the newest version when it is
@@ -278,8 +279,9 @@ class RaySubscriber:
     ValueError if it is not there.
     """
 
-    def __init__(self, name, namespace=None, timeout=0.0):
+    def __init__(self, name, namespace=NAMESPACE, timeout=0.0):
         _check_name("RaySubscriber", name)
+        self.name, self._closed = name, True
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -287,12 +289,13 @@ class RaySubscriber:
                 break
             except ValueError:
                 if time.monotonic() >= deadline:
-                    raise ValueError(f"RaySubscriber: no RaySink named {name!r} in this Ray namespace") from None
+                    raise ValueError(f"RaySubscriber: no RaySink named {name!r} in the Ray namespace "
+                                     f"{namespace!r}") from None
                 time.sleep(0.05)
         ctx = ray.get_runtime_context()
         actor_id = ctx.get_actor_id()
         handle = ctx.current_actor if actor_id is not None else None   # probed by the registry for liveness
-        self.name, self.id = name, uuid.uuid4().hex
+        self.id = uuid.uuid4().hex
         info = {"id": self.id, "node_id": ctx.get_node_id(), "pid": os.getpid(), "actor_id": actor_id}
         self._closed = False
         self._call(self._registry.register.remote(self.id, info, handle), None)
