@@ -184,8 +184,6 @@ class RaySink:
     PublisherClosed once they hold the last version.
     """
 
-    kind = "ray"
-
     def __init__(self, name, namespace=NAMESPACE):
         _check_name("RaySink", name)
         if not ray.is_initialized():
