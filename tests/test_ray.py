@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -81,6 +82,12 @@ class Reader:
             return f"closed: {e}"
 
 
+class ThreadRecordingSink(RaySink):
+    def deliver(self, version, step, arrays):
+        self.threads = getattr(self, "threads", set()) | {threading.get_ident()}
+        super().deliver(version, step, arrays)
+
+
 def make_params(rng, shapes):
     base = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
     return base, {k: tlgpu.tensor(v) for k, v in base.items()}
@@ -131,7 +138,7 @@ def test_delivery_order_whole_versions_on_the_remote_node(cluster, rng):
     shapes = {"w1": (64, 33), "b1": (33,), "w2": (33, 7), "empty": (0, 3)}
     base, params = make_params(rng, shapes)
     n = 30
-    with RaySink("order") as sink, WeightPublisher(params, sinks=[sink]) as pub:
+    with ThreadRecordingSink("order") as sink, WeightPublisher(params, sinks=[sink]) as pub:
         readers = [Reader.remote("order") for _ in range(2)]
         assert all(nid == cluster.node_id for nid in ray.get([r.node.remote() for r in readers]))
         assert cluster.node_id != ray.get_runtime_context().get_node_id()      # really on the other node
@@ -155,6 +162,7 @@ def test_delivery_order_whole_versions_on_the_remote_node(cluster, rng):
             np.testing.assert_array_equal(w[k], base[k] + np.float32(999 + n), err_msg=k)
         info = sink.info()
         assert info["version"] == n and info["posted"] == sink.delivered == pub.stats()["delivered"]
+    assert sink.threads and threading.get_ident() not in sink.threads     # put from the publisher thread
 
 
 def test_acks_in_stats_beside_shared_memory(cluster, rng):
