@@ -2,7 +2,8 @@
 run on another node of a local two-node cluster (the head, plus a node with the custom resource "remote"
 that the actors require). Delivery order, whole versions (every element of a version is base + step, base
 random; compared with numpy), acks in stats()["subscribers"] beside a shared-memory subscriber, a killed
-actor, latest-only without leaking object refs, closing. One cluster for the module."""
+actor, a killed learner, latest-only without leaking object refs, closing, the demo with --ray. One cluster
+for the module; Ray is an optional dependency, so the module is skipped (saying so) where it is absent."""
 import os
 import re
 import subprocess

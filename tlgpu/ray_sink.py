@@ -216,7 +216,7 @@ class RaySink:
     def subscribers(self, include_dead=False, timeout=5.0):
         """[{"sink": "ray", "id", "node_id", "pid", "actor_id", "acked", "alive", "last_seen_s"}, ...] for the
         live subscribers (all, with include_dead=True). After close(), the last list seen."""
-        if self._closed:
+        if self._closed or not ray.is_initialized():
             return list(self._subs_cache)
         try:
             subs = ray.get(self._registry.subscribers.remote(include_dead), timeout=timeout)
