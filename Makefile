@@ -4,7 +4,7 @@
 # make demo: the RL learner demo (PPO on CartPole, actors fed by the weight publisher) on the default device.
 PYTHON ?= python3
 APT_PACKAGES := ocl-icd-opencl-dev pocl-opencl-icd clinfo
-PY_PACKAGES := "numpy>=1.23" "pytest>=7" "hypothesis>=6" "build>=1" safetensors "gymnasium>=1.1" setuptools wheel
+PY_PACKAGES := "numpy>=1.23" "pytest>=7" "hypothesis>=6" "build>=1" safetensors "gymnasium>=1.1" ale-py setuptools wheel "ray>=2.9"
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAN_DIR := build/sanitize
 FUZZ_EXAMPLES ?= 5000
@@ -17,17 +17,19 @@ deps:
 	    echo "installing:$$missing"; \
 	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import numpy, pytest, hypothesis, build, safetensors, gymnasium, setuptools, wheel" 2>/dev/null || \
+	@$(PYTHON) -c "import numpy, pytest, hypothesis, build, safetensors, gymnasium, ale_py, setuptools, wheel, ray" 2>/dev/null || \
 	    $(PYTHON) -m pip install -q $(PY_PACKAGES)
 
 # The tree's build carries the test hooks (-DTL_TEST_HOOKS); wheels and sdists built by pip do not.
 build: deps
 	TLGPU_TEST_HOOKS=1 $(PYTHON) setup.py -q build_ext --inplace
 
-# Style budget: no C source past 800 lines (split by concern instead).
+# Style budget: no source file past 800 lines, the publisher's past 700 (split by concern instead).
 check-size:
-	@big=$$(wc -l csrc/*.c kernels/*.cl | awk '$$2 != "total" && $$1 > 800 {print $$2 " (" $$1 " lines)"}'); \
-	if [ -n "$$big" ]; then echo "over the 800-line budget: $$big"; exit 1; fi
+	@big=$$(wc -l csrc/*.c csrc/*.h kernels/*.cl kernels/*.h tlgpu/*.py tlgpu/*/*.py tests/*.py examples/*.py \
+	        benchmarks/*.py | awk '$$2 != "total" && ($$1 > 800 || ($$2 ~ /csrc\/(pub_|shm_channel)/ && $$1 > 700)) \
+	        {print $$2 " (" $$1 " lines)"}'); \
+	if [ -n "$$big" ]; then echo "over the line budget: $$big"; exit 1; fi
 
 test: build check-size
 	$(PYTHON) -m pytest -q tests
@@ -43,7 +45,7 @@ test-sanitize: deps
 	    $(PYTHON) -m pytest -q -p no:cacheprovider tests --ignore=tests/test_package.py
 
 fuzz: build
-	TLGPU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest -q tests/test_fuzz.py -s
+	TLGPU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest -q tests/test_fuzz.py tests/test_fuzz_ops.py -s
 
 demo: build
 	@$(PYTHON) -c "import gymnasium" 2>/dev/null || $(PYTHON) -m pip install -q "gymnasium>=1.1"

@@ -8,7 +8,10 @@ a read+write copy kernel over 64 MiB, counted as 8 bytes per element). `pct_of_f
 measured time per token: 100 % would be a decoder limited only by reading its weights. Prefill: the time
 to feed a --prompt-token prompt in one pass (Decoder.prefill: GEMMs over all rows, causal attention). Models: tiny
 (dim 256, 4 layers, 8 heads / 2 KV heads, vocab 1000; the default everywhere) and medium (dim 2048,
-8 layers, 16 / 4 heads, hidden 5632, vocab 32000, 1.7 GB float32; the default on GPUs too).
+8 layers, 16 / 4 heads, hidden 5632, vocab 32000, 1.7 GB float32; the default on GPUs too). On CPU devices with
+the BLAS path (docs/cpu.md) each model runs with it and without it (the OpenCL GEMM kernels) in the same run;
+blas_products counts the products it ran in the decode runs / in the prefill measurement (decode-shaped
+products keep the mul_mv kernel: 0 in decode).
 """
 import argparse
 import os
@@ -55,20 +58,31 @@ def main():
     n = 16 << 20
     bw = 8.0 * n / tlgpu._C._bench_raw(2, n, 20)
     rows = []
+    modes = [True, False] if dev.type == "cpu" and tlgpu._C._cpu_blas()["loaded"] else [None]
     for name in models:
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
-        for q4 in (False, True):
+        for q4, blas in [(q4, blas) for q4 in (False, True) for blas in modes]:
+            if blas is not None:                          # CPU BLAS path on / off (docs/cpu.md), same run
+                tlgpu._C._cpu_blas(enable=blas)
+            l0 = tlgpu._C._cpu_blas()["launches"]
             toks, tps, model = td.run(cfg, q4, tokens, runs)
             per_tok = model.bytes_per_token()
             floor_s = per_tok / bw
-            rows.append({"model": name, "weights": "q4_0" if q4 else "float32", "tokens_per_s": round(tps, 1),
+            l1 = tlgpu._C._cpu_blas()["launches"]
+            pre = prefill(model, args.prompt, cfg.vocab)
+            rows.append({"model": name, "weights": ("q4_0" if q4 else "float32") +
+                         ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"),
+                         "tokens_per_s": round(tps, 1),
                          "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),
                          "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
-                         "identical_runs": runs, **prefill(model, args.prompt, cfg.vocab)})
+                         "identical_runs": runs, **pre,
+                         "blas_products": f"{l1 - l0} / {tlgpu._C._cpu_blas()['launches'] - l1}"})
             del model
+        if modes != [None]:
+            tlgpu._C._cpu_blas(enable=True)
     cols = ["model", "weights", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor",
-            "prefill_ms", "prefill_tokens_per_s"]
+            "prefill_ms", "prefill_tokens_per_s"] + (["blas_products"] if modes != [None] else [])
     report("Decode", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "tokens": tokens,
                                   "identical_runs (best of)": runs, "prefill_prompt_tokens (best of 3)": args.prompt})
 

@@ -1,5 +1,6 @@
 """GFLOP/s of tlgpu's GEMM and mul_mv against CLBlast (same OpenCL device, same buffers and queue), numpy on
-the host and PyTorch CUDA float32 (TF32 off), all measured in the same run; on devices with tlgpu's TF32
+the host and PyTorch CUDA float32 (TF32 off), all measured in the same run. On CPU devices where matmul runs a host BLAS
+in a native kernel (docs/cpu.md) the OpenCL kernels are measured too (tlgpu_opencl_gflops, the path off). On devices with tlgpu's TF32
 tensor-core path (NVIDIA, compute capability >= 8.0) also tlgpu with set_matmul_precision("tf32") and
 PyTorch with TF32 on (allow_tf32), with each TF32 result's relative Frobenius error against float64.
 
@@ -109,6 +110,11 @@ def torch_gflops(torch, a, b, trans_b, flops, seconds, tf32):
         torch.backends.cuda.matmul.allow_tf32 = False
 
 
+def blas_loaded():
+    """True where matmul runs a host BLAS in a native kernel (CPU devices; TLGPU_BLAS=0 turns it off)."""
+    return tlgpu.device().type == "cpu" and tlgpu._C._cpu_blas()["loaded"]
+
+
 def copy_bandwidth():
     """Bytes/s of the raw copy kernel (read + write) over 64 MiB."""
     n = 16 << 20
@@ -127,7 +133,13 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
     row = {"shape": f"[{m},{k}]x[{k},{n}]" + ("^T" if trans_b else ""), "M": m, "N": n, "K": k}
     t = best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize)
     row["tlgpu_gflops"] = round(flops / t / 1e9, 2)
-    row["tier"] = tlgpu._C._gemm_tier(m, n) if m > 8 else "mv"
+    if blas_loaded():                                  # CPU device: the OpenCL kernels too (docs/cpu.md)
+        tlgpu._C._cpu_blas(enable=False)
+        try:
+            row["tlgpu_opencl_gflops"] = round(flops / best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize) / 1e9, 2)
+        finally:
+            tlgpu._C._cpu_blas(enable=True)
+    row["tier"] = "mv" if m <= 8 else "blas" if blas_loaded() else tlgpu._C._gemm_tier(m, n)
     row["rel_err"] = err
     if m <= 8:
         row["tlgpu_GBps"] = round(4.0 * n * k / t / 1e9, 2)
@@ -146,6 +158,7 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
         time.sleep(0.1)                                # let the OpenCL runtime's workers go idle
         bn = np.ascontiguousarray(b)
         row["numpy_gflops"] = round(flops / best_time(lambda: a @ (bn.T if trans_b else bn), seconds) / 1e9, 2)
+        row["tlgpu/numpy"] = round(row["tlgpu_gflops"] / row["numpy_gflops"], 2)
     if torch is not None:
         row["torch_cuda_gflops"] = round(torch_gflops(torch, a, b, trans_b, flops, seconds, False)[0], 2)
     if m > 8 and has_tc():                             # the TF32 paths, tlgpu's and cuBLAS's
@@ -251,11 +264,12 @@ def main():
         rows.append(bench_shape(n, n, n, True, seconds, clblast, torch, rng, bw, args.skip_numpy))
     for m, n, k in dec:
         rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw, args.skip_numpy))
-    cols = ["shape", "tier", "tlgpu_gflops", "clblast_gflops", "numpy_gflops", "torch_cuda_gflops", "tlgpu_GBps",
-            "pct_copy_bw", "rel_err", "tlgpu_tf32_gflops", "torch_tf32_gflops", "tf32_vs_torch", "tlgpu_tf32_err",
-            "torch_tf32_err"]
+    cols = ["shape", "tier", "tlgpu_gflops", "tlgpu_opencl_gflops", "clblast_gflops", "numpy_gflops", "tlgpu/numpy",
+            "torch_cuda_gflops", "tlgpu_GBps", "pct_copy_bw", "rel_err", "tlgpu_tf32_gflops", "torch_tf32_gflops",
+            "tf32_vs_torch", "tlgpu_tf32_err", "torch_tf32_err"]
     report("GEMM", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "clblast": clblast is not None,
                                 "torch_cuda": torch is not None, "host_threads": os.cpu_count(),
+                                "cpu_blas": tlgpu._C._cpu_blas() if cpu else None,
                                 "gemm_params": [tlgpu._C._gemm_params(t) for t in range(3)]})
 
 if __name__ == "__main__":

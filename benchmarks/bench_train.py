@@ -1,7 +1,9 @@
 """Training step of an MLP 784-256-256-10, batch 256, Adam: ms/step after warm-up and host waits per step,
 with and without reading the loss; next to PyTorch on the same hardware class when torch is importable
-(CUDA when available, else CPU), in the same run. Where tlgpu has its TF32 tensor-core path (NVIDIA, compute
-capability >= 8.0) also a TF32 row each: tlgpu.set_matmul_precision("tf32") and PyTorch with allow_tf32.
+(CUDA when available, else CPU), in the same run. On CPU devices with the BLAS path (docs/cpu.md) the step
+also runs on the OpenCL GEMM kernels (the path off), in the same run. Where tlgpu has its TF32
+tensor-core path (NVIDIA, compute capability >= 8.0) also a TF32 row each: tlgpu.set_matmul_precision("tf32")
+and PyTorch with allow_tf32.
 Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
 import os
 import sys
@@ -85,10 +87,17 @@ def bench_torch(read_loss, tf32=False):
 
 def main():
     rows = []
+    blas = tlgpu.device().type == "cpu" and tlgpu._C._cpu_blas()["loaded"]   # docs/cpu.md
     for read in (False, True):
         dt, waits, enq = bench_tlgpu(read)
-        rows.append({"what": f"tlgpu, loss {'read' if read else 'not read'}", "ms/step": dt * 1e3,
-                     "waits/step": waits, "enqueues/step": enq})
+        rows.append({"what": f"tlgpu{', BLAS' if blas else ''}, loss {'read' if read else 'not read'}",
+                     "ms/step": dt * 1e3, "waits/step": waits, "enqueues/step": enq})
+        if blas:                                       # the same step on the OpenCL GEMM kernels
+            tlgpu._C._cpu_blas(enable=False)
+            dt, waits, enq = bench_tlgpu(read)
+            tlgpu._C._cpu_blas(enable=True)
+            rows.append({"what": f"tlgpu, OpenCL kernels, loss {'read' if read else 'not read'}",
+                         "ms/step": dt * 1e3, "waits/step": waits, "enqueues/step": enq})
         t = bench_torch(read)
         if t is not None:
             rows.append({"what": f"PyTorch {t[1]}, loss {'read' if read else 'not read'}", "ms/step": t[0] * 1e3})

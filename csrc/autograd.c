@@ -9,6 +9,7 @@
  * Grad mode is thread-local; the engine itself runs with it off (no higher-order graphs). */
 #include "autograd.h"
 #include "ops_common.h"
+#include "ops.h"
 
 static _Thread_local int grad_off;
 static unsigned long run_id;
@@ -205,23 +206,18 @@ PyObject *
 tl_sum_to_shape(PyObject *g, int ndim, const Py_ssize_t *shape)
 {
     tl_tensor *t = tl_tensor_CAST(g);
-    PyObject *axes = NULL, *summed = NULL, *shp = NULL, *res = NULL;
-    int lead = t->ndim - ndim, n = 0;
+    PyObject *summed, *res;
+    int lead = t->ndim - ndim;
+    unsigned axes = 0;
     int same = lead == 0;
     for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
     if (same) return Py_NewRef(g);
-    if ((axes = PyTuple_New(t->ndim)) == NULL) return NULL;
     for (int d = 0; d < t->ndim; d++)
-        if (d < lead || (shape[d - lead] == 1 && t->shape[d] != 1)) PyTuple_SET_ITEM(axes, n++, PyLong_FromLong(d));
-    if (_PyTuple_Resize(&axes, n) < 0) return NULL;
-    if ((shp = PyTuple_New(ndim)) == NULL) goto done;
-    for (int d = 0; d < ndim; d++) PyTuple_SET_ITEM(shp, d, PyLong_FromSsize_t(shape[d]));
-    summed = n > 0 ? PyObject_CallMethod(g, "sum", "OO", axes, Py_True) : Py_NewRef(g);
-    if (summed != NULL) res = PyObject_CallMethod(summed, "reshape", "O", shp);
-done:
-    Py_XDECREF(axes);
-    Py_XDECREF(shp);
-    Py_XDECREF(summed);
+        if (d < lead || (shape[d - lead] == 1 && t->shape[d] != 1)) axes |= 1u << d;
+    summed = axes != 0 ? tl_sum(t, axes, 1) : Py_NewRef(g);
+    if (summed == NULL) return NULL;
+    res = tl_reshape(tl_tensor_CAST(summed), ndim, shape);
+    Py_DECREF(summed);
     return res;
 }
 
@@ -264,9 +260,7 @@ accumulate(PyObject **acc, PyObject *g, int leaf)
         *acc = (PyObject *)copy;
         return copy == NULL ? -1 : 0;
     }
-    PyObject *r = PyObject_CallMethod(*acc, "add_", "O", g);
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
+    return tl_add_(tl_tensor_CAST(*acc), tl_tensor_CAST(g));
 }
 
 /* Nodes reachable from root, each once, with deps = edges into it from reachable nodes. */
@@ -407,7 +401,7 @@ tensor_requires_grad_(PyObject *self, PyObject *args)
 {
     int on = 1;
     if (!PyArg_ParseTuple(args, "|p:requires_grad_", &on)) return NULL;
-    if (PyObject_SetAttrString(self, "requires_grad", on ? Py_True : Py_False) < 0) return NULL;
+    if (tl_tensor_set_requires_grad(tl_tensor_CAST(self), on) < 0) return NULL;
     return Py_NewRef(self);
 }
 

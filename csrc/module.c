@@ -7,7 +7,6 @@
 #include "module.h"
 #include "cl_runtime.h"
 #include "tensor.h"
-#include "ops_scan.h"
 #include <numpy/arrayobject.h>
 
 static const tl_family *const FAMILIES[] = {

@@ -176,6 +176,26 @@ tl_copy_into(tl_tensor *dst, tl_tensor *src)
 }
 
 int
+tl_is_dense(const tl_tensor *t)
+{
+    return tl_tensor_numel(t) == 0 || tl_tensor_is_contig(t);
+}
+
+/* The creation functions' requires_grad=True, set on the fresh leaf they made (the Tensor attribute's setter
+ * rules, of which only the dtype applies to a new leaf). */
+int
+tl_require_grad_new(const char *op, tl_tensor *t)
+{
+    if (t->dtype != TL_F32) {
+        PyErr_Format(PyExc_TypeError, "%s: requires_grad=True needs float32; only float32 tensors can require "
+                     "gradients (got %s)", op, tl_dtype_name(t->dtype));
+        return -1;
+    }
+    t->requires_grad = 1;
+    return 0;
+}
+
+int
 tl_check_writable(const char *op, const tl_tensor *t)
 {
     for (int d = 0; d < t->ndim; d++) {

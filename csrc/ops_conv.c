@@ -14,6 +14,7 @@
 #include "ops_common.h"
 #include "autograd.h"
 #include "cl_runtime.h"
+#include "ops.h"
 #include <limits.h>
 #include <stdlib.h>
 
@@ -88,7 +89,7 @@ as_batch(const char *op, PyObject *xo, int *batched)
     char s[128];
     *batched = x->ndim == 4;
     if (x->ndim == 4) return Py_NewRef(xo);
-    if (x->ndim == 3) return PyObject_CallMethod(xo, "unsqueeze", "i", 0);
+    if (x->ndim == 3) return tl_unsqueeze(x, 0);
     tl_shape_str(x->shape, x->ndim, s, sizeof s);
     return PyErr_Format(PyExc_ValueError, "%s: input must be 4-D (N, C, H, W) or 3-D (C, H, W), got shape %s", op, s);
 }
@@ -277,7 +278,7 @@ to_nchw(PyObject *y, PyObject *bo, const conv_geom *g, int O)
     Py_ssize_t shape[4] = {g->N, O, g->OH, g->OW};
     PyObject *ins[2] = {y, bo};
     tl_tensor *b = NULL, *out = NULL;
-    if (g->N == 1 && bo == NULL) return PyObject_CallMethod(y, "reshape", "(iiii)", 1, O, g->OH, g->OW);
+    if (g->N == 1 && bo == NULL) return tl_reshape(tl_tensor_CAST(y), 4, shape);
     if (bo != NULL && (b = contig0(bo)) == NULL) return NULL;
     if ((out = tl_tensor_empty(TL_F32, 4, shape)) != NULL && out->storage != NULL &&
         layout_launch(tl_tensor_CAST(y), b, out, O, g->N, g->OH * g->OW, 0) < 0)
@@ -302,7 +303,7 @@ tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **gin)
     tl_tensor *gc = contig0(grad), *gy = NULL;
     if (gc == NULL || (gy = tl_tensor_empty(TL_F32, 2, shape)) == NULL) goto fail;
     if (gy->storage != NULL && layout_launch(gc, NULL, gy, O, N, L, 1) < 0) goto fail;
-    if (tl_wants_grad(nd, 1) && (gin[1] = PyObject_CallMethod((PyObject *)gy, "sum", "i", -1)) == NULL) goto fail;
+    if (tl_wants_grad(nd, 1) && (gin[1] = tl_sum(gy, 1u << 1, 0)) == NULL) goto fail;
     Py_DECREF(gc);
     if (tl_wants_grad(nd, 0)) gin[0] = (PyObject *)gy;
     else Py_DECREF(gy);
@@ -356,11 +357,12 @@ fn_conv2d(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         goto done;
     }
     if ((cols = im2col(xb, &g)) == NULL) goto done;
-    if ((wm = PyObject_CallMethod(wo, "reshape", "(in)", O, tl_tensor_CAST(cols)->shape[0])) == NULL) goto done;
+    Py_ssize_t wshape[2] = {O, tl_tensor_CAST(cols)->shape[0]};
+    if ((wm = tl_reshape(w, 2, wshape)) == NULL) goto done;
     if ((y = PyNumber_MatrixMultiply(wm, cols)) == NULL) goto done;
     Py_CLEAR(cols);                                   /* the GEMM's node holds what backward needs */
     out = to_nchw(y, b != NULL ? bo : NULL, &g, O);
-    if (out != NULL && !batched) Py_SETREF(out, PyObject_CallMethod(out, "squeeze", "i", 0));
+    if (out != NULL && !batched) Py_SETREF(out, tl_squeeze_dim(tl_tensor_CAST(out), 0));
 done:
     Py_XDECREF(xb); Py_XDECREF(cols); Py_XDECREF(wm); Py_XDECREF(y);
     return out;
@@ -423,7 +425,11 @@ pool_forward(PyObject *args, PyObject *kw, int is_max)
     }
     Py_XDECREF(idx);
     Py_DECREF(xb);
-    if (!batched) return PyObject_CallMethod((PyObject *)out, "squeeze", "i", 0);
+    if (!batched) {
+        PyObject *sq = tl_squeeze_dim(out, 0);
+        Py_DECREF(out);
+        return sq;
+    }
     return (PyObject *)out;
 fail:
     Py_XDECREF(xb); Py_XDECREF(out); Py_XDECREF(idx);

@@ -8,6 +8,19 @@
 #include <math.h>
 #include <numpy/arrayobject.h>
 
+/* The fixed-width type number of arr's dtype: numpy has two numbers for each 64-bit integer type (long and
+ * long long), and checks below compare against the fixed-width names. */
+static int
+type_num(PyArrayObject *arr)
+{
+    int num = PyArray_TYPE(arr);
+    if (PyArray_ITEMSIZE(arr) == 8 && PyTypeNum_ISSIGNED(num)) return NPY_INT64;
+    if (PyArray_ITEMSIZE(arr) == 8 && PyTypeNum_ISUNSIGNED(num)) return NPY_UINT64;
+    if (PyArray_ITEMSIZE(arr) == 4 && PyTypeNum_ISSIGNED(num)) return NPY_INT32;
+    if (PyArray_ITEMSIZE(arr) == 4 && PyTypeNum_ISUNSIGNED(num)) return NPY_UINT32;
+    return num;
+}
+
 /* The tensor dtype for a numpy type number, or -1 with a TypeError naming the op. */
 static int
 dtype_for(int num, int requested, const char *op)
@@ -15,7 +28,7 @@ dtype_for(int num, int requested, const char *op)
     int is_float = num == NPY_FLOAT32 || num == NPY_FLOAT64;
     int is_int = num == NPY_INT32 || num == NPY_INT64;
     if (requested >= 0 && (is_float || is_int || num == NPY_INT16 || num == NPY_INT8 || num == NPY_UINT8 ||
-                           num == NPY_UINT16 || num == NPY_FLOAT16))
+                           num == NPY_UINT16 || num == NPY_UINT32 || num == NPY_UINT64 || num == NPY_FLOAT16))
         return requested;                            /* an explicit dtype converts like numpy's astype */
     if (is_float) return TL_F32;
     if (is_int) return TL_I32;
@@ -27,23 +40,53 @@ dtype_for(int num, int requested, const char *op)
     return -1;
 }
 
+int
+tl_check_int32_value(const char *op, double v)
+{
+    char num[64];
+    if (v != v) {                                    /* numpy casts NaN to INT32_MIN: refuse it instead */
+        PyErr_Format(PyExc_ValueError, "%s: cannot convert NaN to int32", op);
+        return -1;
+    }
+    if (v > -2147483649.0 && v < 2147483648.0) return 0;   /* truncation toward zero lands in range */
+    snprintf(num, sizeof num, "%.17g", v);
+    PyErr_Format(PyExc_OverflowError, "%s: value %s does not fit int32", op, num);
+    return -1;
+}
+
+/* Every value of arr must convert to int32 (integers in range; floats finite and in range after truncation):
+ * numpy's casts wrap or produce INT32_MIN, a silent wrong result. */
 static int
 check_int32_range(PyArrayObject *arr, const char *op)
 {
-    npy_intp n = PyArray_SIZE(arr);
-    PyArrayObject *c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(NPY_INT64), 0, 0,
+    int num = type_num(arr), rc = 0;
+    int wide = num == NPY_INT64 || num == NPY_UINT32 || num == NPY_UINT64;
+    int flt = num == NPY_FLOAT16 || num == NPY_FLOAT32 || num == NPY_FLOAT64;
+    if (!wide && !flt) return 0;                     /* int8/16, uint8/16 always fit */
+    int as = num == NPY_UINT64 ? NPY_UINT64 : flt ? NPY_FLOAT64 : NPY_INT64;
+    PyArrayObject *c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(as), 0, 0,
                                                        NPY_ARRAY_CARRAY_RO, NULL);
     if (c == NULL) return -1;
-    const npy_int64 *p = PyArray_DATA(c);
-    for (npy_intp i = 0; i < n; i++) {
-        if (p[i] < INT32_MIN || p[i] > INT32_MAX) {
-            PyErr_Format(PyExc_OverflowError, "%s: value %lld does not fit int32", op, (long long)p[i]);
-            Py_DECREF(c);
-            return -1;
+    npy_intp n = PyArray_SIZE(c);
+    for (npy_intp i = 0; i < n && rc == 0; i++) {
+        if (as == NPY_FLOAT64) {
+            rc = tl_check_int32_value(op, ((const double *)PyArray_DATA(c))[i]);
+        } else if (as == NPY_UINT64) {
+            npy_uint64 v = ((const npy_uint64 *)PyArray_DATA(c))[i];
+            if (v > INT32_MAX) {
+                PyErr_Format(PyExc_OverflowError, "%s: value %llu does not fit int32", op, (unsigned long long)v);
+                rc = -1;
+            }
+        } else {
+            npy_int64 v = ((const npy_int64 *)PyArray_DATA(c))[i];
+            if (v < INT32_MIN || v > INT32_MAX) {
+                PyErr_Format(PyExc_OverflowError, "%s: value %lld does not fit int32", op, (long long)v);
+                rc = -1;
+            }
         }
     }
     Py_DECREF(c);
-    return 0;
+    return rc;
 }
 
 tl_tensor *
@@ -57,14 +100,16 @@ tl_tensor_from_object(PyObject *obj, int dtype, const char *op)
     else Py_INCREF(obj);
     if (obj == NULL) return NULL;
     if ((arr = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL)) == NULL) goto done;
-    int td = dtype_for(PyArray_TYPE(arr), dtype, op);
+    /* Python ints past int64 come out as uint64: say they overflow rather than that uint64 is unsupported */
+    if (type_num(arr) == NPY_UINT64 && dtype != TL_F32 && check_int32_range(arr, op) < 0) goto done;
+    int td = dtype_for(type_num(arr), dtype, op);
     if (td < 0) goto done;
     if (PyArray_NDIM(arr) > TL_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "%s: %d dimensions; at most %d are supported", op, PyArray_NDIM(arr),
                      TL_MAX_DIMS);
         goto done;
     }
-    if (td == TL_I32 && PyArray_TYPE(arr) == NPY_INT64 && check_int32_range(arr, op) < 0) goto done;
+    if (td == TL_I32 && check_int32_range(arr, op) < 0) goto done;
     c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(td == TL_I32 ? NPY_INT32 : NPY_FLOAT32),
                                          0, 0, NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST, NULL);
     if (c == NULL) goto done;
@@ -91,7 +136,7 @@ fn_tensor(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op:tensor", kw, &data, &dtype, &rg)) return NULL;
     if ((td = tl_parse_dtype(dtype, -1)) == -1 && PyErr_Occurred()) return NULL;
     tl_tensor *t = tl_tensor_from_object(data, td, "tensor");
-    if (t != NULL && rg && PyObject_SetAttrString((PyObject *)t, "requires_grad", Py_True) < 0) Py_CLEAR(t);
+    if (t != NULL && rg && tl_require_grad_new("tensor", t) < 0) Py_CLEAR(t);
     return (PyObject *)t;
 }
 
@@ -124,6 +169,7 @@ tl_tensor_fill(tl_tensor *t, double value)
 {
     uint32_t bits;
     if (t->dtype == TL_I32) {
+        if (tl_check_int32_value("fill", value) < 0) return -1;    /* the cast below would be undefined */
         int32_t i = (int32_t)value;
         memcpy(&bits, &i, 4);
     } else {
@@ -147,9 +193,10 @@ make_filled(PyObject *args, PyObject *kwargs, const char *op, int has_fill, doub
     if (!ok || tl_parse_shape(op, args, &ndim, shape) < 0) return NULL;
     int dflt = fill_obj != NULL && PyLong_Check(fill_obj) && !PyBool_Check(fill_obj) ? TL_I32 : TL_F32;
     if ((td = tl_parse_dtype(dtype, dflt)) < 0) return NULL;
+    if (has_fill && td == TL_I32 && tl_check_int32_value(op, fill) < 0) return NULL;
     tl_tensor *t = tl_tensor_empty(td, ndim, shape);
+    if (t != NULL && rg && tl_require_grad_new(op, t) < 0) Py_CLEAR(t);      /* before the fill: nothing wasted */
     if (t != NULL && has_fill && tl_tensor_fill(t, fill) < 0) Py_CLEAR(t);
-    if (t != NULL && rg && PyObject_SetAttrString((PyObject *)t, "requires_grad", Py_True) < 0) Py_CLEAR(t);
     return (PyObject *)t;
 }
 
@@ -201,8 +248,24 @@ fn_arange(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (step == 0.0) return PyErr_Format(PyExc_ValueError, "arange: step must not be zero");
     int td = tl_parse_dtype(dtype, all_int ? TL_I32 : TL_F32);
     if (td < 0) return NULL;
+    if (!isfinite(start) || !isfinite(stop) || !isfinite(step))   /* no length, or an infinite one */
+        return PyErr_Format(PyExc_ValueError, "arange: cannot compute the length of arange(%R, %R, %R): the "
+                            "bounds and step must be finite", start_o ? start_o : Py_None, stop_o, c ? c : Py_None);
     double count = ceil((stop - start) / step);
+    if (count > (double)INT32_MAX) {
+        char num[64];
+        snprintf(num, sizeof num, "%.17g", count);
+        return PyErr_Format(PyExc_ValueError, "arange(%R, %R, %R): %s elements; at most 2**31-1 are supported",
+                            start_o ? start_o : Py_None, stop_o, c ? c : Py_None, num);
+    }
     Py_ssize_t n = count > 0 ? (Py_ssize_t)count : 0;
+    if (td == TL_I32 && (start != trunc(start) || step != trunc(step)))   /* int32 steps would truncate to 0 */
+        return PyErr_Format(PyExc_ValueError, "arange(%R, %R, %R, dtype=int32): start and step must be integers",
+                            start_o ? start_o : Py_None, stop_o, c ? c : Py_None);
+    if (td == TL_I32 && n > 0 &&                     /* the kernel computes start + i*step in int32 */
+        (tl_check_int32_value("arange", start) < 0 || tl_check_int32_value("arange", step) < 0 ||
+         tl_check_int32_value("arange", start + (double)(n - 1) * step) < 0))
+        return NULL;
     tl_tensor *t = tl_tensor_empty(td, 1, &n);
     if (t == NULL || n == 0) return (PyObject *)t;
     tl_kernel *kh = td == TL_I32 ? &ki : &kf;

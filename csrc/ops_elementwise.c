@@ -6,7 +6,7 @@
  * tl_ew_i32 when all its operands are int32 tensors and Python ints and the op has an int32 form. */
 #include "ops_common.h"
 #include "autograd.h"
-#include "ops_scan.h"
+#include "ops.h"
 #include <math.h>
 
 static const int EW_ARITY[TL_EW_COUNT] = {
@@ -528,6 +528,20 @@ BINARY(minimum, MINIMUM) BINARY(floor_divide, FLOORDIV) BINARY(remainder, MOD) B
 INPLACE(add, ADD) INPLACE(sub, SUB) INPLACE(mul, MUL) INPLACE(div, DIV)
 #undef INPLACE
 
+/* ---- the internal C API (ops.h) ---- */
+
+PyObject *tl_exp(tl_tensor *x) { return ew(TL_EW_EXP, "exp", (PyObject *)x, NULL, NULL, NULL); }
+PyObject *tl_eq(tl_tensor *a, tl_tensor *b) { return ew(TL_EW_EQ, "eq", (PyObject *)a, (PyObject *)b, NULL, NULL); }
+PyObject *tl_clone(tl_tensor *x) { return ew(TL_EW_COPY, "clone", (PyObject *)x, NULL, NULL, NULL); }
+
+int
+tl_add_(tl_tensor *acc, tl_tensor *x)
+{
+    PyObject *r = ew(TL_EW_ADD, "add_", (PyObject *)acc, (PyObject *)x, NULL, acc);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
 static PyObject *
 clamp(PyObject *self, PyObject *args, PyObject *kwargs, const char *name, tl_tensor *into)
 {
@@ -603,6 +617,8 @@ fill_inplace(PyObject *self, double v, const char *op)
     tl_tensor *t = tl_tensor_CAST(self);
     PyObject *me = self;
     if (tl_check_writable(op, t) < 0 || check_inplace(op, t, tl_autograd_wanted(&me, 1)) < 0) return NULL;
+    if (t->dtype == TL_I32 && isnan(v))                 /* as every other int32 path (ops_create.c) */
+        return PyErr_Format(PyExc_ValueError, "%s: cannot write NaN into an int32 tensor", op);
     if (t->dtype == TL_I32 && !(v >= INT32_MIN && v <= INT32_MAX)) {
         char num[64];
         snprintf(num, sizeof num, "%.17g", v);

@@ -19,7 +19,10 @@
 #include "autograd.h"
 #include <numpy/arrayobject.h>
 
-typedef struct { int ndim; Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset; } view_desc;
+typedef struct {
+    int ndim, element;             /* element: the key is one integer per dim (numpy's single-element write) */
+    Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset;
+} view_desc;
 enum { KEY_BASIC = 0, KEY_ARRAY = 1 };
 
 static int
@@ -50,7 +53,7 @@ static int
 parse_key(const tl_tensor *t, PyObject *key, const char *op, view_desc *v)
 {
     PyObject *tup = NULL;
-    int rc = -1, used = 0, ell = 0, nd = 0, src = 0, o = 0;
+    int rc = -1, used = 0, nint = 0, ell = 0, nd = 0, src = 0, o = 0;
     char s[128];
     tl_shape_str(t->shape, t->ndim, s, sizeof s);
     if (is_index_array(key)) return KEY_ARRAY;
@@ -66,6 +69,7 @@ parse_key(const tl_tensor *t, PyObject *key, const char *op, view_desc *v)
             used += it != Py_None;
         } else if (is_int(it)) {
             used++;
+            nint++;
         } else if (it != Py_Ellipsis) {
             PyErr_Format(PyExc_IndexError, is_index_array(it)
                          ? "%s: an integer tensor/list index must be the whole key (got one inside a tuple, %s); "
@@ -119,6 +123,7 @@ parse_key(const tl_tensor *t, PyObject *key, const char *op, view_desc *v)
     }
     v->ndim = o;
     v->offset = off;
+    v->element = nint == t->ndim && n == nint;           /* only ints, one per dim */
     rc = KEY_BASIC;
 done:
     Py_DECREF(tup);
@@ -141,6 +146,13 @@ to_index(const char *op, PyObject *obj, PyObject *exc)
     if (PyArray_SIZE(arr) == 0 || PyArray_ISINTEGER(arr)) res = tl_tensor_from_object((PyObject *)arr, TL_I32, op);
     else PyErr_Format(exc, "%s: indices must be integers (got an array of %s)", op,
                       PyArray_DESCR(arr)->typeobj->tp_name);
+    if (res == NULL && PyErr_ExceptionMatches(PyExc_OverflowError)) {   /* past int32: out of range for any dim */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *msg = value != NULL ? PyObject_Str(value) : NULL;     /* "<op>: value ... does not fit int32" */
+        if (msg != NULL) PyErr_SetObject(PyExc_IndexError, msg);
+        Py_XDECREF(msg); Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb);
+    }
     Py_DECREF(arr);
     return res;
 }
@@ -188,8 +200,11 @@ run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_
     static tl_kernel kh = TL_KERNEL("index", "tl_gather_u32");
     tl_layout L;
     cl_kernel k;
-    if (out->storage == NULL) return 0;                      /* zero-size: no index is ever read */
-    if (check_indices(op, idx, src, dim, keep) < 0 || (k = tl_kernel_py(&kh)) == NULL) return -1;
+    /* checked also when out is zero-size: zeros(3, 0)[[5]] is an IndexError (numpy's rule), and the
+     * backward needs the host copy */
+    if (check_indices(op, idx, src, dim, keep) < 0) return -1;
+    if (out->storage == NULL) return 0;                      /* zero-size: nothing to gather */
+    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
     tl_tensor *ops[3] = {out, src_l, idx_l};
     tl_layout_make(&L, out->ndim, out->shape, ops, 3);
     int dsize = (int)src->shape[dim], dstride = (int)src->strides[dim];
@@ -284,7 +299,7 @@ tensor_sq_item(PyObject *self, Py_ssize_t i)
 
 /* The source of a write into dst: a tensor of dst's dtype that broadcasts to dst and shares no storage. */
 static tl_tensor *
-write_source(tl_tensor *dst, PyObject *value)
+write_source(tl_tensor *dst, PyObject *value, int element)
 {
     tl_tensor *src = NULL, *tmp = NULL, *ins[2];
     Py_ssize_t shape[TL_MAX_DIMS];
@@ -293,6 +308,12 @@ write_source(tl_tensor *dst, PyObject *value)
     if (tl_tensor_check(value)) src = (tl_tensor *)Py_NewRef(value);
     else src = tl_tensor_from_object(value, dst->dtype, "__setitem__");
     if (src == NULL || tl_check_dtype("__setitem__", src, dst->dtype) < 0) goto fail;
+    if (element && src->ndim > 0) {                          /* numpy: "setting an array element with a sequence" */
+        tl_shape_str(src->shape, src->ndim, a, sizeof a);
+        PyErr_Format(PyExc_ValueError, "__setitem__: the key selects one element; a value of shape %s is not a "
+                     "scalar", a);
+        goto fail;
+    }
     int lead = 0;                                            /* numpy drops leading size-1 dims of the value */
     while (src->ndim - lead > dst->ndim && src->shape[lead] == 1) lead++;
     if (lead > 0) {
@@ -342,11 +363,12 @@ tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
     if (PyFloat_Check(value) || PyLong_Check(value) || PyArray_IsScalar(value, Number)) {
         double x = PyFloat_AsDouble(value);
         if (x == -1.0 && PyErr_Occurred()) goto done;
+        if (dst->dtype == TL_I32 && tl_check_int32_value("__setitem__", x) < 0) goto done;
         tl_mark_write(dst, "__setitem__");
         rc = tl_tensor_fill(dst, x);
         goto done;
     }
-    if ((src = write_source(dst, value)) == NULL) goto done;
+    if ((src = write_source(dst, value, v.element)) == NULL) goto done;
     tl_mark_write(dst, "__setitem__");
     rc = tl_copy_into(dst, src);
 done:
@@ -442,7 +464,7 @@ int
 tl_index_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     tl_tensor *z = tl_tensor_empty(TL_F32, nd->in[0].ndim, nd->in[0].shape);
-    if (z == NULL || tl_tensor_fill(z, 0.0) < 0 || PyObject_SetItem((PyObject *)z, nd->extra, g) < 0) {
+    if (z == NULL || tl_tensor_fill(z, 0.0) < 0 || tensor_setitem((PyObject *)z, nd->extra, g) < 0) {
         Py_XDECREF(z);
         return -1;
     }

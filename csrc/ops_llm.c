@@ -139,7 +139,11 @@ fn_rope(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (x->ndim != 2 && x->ndim != 3) return shape_error("rope", x, "x must be (T, H, D) or (H, D)");
     int T = x->ndim == 3 ? (int)x->shape[0] : 1, H = (int)x->shape[x->ndim - 2], D = (int)x->shape[x->ndim - 1];
     if (D % 2 != 0) return shape_error("rope", x, "the head dim D must be even");
-    if (!(theta > 0.0)) return PyErr_Format(PyExc_ValueError, "rope: theta must be positive, got %g", theta);
+    if (!(theta > 0.0) || !isfinite(theta)) {
+        char num[64];                                   /* PyErr_Format has no %g */
+        snprintf(num, sizeof num, "%g", theta);
+        return PyErr_Format(PyExc_ValueError, "rope: theta must be positive and finite, got %s", num);
+    }
     if (inplace && !tl_tensor_is_contig(x)) return shape_error("rope", x, "inplace=True needs a contiguous x");
     int has_pos = !(PyLong_Check(po) && T == 1), pos0 = 0;
     if (!has_pos) {                                      /* one position as an int: a kernel argument */
@@ -246,7 +250,7 @@ static int
 check_cache(const char *op, const char *name, const tl_tensor *c)
 {
     if (c->ndim != 3) { shape_error(op, c, name); return -1; }
-    if (!tl_tensor_is_contig(c)) {
+    if (!tl_is_dense(c)) {
         shape_error(op, c, "caches must be contiguous (Hkv, max_len, D) tensors");
         return -1;
     }
@@ -258,9 +262,9 @@ static PyObject *
 fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
 {
     PyObject *co, *xo;
-    int pos;
+    Py_ssize_t pos_in;
     tl_tensor *c, *x, *xc = NULL;
-    if (!PyArg_ParseTuple(args, "OOi:kv_write", &co, &xo, &pos)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOn:kv_write", &co, &xo, &pos_in)) return NULL;
     if ((c = arg_tensor("kv_write", "cache", co, TL_F32)) == NULL ||
         (x = arg_tensor("kv_write", "x", xo, TL_F32)) == NULL)
         return NULL;
@@ -274,9 +278,10 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
         tl_shape_str(x->shape, x->ndim, b, sizeof b);
         return PyErr_Format(PyExc_ValueError, "kv_write: x %s must be (Hkv, D) or (Hkv, T, D) for cache %s", b, a);
     }
-    if (pos < 0 || pos + T > ML)
-        return PyErr_Format(PyExc_IndexError, "kv_write: positions [%d, %d) outside the cache's max_len %d", pos,
-                            pos + T, ML);
+    if (pos_in < 0 || pos_in + T > ML)
+        return PyErr_Format(PyExc_IndexError, "kv_write: positions [%zd, %zd) outside the cache's max_len %d",
+                            pos_in, pos_in + T, ML);
+    int pos = (int)pos_in;
     if (c->storage == NULL || T == 0) return Py_NewRef(co);
     if (tl_kernel_py(&k_kv) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) return NULL;
     int ox = (int)xc->offset, oc = (int)c->offset;
@@ -298,9 +303,9 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"q", "k_cache", "v_cache", "length", "scale", NULL};
     PyObject *qo, *ko, *vo, *so = Py_None;
-    int Lk;
+    Py_ssize_t Lk_in;
     tl_tensor *q, *kc, *vc, *qc = NULL, *out = NULL, *sc = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOi|O:attention", kwl, &qo, &ko, &vo, &Lk, &so)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOn|O:attention", kwl, &qo, &ko, &vo, &Lk_in, &so)) return NULL;
     if ((q = arg_tensor("attention", "q", qo, TL_F32)) == NULL ||
         (kc = arg_tensor("attention", "k_cache", ko, TL_F32)) == NULL ||
         (vc = arg_tensor("attention", "v_cache", vo, TL_F32)) == NULL)
@@ -321,8 +326,10 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "attention: q %s, k_cache %s, v_cache %s: caches must match, share D "
                             "with q, and Hkv must divide H", a, b, c);
     }
-    if (Lk < T || Lk < 1 || Lk > ML)
-        return PyErr_Format(PyExc_ValueError, "attention: length %d outside [max(1, T=%d), max_len=%d]", Lk, T, ML);
+    if (Lk_in < T || Lk_in < 1 || Lk_in > ML)
+        return PyErr_Format(PyExc_ValueError, "attention: length %zd outside [max(1, T=%d), max_len=%d]", Lk_in, T,
+                            ML);
+    int Lk = (int)Lk_in;
     double scale = 1.0 / sqrt((double)(D > 0 ? D : 1));
     if (so != Py_None && ((scale = PyFloat_AsDouble(so)) == -1.0 && PyErr_Occurred())) return NULL;
     if ((out = tl_tensor_empty(TL_F32, q->ndim, q->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
@@ -347,7 +354,7 @@ fail:
 
 /* get_rows(table, ids): table (V, D) float32, ids an int32 Tensor (any shape) or ints; out ids.shape + (D,).
  * Ids given as Python ints are range-checked here; ids already on the device cannot be without a sync, so
- * an id outside [0, V) there yields a zero row. */
+ * an id outside [0, V) there yields a row of NaN (visible downstream, as cross_entropy's bad targets are). */
 static PyObject *
 fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -364,13 +371,26 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
         has_ids = 0;
         id0 = (int)id;
     } else if (tl_tensor_check(io)) {
-        if (tl_check_dtype("get_rows", tl_tensor_CAST(io), TL_I32) < 0) return NULL;
-        ids = tl_tensor_contiguous(tl_tensor_CAST(io));
+        tl_tensor *it = tl_tensor_CAST(io);
+        if (tl_check_dtype("get_rows", it, TL_I32) < 0) return NULL;
+        if (V == 0 && tl_tensor_numel(it) > 0) {         /* every id is out of range, known without a sync */
+            char a[128], b[128];
+            tl_shape_str(t->shape, t->ndim, a, sizeof a);
+            tl_shape_str(it->shape, it->ndim, b, sizeof b);
+            return PyErr_Format(PyExc_IndexError, "get_rows: the table %s has no rows for ids of shape %s", a, b);
+        }
+        ids = tl_tensor_contiguous(it);
     } else {
         PyObject *arr = Py_NewRef(io);
         PyObject *fast = arr ? PySequence_Fast(arr, "get_rows: ids must be an int32 Tensor, an int or ints") : NULL;
         for (Py_ssize_t i = 0; fast != NULL && i < PySequence_Fast_GET_SIZE(fast); i++) {
-            long id = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+            PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+            if (!PyIndex_Check(item) || PyBool_Check(item)) {     /* 1.7 must not become row 1 */
+                PyErr_Format(PyExc_TypeError, "get_rows: ids must be integers, got %s", Py_TYPE(item)->tp_name);
+                Py_CLEAR(fast);
+                break;
+            }
+            long id = PyLong_AsLong(item);
             if (id == -1 && PyErr_Occurred()) { Py_CLEAR(fast); break; }
             if (id < 0 || id >= V) {
                 PyErr_Format(PyExc_IndexError, "get_rows: id %ld outside the table's %d rows", id, V);

@@ -11,10 +11,11 @@
  * both operands; tl_matmul_backward. */
 #include "ops_common.h"
 #include "autograd.h"
-#include <stdarg.h>
+#include "ops.h"
 #include "cl_runtime.h"
 #include "gemm_params.h"
 #include "gemm_tc.h"
+#include "cpu_blas.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,9 +202,15 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     size_t tc_gws = 0, tc_lws = 0;                      /* TF32 on tensor cores where asked for (gemm_tc.h) */
     tl_kernel *kh = NULL;
     int tc = 0;
+    if (!forced && p->M > 1 && p->N > 1 &&
+        (tc = tl_gemm_tc_choose(p->M, p->N, p->K, batch_size(p), p->sAm, p->sAk, p->sBk, p->sBn, &kh, &tc_gws,
+                                &tc_lws)) < 0)
+        return -1;
+    const int blas = cpu && !forced && !tc ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk,
+                                                                          p->sBn},
+                                                            p->nbd, p->bshape, p->bst, p->off, out, a, b, res) : 0;
+    if (blas != 0) return blas < 0 ? -1 : (*fused = res != NULL, 0);   /* CPU devices: a host BLAS, cpu_blas.h */
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
-    else if (v == MM_GEMM && (tc = tl_gemm_tc_choose(p->M, p->N, p->K, batch_size(p), p->sAm, p->sAk, p->sBk,
-                                                     p->sBn, &kh, &tc_gws, &tc_lws)) < 0) return -1;
     if (v == MM_GEMM && !tc && cpu)                      /* CPUs: the direct kernels where a layout fits */
         v = p->sBn == 1 ? MM_DIRECT_NN : p->sAk == 1 && p->sBk == 1 ? MM_DIRECT_NT : MM_GEMM;
     if (v == MM_GEMM && !tc && (tier = pick_tier(p, &q)) < 0) return -1;
@@ -381,9 +388,6 @@ mm(const char *op, tl_tensor *a, tl_tensor *b)
     return record(mm_forward(op, a, b), a, b, 0);
 }
 
-static PyObject *
-call(PyObject *obj, const char *method, const char *fmt, ...);
-
 /* d(a @ b): da = g @ b^T, db = a^T @ g, with 1-D operands promoted to matrices (and the promoted dim squeezed
  * back out) so the engine's broadcast reduction sees only real batch dims. outer: da = g @ b, db = g^T @ a. */
 int
@@ -396,54 +400,38 @@ tl_matmul_backward(tl_node *nd, PyObject *g, PyObject **gin)
     int av = tl_tensor_CAST(a)->ndim == 1, bv = tl_tensor_CAST(b)->ndim == 1;
     if (nd->iarg[0] == 1) {
         if (tl_wants_grad(nd, 0) && (gin[0] = mm("backward", tl_tensor_CAST(g), tl_tensor_CAST(b))) == NULL) goto done;
-        if (tl_wants_grad(nd, 1) && ((t = call(g, "transpose", "ii", 0, 1)) == NULL ||
+        if (tl_wants_grad(nd, 1) && ((t = tl_transpose(tl_tensor_CAST(g), 0, 1)) == NULL ||
                                      (gin[1] = mm("backward", tl_tensor_CAST(t), tl_tensor_CAST(a))) == NULL))
             goto done;
         rc = 0;
         goto done;
     }
-    a2 = av ? call(a, "unsqueeze", "i", 0) : Py_NewRef(a);
-    b2 = bv ? call(b, "unsqueeze", "i", -1) : Py_NewRef(b);
+    a2 = av ? tl_unsqueeze(tl_tensor_CAST(a), 0) : Py_NewRef(a);
+    b2 = bv ? tl_unsqueeze(tl_tensor_CAST(b), -1) : Py_NewRef(b);
     g2 = Py_NewRef(g);
     if (a2 == NULL || b2 == NULL) goto done;
-    if (av) Py_SETREF(g2, call(g2, "unsqueeze", "i", tl_tensor_CAST(g2)->ndim - (bv ? 0 : 1)));
-    if (bv && g2 != NULL) Py_SETREF(g2, call(g2, "unsqueeze", "i", -1));
+    if (av) Py_SETREF(g2, tl_unsqueeze(tl_tensor_CAST(g2), tl_tensor_CAST(g2)->ndim - (bv ? 0 : 1)));
+    if (bv && g2 != NULL) Py_SETREF(g2, tl_unsqueeze(tl_tensor_CAST(g2), -1));
     if (g2 == NULL) goto done;
     if (tl_wants_grad(nd, 0)) {
-        if ((t = call(b2, "transpose", "ii", -1, -2)) == NULL ||
+        if ((t = tl_transpose(tl_tensor_CAST(b2), -1, -2)) == NULL ||
             (r = mm("backward", tl_tensor_CAST(g2), tl_tensor_CAST(t))) == NULL)
             goto done;
-        gin[0] = av ? call(r, "squeeze", "i", -2) : Py_NewRef(r);
+        gin[0] = av ? tl_squeeze_dim(tl_tensor_CAST(r), -2) : Py_NewRef(r);
         Py_CLEAR(t);
         Py_CLEAR(r);
         if (gin[0] == NULL) goto done;
     }
     if (tl_wants_grad(nd, 1)) {
-        if ((t = call(a2, "transpose", "ii", -1, -2)) == NULL ||
+        if ((t = tl_transpose(tl_tensor_CAST(a2), -1, -2)) == NULL ||
             (r = mm("backward", tl_tensor_CAST(t), tl_tensor_CAST(g2))) == NULL)
             goto done;
-        if ((gin[1] = bv ? call(r, "squeeze", "i", -1) : Py_NewRef(r)) == NULL) goto done;
+        if ((gin[1] = bv ? tl_squeeze_dim(tl_tensor_CAST(r), -1) : Py_NewRef(r)) == NULL) goto done;
     }
     rc = 0;
 done:
     Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(a2); Py_XDECREF(b2); Py_XDECREF(g2); Py_XDECREF(t); Py_XDECREF(r);
     return rc;
-}
-
-static PyObject *
-call(PyObject *obj, const char *method, const char *fmt, ...)
-{
-    va_list va;
-    va_start(va, fmt);
-    PyObject *args = Py_VaBuildValue(fmt, va), *fn = PyObject_GetAttrString(obj, method), *r = NULL;
-    va_end(va);
-    if (args != NULL && fn != NULL) {
-        if (!PyTuple_Check(args)) Py_SETREF(args, PyTuple_Pack(1, args));
-        if (args != NULL) r = PyObject_Call(fn, args, NULL);
-    }
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
-    return r;
 }
 
 static int
@@ -519,8 +507,10 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
     return r;
 }
 
-/* Test hook until the shape family offers views: a strided view of t, checked against its storage so a
- * test cannot make the kernel read outside the buffer. */
+#ifdef TL_TEST_HOOKS
+/* Test hook (TLGPU_TEST_HOOKS=1 builds only): a strided view of t with any strides, including negative
+ * ones the shape family never makes, checked against its storage so a test cannot make the kernel read
+ * outside the buffer. */
 static PyObject *
 fn_test_view(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -555,6 +545,7 @@ done:
     Py_XDECREF(shape_args);
     return res;
 }
+#endif
 
 /* Raw handles for benchmarks that drive another OpenCL library (CLBlast through ctypes) on tlgpu's own
  * buffers and queue: (cl_mem, offset in elements) of a tensor, and (queue, context, device). The caller
@@ -626,11 +617,15 @@ static const PyMethodDef mm_methods[] = {
 
 static const PyMethodDef mm_functions[] = {
     {"addmm", fn_addmm, METH_VARARGS, "addmm(input, mat1, mat2): input + mat1 @ mat2 (fused on the mul_mv path)."},
+#ifdef TL_TEST_HOOKS
     {"_matmul_test_view", fn_test_view, METH_VARARGS,
      "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
+#endif
     {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
     {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
     {"_gemm_params", fn_gemm_params, METH_VARARGS, "_gemm_params(tier=0): a GEMM tier's tile parameters here."},
+    {"_cpu_blas", (PyCFunction)(void (*)(void))tl_cpu_blas_py, METH_VARARGS | METH_KEYWORDS,
+     "_cpu_blas(paths=None, enable=None): the CPU BLAS path's state (docs/cpu.md)."},
     {"set_matmul_precision", tl_gemm_tc_set_precision, METH_O,
      "set_matmul_precision(p): 'highest' (float32, the default), or 'high' / 'tf32': TF32 tensor cores for "
      "matmul, addmm and Linear on NVIDIA devices of compute capability >= 8.0 (ignored elsewhere)."},

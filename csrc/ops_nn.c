@@ -4,6 +4,7 @@
  * The mean divides by the number of non-ignored targets, computed on the device: no sync point. */
 #include "ops_common.h"
 #include "autograd.h"
+#include "ops.h"
 
 enum { CE_MEAN, CE_SUM, CE_NONE };
 
@@ -14,7 +15,7 @@ cross_entropy_fwd(tl_tensor *x, tl_tensor *t, int ignore, int mode, PyObject **l
     PyObject *logp = NULL, *loss = NULL, *w = NULL, *res = NULL, *denom = NULL;
     int n = (int)x->shape[0], c = (int)x->shape[1];
     Py_ssize_t nn = n;
-    if ((logp = PyObject_CallMethod((PyObject *)x, "log_softmax", "i", -1)) == NULL) goto done;
+    if ((logp = tl_log_softmax(x, 1)) == NULL) goto done;
     if ((loss = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL ||
         (w = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL)
         goto done;
@@ -34,8 +35,8 @@ cross_entropy_fwd(tl_tensor *x, tl_tensor *t, int ignore, int mode, PyObject **l
     }
     if (mode == CE_NONE) {
         res = Py_NewRef(loss);
-    } else if ((res = PyObject_CallMethod(loss, "sum", NULL)) != NULL && mode == CE_MEAN) {
-        if ((denom = PyObject_CallMethod(w, "sum", NULL)) == NULL) Py_CLEAR(res);
+    } else if ((res = tl_sum(tl_tensor_CAST(loss), TL_AXES_ALL, 0)) != NULL && mode == CE_MEAN) {
+        if ((denom = tl_sum(tl_tensor_CAST(w), TL_AXES_ALL, 0)) == NULL) Py_CLEAR(res);
         else Py_SETREF(res, PyNumber_TrueDivide(res, denom));
     }
 done:
@@ -51,10 +52,15 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"logits", "targets", "ignore_index", "reduction", NULL};
     PyObject *xo, *to, *logp = NULL, *denom = NULL, *res;
-    int ignore = -100, mode;
+    long long ignore_in = -100;
+    int mode;
     const char *red = "mean";
     char a[128], b[128];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|is:cross_entropy", kw, &xo, &to, &ignore, &red)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|Ls:cross_entropy", kw, &xo, &to, &ignore_in, &red)) return NULL;
+    if (ignore_in < INT32_MIN || ignore_in > INT32_MAX)
+        return PyErr_Format(PyExc_OverflowError, "cross_entropy: ignore_index %lld does not fit int32 (the targets' "
+                            "dtype)", ignore_in);
+    int ignore = (int)ignore_in;
     if (!tl_tensor_check(xo) || !tl_tensor_check(to))
         return PyErr_Format(PyExc_TypeError, "cross_entropy: logits and targets must be Tensors");
     tl_tensor *x = tl_tensor_CAST(xo), *t = tl_tensor_CAST(to);
@@ -69,6 +75,10 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
         tl_shape_str(t->shape, t->ndim, b, sizeof b);
         return PyErr_Format(PyExc_ValueError, "cross_entropy: logits must be (N, C) and targets (N,); got %s and %s",
                             a, b);
+    }
+    if (x->shape[1] == 0 && x->shape[0] > 0) {     /* no class for any target to name */
+        tl_shape_str(x->shape, x->ndim, a, sizeof a);
+        return PyErr_Format(PyExc_ValueError, "cross_entropy: logits of shape %s have no classes", a);
     }
     int prev = tl_grad_set(0);                        /* the pieces are not recorded: one fused node is */
     res = cross_entropy_fwd(x, t, ignore, mode, &logp, &denom);

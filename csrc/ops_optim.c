@@ -22,7 +22,7 @@ check_group(const char *op, PyObject *const *ts, int n, unsigned optional)
         char a[128], b[128];
         tl_shape_str(t->shape, t->ndim, a, sizeof a);
         tl_shape_str(p->shape, p->ndim, b, sizeof b);
-        if (!tl_tensor_is_contig(t)) return PyErr_Format(PyExc_ValueError, "%s: tensors must be contiguous (argument "
+        if (!tl_is_dense(t)) return PyErr_Format(PyExc_ValueError, "%s: tensors must be contiguous (argument "
                                                           "%d, shape %s)", op, i, a), -1;
         if (t->ndim != p->ndim || memcmp(t->shape, p->shape, sizeof(Py_ssize_t) * (size_t)t->ndim) != 0)
             return PyErr_Format(PyExc_ValueError, "%s: argument %d has shape %s; the parameter has %s", op, i, a,

@@ -82,8 +82,15 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
         id0 = (int)id;
     } else {
         if (!tl_tensor_check(io)) return PyErr_Format(PyExc_TypeError, "embedding: ids must be an int32 Tensor");
-        if (tl_check_dtype("embedding", tl_tensor_CAST(io), TL_I32) < 0) return NULL;
-        if ((ids = tl_tensor_contiguous(tl_tensor_CAST(io))) == NULL) return NULL;
+        tl_tensor *it = tl_tensor_CAST(io);
+        if (tl_check_dtype("embedding", it, TL_I32) < 0) return NULL;
+        if (N == 0 && tl_tensor_numel(it) > 0) {        /* every id is out of range, known without a sync */
+            char s[128];
+            tl_shape_str(it->shape, it->ndim, s, sizeof s);
+            return PyErr_Format(PyExc_IndexError, "embedding: the q4_0 table (0, %d) has no rows for ids of shape %s",
+                                K, s);
+        }
+        if ((ids = tl_tensor_contiguous(it)) == NULL) return NULL;
     }
     Py_ssize_t shape[TL_MAX_DIMS] = {1};
     int nd = has_ids ? ids->ndim : 1;

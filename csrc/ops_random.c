@@ -58,8 +58,7 @@ float_kwargs(const char *op, PyObject *kwargs, int dflt, int *requires_grad)
 static PyObject *
 finish(tl_tensor *t, int requires_grad)
 {
-    if (t != NULL && requires_grad && PyObject_SetAttrString((PyObject *)t, "requires_grad", Py_True) < 0)
-        Py_CLEAR(t);
+    if (t != NULL && requires_grad && tl_require_grad_new("rand", t) < 0) Py_CLEAR(t);   /* float32: never fails */
     return (PyObject *)t;
 }
 

@@ -12,6 +12,7 @@
 #include "ops_common.h"
 #include "autograd.h"
 #include "cl_runtime.h"
+#include "ops.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -25,7 +26,7 @@ static tl_kernel k_softmax = TL_KERNEL("reduce", "tl_softmax_f32");
 /* ---- argument parsing ---- */
 
 static int
-axis_error(const char *op, long axis, const tl_tensor *x)
+axis_error(const char *op, PyObject *axis, const tl_tensor *x)
 {
     char s[128];
     PyObject *mod, *cls = NULL, *msg;
@@ -39,7 +40,7 @@ axis_error(const char *op, long axis, const tl_tensor *x)
         PyErr_Clear();
         cls = Py_NewRef(PyExc_IndexError);
     }
-    msg = PyUnicode_FromFormat("%s: axis %ld is out of bounds for a tensor of shape %s (ndim %d)", op, axis, s,
+    msg = PyUnicode_FromFormat("%s: axis %S is out of bounds for a tensor of shape %s (ndim %d)", op, axis, s,
                                x->ndim);
     if (msg != NULL) PyErr_SetObject(cls, msg);
     Py_XDECREF(msg);
@@ -55,9 +56,10 @@ one_axis(const char *op, const tl_tensor *x, PyObject *o, int allow_tuple, int *
                      allow_tuple ? " or a tuple of ints" : "", Py_TYPE(o)->tp_name);
         return -1;
     }
-    long a = PyLong_AsLong(o);
+    int overflow = 0;
+    long a = PyLong_AsLongAndOverflow(o, &overflow);
     if (a == -1 && PyErr_Occurred()) return -1;
-    if (a < -x->ndim || a >= x->ndim) return axis_error(op, a, x);
+    if (overflow || a < -x->ndim || a >= x->ndim) return axis_error(op, o, x);
     *out = (int)(a < 0 ? a + x->ndim : a);
     return 0;
 }
@@ -223,8 +225,6 @@ done:
 
 /* ---- reductions ---- */
 
-static PyObject *reduce_fwd(int op, PyObject *self, PyObject *axis_o, int keepdims, unsigned *mask_out);
-
 /* Records a reduction or softmax node: iarg = {kind, op/logmode, axis mask, keepdims}; x and out saved. */
 static PyObject *
 record(PyObject *out, PyObject *x, int kind, int op, unsigned mask, int keepdims, int save_x, int save_out)
@@ -243,25 +243,14 @@ record(PyObject *out, PyObject *x, int kind, int op, unsigned mask, int keepdims
     return out;
 }
 
+/* x reduced over the dims in mask (already checked against x's ndim); float32 x. */
 static PyObject *
-reduce_impl(int op, PyObject *self, PyObject *axis_o, int keepdims)
-{
-    unsigned mask = 0;
-    int needs = op == R_MAX || op == R_MIN || op == R_LSE;
-    PyObject *out = reduce_fwd(op, self, axis_o, keepdims, &mask);      /* sets mask: call it first */
-    return record(out, self, TL_OP_REDUCE, op, mask, keepdims, needs, needs);
-}
-
-static PyObject *
-reduce_fwd(int op, PyObject *self, PyObject *axis_o, int keepdims, unsigned *mask_out)
+reduce_fwd(int op, tl_tensor *x, unsigned mask, int keepdims)
 {
     const char *name = R_NAME[op];
-    tl_tensor *x = tl_tensor_CAST(self), *view = NULL, *src = NULL, *out = NULL;
+    tl_tensor *view = NULL, *src = NULL, *out = NULL;
     Py_ssize_t oshape[TL_MAX_DIMS], pshape[TL_MAX_DIMS], pstrides[TL_MAX_DIMS], rows = 1, cols = 1;
-    unsigned mask;
     int nd = x->ndim, ond = 0, nkept = 0, arg = op == R_ARGMAX || op == R_ARGMIN;
-    if (tl_check_dtype(name, x, TL_F32) < 0 || parse_axes(name, x, axis_o, !arg, &mask) < 0) return NULL;
-    *mask_out = mask;
     for (int d = 0; d < nd; d++) {
         if (mask & (1u << d)) {
             cols *= x->shape[d];
@@ -306,13 +295,44 @@ reduce_fwd(int op, PyObject *self, PyObject *axis_o, int keepdims, unsigned *mas
     return (PyObject *)out;
 }
 
+/* The reduction with its autograd record. mask: TL_AXES_ALL or bits below x's ndim. */
+static PyObject *
+reduce_impl(int op, tl_tensor *x, unsigned mask, int keepdims)
+{
+    int needs = op == R_MAX || op == R_MIN || op == R_LSE;
+    if (tl_check_dtype(R_NAME[op], x, TL_F32) < 0) return NULL;
+    mask &= (1u << x->ndim) - 1u;
+    return record(reduce_fwd(op, x, mask, keepdims), (PyObject *)x, TL_OP_REDUCE, op, mask, keepdims, needs, needs);
+}
+
+PyObject *
+tl_sum(tl_tensor *x, unsigned axes, int keepdims)
+{
+    if (axes != TL_AXES_ALL && (axes >> x->ndim) != 0) {
+        char s[128];
+        tl_shape_str(x->shape, x->ndim, s, sizeof s);
+        return PyErr_Format(PyExc_IndexError, "sum: axis mask 0x%x names dims past a tensor of shape %s", axes, s);
+    }
+    return reduce_impl(R_SUM, x, axes, keepdims);
+}
+
+/* The Python face: dtype first (as every op), then the axes. */
+static PyObject *
+reduce_method(int op, PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    tl_tensor *x = tl_tensor_CAST(self);
+    PyObject *axis;
+    unsigned mask;
+    int keepdims, arg = op == R_ARGMAX || op == R_ARGMIN;
+    if (parse_args(R_NAME[op], args, kwargs, Py_None, &axis, &keepdims) < 0) return NULL;
+    if (tl_check_dtype(R_NAME[op], x, TL_F32) < 0 || parse_axes(R_NAME[op], x, axis, !arg, &mask) < 0) return NULL;
+    return reduce_impl(op, x, mask, keepdims);
+}
+
 #define REDUCER(pyname, OP)                                                                     \
     static PyObject *m_##pyname(PyObject *self, PyObject *args, PyObject *kwargs)               \
     {                                                                                           \
-        PyObject *axis;                                                                         \
-        int keepdims;                                                                           \
-        if (parse_args(#pyname, args, kwargs, Py_None, &axis, &keepdims) < 0) return NULL;      \
-        return reduce_impl(OP, self, axis, keepdims);                                           \
+        return reduce_method(OP, self, args, kwargs);                                           \
     }
 REDUCER(sum, R_SUM) REDUCER(mean, R_MEAN) REDUCER(max, R_MAX) REDUCER(min, R_MIN) REDUCER(argmax, R_ARGMAX)
 REDUCER(argmin, R_ARGMIN) REDUCER(logsumexp, R_LSE)
@@ -320,31 +340,24 @@ REDUCER(argmin, R_ARGMIN) REDUCER(logsumexp, R_LSE)
 
 /* ---- softmax ---- */
 
+/* softmax or log_softmax of float32 x along dim `axis` (normalised), or over all elements when axis < 0. */
 static PyObject *
-softmax_impl(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
+softmax_fwd(int logmode, tl_tensor *x, int axis)
 {
-    const char *name = logmode ? "log_softmax" : "softmax";
-    static char *kw[] = {"axis", "dim", NULL};
-    tl_tensor *x = tl_tensor_CAST(self), *src = NULL, *out = NULL;
-    PyObject *ax = NULL, *dim = NULL, *m1 = NULL;
+    tl_tensor *src = NULL, *out = NULL;
     Py_ssize_t cols = 1, inner = 1, rows = 1;
-    unsigned mask, smask = 0;
-    int a = 0, glog = 0;
+    unsigned smask = 0;
+    int glog = 0;
     geometry g;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, logmode ? "|OO:log_softmax" : "|OO:softmax", kw, &ax, &dim))
-        return NULL;
-    if (ax != NULL && dim != NULL) return PyErr_Format(PyExc_TypeError, "%s: give axis or dim, not both", name);
-    if (ax == NULL) ax = dim != NULL ? dim : (m1 = PyLong_FromLong(-1));
-    if (ax == NULL || tl_check_dtype(name, x, TL_F32) < 0 || parse_axes(name, x, ax, 0, &mask) < 0) goto fail;
-    if (ax != Py_None) {                              /* one axis: [outer, cols, inner]; None: all */
-        while (!(mask & (1u << a))) a++;
-        cols = x->shape[a];
-        for (int d = a + 1; d < x->ndim; d++) inner *= x->shape[d];
+    if (axis >= 0) {                                  /* one axis: [outer, cols, inner]; none: all */
+        cols = x->shape[axis];
+        for (int d = axis + 1; d < x->ndim; d++) inner *= x->shape[d];
+        smask = 1u << axis;
     } else {
         cols = tl_tensor_numel(x);
+        smask = (1u << x->ndim) - 1u;
     }
     if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) goto done;
-    smask = mask;
     rows = tl_tensor_numel(x) / cols;
     if ((src = tl_tensor_contiguous(x)) == NULL || get_geometry(&k_softmax, &g) < 0) goto fail;
     /* a column softmax with rows to spare: one lane per row, adjacent threads on adjacent addresses */
@@ -363,42 +376,62 @@ softmax_impl(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
     }
 done:
     Py_XDECREF(src);
-    Py_XDECREF(m1);
-    return record((PyObject *)out, self, TL_OP_SOFTMAX, logmode, smask, 1, 0, 1);
+    return record((PyObject *)out, (PyObject *)x, TL_OP_SOFTMAX, logmode, smask, 1, 0, 1);
 fail:
     Py_CLEAR(out);
     goto done;
 }
 
-static PyObject *m_softmax(PyObject *s, PyObject *a, PyObject *k) { return softmax_impl(0, s, a, k); }
-static PyObject *m_log_softmax(PyObject *s, PyObject *a, PyObject *k) { return softmax_impl(1, s, a, k); }
+static PyObject *
+softmax_axis(int logmode, tl_tensor *x, int axis)
+{
+    const char *name = logmode ? "log_softmax" : "softmax";
+    if (tl_check_dtype(name, x, TL_F32) < 0) return NULL;
+    if (axis < -x->ndim || axis >= x->ndim) {
+        PyObject *o = PyLong_FromLong(axis);
+        if (o != NULL) axis_error(name, o, x);
+        Py_XDECREF(o);
+        return NULL;
+    }
+    return softmax_fwd(logmode, x, axis < 0 ? axis + x->ndim : axis);
+}
 
-/* ---- backward ---- */
+PyObject *tl_softmax(tl_tensor *x, int axis) { return softmax_axis(0, x, axis); }
+PyObject *tl_log_softmax(tl_tensor *x, int axis) { return softmax_axis(1, x, axis); }
 
 static PyObject *
-mask_tuple(unsigned mask, int ndim)
+softmax_method(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    PyObject *t = PyTuple_New(0);
-    for (int d = 0; t != NULL && d < ndim; d++) {
-        if (!(mask >> d & 1u)) continue;
-        PyObject *v = PyLong_FromLong(d);
-        if (v == NULL || _PyTuple_Resize(&t, PyTuple_GET_SIZE(t) + 1) < 0) { Py_XDECREF(v); Py_CLEAR(t); break; }
-        PyTuple_SET_ITEM(t, PyTuple_GET_SIZE(t) - 1, v);
-    }
-    return t;
+    const char *name = logmode ? "log_softmax" : "softmax";
+    static char *kw[] = {"axis", "dim", NULL};
+    tl_tensor *x = tl_tensor_CAST(self);
+    PyObject *ax = NULL, *dim = NULL;
+    unsigned mask;
+    int a = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, logmode ? "|OO:log_softmax" : "|OO:softmax", kw, &ax, &dim))
+        return NULL;
+    if (ax != NULL && dim != NULL) return PyErr_Format(PyExc_TypeError, "%s: give axis or dim, not both", name);
+    if (ax == NULL) ax = dim;
+    if (ax == NULL) return softmax_axis(logmode, x, -1);
+    if (tl_check_dtype(name, x, TL_F32) < 0 || parse_axes(name, x, ax, 0, &mask) < 0) return NULL;
+    if (ax == Py_None) return softmax_fwd(logmode, x, -1);
+    while (!(mask & (1u << a))) a++;
+    return softmax_fwd(logmode, x, a);
 }
+
+static PyObject *m_softmax(PyObject *s, PyObject *a, PyObject *k) { return softmax_method(0, s, a, k); }
+static PyObject *m_log_softmax(PyObject *s, PyObject *a, PyObject *k) { return softmax_method(1, s, a, k); }
+
+/* ---- backward ---- */
 
 /* t (a reduced result) with the reduced dims back as size 1, so it broadcasts against the input */
 static PyObject *
 keep_dims(PyObject *t, const tl_edge *e, unsigned mask, int keepdims)
 {
+    Py_ssize_t shape[TL_MAX_DIMS];
     if (keepdims) return Py_NewRef(t);
-    PyObject *shape = PyTuple_New(e->ndim);
-    for (int d = 0; shape != NULL && d < e->ndim; d++)
-        PyTuple_SET_ITEM(shape, d, PyLong_FromSsize_t(mask >> d & 1u ? 1 : e->shape[d]));
-    PyObject *r = shape != NULL ? PyObject_CallMethod(t, "reshape", "O", shape) : NULL;
-    Py_XDECREF(shape);
-    return r;
+    for (int d = 0; d < e->ndim; d++) shape[d] = mask >> d & 1u ? 1 : e->shape[d];
+    return tl_reshape(tl_tensor_CAST(t), e->ndim, shape);
 }
 
 static PyObject *
@@ -416,7 +449,7 @@ tl_reduce_backward(tl_node *nd, PyObject *g, PyObject **gin)
     int op = nd->iarg[0], keep = nd->iarg[2];
     unsigned mask = (unsigned)nd->iarg[1];
     PyObject *x = saved_or_null(nd, 3), *out = x ? saved_or_null(nd, 4) : NULL;
-    PyObject *gk = NULL, *ok = NULL, *t = NULL, *u = NULL, *axes = NULL;
+    PyObject *gk = NULL, *ok = NULL, *t = NULL, *u = NULL;
     Py_ssize_t count = 1;
     for (int d = 0; d < e->ndim; d++) if (mask >> d & 1u) count *= e->shape[d];
     if (out == NULL || (gk = keep_dims(g, e, mask, keep)) == NULL) goto done;
@@ -430,18 +463,19 @@ tl_reduce_backward(tl_node *nd, PyObject *g, PyObject **gin)
         gin[0] = Py_NewRef(t);
     } else if (op == R_LSE) {
         if ((ok = keep_dims(out, e, mask, keep)) == NULL || (t = PyNumber_Subtract(x, ok)) == NULL ||
-            (u = PyObject_CallMethod(t, "exp", NULL)) == NULL)
+            (u = tl_exp(tl_tensor_CAST(t))) == NULL)
             goto done;
         gin[0] = PyNumber_Multiply(u, gk);
-    } else {                                          /* R_MAX / R_MIN */
-        if ((ok = keep_dims(out, e, mask, keep)) == NULL || (t = PyObject_CallMethod(x, "eq", "O", ok)) == NULL ||
-            (axes = mask_tuple(mask, e->ndim)) == NULL || (u = reduce_impl(R_SUM, t, axes, 1)) == NULL)
+    } else {                                          /* R_MAX / R_MIN: the gradient splits among ties */
+        if ((ok = keep_dims(out, e, mask, keep)) == NULL ||
+            (t = tl_eq(tl_tensor_CAST(x), tl_tensor_CAST(ok))) == NULL ||
+            (u = reduce_impl(R_SUM, tl_tensor_CAST(t), mask, 1)) == NULL)
             goto done;
         Py_SETREF(u, PyNumber_TrueDivide(gk, u));
         if (u != NULL) gin[0] = PyNumber_Multiply(t, u);
     }
 done:
-    Py_XDECREF(x); Py_XDECREF(out); Py_XDECREF(gk); Py_XDECREF(ok); Py_XDECREF(t); Py_XDECREF(u); Py_XDECREF(axes);
+    Py_XDECREF(x); Py_XDECREF(out); Py_XDECREF(gk); Py_XDECREF(ok); Py_XDECREF(t); Py_XDECREF(u);
     return PyErr_Occurred() ? -1 : 0;
 }
 
@@ -449,21 +483,22 @@ done:
 int
 tl_softmax_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
-    PyObject *y = saved_or_null(nd, 4), *axes = NULL, *t = NULL, *s = NULL, *u = NULL;
-    if (y == NULL || (axes = mask_tuple((unsigned)nd->iarg[1], nd->in[0].ndim)) == NULL) goto done;
+    unsigned mask = (unsigned)nd->iarg[1];
+    PyObject *y = saved_or_null(nd, 4), *t = NULL, *s = NULL, *u = NULL;
+    if (y == NULL) goto done;
     if (nd->iarg[0] == 0) {
-        if ((t = PyNumber_Multiply(g, y)) == NULL || (s = reduce_impl(R_SUM, t, axes, 1)) == NULL ||
+        if ((t = PyNumber_Multiply(g, y)) == NULL || (s = reduce_impl(R_SUM, tl_tensor_CAST(t), mask, 1)) == NULL ||
             (u = PyNumber_Subtract(g, s)) == NULL)
             goto done;
         gin[0] = PyNumber_Multiply(y, u);
     } else {
-        if ((s = reduce_impl(R_SUM, g, axes, 1)) == NULL || (t = PyObject_CallMethod(y, "exp", NULL)) == NULL ||
-            (u = PyNumber_Multiply(t, s)) == NULL)
+        if ((s = reduce_impl(R_SUM, tl_tensor_CAST(g), mask, 1)) == NULL ||
+            (t = tl_exp(tl_tensor_CAST(y))) == NULL || (u = PyNumber_Multiply(t, s)) == NULL)
             goto done;
         gin[0] = PyNumber_Subtract(g, u);
     }
 done:
-    Py_XDECREF(y); Py_XDECREF(axes); Py_XDECREF(t); Py_XDECREF(s); Py_XDECREF(u);
+    Py_XDECREF(y); Py_XDECREF(t); Py_XDECREF(s); Py_XDECREF(u);
     return PyErr_Occurred() ? -1 : 0;
 }
 

@@ -1,7 +1,7 @@
 /* ops_scan.c: cumsum along one axis, float32 and int32, and its backward (a cumsum of the gradient from the
  * other end). Its graph node is an elementwise node tagged TL_EW_CUMSUM, whose backward ops_elementwise.c
  * dispatches back here, so the op needs no row of its own in autograd.c's op table. */
-#include "ops_scan.h"
+#include "ops.h"
 #include "ops_common.h"
 #include "autograd.h"
 #include <limits.h>

@@ -13,6 +13,7 @@
  */
 #include "ops_common.h"
 #include "autograd.h"
+#include "ops.h"
 
 static int
 norm_dim(const char *op, Py_ssize_t d, int range, const tl_tensor *t)
@@ -158,6 +159,16 @@ reshape_to(tl_tensor *t, int nd, Py_ssize_t *shape, int allow_copy, const char *
     return res;
 }
 
+PyObject *
+tl_reshape(tl_tensor *x, int ndim, const Py_ssize_t *shape)
+{
+    Py_ssize_t sh[TL_MAX_DIMS];
+    if (ndim < 0 || ndim > TL_MAX_DIMS)
+        return PyErr_Format(PyExc_ValueError, "reshape: %d dimensions; at most %d are supported", ndim, TL_MAX_DIMS);
+    memcpy(sh, shape, sizeof(Py_ssize_t) * (size_t)ndim);
+    return reshape_to(x, ndim, sh, 1, "reshape");
+}
+
 static PyObject *
 m_reshape(PyObject *self, PyObject *args)
 {
@@ -196,13 +207,10 @@ m_flatten(PyObject *self, PyObject *args, PyObject *kwargs)
 }
 
 static PyObject *
-m_transpose(PyObject *self, PyObject *args, PyObject *kwargs)
+transpose_dims(tl_tensor *t, Py_ssize_t a0, Py_ssize_t b0)
 {
-    static char *kw[] = {"dim0", "dim1", NULL};
-    tl_tensor *t = tl_tensor_CAST(self);
-    Py_ssize_t a0, b0, shape[TL_MAX_DIMS], st[TL_MAX_DIMS];
+    Py_ssize_t shape[TL_MAX_DIMS], st[TL_MAX_DIMS];
     int a, b;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn:transpose", kw, &a0, &b0)) return NULL;
     if ((a = norm_dim("transpose", a0, t->ndim, t)) < 0 || (b = norm_dim("transpose", b0, t->ndim, t)) < 0)
         return NULL;
     memcpy(shape, t->shape, sizeof shape);
@@ -212,6 +220,21 @@ m_transpose(PyObject *self, PyObject *args, PyObject *kwargs)
     int perm[TL_MAX_DIMS];
     for (int d = 0; d < t->ndim; d++) perm[d] = d == a ? b : d == b ? a : d;
     return view_rec(t, t->ndim, shape, st, t->offset, TL_OP_PERMUTE, perm, t->ndim);
+}
+
+PyObject *
+tl_transpose(tl_tensor *x, int dim0, int dim1)
+{
+    return transpose_dims(x, dim0, dim1);
+}
+
+static PyObject *
+m_transpose(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"dim0", "dim1", NULL};
+    Py_ssize_t a0, b0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nn:transpose", kw, &a0, &b0)) return NULL;
+    return transpose_dims(tl_tensor_CAST(self), a0, b0);
 }
 
 static PyObject *
@@ -256,18 +279,11 @@ get_T(PyObject *self, void *Py_UNUSED(c))
 }
 
 static PyObject *
-m_unsqueeze(PyObject *self, PyObject *args, PyObject *kwargs)
+unsqueeze_at(tl_tensor *t, Py_ssize_t d0)
 {
-    static char *kw[] = {"dim", "axis", NULL};
-    tl_tensor *t = tl_tensor_CAST(self);
-    PyObject *dim = NULL, *axis = NULL;
-    Py_ssize_t d0, shape[TL_MAX_DIMS], st[TL_MAX_DIMS];
+    Py_ssize_t shape[TL_MAX_DIMS], st[TL_MAX_DIMS];
     int d, nd = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:unsqueeze", kw, &dim, &axis)) return NULL;
-    if ((dim == NULL || dim == Py_None) && (axis == NULL || axis == Py_None))
-        return PyErr_Format(PyExc_TypeError, "unsqueeze: missing the dim argument");
-    if (pick_axis("unsqueeze", dim, axis, 0, &d0) < 0 || (d = norm_dim("unsqueeze", d0, t->ndim + 1, t)) < 0)
-        return NULL;
+    if ((d = norm_dim("unsqueeze", d0, t->ndim + 1, t)) < 0) return NULL;
     if (t->ndim >= TL_MAX_DIMS)
         return PyErr_Format(PyExc_ValueError, "unsqueeze: a tensor already has the maximum of %d dims", TL_MAX_DIMS);
     for (int i = 0; i <= t->ndim; i++) {
@@ -280,25 +296,32 @@ m_unsqueeze(PyObject *self, PyObject *args, PyObject *kwargs)
     return view_of(t, nd, shape, st, t->offset);
 }
 
+PyObject *
+tl_unsqueeze(tl_tensor *x, int dim)
+{
+    return unsqueeze_at(x, dim);
+}
+
 static PyObject *
-m_squeeze(PyObject *self, PyObject *args, PyObject *kwargs)
+m_unsqueeze(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"dim", "axis", NULL};
-    tl_tensor *t = tl_tensor_CAST(self);
-    PyObject *dim = NULL, *axis = NULL, *sel = NULL;
-    Py_ssize_t shape[TL_MAX_DIMS], st[TL_MAX_DIMS], dims[TL_MAX_DIMS];
-    int drop[TL_MAX_DIMS] = {0}, nd = 0, n = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:squeeze", kw, &dim, &axis)) return NULL;
-    if (dim != NULL && dim != Py_None && axis != NULL && axis != Py_None)
-        return PyErr_Format(PyExc_TypeError, "squeeze: give dim= or axis=, not both");
-    sel = dim != NULL && dim != Py_None ? dim : (axis != NULL && axis != Py_None ? axis : NULL);
-    if (sel != NULL) {                                       /* one dim or a sequence of dims */
-        PyObject *one = PyTuple_Pack(1, sel);
-        int rc = one != NULL ? parse_ints("squeeze", one, dims, &n) : -1;
-        Py_XDECREF(one);
-        if (rc < 0) return NULL;
-    }
-    if (sel == NULL)
+    PyObject *dim = NULL, *axis = NULL;
+    Py_ssize_t d0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:unsqueeze", kw, &dim, &axis)) return NULL;
+    if ((dim == NULL || dim == Py_None) && (axis == NULL || axis == Py_None))
+        return PyErr_Format(PyExc_TypeError, "unsqueeze: missing the dim argument");
+    if (pick_axis("unsqueeze", dim, axis, 0, &d0) < 0) return NULL;
+    return unsqueeze_at(tl_tensor_CAST(self), d0);
+}
+
+/* Drops the n given dims (each must have size 1), or every size-1 dim when n < 0. */
+static PyObject *
+squeeze_dims(tl_tensor *t, const Py_ssize_t *dims, int n)
+{
+    Py_ssize_t shape[TL_MAX_DIMS], st[TL_MAX_DIMS];
+    int drop[TL_MAX_DIMS] = {0}, nd = 0;
+    if (n < 0)
         for (int d = 0; d < t->ndim; d++) drop[d] = t->shape[d] == 1;
     for (int i = 0; i < n; i++) {
         int d = norm_dim("squeeze", dims[i], t->ndim, t);
@@ -314,6 +337,33 @@ m_squeeze(PyObject *self, PyObject *args, PyObject *kwargs)
     for (int d = 0; d < t->ndim; d++)
         if (!drop[d]) { shape[nd] = t->shape[d]; st[nd++] = t->strides[d]; }
     return view_of(t, nd, shape, st, t->offset);
+}
+
+PyObject *
+tl_squeeze_dim(tl_tensor *x, int dim)
+{
+    Py_ssize_t d = dim;
+    return squeeze_dims(x, &d, 1);
+}
+
+static PyObject *
+m_squeeze(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"dim", "axis", NULL};
+    PyObject *dim = NULL, *axis = NULL, *sel = NULL;
+    Py_ssize_t dims[TL_MAX_DIMS];
+    int n = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:squeeze", kw, &dim, &axis)) return NULL;
+    if (dim != NULL && dim != Py_None && axis != NULL && axis != Py_None)
+        return PyErr_Format(PyExc_TypeError, "squeeze: give dim= or axis=, not both");
+    sel = dim != NULL && dim != Py_None ? dim : (axis != NULL && axis != Py_None ? axis : NULL);
+    if (sel != NULL) {                                       /* one dim or a sequence of dims */
+        PyObject *one = PyTuple_Pack(1, sel);
+        int rc = one != NULL ? parse_ints("squeeze", one, dims, &n) : -1;
+        Py_XDECREF(one);
+        if (rc < 0) return NULL;
+    }
+    return squeeze_dims(tl_tensor_CAST(self), dims, n);
 }
 
 static PyObject *

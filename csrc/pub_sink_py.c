@@ -40,15 +40,24 @@ static PyObject *
 arrays(py_sink *k, const tl_pub_delivery *d)
 {
     PyObject *dict = PyDict_New();
+    char **dst = PyMem_RawCalloc(k->lay.n > 0 ? k->lay.n : 1, sizeof *dst);
+    if (dst == NULL) { Py_XDECREF(dict); return PyErr_NoMemory(); }
     for (int i = 0; dict != NULL && i < k->lay.n; i++) {
         const tl_pub_param *q = &k->lay.par[i];
         npy_intp shape[TL_SHM_MAX_DIMS];
         for (int j = 0; j < q->ndim; j++) shape[j] = (npy_intp)q->shape[j];
         PyObject *a = PyArray_SimpleNew(q->ndim, shape, NPY_FLOAT32);
         if (a == NULL || PyDict_SetItem(dict, PyTuple_GET_ITEM(k->names, i), a) < 0) Py_CLEAR(dict);
-        else memcpy(PyArray_DATA((PyArrayObject *)a), d->flat + k->lay.flat_off[i], q->numel * 4);
+        else dst[i] = PyArray_DATA((PyArrayObject *)a);
         Py_XDECREF(a);
     }
+    if (dict != NULL) {
+        Py_BEGIN_ALLOW_THREADS                       /* the arrays are ours alone until deliver() is called */
+        for (int i = 0; i < k->lay.n; i++)
+            memcpy(dst[i], d->flat + k->lay.flat_off[i], k->lay.par[i].numel * 4);
+        Py_END_ALLOW_THREADS
+    }
+    PyMem_RawFree(dst);
     return dict;
 }
 

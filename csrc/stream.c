@@ -233,6 +233,31 @@ tl_stream_launch(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws,
 }
 
 tl_status
+tl_stream_native(void (CL_CALLBACK *fn)(void *), void *args, size_t cb, const void **mem_loc, tl_storage *const *st,
+                 int n, unsigned written, const char *what, tl_err *err)
+{
+    const tl_runtime *rt;
+    cl_event wl[MAX_WAIT], oldest = NULL;
+    cl_mem mem[MAX_WAIT];
+    int nwl = 0;
+    tl_status s = tl_runtime_get(&rt, err);
+    if (s != TL_OK) return s;
+    if (n > MAX_WAIT) return tl_err_set(err, CL_INVALID_VALUE, "clEnqueueNativeKernel", what);
+    for (int i = 0; i < n; i++) mem[i] = st[i]->mem;
+    pthread_mutex_lock(&slock);
+    if (per_flush < 0) configure();
+    for (int i = 0; i < n; i++) nwl = take_events(st[i], (written >> i) & 1u, wl, nwl);
+    cl_int rc = clEnqueueNativeKernel(rt->q0, fn, args, cb, (cl_uint)n, mem, mem_loc, (cl_uint)nwl,
+                                      nwl ? wl : NULL, NULL);
+    if (rc != CL_SUCCESS) s = tl_err_set(err, rc, "clEnqueueNativeKernel", what);
+    else s = after_q0(rt, st, n, what, &oldest, err);
+    pthread_mutex_unlock(&slock);
+    release_all(wl, nwl);
+    if (oldest != NULL) backpressure_wait(oldest, "compute batches in flight");
+    return s;
+}
+
+tl_status
 tl_stream_copy(tl_storage *dst, size_t doff, tl_storage *src, size_t soff, size_t n, tl_err *err)
 {
     const tl_runtime *rt;

@@ -16,6 +16,10 @@ typedef void (*tl_block_leave_fn)(void *);
 /* Kernel on q0 touching st[0..n); bit i of `written` marks st[i] as written. NULL entries are skipped. */
 tl_status tl_stream_launch(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws,
                            tl_storage *const *st, int n, unsigned written, const char *what, tl_err *err);
+/* Native kernel (clEnqueueNativeKernel) on q0 with the same accounting as tl_stream_launch: the runtime
+ * copies `args` and puts the host pointer of st[i]'s buffer where mem_loc[i] points inside it. */
+tl_status tl_stream_native(void (CL_CALLBACK *fn)(void *), void *args, size_t cb, const void **mem_loc,
+                           tl_storage *const *st, int n, unsigned written, const char *what, tl_err *err);
 tl_status tl_stream_copy(tl_storage *dst, size_t doff, tl_storage *src, size_t soff, size_t n, tl_err *err);
 tl_status tl_stream_read(tl_storage *s, size_t off, void *dst, size_t n, tl_err *err);       /* blocks */
 tl_status tl_stream_upload(tl_storage *s, size_t off, const void *src, size_t n, tl_err *err); /* q1, async */

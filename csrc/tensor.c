@@ -7,6 +7,7 @@
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
 #include "autograd.h"
+#include "ops.h"
 #include <numpy/arrayobject.h>
 #include <structmember.h>
 
@@ -44,6 +45,7 @@ tl_tensor_numel(const tl_tensor *t)
 int
 tl_tensor_is_contig(const tl_tensor *t)
 {
+    if (tl_tensor_numel(t) == 0) return 1;           /* numpy's rule: no element is out of place */
     Py_ssize_t expect = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->shape[d] != 1 && t->strides[d] != expect) return 0;
@@ -336,7 +338,9 @@ tensor_stride(PyObject *op, PyObject *Py_UNUSED(ignored))
 static PyObject *
 tensor_contiguous_m(PyObject *op, PyObject *Py_UNUSED(ignored))
 {
-    return (PyObject *)tl_tensor_contiguous(tl_tensor_CAST(op));
+    tl_tensor *t = tl_tensor_CAST(op);
+    if (!tl_tensor_is_contig(t) && tl_autograd_wanted(&op, 1)) return tl_clone(t);   /* keeps the graph */
+    return (PyObject *)tl_tensor_contiguous(t);
 }
 
 static PyObject *
@@ -407,12 +411,9 @@ get_requires_grad(PyObject *op, void *Py_UNUSED(c))
     return PyBool_FromLong(tl_tensor_CAST(op)->requires_grad);
 }
 
-static int
-set_requires_grad(PyObject *op, PyObject *v, void *Py_UNUSED(c))
+int
+tl_tensor_set_requires_grad(tl_tensor *t, int on)
 {
-    tl_tensor *t = tl_tensor_CAST(op);
-    int on = v != NULL ? PyObject_IsTrue(v) : 0;
-    if (on < 0) return -1;
     if (on && t->dtype != TL_F32) {
         PyErr_SetString(PyExc_TypeError, "requires_grad: only float32 tensors can require gradients");
         return -1;
@@ -423,6 +424,13 @@ set_requires_grad(PyObject *op, PyObject *v, void *Py_UNUSED(c))
     }
     t->requires_grad = on;
     return 0;
+}
+
+static int
+set_requires_grad(PyObject *op, PyObject *v, void *Py_UNUSED(c))
+{
+    int on = v != NULL ? PyObject_IsTrue(v) : 0;
+    return on < 0 ? -1 : tl_tensor_set_requires_grad(tl_tensor_CAST(op), on);
 }
 
 static PyObject *

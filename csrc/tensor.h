@@ -25,7 +25,8 @@ typedef struct tl_tensor {
 
 int         tl_tensor_check(PyObject *op);
 Py_ssize_t  tl_tensor_numel(const tl_tensor *t);
-int         tl_tensor_is_contig(const tl_tensor *t);
+int         tl_tensor_is_contig(const tl_tensor *t);                           /* zero-size: 1 */
+int         tl_tensor_set_requires_grad(tl_tensor *t, int on);                 /* -1 + exception if refused */
 tl_tensor  *tl_tensor_empty(int dtype, int ndim, const Py_ssize_t *shape);        /* new, contiguous */
 tl_tensor  *tl_tensor_view(tl_tensor *base, int ndim, const Py_ssize_t *shape, const Py_ssize_t *strides,
                            Py_ssize_t offset);

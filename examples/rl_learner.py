@@ -6,7 +6,13 @@ processes step gymnasium's CartPole-v1 vector environments with the newest polic
 (tlgpu.publish.Subscriber), ack the version they use, and send trajectories back. The learner prints a live
 progress line and a summary; the run ends when the mean return of the last 100 episodes passes 195.
 
+With --ray the actors are Ray actors on another node of a local two-node Ray cluster (the head runs the
+learner; the actors require the second node's custom resource "remote"), fed by tlgpu.publish.RaySink
+through Ray's object store; --ray-address joins an existing cluster instead (its actors' node must offer
+the resource "remote"). Needs `pip install tlgpu[ray]`.
+
 python examples/rl_learner.py [--actors 2] [--envs 16] [--horizon 128] [--max-updates 200] [--time-limit 300]
+                              [--ray [--ray-address ADDR]]
 """
 import argparse
 import multiprocessing as mp
@@ -56,6 +62,27 @@ def np_policy(w, obs):
     return np_mlp(w, "pi", obs), np_mlp(w, "v", obs)[:, 0]
 
 
+def rollout(w, env, obs, rng, n_envs, horizon):
+    """horizon steps of n_envs environments with the policy w: (trajectory dict, the next observation)."""
+    buf = {k: [] for k in ("obs", "act", "logp", "val", "rew", "done", "term")}
+    finished = []
+    for _ in range(horizon):
+        logits, val = np_policy(w, obs)
+        z = logits - logits.max(1, keepdims=True)
+        p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+        act = (rng.random(n_envs) < p[:, 1]).astype(np.int32)
+        logp = np.log(p[np.arange(n_envs), act] + 1e-12)
+        nobs, rew, done, term, fin = env.step(act)
+        for k, v in zip(buf, (obs, act, logp, val, rew, done, term)):
+            buf[k].append(v)
+        finished += fin
+        obs = nobs
+    _, last_val = np_policy(w, obs)
+    traj = {k: np.stack(v) for k, v in buf.items()}
+    traj.update(last_val=last_val, finished=finished)
+    return traj, obs
+
+
 def actor(idx, name, out_q, stop, n_envs, horizon):
     from tlgpu.publish import Subscriber
     sub = None
@@ -73,27 +100,66 @@ def actor(idx, name, out_q, stop, n_envs, horizon):
     while got is not None and not stop.is_set():
         version, _, w = sub.latest()
         sub.ack(version)
-        buf = {k: [] for k in ("obs", "act", "logp", "val", "rew", "done", "term")}
-        finished = []
-        for _ in range(horizon):
-            logits, val = np_policy(w, obs)
-            z = logits - logits.max(1, keepdims=True)
-            p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
-            act = (rng.random(n_envs) < p[:, 1]).astype(np.int32)
-            logp = np.log(p[np.arange(n_envs), act] + 1e-12)
-            nobs, rew, done, term, fin = env.step(act)
-            for k, v in zip(buf, (obs, act, logp, val, rew, done, term)):
-                buf[k].append(v)
-            finished += fin
-            obs = nobs
-        _, last_val = np_policy(w, obs)
-        traj = {k: np.stack(v) for k, v in buf.items()}
-        traj.update(last_val=last_val, version=version, finished=finished, actor=idx)
+        traj, obs = rollout(w, env, obs, rng, n_envs, horizon)
+        traj.update(version=version, actor=idx)
         try:
             out_q.put(traj, timeout=5.0)
         except queue.Full:
             continue
     sub.close()
+
+
+class RayActor:
+    """--ray: one actor as a Ray actor (ray.remote(RayActor) in main) on the node with the "remote" resource.
+    rollout() takes the newest version RaySink delivered (waiting only for the first), acks it and returns a
+    trajectory; the learner keeps one rollout in flight per actor."""
+
+    def __init__(self, idx, name, n_envs, horizon):
+        import ray
+        from tlgpu.publish import RaySubscriber
+        self.sub = RaySubscriber(name, timeout=60)
+        self.idx, self.n_envs, self.horizon = idx, n_envs, horizon
+        self.rng = np.random.default_rng(1000 + idx)
+        self.env = VecCartPole(n_envs, seed=idx)
+        self.obs = self.env.reset()
+        self.version, self.w = 0, None
+        self.node = ray.get_runtime_context().get_node_id()
+
+    def where(self):
+        return self.node, os.getpid()
+
+    def rollout(self):
+        got = self.sub.wait(self.version, timeout=60.0 if self.w is None else 0.0)
+        if got is not None:
+            self.version, _, self.w = got
+        if self.w is None:
+            raise RuntimeError("no weights from the learner within 60 s")
+        self.sub.ack(self.version)
+        traj, self.obs = rollout(self.w, self.env, self.obs, self.rng, self.n_envs, self.horizon)
+        traj.update(version=self.version, actor=self.idx)
+        return traj
+
+
+def start_ray(args):
+    """ray.init on a local two-node cluster (or --ray-address): returns what shuts it down."""
+    import ray
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = root + os.pathsep + os.environ.get("PYTHONPATH", "")   # the actors import tlgpu
+    if args.ray_address:
+        ray.init(address=args.ray_address, log_to_driver=False)
+        return ray.shutdown
+    from ray.cluster_utils import Cluster
+    mb = 2 ** 20
+    c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, object_store_memory=200 * mb,
+                                                          include_dashboard=False))
+    c.add_node(num_cpus=args.actors, resources={"remote": args.actors}, object_store_memory=200 * mb)
+    ray.init(address=c.address, log_to_driver=False)
+    c.wait_for_nodes()
+
+    def stop():
+        ray.shutdown()
+        c.shutdown()
+    return stop
 
 
 def gae(traj, gamma=0.99, lam=0.95):
@@ -163,6 +229,8 @@ def main(argv=None):
     ap.add_argument("--max-updates", type=int, default=300)
     ap.add_argument("--time-limit", type=float, default=300.0)
     ap.add_argument("--target", type=float, default=195.0)
+    ap.add_argument("--ray", action="store_true", help="actors as Ray actors on a local two-node cluster")
+    ap.add_argument("--ray-address", default=None, help="with --ray: join this cluster instead")
     args = ap.parse_args(argv)
 
     import tlgpu
@@ -170,46 +238,83 @@ def main(argv=None):
     model = build_model(tlgpu)
     opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
     name = f"tlgpu_rl_{os.getpid()}"
-    ctx = mp.get_context("spawn")
-    out_q, stop = ctx.Queue(maxsize=args.actors), ctx.Event()   # small queue: little policy lag
     returns, t0, steps, update, blocking = deque(maxlen=100), time.perf_counter(), 0, 0, []
-    print(f"device: {tlgpu.device().name}; {args.actors} actors x {args.envs} envs, horizon {args.horizon}")
-    with tlgpu.publish.WeightPublisher(model, name=name) as pub:
-        pub.publish(0)
-        procs = [ctx.Process(target=actor, args=(i, name, out_q, stop, args.envs, args.horizon), daemon=True)
-                 for i in range(args.actors)]
-        for p in procs:
-            p.start()
-        try:
-            while update < args.max_updates and time.perf_counter() - t0 < args.time_limit:
-                trajs = [out_q.get(timeout=120) for _ in range(args.actors)]
-                lag = np.mean([update + 1 - t["version"] for t in trajs])   # version = publishes so far
-                for t in trajs:
-                    returns.extend(t["finished"])
-                    t["adv"], t["ret"] = gae(t)
-                batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
-                         for k in ("obs", "act", "logp", "adv", "ret")}
-                steps += batch["obs"].shape[0]
-                ppo_update(tlgpu, model, opt, batch)
-                update += 1
-                b0 = time.perf_counter()
-                pub.publish(update)
-                blocking.append(time.perf_counter() - b0)
-                mean_ret = float(np.mean(returns)) if returns else 0.0
-                el = time.perf_counter() - t0
-                acked = pub.stats()["acked"]
-                print(f"\rupdate {update:4d}  env steps {steps:7d}  {steps / el:6.0f} steps/s  mean return "
-                      f"{mean_ret:6.1f}  policy lag {lag:4.2f}  publish {1e6 * blocking[-1]:6.1f} us  "
-                      f"acked {acked}   ", end="", flush=True)
-                if len(returns) >= 20 and mean_ret > args.target:
-                    break
-        finally:
-            stop.set()
-            for p in procs:
-                p.join(timeout=10)
-                if p.is_alive():
-                    p.terminate()
-        stats = pub.stats()
+    print(f"device: {tlgpu.device().name}; {args.actors} actors x {args.envs} envs, horizon {args.horizon}"
+          + (" (Ray)" if args.ray else ""))
+    stop_ray = start_ray(args) if args.ray else None
+    try:
+        if args.ray:
+            import ray
+            sink = tlgpu.publish.RaySink(name)
+            pub = tlgpu.publish.WeightPublisher(model, sinks=[sink])
+        else:
+            pub = tlgpu.publish.WeightPublisher(model, name=name)
+        with pub:
+            pub.publish(0)
+            if args.ray:
+                cls = ray.remote(num_cpus=0, resources={"remote": 1})(RayActor)
+                actors = [cls.remote(i, name, args.envs, args.horizon) for i in range(args.actors)]
+                where = ray.get([a.where.remote() for a in actors])
+                here = ray.get_runtime_context().get_node_id()
+                print(f"ray actors on node {sorted({n for n, _ in where})} (pids {[p for _, p in where]}); "
+                      f"the learner on node {here}")
+                pending = [a.rollout.remote() for a in actors]
+
+                def collect():
+                    nonlocal pending
+                    trajs = ray.get(pending, timeout=120)
+                    pending = [a.rollout.remote() for a in actors]   # in flight while the learner trains
+                    return trajs
+
+                def finish():
+                    for a in actors:
+                        ray.kill(a)
+            else:
+                ctx = mp.get_context("spawn")
+                out_q, stop = ctx.Queue(maxsize=args.actors), ctx.Event()   # small queue: little policy lag
+                procs = [ctx.Process(target=actor, args=(i, name, out_q, stop, args.envs, args.horizon),
+                                     daemon=True) for i in range(args.actors)]
+                for p in procs:
+                    p.start()
+
+                def collect():
+                    return [out_q.get(timeout=120) for _ in range(args.actors)]
+
+                def finish():
+                    stop.set()
+                    for p in procs:
+                        p.join(timeout=10)
+                        if p.is_alive():
+                            p.terminate()
+            try:
+                while update < args.max_updates and time.perf_counter() - t0 < args.time_limit:
+                    trajs = collect()
+                    lag = np.mean([update + 1 - t["version"] for t in trajs])   # version = publishes so far
+                    for t in trajs:
+                        returns.extend(t["finished"])
+                        t["adv"], t["ret"] = gae(t)
+                    batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
+                             for k in ("obs", "act", "logp", "adv", "ret")}
+                    steps += batch["obs"].shape[0]
+                    ppo_update(tlgpu, model, opt, batch)
+                    update += 1
+                    b0 = time.perf_counter()
+                    pub.publish(update)
+                    blocking.append(time.perf_counter() - b0)
+                    mean_ret = float(np.mean(returns)) if returns else 0.0
+                    el = time.perf_counter() - t0
+                    acked = pub.stats()["acked"]
+                    print(f"\rupdate {update:4d}  env steps {steps:7d}  {steps / el:6.0f} steps/s  mean return "
+                          f"{mean_ret:6.1f}  policy lag {lag:4.2f}  publish {1e6 * blocking[-1]:6.1f} us  "
+                          f"acked {acked}   ", end="", flush=True)
+                    if len(returns) >= 20 and mean_ret > args.target:
+                        break
+                stats = pub.stats()                        # while the actors are still subscribed
+            finally:
+                finish()
+    finally:
+        if stop_ray is not None:
+            stop_ray()
     el = time.perf_counter() - t0
     mean_ret = float(np.mean(returns)) if returns else 0.0
     print(f"\n\nsummary: {update} updates, {steps} env steps in {el:.1f} s ({steps / el:.0f} steps/s); "
@@ -217,6 +322,7 @@ def main(argv=None):
     print(f"publisher: published {stats['published']}, delivered {stats['delivered']}, skipped "
           f"{stats['skipped']}, dropped {stats['dropped']}; learner blocked {1e6 * np.mean(blocking):.1f} us "
           f"mean / {1e6 * np.median(blocking):.1f} us median / {1e6 * np.max(blocking):.1f} us max per publish")
+    print("subscribers: " + ", ".join(f"{s['sink']} pid {s['pid']} acked {s['acked']}" for s in stats["subscribers"]))
     return mean_ret
 
 

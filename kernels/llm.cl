@@ -163,7 +163,7 @@ tl_attention_f32(int G, int D, int length, int max_len, float scale, int H, int 
 }
 
 /* out[i, :] = table[ids[i], :] (V rows of D, row stride st), or table[id0, :] when has_ids is 0 (n == 1: one
- * id given as an int, no upload); an id outside [0, V) gives a zero row. */
+ * id given as an int, no upload); an id outside [0, V) gives a row of NaN. */
 kernel void
 tl_get_rows_f32(int n, int D, int V, global const int *ids, int offi, int has_ids, int id0, global const float *table,
                 int offt, int st, global float *out)
@@ -171,5 +171,5 @@ tl_get_rows_f32(int n, int D, int V, global const int *ids, int offi, int has_id
     const int g = get_global_id(0);
     if (g >= n * D) return;
     const int i = g / D, d = g - i * D, id = has_ids ? ids[offi + i] : id0;
-    out[g] = (id >= 0 && id < V) ? table[offt + id * st + d] : 0.0f;
+    out[g] = (id >= 0 && id < V) ? table[offt + id * st + d] : NAN;      /* a bad id must not pass unseen */
 }

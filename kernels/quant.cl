@@ -37,7 +37,7 @@ tl_dequantize_q4_0_f32(int nblocks, global const uint *qs, global const half *d,
 }
 
 /* out[i, :] = W[ids[i], :] (or W[id0, :] when has_ids is 0: one id as an int, no upload); one work-item per
- * (i, block); an id outside [0, N) gives a zero row. */
+ * (i, block); an id outside [0, N) gives a row of NaN. */
 kernel void
 tl_get_rows_q4_0_f32(int n, int N, int nb, global const int *ids, int offi, int has_ids, int id0,
                      global const uint *qs, global const half *d, global float *y)
@@ -46,8 +46,8 @@ tl_get_rows_q4_0_f32(int n, int N, int nb, global const int *ids, int offi, int 
     if (g >= n * nb) return;
     const int i = g / nb, b = g - i * nb, id = has_ids ? ids[offi + i] : id0;
     y += g * 32;
-    if (id < 0 || id >= N) {
-        for (int j = 0; j < 8; j++) vstore4((float4)0.0f, j, y);
+    if (id < 0 || id >= N) {                         /* a bad id must not pass unseen: NaN, not zeros */
+        for (int j = 0; j < 8; j++) vstore4((float4)NAN, j, y);
         return;
     }
     const int blk = id * nb + b;

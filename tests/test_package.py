@@ -33,8 +33,9 @@ assert tlgpu.__version__ == version("tlgpu"), (tlgpu.__version__, version("tlgpu
 found = sorted(m.name for m in pkgutil.walk_packages(tlgpu.__path__, "tlgpu."))
 for name in ["tlgpu"] + found:
     importlib.import_module(name)
-for attr in ("nn", "optim", "publish", "quant"):
+for attr in ("nn", "optim", "publish", "quant", "distributions"):
     assert hasattr(tlgpu, attr), attr
+assert not hasattr(tlgpu._C, "_matmul_test_view"), "a test hook in the release build"
 
 rng = np.random.default_rng(7)
 x = rng.standard_normal((64, 8)).astype(np.float32)
@@ -73,7 +74,8 @@ print("ok", len(found), "modules")
 
 
 def run(cmd, cwd=None, env=None, timeout=600):
-    full = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TLGPU_SANITIZE", "LD_PRELOAD")}
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "TLGPU_SANITIZE", "TLGPU_TEST_HOOKS", "LD_PRELOAD")}
     full.update(env or {})
     p = subprocess.run(cmd, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, f"{' '.join(map(str, cmd))} failed ({p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
@@ -110,6 +112,22 @@ def test_wheel_packages_every_subpackage(dist):
     assert any(n.startswith("tlgpu/_C.") and n.endswith(".so") for n in names)
     # setuptools < 77 puts it at dist-info/LICENSE, newer ones under dist-info/licenses/
     assert any(n.endswith(("dist-info/LICENSE", "dist-info/licenses/LICENSE")) for n in names), names
+
+
+# What only a TLGPU_TEST_HOOKS=1 build may contain: the hooks' Python names and the publisher's hold variable.
+HOOK_MARKERS = [b"_matmul_test_view", b"_inject_error", b"_slow_reads", b"TLGPU_PUB_TEST_HOLD_US"]
+
+
+def test_release_build_has_no_test_hooks(dist):
+    _, wheel = dist
+    with zipfile.ZipFile(wheel) as z:
+        so, = [n for n in z.namelist() if n.startswith("tlgpu/_C.") and n.endswith(".so")]
+        binary = z.read(so)
+    assert not [m for m in HOOK_MARKERS if m in binary]
+    import tlgpu                                      # the tree's build: `make test` builds it with the hooks
+    if hasattr(tlgpu._C, "_matmul_test_view"):        # so the markers are what a hook build really contains
+        tree_binary = Path(tlgpu._C.__file__).read_bytes()
+        assert all(m in tree_binary for m in HOOK_MARKERS)
 
 
 def test_sdist_carries_sources(dist):

@@ -27,6 +27,22 @@ from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor, empty, 
 from .autograd import enable_grad, no_grad  # noqa: F401
 from . import nn, optim, publish, quant  # noqa: F401,E402
 from . import distributions  # noqa: F401,E402
+
+
+def _blas_paths():
+    """Where the CPU BLAS path (docs/cpu.md) may find a CBLAS sgemm: TLGPU_BLAS (a path; '0' or '' turns the
+    path off), else numpy's bundled OpenBLAS, then the system's. Only names here: C dlopens them at the first
+    product on a CPU device, never on a GPU."""
+    import os
+    env = os.environ.get("TLGPU_BLAS")
+    if env is not None:
+        return [] if env in ("", "0") else [env]
+    import glob
+    libs = os.path.normpath(os.path.join(os.path.dirname(_np.__file__), os.pardir, "numpy.libs"))
+    return sorted(glob.glob(os.path.join(libs, "libscipy_openblas*.so*"))) + ["libopenblas.so.0", "libopenblas64_.so.0"]
+
+
+_C._cpu_blas(paths=_blas_paths())
 from .serialization import load, save  # noqa: F401,E402
 
 # numpy defers its binary operators to a type of higher priority that defines the reflected method, so

@@ -13,11 +13,21 @@ more than `threshold`, moves only the changed tensors (`incremental=True`) into 
 then makes the version visible to `latest()` / `wait()` and, with `name=...`, to `Subscriber(name)` in
 other processes through POSIX shared memory.
 """
+import weakref
+
 from . import _C
 
 _Publisher, _Subscriber, PublisherClosed = _C._publish_types()
 
-__all__ = ["WeightPublisher", "Subscriber", "PublisherClosed", "ShmSink"]
+__all__ = ["WeightPublisher", "Subscriber", "PublisherClosed", "ShmSink", "RaySink", "RaySubscriber"]
+
+
+def __getattr__(name):
+    """RaySink / RaySubscriber come from .ray_sink on first use, so importing tlgpu never imports ray."""
+    if name in ("RaySink", "RaySubscriber"):
+        from . import ray_sink
+        return getattr(ray_sink, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ShmSink:
@@ -39,6 +49,13 @@ class ShmSink:
 
     def __repr__(self):
         return f"ShmSink({self.name!r})"
+
+
+def _weak(obj):
+    try:
+        return weakref.ref(obj)
+    except TypeError:                                 # no __weakref__ slot: held strongly
+        return lambda: obj
 
 
 class WeightPublisher(_Publisher):
@@ -66,8 +83,20 @@ class WeightPublisher(_Publisher):
     """
 
     def __init__(self, params, threshold=0.0, incremental=True, force_every=None, name=None, sinks=None):
-        # everything happens in the C type's __new__; this signature is for help() and IDEs
-        pass
+        # everything happens in the C type's __new__; this signature is for help() and IDEs.
+        # Python sinks that list subscribers (RaySink) are held weakly: the C core owns the sinks until close().
+        self._sub_sinks = [_weak(s) for s in (sinks or ()) if callable(getattr(s, "subscribers", None))]
+
+    def stats(self):
+        """The C core's stats, with the subscribers of Python sinks that have subscribers() appended."""
+        s = super().stats()
+        for ref in getattr(self, "_sub_sinks", ()):
+            sink = ref()
+            if sink is not None:
+                extra = sink.subscribers()
+                s["subscribers"] += extra
+                s["acked"] += [e["acked"] for e in extra]
+        return s
 
     def __repr__(self):
         state = "closed" if self.closed else "open"

@@ -32,6 +32,8 @@ def quantize_q4_0_numpy(w):
     if w.ndim != 2 or w.shape[1] % QK4_0 != 0:
         raise ValueError(f"quantize_q4_0: expected a 2-D array whose rows are a multiple of {QK4_0} long, "
                          f"got shape {w.shape}")
+    if not np.isfinite(w).all():                          # a NaN or inf scale would corrupt its whole block
+        raise ValueError(f"quantize_q4_0: the weights (shape {w.shape}) hold NaN or inf")
     n, k = w.shape
     x = w.reshape(n, k // QK4_0, QK4_0)
     idx = np.abs(x).argmax(-1)[..., None]                 # first element of largest magnitude, as llama.cpp
@@ -165,6 +167,8 @@ def embedding(table, ids):
         return _C._q4_0_get_rows(table.qs, table.d, *table.shape, int(ids))
     if not isinstance(ids, Tensor):
         arr = np.asarray(ids)
+        if arr.size and arr.dtype.kind not in "iu":       # 1.7 must not become row 1
+            raise IndexError(f"embedding: ids must be integers, got an array of {arr.dtype}")
         if arr.size and (arr.min() < 0 or arr.max() >= table.shape[0]):
             raise IndexError(f"embedding: ids outside the table's {table.shape[0]} rows")
         ids = _C.tensor(arr.astype(np.int32))

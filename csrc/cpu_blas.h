@@ -1,0 +1,16 @@
+/* cpu_blas.h: matrix products on CPU OpenCL devices (PoCL) through a host BLAS, run as a native kernel
+ * (clEnqueueNativeKernel) on the compute queue, so they stay lazy and in queue order with every other
+ * command. The BLAS is dlopen'ed at first use from the paths tlgpu/__init__.py hands over (TLGPU_BLAS, the
+ * system's libopenblas, numpy's bundled one); with none, or on a GPU, the OpenCL kernels run. docs/cpu.md. */
+#ifndef TL_CPU_BLAS_H
+#define TL_CPU_BLAS_H
+#include "tensor.h"
+
+/* C[batch, M, N] = A @ B (+ res, contiguous of out's shape, when given). dims = {M, N, K, sAm, sAk, sBk, sBn};
+ * batch dims bshape[0..nbd) with element strides bst[0|1|2] of C, A, B; off = element offsets of C, A, B.
+ * 1: enqueued (res added); 0: not applicable here (no BLAS, not a CPU device, strides a BLAS cannot take);
+ * -1: error with an exception set. */
+int tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
+                   tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res);
+PyObject *tl_cpu_blas_py(PyObject *m, PyObject *args, PyObject *kw);   /* _C._cpu_blas(paths=, enable=) */
+#endif
