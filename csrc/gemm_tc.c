@@ -5,8 +5,9 @@
  * that no other compiler takes. Elsewhere the setting is stored and ignored. The configuration table
  * mirrors matmul_tc.cl's: production rows first, biggest tiles first; rows marked sweep exist only in a
  * build with -DTC_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/bench_gemm.py --tc-sweep. A product takes the
- * first production row whose grid fills the device (work-groups >= compute units), else the last;
- * _gemm_tc("tag") forces a row, for tuning. */
+ * first production row whose grid fills the device (work-groups >= compute units), else the last, unless
+ * even that gives fewer work-groups than half the compute units: then the float32 tiers run it (smaller
+ * tiles; the MLP step's 256-row products were slower in TF32); _gemm_tc("tag") forces a row, for tuning. */
 #include "gemm_tc.h"
 #include "cl_runtime.h"
 #include <pthread.h>
@@ -91,6 +92,9 @@ tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
         int last = 1;
         for (int j = i + 1; j < TC_NCONFIGS; j++) last &= configs[j].sweep;
         if (groups >= rt->info.compute_units || last) c = &configs[i];
+        if (c != NULL && forced < 0 && groups < rt->info.compute_units / 2)
+            return 0;                                  /* too few tiles to fill the device: the float32 tiers
+                                                          (smaller tiles) were faster (bench_train's MLP) */
     }
     *kh = &c->k[a + b];
     if (tl_kernel_py(*kh) == NULL) return -1;

@@ -15,6 +15,12 @@ needs_tc = pytest.mark.skipif(not TC, reason="no TF32 tensor-core path on this d
 SHAPES = [(1, 8, 9), (16, 8, 8), (33, 70, 65), (131, 77, 65), (200, 136, 72), (257, 64, 130)]
 
 
+def small_tiles():
+    """Products this small stay on the float32 tiers (too few tiles to fill the device); forcing the
+    smallest tensor-core row makes them exercise the TF32 kernel's edges anyway."""
+    tlgpu._C._gemm_tc(tlgpu._C._gemm_tc()["configs"][1])
+
+
 @pytest.fixture(autouse=True)
 def restore_precision():
     before = tlgpu.get_matmul_precision()
@@ -84,6 +90,7 @@ def test_exact_on_tf32_values(rng, m, k, n):
     """Small integers are exact in TF32 and their sums exact in float32: any wrong index shows."""
     tlgpu.set_matmul_precision("tf32")
     assert tlgpu._C._gemm_tc()["active"]
+    small_tiles()
     for f, ref in layouts(rng, m, k, n, True):
         np.testing.assert_array_equal(f().numpy(), ref)
 
@@ -101,6 +108,7 @@ def test_each_configuration(rng, tag):
 @needs_tc
 def test_batched_and_unaligned_views(rng):
     tlgpu.set_matmul_precision("tf32")
+    small_tiles()
     a = rng.integers(-3, 4, (3, 50, 41)).astype(np.float32)
     b = rng.integers(-3, 4, (3, 41, 37)).astype(np.float32)
     np.testing.assert_array_equal((tlgpu.tensor(a) @ tlgpu.tensor(b)).numpy(), a.astype(np.float64) @ b)
@@ -111,7 +119,7 @@ def test_batched_and_unaligned_views(rng):
 
 
 @needs_tc
-@pytest.mark.parametrize("n", [256, 1024])
+@pytest.mark.parametrize("n", [1024, 2048])
 def test_tf32_error_on_random_data(rng, n):
     """Relative Frobenius error near TF32's (operands rounded to 10 mantissa bits, ~3e-4) and well above
     float32's: the tensor cores ran; "highest" goes back to float32."""
@@ -134,6 +142,7 @@ def test_tf32_error_on_random_data(rng, n):
 @needs_tc
 def test_linear_forward_backward(rng):
     tlgpu.set_matmul_precision("tf32")
+    small_tiles()
     x = rng.standard_normal((96, 200)).astype(np.float32)
     w = (rng.standard_normal((72, 200)) * 0.1).astype(np.float32)
     g = rng.standard_normal((96, 72)).astype(np.float32)
@@ -189,3 +198,14 @@ def test_emulated_kernel_any_device():
         pytest.skip(res["skip"])
     assert res["bad"] == []
     assert 3e-5 < res["err"] < 2e-3
+
+
+@needs_tc
+def test_small_products_stay_float32(rng):
+    """A product whose tiles cannot fill half the device runs on the float32 tiers even under "tf32" (the
+    MLP step's 256-row products were slower on tensor cores): float32-sized error."""
+    a = rng.standard_normal((256, 256)).astype(np.float32)
+    tlgpu.set_matmul_precision("tf32")
+    got = (tlgpu.tensor(a) @ tlgpu.tensor(a)).numpy()
+    ref = a.astype(np.float64) @ a
+    assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 1e-5
