@@ -25,6 +25,7 @@ static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_INDEX] = {"IndexBackward", tl_index_backward},
     [TL_OP_INDEX_SELECT] = {"IndexSelectBackward", tl_index_select_backward},
     [TL_OP_MATMUL] = {"MatmulBackward", tl_matmul_backward},
+    [TL_OP_LINEAR] = {"LinearBackward", tl_linear_backward},
     [TL_OP_REDUCE] = {"ReduceBackward", tl_reduce_backward},
     [TL_OP_SOFTMAX] = {"SoftmaxBackward", tl_softmax_backward},
     [TL_OP_CROSS_ENTROPY] = {"CrossEntropyBackward", tl_cross_entropy_backward},

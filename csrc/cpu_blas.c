@@ -119,11 +119,13 @@ cell_of(tl_storage *s, tl_err *err)
     return c;
 }
 
+enum { RES_NONE, RES_FULL, RES_ROWS };   /* no residual; one of C's shape; a row [N] added to every row of C */
+
 /* The args block of one product: the cells of C, A, B (and the residual), read when the job runs. */
 typedef struct {
     cell *c, *a, *b, *r;              /* r only with a residual */
     cl_mem mem[4];                    /* the runtime's copies of these are not read (see cell) */
-    int M, N, K, ta, tb, lda, ldb, has_res, threads, split;
+    int M, N, K, ta, tb, lda, ldb, res_mode, threads, split;   /* res_mode: RES_* */
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff;
 } job;
 
@@ -151,6 +153,18 @@ gemm(const job *j, int m, int n, const float *A, const float *B, float beta, flo
     else lib.g32(ROW_MAJOR, ta, tb, m, n, K, 1.0f, A, j->lda, B, j->ldb, beta, C, ldc);
 }
 
+/* Writes the residual into rows r0..r1, columns c0..c1 of the C matrix at element offset oc (from C's
+ * start; the residual of C's shape is at the same offset from its own), so that sgemm with beta = 1 adds
+ * the product to it: each part preloads its own band, on its own thread, just before its product. */
+static void
+preload(const job *j, ptrdiff_t oc, int r0, int r1, int c0, int c1)
+{
+    const float *src = j->r->p + j->roff + (j->res_mode == RES_FULL ? oc - j->off[0] : 0);
+    const size_t n = (size_t)(c1 - c0) * sizeof(float);
+    for (int r = r0; r < r1; r++)
+        memcpy(j->c->p + oc + (ptrdiff_t)r * j->N + c0, src + (j->res_mode == RES_FULL ? (ptrdiff_t)r * j->N : 0) + c0, n);
+}
+
 /* Part `part` of `parts` of the job: whole batches when there are enough, else a band of C's rows (or
  * columns, when C is wide and short) of each batch. */
 static void
@@ -158,7 +172,7 @@ run_part(const job *j, int part, int parts)
 {
     size_t total = 1;
     for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
-    const float beta = j->has_res ? 1.0f : 0.0f;
+    const float beta = j->res_mode != RES_NONE ? 1.0f : 0.0f;
     const int by_batch = total >= (size_t)parts, by_rows = j->M >= j->N;
     size_t t0 = by_batch ? total * (size_t)part / (size_t)parts : 0;
     size_t t1 = by_batch ? total * (size_t)(part + 1) / (size_t)parts : total;
@@ -174,6 +188,8 @@ run_part(const job *j, int part, int parts)
             rest /= (size_t)j->bshape[d];
             for (int r = 0; r < 3; r++) o[r] += i * j->bst[r][d];
         }
+        if (j->res_mode != RES_NONE)
+            preload(j, o[0], by_rows ? lo : 0, by_rows ? hi : j->M, by_rows ? 0 : lo, by_rows ? j->N : hi);
         if (by_rows) {                /* rows lo..hi of A and C */
             o[1] += (ptrdiff_t)lo * (j->ta == NO_TRANS ? j->lda : 1);
             o[0] += (ptrdiff_t)lo * j->N;
@@ -238,8 +254,6 @@ run_job(void *args)
     const job *j = args;
     size_t total = 1;
     for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
-    if (j->has_res)                   /* C is contiguous over all batches, and so is the residual */
-        memcpy(j->c->p + j->off[0], j->r->p + j->roff, total * (size_t)j->M * (size_t)j->N * sizeof(float));
     int parts = j->split ? j->threads : 1;
     if ((double)total * j->M * j->N * j->K < (1 << 21)) parts = 1;
     /* openblas_set_num_threads_local sets the library's one count and returns the old one (measured: numpy's
@@ -374,9 +388,9 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
     tl_storage *uniq[4];
     const void *loc[4];
     int n = 0;
-    j.has_res = res != NULL;
-    j.roff = j.has_res ? (int)res->offset : 0;
-    for (int i = 0; i < 3 + j.has_res; i++) {
+    j.res_mode = res == NULL ? RES_NONE : tl_tensor_numel(res) == tl_tensor_numel(out) ? RES_FULL : RES_ROWS;
+    j.roff = res != NULL ? (int)res->offset : 0;
+    for (int i = 0; i < 3 + (res != NULL); i++) {
         if ((*slot[i] = cell_of(st[i], &err)) == NULL) return tl_raise(&err);
         int seen = 0;                 /* each buffer once in mem_list (PoCL drops repeats) */
         for (int u = 0; u < n; u++) seen |= uniq[u] == st[i];

@@ -6,7 +6,8 @@
 #define TL_CPU_BLAS_H
 #include "tensor.h"
 
-/* C[batch, M, N] = A @ B (+ res, contiguous of out's shape, when given). dims = {M, N, K, sAm, sAk, sBk, sBn};
+/* C[batch, M, N] = A @ B (+ res when given: contiguous of out's shape, or a contiguous row of N elements
+ * added to every row of C, a linear layer's bias). dims = {M, N, K, sAm, sAk, sBk, sBn};
  * batch dims bshape[0..nbd) with element strides bst[0|1|2] of C, A, B; off = element offsets of C, A, B.
  * 1: enqueued (res added); 0: not applicable here (no BLAS, not a CPU device, strides a BLAS cannot take);
  * -1: error with an exception set. */
