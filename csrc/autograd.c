@@ -325,6 +325,7 @@ run_backward(tl_node *root, PyObject *grad, int retain)
             tl_edge *e = &nd->in[i];
             if (st == 0 && gin[i] != NULL && (e->next != NULL || e->leaf != NULL)) {
                 PyObject *r = tl_sum_to_shape(gin[i], e->ndim, e->shape);
+                if (r == gin[i]) Py_CLEAR(gin[i]);    /* r is then the only ref: accumulate may keep it, no copy */
                 if (r == NULL) st = -1;
                 else if (accumulate(e->next ? &e->next->grad : &tl_tensor_CAST(e->leaf)->grad, r, e->next == NULL) < 0)
                     st = -1;
