@@ -123,10 +123,10 @@ enum { RES_NONE, RES_FULL, RES_ROWS };   /* no residual; one of C's shape; a row
 
 /* The args block of one product: the cells of C, A, B (and the residual), read when the job runs. */
 typedef struct {
-    cell *c, *a, *b, *r;              /* r only with a residual */
-    cl_mem mem[4];                    /* the runtime's copies of these are not read (see cell) */
+    cell *c, *a, *b, *r, *s;          /* r only with a residual, s only with row sums */
+    cl_mem mem[5];                    /* the runtime's copies of these are not read (see cell) */
     int M, N, K, ta, tb, lda, ldb, res_mode, threads, split;   /* res_mode: RES_* */
-    int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff;
+    int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff, soff;
 } job;
 
 /* C[m, n] = A[m, K] @ B[K, n] (+ C with beta 1), ldc between C's rows. A single row or column is a
@@ -165,6 +165,31 @@ preload(const job *j, ptrdiff_t oc, int r0, int r1, int c0, int c1)
         memcpy(j->c->p + oc + (ptrdiff_t)r * j->N + c0, src + (j->res_mode == RES_FULL ? (ptrdiff_t)r * j->N : 0) + c0, n);
 }
 
+/* S[m] = sum over k of op(A)[m, k] for rows m0..m1 (no batch dims): a linear layer's bias gradient, the
+ * sums of the upstream gradient's columns, read while its product for the weight gradient is in cache. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("tree-loop-vectorize")))    /* -O2's cost model leaves the row loop scalar */
+#endif
+static void
+row_sums(const job *j, int m0, int m1)
+{
+    const float *restrict A = j->a->p + j->off[1];
+    float *restrict S = j->s->p + j->soff;
+    if (j->ta == TRANS) {             /* op(A)[m, k] = A[k * lda + m]: add rows of A, a loop the compiler vectorises */
+        for (int m = m0; m < m1; m++) S[m] = 0.0f;
+        for (int k = 0; k < j->K; k++) {
+            const float *restrict row = A + (ptrdiff_t)k * j->lda;
+            for (int m = m0; m < m1; m++) S[m] += row[m];
+        }
+        return;
+    }
+    for (int m = m0; m < m1; m++) {
+        float acc = 0.0f;
+        for (int k = 0; k < j->K; k++) acc += A[(ptrdiff_t)m * j->lda + k];
+        S[m] = acc;
+    }
+}
+
 /* Part `part` of `parts` of the job: whole batches when there are enough, else a band of C's rows (or
  * columns, when C is wide and short) of each batch. */
 static void
@@ -176,6 +201,7 @@ run_part(const job *j, int part, int parts)
     const int by_batch = total >= (size_t)parts, by_rows = j->M >= j->N;
     size_t t0 = by_batch ? total * (size_t)part / (size_t)parts : 0;
     size_t t1 = by_batch ? total * (size_t)(part + 1) / (size_t)parts : total;
+    if (j->s != NULL) row_sums(j, (int)((long long)j->M * part / parts), (int)((long long)j->M * (part + 1) / parts));
     int ext = by_rows ? j->M : j->N;
     int lo = by_batch ? 0 : (int)((long long)ext * part / parts);
     int hi = by_batch ? ext : (int)((long long)ext * (part + 1) / parts);
@@ -369,7 +395,7 @@ layout(int rows, int cols, int sr, int sc, int *trans, int *ld)
 
 int
 tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
-               tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res)
+               tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums)
 {
     job j = {0};
     tl_err err = {0};
@@ -383,20 +409,25 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
     memcpy(j.bshape, bshape, sizeof(int) * (size_t)nbd);
     for (int r = 0; r < 3; r++) memcpy(j.bst[r], bst[r], sizeof(int) * (size_t)nbd);
     memcpy(j.off, off, sizeof j.off);
-    tl_storage *st[4] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL};
-    cell **slot[4] = {&j.c, &j.a, &j.b, &j.r};
-    tl_storage *uniq[4];
-    const void *loc[4];
+    if (sums != NULL && nbd != 0) return 0;
+    tl_storage *st[5] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL,
+                         sums != NULL ? sums->storage : NULL};
+    cell **slot[5] = {&j.c, &j.a, &j.b, &j.r, &j.s};
+    tl_storage *uniq[5];
+    const void *loc[5];
     int n = 0;
     j.res_mode = res == NULL ? RES_NONE : tl_tensor_numel(res) == tl_tensor_numel(out) ? RES_FULL : RES_ROWS;
     j.roff = res != NULL ? (int)res->offset : 0;
-    for (int i = 0; i < 3 + (res != NULL); i++) {
+    j.soff = sums != NULL ? (int)sums->offset : 0;
+    unsigned written = 1u;            /* uniq[0] is C */
+    for (int i = 0; i < 5; i++) {
+        if (st[i] == NULL) continue;
         if ((*slot[i] = cell_of(st[i], &err)) == NULL) return tl_raise(&err);
+        if (i == 4) written |= 1u << n;   /* the sums: a fresh buffer, never one of the others */
         int seen = 0;                 /* each buffer once in mem_list (PoCL drops repeats) */
         for (int u = 0; u < n; u++) seen |= uniq[u] == st[i];
         if (!seen) { uniq[n] = st[i]; j.mem[n] = st[i]->mem; loc[n] = &j.mem[n]; n++; }
     }
-    unsigned written = 1u;            /* uniq[0] is C */
     if (tl_stream_native(run_job, &j, sizeof j, loc, uniq, n, written, "cpu_blas_sgemm", &err) != TL_OK)
         return tl_raise(&err);
     atomic_fetch_add(&n_launches, 1);

@@ -193,7 +193,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         return mv_launch(p, a, b, out, res, cpu);
     }
     const int blas = cpu && !forced ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk, p->sBn},
-                                                     p->nbd, p->bshape, p->bst, p->off, out, a, b, res) : 0;
+                                                     p->nbd, p->bshape, p->bst, p->off, out, a, b, res, NULL) : 0;
     if (blas != 0) return blas < 0 ? -1 : (*fused = res != NULL, 0);   /* CPU devices: a host BLAS, cpu_blas.h */
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
     else if (!forced && cpu && p->sBn == 1) v = MM_DIRECT_NN;
@@ -530,7 +530,34 @@ fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
     return out;
 }
 
-/* d linear: dx = g @ w; over the rows of x and g (leading dims flattened), dw = g^T @ x and db = sum of g. */
+/* dw = g2^T @ x2 and db = the column sums of g2 as one command on the CPU BLAS path: 1 done, 0 not there (the
+ * caller runs the product and a sum), -1 with an exception set. */
+static int
+linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
+{
+    const int rows = to_int(g2->shape[0]), N = to_int(g2->shape[1]), K = to_int(x2->shape[1]);
+    tl_tensor *w = NULL, *b = NULL;
+    gemm_params q;
+    int v, r, none[3][TL_MAX_DIMS] = {{0}};
+    if (rows == 0 || N == 0 || K == 0) return 0;
+    if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
+    if (q.v[GP_DIRECT] == 0 || v != MM_GEMM) return 0;  /* a GPU, or TLGPU_MATMUL_KERNEL forced a kernel */
+    if ((w = tl_tensor_empty(TL_F32, 2, (Py_ssize_t[]){N, K})) == NULL ||
+        (b = tl_tensor_empty(TL_F32, 1, (Py_ssize_t[]){N})) == NULL)
+        r = -1;
+    else
+        r = tl_cpu_blas_mm((const int[]){N, K, rows, to_int(g2->strides[1]), to_int(g2->strides[0]),
+                                         to_int(x2->strides[0]), to_int(x2->strides[1])},
+                           0, none[0], (const int(*)[TL_MAX_DIMS])none, (const int[]){0, to_int(g2->offset),
+                           to_int(x2->offset)}, w, g2, x2, NULL, b);
+    if (r <= 0) { Py_XDECREF(w); Py_XDECREF(b); return r; }
+    *gw = (PyObject *)w;
+    *gb = (PyObject *)b;
+    return 1;
+}
+
+/* d linear: dx = g @ w; over the rows of x and g (leading dims flattened), dw = g^T @ x and db = sum of g
+ * (one command for both on the CPU BLAS path). */
 int
 tl_linear_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
@@ -543,12 +570,15 @@ tl_linear_backward(tl_node *nd, PyObject *g, PyObject **gin)
         Py_ssize_t rows = 1;
         for (int d = 0; d < x->ndim - 1; d++) rows *= x->shape[d];
         if ((g2 = tl_reshape(tl_tensor_CAST(g), 2, (Py_ssize_t[]){rows, w->shape[0]})) == NULL) goto done;
-        if (tl_wants_grad(nd, 1) &&
-            ((x2 = tl_reshape(x, 2, (Py_ssize_t[]){rows, w->shape[1]})) == NULL ||
-             (gt = tl_transpose(tl_tensor_CAST(g2), 0, 1)) == NULL ||
+        if ((x2 = tl_reshape(x, 2, (Py_ssize_t[]){rows, w->shape[1]})) == NULL) goto done;
+        int both = tl_wants_grad(nd, 1) && tl_wants_grad(nd, 2) ?
+                   linear_grads_blas(tl_tensor_CAST(g2), tl_tensor_CAST(x2), &gin[1], &gin[2]) : 0;
+        if (both < 0) goto done;
+        if (!both && tl_wants_grad(nd, 1) &&
+            ((gt = tl_transpose(tl_tensor_CAST(g2), 0, 1)) == NULL ||
              (gin[1] = mm("backward", tl_tensor_CAST(gt), tl_tensor_CAST(x2))) == NULL))
             goto done;
-        if (tl_wants_grad(nd, 2) && (gin[2] = tl_sum(tl_tensor_CAST(g2), 1u, 0)) == NULL) goto done;
+        if (!both && tl_wants_grad(nd, 2) && (gin[2] = tl_sum(tl_tensor_CAST(g2), 1u, 0)) == NULL) goto done;
     }
     rc = 0;
 done:
