@@ -7,6 +7,7 @@
 #include "ops_common.h"
 #include "autograd.h"
 #include "ops.h"
+#include "cl_runtime.h"
 #include <math.h>
 
 static const int EW_ARITY[TL_EW_COUNT] = {
@@ -254,6 +255,24 @@ save_copies(int op, tl_tensor *into, operand *o, PyObject **held)
     return 0;
 }
 
+/* Ops tl_ew_hot_f32 takes (contiguous, two operands), on CPU devices only: other devices keep one kernel. */
+static const unsigned char EW_HOT[TL_EW_COUNT] = {
+    [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_DIV] = 1, [TL_EW_RELU] = 1, [TL_EW_RELU_GRAD] = 1,
+};
+
+static int
+cpu_device(void)                                   /* 1 on a CPU device, 0 elsewhere, -1 with an exception */
+{
+    static int is_cpu = -1;
+    if (is_cpu < 0) {
+        const tl_runtime *rt;
+        tl_err err = {0};
+        if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+        is_cpu = (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
+    }
+    return is_cpu;
+}
+
 /* tl_ew_rows_f32 over L's (up to) three dims: 16 columns per work-item along dim 0, rows along 1, the outer
  * dim along 2. Work-groups of 16 x 8 work-items (4 x 16 for rows of at most 64): on PoCL about 20 % faster
  * than one row per group, and few local sizes, since PoCL compiles a kernel per local size. */
@@ -275,7 +294,8 @@ static PyObject *
 ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int as_int)
 {
     static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32"),
-                     ki = TL_KERNEL("elementwise", "tl_ew_i32"), kr = TL_KERNEL("elementwise", "tl_ew_rows_f32");
+                     ki = TL_KERNEL("elementwise", "tl_ew_i32"), kr = TL_KERNEL("elementwise", "tl_ew_rows_f32"),
+                     kh_hot = TL_KERNEL("elementwise", "tl_ew_hot_f32");
     tl_tensor *ops[4], *out = NULL;
     tl_node *nd = NULL;
     PyObject *copies[3] = {NULL, NULL, NULL};
@@ -312,7 +332,9 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
         int rows = !as_int && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's case */
         for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
-        tl_kernel *kh = as_int ? &ki : contig ? &kc : rows ? &kr : &ks;
+        int hot = contig && EW_HOT[op] && o[2].t == NULL && cpu_device();
+        if (hot < 0) goto fail;
+        tl_kernel *kh = as_int ? &ki : hot ? &kh_hot : contig ? &kc : rows ? &kr : &ks;
         cl_kernel k = tl_kernel_py(kh);
         if (k == NULL) goto fail;
         const size_t sz[9] = {sizeof op, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
