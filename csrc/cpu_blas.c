@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <time.h>
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, MAX_PATHS = 8 };
 typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
@@ -247,6 +249,25 @@ forget_helpers(void)                  /* in a forked child: the helper threads s
     nhelpers = 0;
 }
 
+/* After a part, a helper polls for the next product for spin_us (yielding its core to any other runnable
+ * thread) before it sleeps: a sleeping helper woken by the PoCL worker was placed on the waker's own core
+ * and ran only after part 0 (measured in the MLP step: every split product ran its parts one after the
+ * other); a polling one is already running on the other core. */
+static long spin_us = -1;
+
+static void
+spin_for_work(unsigned long seen)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 1; __atomic_load_n(&hgen, __ATOMIC_ACQUIRE) == seen; i++) {
+        sched_yield();
+        if (i % 16 != 0) continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 >= spin_us) return;
+    }
+}
+
 static void *
 helper(void *arg)
 {
@@ -254,7 +275,7 @@ helper(void *arg)
     pthread_mutex_lock(&hlock);
     unsigned long seen = hborn[part];  /* products before this helper existed are not its work */
     for (;;) {
-        while (hgen == seen) pthread_cond_wait(&hgo, &hlock);
+        while (__atomic_load_n(&hgen, __ATOMIC_ACQUIRE) == seen) pthread_cond_wait(&hgo, &hlock);
         seen = hgen;
         const job *j = hjob;
         int parts = hparts;
@@ -262,6 +283,9 @@ helper(void *arg)
         if (part < parts) run_part(j, part, parts);
         pthread_mutex_lock(&hlock);
         if (--hpending == 0) pthread_cond_signal(&hdone);
+        pthread_mutex_unlock(&hlock);
+        spin_for_work(seen);
+        pthread_mutex_lock(&hlock);
     }
     return NULL;
 }
@@ -300,7 +324,7 @@ run_job(void *args)
         hjob = j;
         hparts = parts;
         hpending = nhelpers;
-        hgen++;
+        __atomic_fetch_add(&hgen, 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&hgo);
     }
     pthread_mutex_unlock(&hlock);
@@ -361,6 +385,8 @@ init_locked(void)
     }
     const char *t = getenv("TLGPU_BLAS_THREADS");
     lib.threads = t != NULL && atoi(t) > 0 ? atoi(t) : (int)rt->info.compute_units;
+    const char *su = getenv("TLGPU_BLAS_SPIN_US");
+    spin_us = su != NULL && atol(su) >= 0 ? atol(su) : 500;   /* 500 us covers the gaps between an MLP step's products */
     const char *sp = getenv("TLGPU_BLAS_SPLIT");
     lib.split = sp == NULL || strcmp(sp, "0") != 0;
     for (int i = 0; i < lib.npaths; i++)
@@ -465,10 +491,11 @@ tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (split >= 0) lib.split = split;
     int state = lib.state, on = lib.enabled, ilp64 = lib.g64 != NULL;
     threads = lib.threads;
-    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
+    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
                                 "enabled", on ? Py_True : Py_False, "path", lib.path,
                                 "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads,
-                                "split", lib.split ? Py_True : Py_False, "launches", atomic_load(&n_launches),
+                                "split", lib.split ? Py_True : Py_False, "spin_us", spin_us,
+                                "launches", atomic_load(&n_launches),
                                 "pointers", atomic_load(&n_learnt), "reason", state == -1 ? lib.reason : NULL);
     pthread_mutex_unlock(&lock);
     return r;
