@@ -255,7 +255,8 @@ save_copies(int op, tl_tensor *into, operand *o, PyObject **held)
     return 0;
 }
 
-/* Ops tl_ew_hot_f32 takes (contiguous, two operands), on CPU devices only: other devices keep one kernel. */
+/* Ops tl_ew_hot_f32 takes (contiguous, two operands). It and tl_ew_rows_f32 run on CPU devices only (PoCL's
+ * vectoriser is what they are for): other devices keep the kernels they had. */
 static const unsigned char EW_HOT[TL_EW_COUNT] = {
     [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_DIV] = 1, [TL_EW_RELU] = 1, [TL_EW_RELU_GRAD] = 1,
 };
@@ -330,10 +331,11 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         tl_layout_make(&L, ndim, shape, ops, 4);
         int contig = !as_int && L.ndim <= 1;
         for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
-        int rows = !as_int && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's case */
+        const int cpu = as_int ? 0 : cpu_device();   /* CPU devices only: GPUs keep the kernels they had */
+        if (cpu < 0) goto fail;
+        int rows = cpu && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's case */
         for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
-        int hot = contig && EW_HOT[op] && o[2].t == NULL && cpu_device();
-        if (hot < 0) goto fail;
+        int hot = cpu && contig && EW_HOT[op] && o[2].t == NULL;
         tl_kernel *kh = as_int ? &ki : hot ? &kh_hot : contig ? &kc : rows ? &kr : &ks;
         cl_kernel k = tl_kernel_py(kh);
         if (k == NULL) goto fail;
