@@ -1,7 +1,8 @@
 """Training step of an MLP 784-256-256-10, batch 256, Adam: ms/step after warm-up and host waits per step,
 with and without reading the loss; next to PyTorch on the same hardware class when torch is importable
 (CUDA when available, else CPU), in the same run. On CPU devices with the BLAS path (docs/cpu.md) the step
-also runs on the OpenCL GEMM kernels (the path off), in the same run.
+also runs on the OpenCL GEMM kernels (the path off), in the same run; there each nn.Linear is one command
+forward (the fused linear: bias written into C, then sgemm) and one for its weight and bias gradients.
 Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
 import os
 import sys
