@@ -161,10 +161,11 @@ gemm(const job *j, int m, int n, const float *A, const float *B, float beta, flo
 static void
 preload(const job *j, ptrdiff_t oc, int r0, int r1, int c0, int c1)
 {
-    const float *src = j->r->p + j->roff + (j->res_mode == RES_FULL ? oc - j->off[0] : 0);
+    const int full = j->res_mode == RES_FULL;
+    const float *src = j->r->p + j->roff + (full ? oc - j->off[0] : 0);
     const size_t n = (size_t)(c1 - c0) * sizeof(float);
     for (int r = r0; r < r1; r++)
-        memcpy(j->c->p + oc + (ptrdiff_t)r * j->N + c0, src + (j->res_mode == RES_FULL ? (ptrdiff_t)r * j->N : 0) + c0, n);
+        memcpy(j->c->p + oc + (ptrdiff_t)r * j->N + c0, src + (full ? (ptrdiff_t)r * j->N : 0) + c0, n);
 }
 
 /* S[m] = sum over k of op(A)[m, k] for rows m0..m1 (no batch dims): a linear layer's bias gradient, the
@@ -386,7 +387,7 @@ init_locked(void)
     const char *t = getenv("TLGPU_BLAS_THREADS");
     lib.threads = t != NULL && atoi(t) > 0 ? atoi(t) : (int)rt->info.compute_units;
     const char *su = getenv("TLGPU_BLAS_SPIN_US");
-    spin_us = su != NULL && atol(su) >= 0 ? atol(su) : 500;   /* 500 us covers the gaps between an MLP step's products */
+    spin_us = su != NULL && atol(su) >= 0 ? atol(su) : 500;   /* covers the gaps between an MLP step's products */
     const char *sp = getenv("TLGPU_BLAS_SPLIT");
     lib.split = sp == NULL || strcmp(sp, "0") != 0;
     for (int i = 0; i < lib.npaths; i++)

@@ -286,7 +286,8 @@ launch_rows(tl_kernel *kh, const tl_layout *L, tl_storage *const *st)
     if (l0 * l1 > kh->wg) l0 = kh->wg < l0 ? kh->wg : l0, l1 = kh->wg / l0;
     size_t lws[3] = {l0, last >= 1 ? l1 : 1, 1};
     size_t gws[3] = {tl_round_up(((size_t)L->shape[last] + 15) / 16, lws[0]),
-                     last >= 1 ? tl_round_up((size_t)L->shape[last - 1], lws[1]) : 1, last == 2 ? (size_t)L->shape[0] : 1};
+                     last >= 1 ? tl_round_up((size_t)L->shape[last - 1], lws[1]) : 1,
+                     last == 2 ? (size_t)L->shape[0] : 1};
     if (tl_stream_launch(kh->k, (cl_uint)L->ndim, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
     return 0;
 }
@@ -347,8 +348,8 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
                              o[2].t ? o[2].t->storage : NULL};
         size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
-        if (tl_set_args(k, 0, 9, sz, v) < 0 || (rows ? launch_rows(kh, &L, st) : tl_launch_1d(kh, items, st, 4, 1u)) < 0)
-            goto fail;
+        if (tl_set_args(k, 0, 9, sz, v) < 0) goto fail;
+        if ((rows ? launch_rows(kh, &L, st) : tl_launch_1d(kh, items, st, 4, 1u)) < 0) goto fail;
     }
     if (nd != NULL) node_finish(nd, out);
     else if (into != NULL && (EW_SAVE[op] & ND) && record_overwrite(into, NULL) < 0) goto fail;  /* x //= 2 */

@@ -339,8 +339,9 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *
     p.off[1] = to_int(a->offset);
     p.off[2] = to_int(b->offset);
     int row = res != NULL && !bv && res->ndim == 1 && res->shape[0] == p.N && (p.N == 1 || res->strides[0] == 1);
-    if (res != NULL && ((!row && (res->ndim != nshape || memcmp(res->shape, shape, sizeof(Py_ssize_t) * (size_t)nshape) != 0 ||
-                                  !tl_tensor_is_contig(res))) || res->dtype != TL_F32 || res->storage == NULL))
+    int full = res != NULL && res->ndim == nshape && tl_tensor_is_contig(res) &&
+               memcmp(res->shape, shape, sizeof(Py_ssize_t) * (size_t)nshape) == 0;
+    if (res != NULL && (!(row || full) || res->dtype != TL_F32 || res->storage == NULL))
         res = NULL;                                      /* not in the store's layout: added separately */
     if (mm_launch(&p, a, b, out, res, fused) < 0) Py_CLEAR(out);
     return (PyObject *)out;
@@ -494,9 +495,9 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
 }
 
 /* linear(x, weight, bias=None): x @ weight.T (+ bias), weight [N, K], x [..., K], bias [N] (any shape that
- * broadcasts, or a number: added as by +, outside the fused op). On the CPU BLAS path with a bias of N elements this is one
- * command (the bias is written into C's rows, then sgemm adds the product); elsewhere the product and an add,
- * both under one autograd node (TL_OP_LINEAR; the pieces are not recorded). */
+ * broadcasts, or a number: added as by +, outside the fused op). On the CPU BLAS path with a bias of N elements
+ * this is one command (the bias is written into C's rows, then sgemm adds the product); elsewhere the product
+ * and an add, both under one autograd node (TL_OP_LINEAR; the pieces are not recorded). */
 static PyObject *
 fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -695,7 +696,8 @@ static const PyMethodDef mm_methods[] = {
 };
 
 static const PyMethodDef mm_functions[] = {
-    {"linear", fn_linear, METH_VARARGS, "linear(x, weight, bias=None): x @ weight.T + bias, one node (fused on CPU BLAS)."},
+    {"linear", fn_linear, METH_VARARGS,
+     "linear(x, weight, bias=None): x @ weight.T + bias as one autograd node (one command on the CPU BLAS path)."},
     {"addmm", fn_addmm, METH_VARARGS, "addmm(input, mat1, mat2): input + mat1 @ mat2 (fused on the mul_mv path)."},
 #ifdef TL_TEST_HOOKS
     {"_matmul_test_view", fn_test_view, METH_VARARGS,

@@ -114,7 +114,8 @@ def test_without_blas_in_a_fresh_process():
         "ref = x.astype(np.float64) @ w.T + b\n"
         "assert np.allclose(y.numpy(), ref, rtol=1e-4, atol=1e-4)\n"
         "y.sum().backward()\n"
-        "assert np.allclose(tb.grad.numpy(), 37) and np.allclose(tw.grad.numpy(), np.tile(x.sum(0), (19, 1)), atol=1e-3)\n"
+        "assert np.allclose(tb.grad.numpy(), 37)\n"
+        "assert np.allclose(tw.grad.numpy(), np.tile(x.sum(0), (19, 1)), atol=1e-3)\n"
         "assert np.allclose(tx.grad.numpy(), np.tile(w.sum(0), (37, 1)), atol=1e-4)\n"
         "assert not tlgpu._C._cpu_blas()['loaded']\n"
         "print('ok')\n", env={"TLGPU_BLAS": "0"})
@@ -133,6 +134,26 @@ def test_partial_grads(rng):
     close(tx.grad, np.tile(w.astype(np.float64).sum(0), (9, 1)), 4)
     with tlgpu.no_grad():
         assert F.linear(tx, tw).grad_fn is None
+
+
+@pytest.mark.parametrize("blas", [True, False])
+def test_upstream_gradient_layouts(rng, blas):
+    """The weight and bias gradients from an expanded upstream gradient (y.sum()) and from a transposed one
+    (the BLAS path's row sums over a non-transposed operand), all three inputs requiring grad."""
+    _C._cpu_blas(enable=blas)
+    x, w, b, c = randn(rng, 23, 11), randn(rng, 7, 11), randn(rng, 7), randn(rng, 7, 23)
+    for upstream in ("sum", "transposed"):
+        tx, tw, tb = (tlgpu.tensor(a, requires_grad=True) for a in (x, w, b))
+        y = F.linear(tx, tw, tb)
+        if upstream == "sum":
+            y.sum().backward()
+            g = np.ones((23, 7))
+        else:
+            (y.T * tlgpu.tensor(c)).sum().backward()
+            g = c.T.astype(np.float64)
+        close(tx.grad, g @ w, 7)
+        close(tw.grad, g.T @ x, 23)
+        close(tb.grad, g.sum(0), 23)
 
 
 def test_other_biases_are_added(rng):
@@ -271,8 +292,9 @@ def test_hot_ops_contiguous(rng, n):
     """add/sub/mul/div/relu and relu's gradient on contiguous data, ragged tails included, with a scalar."""
     a, b = randn(rng, n), randn(rng, n) + 4.0
     ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
-    for got, ref in [(ta + tb, a + b), (ta - tb, a - b), (ta * tb, a * b), (ta / tb, a / b), (ta.relu(), np.maximum(a, 0)),
-                     (ta * 2.5, a * 2.5), (1.0 - ta, 1.0 - a), (ta / 3.0, a / np.float32(3.0))]:
+    for got, ref in [(ta + tb, a + b), (ta - tb, a - b), (ta * tb, a * b), (ta / tb, a / b),
+                     (ta.relu(), np.maximum(a, 0)), (ta * 2.5, a * 2.5), (1.0 - ta, 1.0 - a),
+                     (ta / 3.0, a / np.float32(3.0))]:
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-6, atol=1e-7)
     tr = tlgpu.tensor(a, requires_grad=True)
     (tr.relu() * tb).sum().backward()
