@@ -1,9 +1,10 @@
 """Training step of an MLP 784-256-256-10, batch 256, Adam: ms/step after warm-up and host waits per step,
 with and without reading the loss; next to PyTorch on the same hardware class when torch is importable
 (CUDA when available, else CPU), in the same run. On CPU devices with the BLAS path (docs/cpu.md) the step
-also runs on the OpenCL GEMM kernels (the path off), in the same run. Where tlgpu has its TF32
-tensor-core path (NVIDIA, compute capability >= 8.0) also a TF32 row each: tlgpu.set_matmul_precision("tf32")
-and PyTorch with allow_tf32.
+also runs on the OpenCL GEMM kernels (the path off), in the same run; there each nn.Linear is one command
+forward (the fused linear: bias written into C, then sgemm) and one for its weight and bias gradients.
+Where tlgpu has its TF32 tensor-core path (NVIDIA, compute capability >= 8.0) also a TF32 row each:
+tlgpu.set_matmul_precision("tf32") and PyTorch with allow_tf32.
 Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
 import os
 import sys

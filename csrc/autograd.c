@@ -25,6 +25,7 @@ static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_INDEX] = {"IndexBackward", tl_index_backward},
     [TL_OP_INDEX_SELECT] = {"IndexSelectBackward", tl_index_select_backward},
     [TL_OP_MATMUL] = {"MatmulBackward", tl_matmul_backward},
+    [TL_OP_LINEAR] = {"LinearBackward", tl_linear_backward},
     [TL_OP_REDUCE] = {"ReduceBackward", tl_reduce_backward},
     [TL_OP_SOFTMAX] = {"SoftmaxBackward", tl_softmax_backward},
     [TL_OP_CROSS_ENTROPY] = {"CrossEntropyBackward", tl_cross_entropy_backward},
@@ -324,6 +325,7 @@ run_backward(tl_node *root, PyObject *grad, int retain)
             tl_edge *e = &nd->in[i];
             if (st == 0 && gin[i] != NULL && (e->next != NULL || e->leaf != NULL)) {
                 PyObject *r = tl_sum_to_shape(gin[i], e->ndim, e->shape);
+                if (r == gin[i]) Py_CLEAR(gin[i]);    /* r is then the only ref: accumulate may keep it, no copy */
                 if (r == NULL) st = -1;
                 else if (accumulate(e->next ? &e->next->grad : &tl_tensor_CAST(e->leaf)->grad, r, e->next == NULL) < 0)
                     st = -1;

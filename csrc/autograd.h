@@ -39,7 +39,7 @@ enum {
     TL_OP_EW,                                   /* elementwise: iarg[0] is the TL_EW_* code */
     TL_OP_RESHAPE, TL_OP_PERMUTE, TL_OP_EXPAND, TL_OP_NARROW, TL_OP_CAT, TL_OP_STACK,   /* ops_shape.c */
     TL_OP_INDEX, TL_OP_INDEX_SELECT,                                                   /* ops_index.c */
-    TL_OP_MATMUL,                                                                      /* ops_matmul.c */
+    TL_OP_MATMUL, TL_OP_LINEAR,                                                        /* ops_matmul.c */
     TL_OP_REDUCE, TL_OP_SOFTMAX,                                                       /* ops_reduce.c */
     TL_OP_CROSS_ENTROPY,                                                               /* ops_nn.c */
     TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D, TL_OP_CONV_LAYOUT,                /* ops_conv.c */
@@ -71,6 +71,7 @@ int tl_stack_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_index_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /* ops_index.c */
 int tl_index_select_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_matmul_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_matmul.c */
+int tl_linear_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_reduce_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_reduce.c */
 int tl_softmax_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_cross_entropy_backward(tl_node *nd, PyObject *grad, PyObject **grad_in); /* ops_nn.c */

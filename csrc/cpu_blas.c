@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <time.h>
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, MAX_PATHS = 8 };
 typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
@@ -119,12 +121,14 @@ cell_of(tl_storage *s, tl_err *err)
     return c;
 }
 
+enum { RES_NONE, RES_FULL, RES_ROWS };   /* no residual; one of C's shape; a row [N] added to every row of C */
+
 /* The args block of one product: the cells of C, A, B (and the residual), read when the job runs. */
 typedef struct {
-    cell *c, *a, *b, *r;              /* r only with a residual */
-    cl_mem mem[4];                    /* the runtime's copies of these are not read (see cell) */
-    int M, N, K, ta, tb, lda, ldb, has_res, threads, split;
-    int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff;
+    cell *c, *a, *b, *r, *s;          /* r only with a residual, s only with row sums */
+    cl_mem mem[5];                    /* the runtime's copies of these are not read (see cell) */
+    int M, N, K, ta, tb, lda, ldb, res_mode, threads, split;   /* res_mode: RES_* */
+    int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff, soff;
 } job;
 
 /* C[m, n] = A[m, K] @ B[K, n] (+ C with beta 1), ldc between C's rows. A single row or column is a
@@ -151,6 +155,44 @@ gemm(const job *j, int m, int n, const float *A, const float *B, float beta, flo
     else lib.g32(ROW_MAJOR, ta, tb, m, n, K, 1.0f, A, j->lda, B, j->ldb, beta, C, ldc);
 }
 
+/* Writes the residual into rows r0..r1, columns c0..c1 of the C matrix at element offset oc (from C's
+ * start; the residual of C's shape is at the same offset from its own), so that sgemm with beta = 1 adds
+ * the product to it: each part preloads its own band, on its own thread, just before its product. */
+static void
+preload(const job *j, ptrdiff_t oc, int r0, int r1, int c0, int c1)
+{
+    const int full = j->res_mode == RES_FULL;
+    const float *src = j->r->p + j->roff + (full ? oc - j->off[0] : 0);
+    const size_t n = (size_t)(c1 - c0) * sizeof(float);
+    for (int r = r0; r < r1; r++)
+        memcpy(j->c->p + oc + (ptrdiff_t)r * j->N + c0, src + (full ? (ptrdiff_t)r * j->N : 0) + c0, n);
+}
+
+/* S[m] = sum over k of op(A)[m, k] for rows m0..m1 (no batch dims): a linear layer's bias gradient, the
+ * sums of the upstream gradient's columns, read while its product for the weight gradient is in cache. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("tree-loop-vectorize")))    /* -O2's cost model leaves the row loop scalar */
+#endif
+static void
+row_sums(const job *j, int m0, int m1)
+{
+    const float *restrict A = j->a->p + j->off[1];
+    float *restrict S = j->s->p + j->soff;
+    if (j->ta == TRANS) {             /* op(A)[m, k] = A[k * lda + m]: add rows of A, a loop the compiler vectorises */
+        for (int m = m0; m < m1; m++) S[m] = 0.0f;
+        for (int k = 0; k < j->K; k++) {
+            const float *restrict row = A + (ptrdiff_t)k * j->lda;
+            for (int m = m0; m < m1; m++) S[m] += row[m];
+        }
+        return;
+    }
+    for (int m = m0; m < m1; m++) {
+        float acc = 0.0f;
+        for (int k = 0; k < j->K; k++) acc += A[(ptrdiff_t)m * j->lda + k];
+        S[m] = acc;
+    }
+}
+
 /* Part `part` of `parts` of the job: whole batches when there are enough, else a band of C's rows (or
  * columns, when C is wide and short) of each batch. */
 static void
@@ -158,10 +200,11 @@ run_part(const job *j, int part, int parts)
 {
     size_t total = 1;
     for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
-    const float beta = j->has_res ? 1.0f : 0.0f;
+    const float beta = j->res_mode != RES_NONE ? 1.0f : 0.0f;
     const int by_batch = total >= (size_t)parts, by_rows = j->M >= j->N;
     size_t t0 = by_batch ? total * (size_t)part / (size_t)parts : 0;
     size_t t1 = by_batch ? total * (size_t)(part + 1) / (size_t)parts : total;
+    if (j->s != NULL) row_sums(j, (int)((long long)j->M * part / parts), (int)((long long)j->M * (part + 1) / parts));
     int ext = by_rows ? j->M : j->N;
     int lo = by_batch ? 0 : (int)((long long)ext * part / parts);
     int hi = by_batch ? ext : (int)((long long)ext * (part + 1) / parts);
@@ -174,6 +217,8 @@ run_part(const job *j, int part, int parts)
             rest /= (size_t)j->bshape[d];
             for (int r = 0; r < 3; r++) o[r] += i * j->bst[r][d];
         }
+        if (j->res_mode != RES_NONE)
+            preload(j, o[0], by_rows ? lo : 0, by_rows ? hi : j->M, by_rows ? 0 : lo, by_rows ? j->N : hi);
         if (by_rows) {                /* rows lo..hi of A and C */
             o[1] += (ptrdiff_t)lo * (j->ta == NO_TRANS ? j->lda : 1);
             o[0] += (ptrdiff_t)lo * j->N;
@@ -193,7 +238,8 @@ enum { MAX_HELPERS = 63 };
 static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hgo = PTHREAD_COND_INITIALIZER, hdone = PTHREAD_COND_INITIALIZER;
 static const job *hjob;
-static int hparts, hpending, nhelpers;
+static int hparts, nhelpers;
+static unsigned long hpending;        /* helpers still running the current product (atomic: polled) */
 static unsigned long hgen, hborn[MAX_HELPERS + 1];   /* hborn[part]: hgen when that helper was created */
 
 static void
@@ -205,6 +251,28 @@ forget_helpers(void)                  /* in a forked child: the helper threads s
     nhelpers = 0;
 }
 
+/* After a part, a helper polls for the next product for spin_us (yielding its core to any other runnable
+ * thread) before it sleeps: a sleeping helper woken by the PoCL worker was placed on the waker's own core
+ * and ran only after part 0 (measured in the MLP step: every split product ran its parts one after the
+ * other); a polling one is already running on the other core. Likewise the PoCL worker polls for the
+ * helpers' end after part 0 before it sleeps (a wake from sleep took 30-40 us of a 400 us product). */
+static long spin_us = -1;
+
+static void
+spin(const unsigned long *word, unsigned long value, int until_zero)   /* at most spin_us */
+{
+    struct timespec t0, t;
+    if (spin_us <= 0) return;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 1; until_zero ? __atomic_load_n(word, __ATOMIC_ACQUIRE) != 0 :
+                                 __atomic_load_n(word, __ATOMIC_ACQUIRE) == value; i++) {
+        sched_yield();
+        if (i % 16 != 0) continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 >= spin_us) return;
+    }
+}
+
 static void *
 helper(void *arg)
 {
@@ -212,14 +280,17 @@ helper(void *arg)
     pthread_mutex_lock(&hlock);
     unsigned long seen = hborn[part];  /* products before this helper existed are not its work */
     for (;;) {
-        while (hgen == seen) pthread_cond_wait(&hgo, &hlock);
+        while (__atomic_load_n(&hgen, __ATOMIC_ACQUIRE) == seen) pthread_cond_wait(&hgo, &hlock);
         seen = hgen;
         const job *j = hjob;
         int parts = hparts;
         pthread_mutex_unlock(&hlock);
         if (part < parts) run_part(j, part, parts);
         pthread_mutex_lock(&hlock);
-        if (--hpending == 0) pthread_cond_signal(&hdone);
+        if (__atomic_sub_fetch(&hpending, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&hdone);
+        pthread_mutex_unlock(&hlock);
+        spin(&hgen, seen, 0);
+        pthread_mutex_lock(&hlock);
     }
     return NULL;
 }
@@ -238,8 +309,6 @@ run_job(void *args)
     const job *j = args;
     size_t total = 1;
     for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
-    if (j->has_res)                   /* C is contiguous over all batches, and so is the residual */
-        memcpy(j->c->p + j->off[0], j->r->p + j->roff, total * (size_t)j->M * (size_t)j->N * sizeof(float));
     int parts = j->split ? j->threads : 1;
     if ((double)total * j->M * j->N * j->K < (1 << 21)) parts = 1;
     /* openblas_set_num_threads_local sets the library's one count and returns the old one (measured: numpy's
@@ -259,15 +328,16 @@ run_job(void *args)
     if (parts > 1) {
         hjob = j;
         hparts = parts;
-        hpending = nhelpers;
-        hgen++;
+        __atomic_store_n(&hpending, (unsigned long)nhelpers, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&hgen, 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&hgo);
     }
     pthread_mutex_unlock(&hlock);
     run_part(j, 0, parts);
     if (parts > 1) {
+        spin(&hpending, 0, 1);
         pthread_mutex_lock(&hlock);
-        while (hpending > 0) pthread_cond_wait(&hdone, &hlock);
+        while (__atomic_load_n(&hpending, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&hdone, &hlock);
         pthread_mutex_unlock(&hlock);
     }
     if (lib.set_local != NULL && prev > 0) lib.set_local(prev);
@@ -321,6 +391,8 @@ init_locked(void)
     }
     const char *t = getenv("TLGPU_BLAS_THREADS");
     lib.threads = t != NULL && atoi(t) > 0 ? atoi(t) : (int)rt->info.compute_units;
+    const char *su = getenv("TLGPU_BLAS_SPIN_US");
+    spin_us = su != NULL && atol(su) >= 0 ? atol(su) : 500;   /* covers the gaps between an MLP step's products */
     const char *sp = getenv("TLGPU_BLAS_SPLIT");
     lib.split = sp == NULL || strcmp(sp, "0") != 0;
     for (int i = 0; i < lib.npaths; i++)
@@ -355,7 +427,7 @@ layout(int rows, int cols, int sr, int sc, int *trans, int *ld)
 
 int
 tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
-               tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res)
+               tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums)
 {
     job j = {0};
     tl_err err = {0};
@@ -369,20 +441,25 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
     memcpy(j.bshape, bshape, sizeof(int) * (size_t)nbd);
     for (int r = 0; r < 3; r++) memcpy(j.bst[r], bst[r], sizeof(int) * (size_t)nbd);
     memcpy(j.off, off, sizeof j.off);
-    tl_storage *st[4] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL};
-    cell **slot[4] = {&j.c, &j.a, &j.b, &j.r};
-    tl_storage *uniq[4];
-    const void *loc[4];
+    if (sums != NULL && nbd != 0) return 0;
+    tl_storage *st[5] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL,
+                         sums != NULL ? sums->storage : NULL};
+    cell **slot[5] = {&j.c, &j.a, &j.b, &j.r, &j.s};
+    tl_storage *uniq[5];
+    const void *loc[5];
     int n = 0;
-    j.has_res = res != NULL;
-    j.roff = j.has_res ? (int)res->offset : 0;
-    for (int i = 0; i < 3 + j.has_res; i++) {
+    j.res_mode = res == NULL ? RES_NONE : tl_tensor_numel(res) == tl_tensor_numel(out) ? RES_FULL : RES_ROWS;
+    j.roff = res != NULL ? (int)res->offset : 0;
+    j.soff = sums != NULL ? (int)sums->offset : 0;
+    unsigned written = 1u;            /* uniq[0] is C */
+    for (int i = 0; i < 5; i++) {
+        if (st[i] == NULL) continue;
         if ((*slot[i] = cell_of(st[i], &err)) == NULL) return tl_raise(&err);
+        if (i == 4) written |= 1u << n;   /* the sums: a fresh buffer, never one of the others */
         int seen = 0;                 /* each buffer once in mem_list (PoCL drops repeats) */
         for (int u = 0; u < n; u++) seen |= uniq[u] == st[i];
         if (!seen) { uniq[n] = st[i]; j.mem[n] = st[i]->mem; loc[n] = &j.mem[n]; n++; }
     }
-    unsigned written = 1u;            /* uniq[0] is C */
     if (tl_stream_native(run_job, &j, sizeof j, loc, uniq, n, written, "cpu_blas_sgemm", &err) != TL_OK)
         return tl_raise(&err);
     atomic_fetch_add(&n_launches, 1);
@@ -420,10 +497,11 @@ tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (split >= 0) lib.split = split;
     int state = lib.state, on = lib.enabled, ilp64 = lib.g64 != NULL;
     threads = lib.threads;
-    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
+    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
                                 "enabled", on ? Py_True : Py_False, "path", lib.path,
                                 "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads,
-                                "split", lib.split ? Py_True : Py_False, "launches", atomic_load(&n_launches),
+                                "split", lib.split ? Py_True : Py_False, "spin_us", spin_us,
+                                "launches", atomic_load(&n_launches),
                                 "pointers", atomic_load(&n_learnt), "reason", state == -1 ? lib.reason : NULL);
     pthread_mutex_unlock(&lock);
     return r;

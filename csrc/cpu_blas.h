@@ -6,11 +6,14 @@
 #define TL_CPU_BLAS_H
 #include "tensor.h"
 
-/* C[batch, M, N] = A @ B (+ res, contiguous of out's shape, when given). dims = {M, N, K, sAm, sAk, sBk, sBn};
+/* C[batch, M, N] = A @ B (+ res when given: contiguous of out's shape, or a contiguous row of N elements
+ * added to every row of C, a linear layer's bias). dims = {M, N, K, sAm, sAk, sBk, sBn};
  * batch dims bshape[0..nbd) with element strides bst[0|1|2] of C, A, B; off = element offsets of C, A, B.
- * 1: enqueued (res added); 0: not applicable here (no BLAS, not a CPU device, strides a BLAS cannot take);
- * -1: error with an exception set. */
+ * With sums (contiguous [M], no batch dims) the same command also writes sums[m] = sum over k of A[m, k]
+ * (a linear layer's bias gradient beside its weight gradient).
+ * 1: enqueued (res added, sums written); 0: not applicable here (no BLAS, not a CPU device, strides a BLAS
+ * cannot take, sums with batch dims); -1: error with an exception set. */
 int tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
-                   tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res);
+                   tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums);
 PyObject *tl_cpu_blas_py(PyObject *m, PyObject *args, PyObject *kw);   /* _C._cpu_blas(paths=, enable=) */
 #endif

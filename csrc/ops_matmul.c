@@ -184,8 +184,8 @@ pick_tier(const mm_problem *p, gemm_params *q)
 }
 
 /* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. With
- * `res` (contiguous, out's shape) the mul_mv path adds it in its store and sets *fused; other paths ignore
- * it. */
+ * `res` (contiguous: out's shape, or N elements added to every row, a bias) the mul_mv path (out's shape
+ * only) and the CPU BLAS path add it and set *fused; other paths ignore it. */
 static int
 mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_tensor *res, int *fused)
 {
@@ -196,6 +196,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     const int cpu = q.v[GP_DIRECT] != 0, forced = v != MM_GEMM;
     if (!forced && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1) {
+        if (res != NULL && tl_tensor_numel(res) != tl_tensor_numel(out)) res = NULL;   /* a bias: added after */
         *fused = res != NULL;                            /* x @ w.T with few rows: the decode case */
         return mv_launch(p, a, b, out, res, cpu);
     }
@@ -208,7 +209,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         return -1;
     const int blas = cpu && !forced && !tc ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk,
                                                                           p->sBn},
-                                                            p->nbd, p->bshape, p->bst, p->off, out, a, b, res) : 0;
+                                                            p->nbd, p->bshape, p->bst, p->off, out, a, b, res, NULL) : 0;
     if (blas != 0) return blas < 0 ? -1 : (*fused = res != NULL, 0);   /* CPU devices: a host BLAS, cpu_blas.h */
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
     if (v == MM_GEMM && !tc && cpu)                      /* CPUs: the direct kernels where a layout fits */
@@ -325,7 +326,8 @@ mm_batch(const char *op, tl_tensor *a, int nda, tl_tensor *b, int ndb, mm_proble
 }
 
 /* numpy matmul: a (..., M, K) or (K,), b (..., K, N) or (K,). With res, the result plus res where the kernel
- * can add it (*fused set; res must then be contiguous float32 of the result's shape), else just a @ b. */
+ * can add it (*fused set; res must then be contiguous float32 of the result's shape, or of shape (N,) with
+ * b a matrix: a bias added to every row), else just a @ b. */
 static PyObject *
 mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *fused)
 {
@@ -353,8 +355,10 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *
     if (out->storage == NULL) return (PyObject *)out;    /* zero-size: enqueue nothing */
     p.off[1] = to_int(a->offset);
     p.off[2] = to_int(b->offset);
-    if (res != NULL && (res->ndim != nshape || memcmp(res->shape, shape, sizeof(Py_ssize_t) * (size_t)nshape) != 0 ||
-                        res->dtype != TL_F32 || res->storage == NULL || !tl_tensor_is_contig(res)))
+    int row = res != NULL && !bv && res->ndim == 1 && res->shape[0] == p.N && (p.N == 1 || res->strides[0] == 1);
+    int full = res != NULL && res->ndim == nshape && tl_tensor_is_contig(res) &&
+               memcmp(res->shape, shape, sizeof(Py_ssize_t) * (size_t)nshape) == 0;
+    if (res != NULL && (!(row || full) || res->dtype != TL_F32 || res->storage == NULL))
         res = NULL;                                      /* not in the store's layout: added separately */
     if (mm_launch(&p, a, b, out, res, fused) < 0) Py_CLEAR(out);
     return (PyObject *)out;
@@ -507,6 +511,99 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
     return r;
 }
 
+/* linear(x, weight, bias=None): x @ weight.T (+ bias), weight [N, K], x [..., K], bias [N] (any shape that
+ * broadcasts, or a number: added as by +, outside the fused op). On the CPU BLAS path with a bias of N elements
+ * this is one command (the bias is written into C's rows, then sgemm adds the product); elsewhere the product
+ * and an add, both under one autograd node (TL_OP_LINEAR; the pieces are not recorded). */
+static PyObject *
+fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *xo, *wo, *bo = Py_None, *wt = NULL, *out = NULL;
+    tl_tensor *x, *w, *b = NULL;
+    int fused = 0;
+    if (!PyArg_ParseTuple(args, "OO|O:linear", &xo, &wo, &bo)) return NULL;
+    if (want_tensor("linear", xo, &x) < 0 || want_tensor("linear", wo, &w) < 0) return NULL;
+    if (tl_tensor_check(bo)) b = tl_tensor_CAST(bo);      /* other biases (numbers, arrays) are added by + */
+    if (w->ndim != 2) {
+        char sw[128];
+        tl_shape_str(w->shape, w->ndim, sw, sizeof sw);
+        return PyErr_Format(PyExc_ValueError, "linear: weight must be 2-D [out_features, in_features], got %s", sw);
+    }
+    const int row_bias = b != NULL && b->dtype == TL_F32 && b->ndim == 1 && b->shape[0] == w->shape[0];
+    PyObject *ins[3] = {xo, wo, row_bias ? bo : NULL};
+    const int prev = tl_grad_set(0);
+    if ((wt = tl_transpose(w, 0, 1)) != NULL)
+        out = mm_forward_res("linear", x, tl_tensor_CAST(wt), row_bias ? b : NULL, &fused);
+    if (out != NULL && row_bias && !fused && tl_add_(tl_tensor_CAST(out), b) < 0) Py_CLEAR(out);
+    tl_grad_set(prev);
+    Py_XDECREF(wt);
+    if (out != NULL && tl_autograd_wanted(ins, 3)) {
+        tl_node *nd = tl_node_new(TL_OP_LINEAR, ins, 3);
+        if (nd == NULL) { Py_DECREF(out); return NULL; }
+        tl_node_save(nd, x);
+        tl_node_save(nd, w);
+        tl_node_attach(nd, tl_tensor_CAST(out));
+    }
+    if (out != NULL && bo != Py_None && !row_bias) Py_SETREF(out, PyNumber_Add(out, bo));
+    return out;
+}
+
+/* dw = g2^T @ x2 and db = the column sums of g2 as one command on the CPU BLAS path: 1 done, 0 not there (the
+ * caller runs the product and a sum), -1 with an exception set. */
+static int
+linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
+{
+    const int rows = to_int(g2->shape[0]), N = to_int(g2->shape[1]), K = to_int(x2->shape[1]);
+    tl_tensor *w = NULL, *b = NULL;
+    gemm_params q;
+    int v, r, none[3][TL_MAX_DIMS] = {{0}};
+    if (rows == 0 || N == 0 || K == 0) return 0;
+    if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
+    if (q.v[GP_DIRECT] == 0 || v != MM_GEMM) return 0;  /* a GPU, or TLGPU_MATMUL_KERNEL forced a kernel */
+    if ((w = tl_tensor_empty(TL_F32, 2, (Py_ssize_t[]){N, K})) == NULL ||
+        (b = tl_tensor_empty(TL_F32, 1, (Py_ssize_t[]){N})) == NULL)
+        r = -1;
+    else
+        r = tl_cpu_blas_mm((const int[]){N, K, rows, to_int(g2->strides[1]), to_int(g2->strides[0]),
+                                         to_int(x2->strides[0]), to_int(x2->strides[1])},
+                           0, none[0], (const int(*)[TL_MAX_DIMS])none, (const int[]){0, to_int(g2->offset),
+                           to_int(x2->offset)}, w, g2, x2, NULL, b);
+    if (r <= 0) { Py_XDECREF(w); Py_XDECREF(b); return r; }
+    *gw = (PyObject *)w;
+    *gb = (PyObject *)b;
+    return 1;
+}
+
+/* d linear: dx = g @ w; over the rows of x and g (leading dims flattened), dw = g^T @ x and db = sum of g
+ * (one command for both on the CPU BLAS path). */
+int
+tl_linear_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    tl_tensor *x = tl_node_saved(nd, 0), *w = x != NULL ? tl_node_saved(nd, 1) : NULL;
+    PyObject *g2 = NULL, *x2 = NULL, *gt = NULL;
+    int rc = -1;
+    if (w == NULL) goto done;
+    if (tl_wants_grad(nd, 0) && (gin[0] = mm("backward", tl_tensor_CAST(g), w)) == NULL) goto done;
+    if (tl_wants_grad(nd, 1) || tl_wants_grad(nd, 2)) {
+        Py_ssize_t rows = 1;
+        for (int d = 0; d < x->ndim - 1; d++) rows *= x->shape[d];
+        if ((g2 = tl_reshape(tl_tensor_CAST(g), 2, (Py_ssize_t[]){rows, w->shape[0]})) == NULL) goto done;
+        if ((x2 = tl_reshape(x, 2, (Py_ssize_t[]){rows, w->shape[1]})) == NULL) goto done;
+        int both = tl_wants_grad(nd, 1) && tl_wants_grad(nd, 2) ?
+                   linear_grads_blas(tl_tensor_CAST(g2), tl_tensor_CAST(x2), &gin[1], &gin[2]) : 0;
+        if (both < 0) goto done;
+        if (!both && tl_wants_grad(nd, 1) &&
+            ((gt = tl_transpose(tl_tensor_CAST(g2), 0, 1)) == NULL ||
+             (gin[1] = mm("backward", tl_tensor_CAST(gt), tl_tensor_CAST(x2))) == NULL))
+            goto done;
+        if (!both && tl_wants_grad(nd, 2) && (gin[2] = tl_sum(tl_tensor_CAST(g2), 1u, 0)) == NULL) goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(x); Py_XDECREF(w); Py_XDECREF(g2); Py_XDECREF(x2); Py_XDECREF(gt);
+    return rc;
+}
+
 #ifdef TL_TEST_HOOKS
 /* Test hook (TLGPU_TEST_HOOKS=1 builds only): a strided view of t with any strides, including negative
  * ones the shape family never makes, checked against its storage so a test cannot make the kernel read
@@ -616,6 +713,8 @@ static const PyMethodDef mm_methods[] = {
 };
 
 static const PyMethodDef mm_functions[] = {
+    {"linear", fn_linear, METH_VARARGS,
+     "linear(x, weight, bias=None): x @ weight.T + bias as one autograd node (one command on the CPU BLAS path)."},
     {"addmm", fn_addmm, METH_VARARGS, "addmm(input, mat1, mat2): input + mat1 @ mat2 (fused on the mul_mv path)."},
 #ifdef TL_TEST_HOOKS
     {"_matmul_test_view", fn_test_view, METH_VARARGS,

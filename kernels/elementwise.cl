@@ -110,6 +110,76 @@ tl_ew_contig_f32(int op, tl_layout L, global float *o, global const float *a, gl
     }
 }
 
+/* tl_ew_contig_f32 for the hottest ops of a training step, on CPU devices: the op switch inside the float4
+ * loop kept PoCL from vectorising it well (a [256, 256] add: 35 us, 17 with the op fixed at compile time),
+ * so each of these ops gets a copy of the loop where ew_apply4's switch folds away. A kernel of its own:
+ * copies of the loop in tl_ew_contig_f32 made its other ops slower (exp 43 -> 63 us); every op copied added
+ * 5 s to PoCL's cold build of this file (these six: 0.4 s). The host sends only these ops here. */
+#define EW_HOT_LOOP(OPC)                                                                             \
+    for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                     \
+        if (i < n4) {                                                                                \
+            float4 x = a ? vload4(0, a + L.off[1] + i) : (float4)(sa);                               \
+            float4 y = b ? vload4(0, b + L.off[2] + i) : (float4)(sb);                               \
+            vstore4(ew_apply4(OPC, x, y, (float4)(0.0f)), 0, o + L.off[0] + i);                      \
+        } else if (i == n4) {                                                                        \
+            for (; i < L.n; i++)                                                                     \
+                o[L.off[0] + i] = ew_apply(OPC, a ? a[L.off[1] + i] : sa, b ? b[L.off[2] + i] : sb, 0.0f); \
+        }                                                                                            \
+    }
+kernel void
+tl_ew_hot_f32(int op, tl_layout L, global float *o, global const float *a, global const float *b,
+              global const float *c, float sa, float sb, float sc)
+{
+    int stride = get_global_size(0) * 4, n4 = L.n & ~3;
+    switch (op) {
+    case TL_EW_ADD: EW_HOT_LOOP(TL_EW_ADD) break;
+    case TL_EW_SUB: EW_HOT_LOOP(TL_EW_SUB) break;
+    case TL_EW_MUL: EW_HOT_LOOP(TL_EW_MUL) break;
+    case TL_EW_DIV: EW_HOT_LOOP(TL_EW_DIV) break;
+    case TL_EW_RELU: EW_HOT_LOOP(TL_EW_RELU) break;
+    case TL_EW_RELU_GRAD: EW_HOT_LOOP(TL_EW_RELU_GRAD) break;
+    default: break;
+    }
+}
+
+/* Up to three dims [B, M, N] after merging, where the output and every tensor operand walk the last dim with
+ * stride 1 or 0: a row broadcast ([M, N] op [N]), a column ([M, N] op [M, 1]), a same-shape operand with
+ * padded rows. The grid is (column groups of 4, M, B): each work-item's offsets are two multiply-adds, where
+ * the strided kernel divides by every dim per element (5x the contiguous kernel's time on PoCL for a
+ * [256, 256] + [256] bias add). TL_EW_ROW_VEC float4s per work-item, the ragged end element by element. */
+#define TL_EW_ROW_VEC 4
+inline float4
+ew_row_load(global const float *p, int at, int unit, float s)
+{
+    return p == 0 ? (float4)(s) : unit == 0 ? (float4)(p[at]) : vload4(0, p + at);
+}
+
+kernel void
+tl_ew_rows_f32(int op, tl_layout L, global float *o, global const float *a, global const float *b,
+               global const float *c, float sa, float sb, float sc)
+{
+    const int last = L.ndim - 1, N = L.shape[last];
+    const int row = L.ndim >= 2 ? get_global_id(1) : 0, outer = L.ndim == 3 ? get_global_id(2) : 0;
+    if (L.ndim >= 2 && row >= L.shape[last - 1]) return;
+    int4 at = (int4)(L.off[0], L.off[1], L.off[2], L.off[3]);
+    if (L.ndim >= 2) at += row * (int4)(L.st[0][last - 1], L.st[1][last - 1], L.st[2][last - 1], L.st[3][last - 1]);
+    if (L.ndim == 3) at += outer * (int4)(L.st[0][0], L.st[1][0], L.st[2][0], L.st[3][0]);
+    const int4 unit = (int4)(1, L.st[1][last], L.st[2][last], L.st[3][last]);
+    for (int j = 0, col = get_global_id(0) * 4 * TL_EW_ROW_VEC; j < TL_EW_ROW_VEC && col < N; j++, col += 4) {
+        int4 p = at + col * unit;
+        if (col + 4 <= N) {
+            float4 x = ew_row_load(a, p.s1, unit.s1, sa), y = ew_row_load(b, p.s2, unit.s2, sb);
+            float4 z = ew_row_load(c, p.s3, unit.s3, sc);
+            vstore4(ew_apply4(op, x, y, z), 0, o + p.s0);
+        } else {
+            for (int e = 0; col + e < N; e++, p += unit) {
+                float x = a ? a[p.s1] : sa, y = b ? b[p.s2] : sb, z = c ? c[p.s3] : sc;
+                o[p.s0] = ew_apply(op, x, y, z);
+            }
+        }
+    }
+}
+
 /* int32 arithmetic. Wrapping like numpy's int32 (done on uint, where overflow is defined); // and % round
  * toward minus infinity like Python and numpy; x // 0 == x % 0 == 0 (numpy's result, without its warning:
  * an integer division by zero traps on CPU devices, so it is never executed). Comparisons store float32
