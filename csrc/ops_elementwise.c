@@ -10,17 +10,12 @@
 #include "cl_runtime.h"
 #include <math.h>
 
-static const int EW_ARITY[TL_EW_COUNT] = {
-#define X(name, arity) arity,
-    TL_EW_OPS(X)
-#undef X
-};
 static const char *const EW_NAME[TL_EW_COUNT] = {
 #define X(name, arity) #name,
     TL_EW_OPS(X)
 #undef X
 };
-_Static_assert(sizeof EW_ARITY / sizeof EW_ARITY[0] == TL_EW_COUNT, "op table");
+_Static_assert(sizeof EW_NAME / sizeof EW_NAME[0] == TL_EW_COUNT, "op table");
 
 /* An operand: a tensor (t != NULL) or a Python scalar (value; is_int for an int, which keeps int32 math in
  * int32, with ivalue its value and fits whether it is in int32's range). */
