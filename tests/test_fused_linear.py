@@ -9,7 +9,7 @@ import pytest
 import tlgpu
 from tlgpu import _C
 from tlgpu.nn import functional as F
-from conftest import run_python
+from conftest import needs_pool, run_python
 
 BLAS = _C._cpu_blas()["loaded"]
 needs_blas = pytest.mark.skipif(not BLAS, reason="no CPU BLAS path on this device")
@@ -180,6 +180,7 @@ def test_bad_arguments(rng):
 
 
 @needs_blas
+@needs_pool      # a fresh (unpooled) buffer first learns its host pointer: one more command
 def test_one_command_forward_and_weight_bias_grads(rng):
     """On the BLAS path the forward is one command (the bias written into C, then sgemm with beta = 1) and
     the weight and bias gradients of a layer whose input needs none are one more."""
