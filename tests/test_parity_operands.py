@@ -113,3 +113,16 @@ def test_numpy_bool_arrays_are_float_masks(rng):
     np.testing.assert_array_equal(t.grad.numpy(), np.broadcast_to(2.0 * (1 - done), (4, 5)))
     assert (t > 0).numpy().dtype == np.float32
     np.testing.assert_array_equal((tlgpu.tensor(done.astype(np.float32)) == done).numpy(), np.ones(5))
+
+
+@pytest.mark.parametrize("name,ref", [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                                      ("div", np.true_divide), ("lt", np.less), ("ge", np.greater_equal),
+                                      ("floor_divide", np.floor_divide), ("remainder", np.remainder)])
+def test_functional_binary_ops_take_a_scalar_first(rng, name, ref):
+    """tlgpu.add(2, t) as torch.add(2, t): the scalar on the left, the Tensor's reflected op computes it."""
+    a = rng.uniform(-5, 5, (3, 7)).astype(np.float32)
+    a[np.abs(a) < 0.1] = 0.5                                   # no division by (almost) zero
+    got = getattr(tlgpu, name)(2.5, tlgpu.tensor(a)).numpy()
+    np.testing.assert_allclose(got, ref(np.float32(2.5), a).astype(np.float32), rtol=1e-6, atol=1e-6)
+    with pytest.raises(TypeError, match=f"{name}: expected a Tensor"):
+        getattr(tlgpu, name)(2.5, 3.0)

@@ -4,6 +4,7 @@ Operations enqueue kernels and return at once; the host waits only at sync point
 (to_numpy/numpy, np.asarray, tolist, item, float/int/bool, repr, synchronize).
 See docs/ for the design and the environment variables.
 """
+import operator as _operator
 import sys as _sys
 from dataclasses import dataclass as _dataclass
 
@@ -92,11 +93,21 @@ def empty_like(t, dtype=None):
     return empty(t.shape, dtype=t.dtype if dtype is None else dtype)
 
 
+# Binary ops whose functional form takes a scalar first, as torch.add(2, t) does: Python's operator then
+# reaches the Tensor's reflected method.
+_BINARY_OPERATORS = {"add": _operator.add, "sub": _operator.sub, "mul": _operator.mul, "div": _operator.truediv,
+                     "pow": _operator.pow, "floor_divide": _operator.floordiv, "remainder": _operator.mod,
+                     "lt": _operator.lt, "le": _operator.le, "gt": _operator.gt, "ge": _operator.ge,
+                     "eq": _operator.eq, "ne": _operator.ne}
+
+
 def _method_alias(name):
     method = getattr(Tensor, name)
 
     def fn(x, *args, **kwargs):
         if not isinstance(x, Tensor):
+            if name in _BINARY_OPERATORS and len(args) == 1 and not kwargs and isinstance(args[0], Tensor):
+                return _BINARY_OPERATORS[name](x, args[0])
             raise TypeError(f"{name}: expected a Tensor, got {type(x).__name__}")
         return method(x, *args, **kwargs)
     fn.__name__ = name
