@@ -43,6 +43,7 @@ enum {
     TL_OP_REDUCE, TL_OP_SOFTMAX,                                                       /* ops_reduce.c */
     TL_OP_CROSS_ENTROPY,                                                               /* ops_nn.c */
     TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D, TL_OP_CONV_LAYOUT,                /* ops_conv.c */
+    TL_OP_CUMSUM,                                                                      /* ops_scan.c */
     TL_OP_COUNT
 };
 
@@ -79,4 +80,5 @@ int tl_im2col_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);        
 int tl_max_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_avg_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_cumsum_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_scan.c */
 #endif

@@ -496,7 +496,6 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
         if (want_b && (t = ew2(TL_EW_FLOORDIV, a, b)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
             gin[1] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
         break;
-    case TL_EW_CUMSUM: gin[0] = tl_cumsum(g, nd->iarg[5], 1); break;   /* ops_scan.c's node */
     case TL_EW_EXP: gin[0] = ew2(TL_EW_MUL, g, out); break;
     case TL_EW_LOG: gin[0] = ew2(TL_EW_DIV, g, a); break;
     case TL_EW_SQRT: if ((t = ews(TL_EW_MUL, out, 2.0)) != NULL) gin[0] = ew2(TL_EW_DIV, g, t); break;

@@ -1,6 +1,5 @@
 /* ops_scan.c: cumsum along one axis, float32 and int32, and its backward (a cumsum of the gradient from the
- * other end). Its graph node is an elementwise node tagged TL_EW_CUMSUM, whose backward ops_elementwise.c
- * dispatches back here, so the op needs no row of its own in autograd.c's op table. */
+ * other end; TL_OP_CUMSUM in autograd.c's op table). */
 #include "ops.h"
 #include "ops_common.h"
 #include "autograd.h"
@@ -36,13 +35,10 @@ tl_cumsum(PyObject *x, int dim, int reverse)
         if (tl_set_args(k, 0, 7, sz, v) < 0 || tl_launch_1d(kh, (size_t)lines, st, 2, 1u) < 0) goto fail;
         Py_CLEAR(src);
     }
-    PyObject *ins[3] = {x, NULL, NULL};
-    if (tl_autograd_wanted(ins, 1)) {
-        tl_node *n = tl_node_new(TL_OP_EW, ins, 3);  /* three edges: the elementwise backward reads them all */
+    if (tl_autograd_wanted(&x, 1)) {
+        tl_node *n = tl_node_new(TL_OP_CUMSUM, &x, 1);
         if (n == NULL) goto fail;
-        n->iarg[0] = TL_EW_CUMSUM;
-        for (int i = 1; i <= 4; i++) n->iarg[i] = -1;
-        n->iarg[5] = dim;
+        n->iarg[0] = dim;
         tl_node_attach(n, out);
     }
     return (PyObject *)out;
@@ -50,6 +46,14 @@ fail:
     Py_XDECREF(src);
     Py_DECREF(out);
     return NULL;
+}
+
+/* d(cumsum x)/dx: each input feeds every output at or after it, so the gradient is g summed from the end. */
+int
+tl_cumsum_backward(tl_node *nd, PyObject *grad, PyObject **grad_in)
+{
+    if (tl_wants_grad(nd, 0) && (grad_in[0] = tl_cumsum(grad, nd->iarg[0], 1)) == NULL) return -1;
+    return 0;
 }
 
 static PyObject *
