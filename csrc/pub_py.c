@@ -1,7 +1,7 @@
 /* pub_py.c: the Python face of the weight publisher: _C.Publisher (the Subscriber is in pub_sub_py.c; both
  * heap types are made on first use by _C._publish_types(), since module.c only merges functions), and the
- * benchmark helper _C._bench_pinned_read. Argument checks and conversions live here; the work is in
- * publisher.c, called with the GIL released around everything that blocks (waits, joins, copies).
+ * benchmark helper _C._bench_pinned_read. Argument checks and conversions live here; the work is in the
+ * core (pub_core.c, pub_thread.c, the sinks), called with the GIL released around everything that blocks.
  * Invariants: the core's mutex is taken from a GIL holder only bz2-style (try, else release the GIL and
  * block); arrays handed to Python own their memory (copied out of a pinned slot while it is pinned), so
  * they are never torn and never overwritten later; the core is freed only once no thread of ours is inside
