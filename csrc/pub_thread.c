@@ -156,8 +156,8 @@ process(tl_pub *p, job *j, tl_err *err)
 #ifdef TL_TEST_HOOKS
     if (p->hold_us) usleep(p->hold_us);       /* lets a test read while slot w holds a half-made version */
 #endif
-    if ((st = deliver(p, w, j, err)) != TL_OK) return st;
-    double lat = tl_now_s() - j->t0;
+    /* The counters describe a version before any sink makes it visible: a reader that sees version v
+     * (wait(), a subscriber, a Python sink) sees stats() that count it. Only the latency is taken after. */
     pthread_mutex_lock(&p->mu);
     if (exact) p->last = j->buf;              /* the snapshot is the delivered version: no device copy */
     p->visible = w;
@@ -169,6 +169,10 @@ process(tl_pub *p, job *j, tl_err *err)
     p->st.xfer_sum += xfer;
     p->st.snap_sum += t_snap - j->t0;
     p->st.cmp_sum += cmp;
+    pthread_mutex_unlock(&p->mu);
+    if ((st = deliver(p, w, j, err)) != TL_OK) return st;
+    double lat = tl_now_s() - j->t0;
+    pthread_mutex_lock(&p->mu);
     p->st.lat_sum += lat;
     if (lat > p->st.lat_max) p->st.lat_max = lat;
     pthread_cond_broadcast(&p->cv_done);

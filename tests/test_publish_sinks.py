@@ -103,6 +103,33 @@ class Failing:
             raise Boom(f"sink failed at version {version}")
 
 
+class SlowSink:
+    """A sink that takes its time: the mailbox (always first) has made the version visible meanwhile."""
+
+    def __init__(self):
+        self.entered = threading.Event()
+
+    def deliver(self, version, step, arrays):
+        self.entered.set()
+        threading.Event().wait(0.3)
+
+
+def test_stats_count_a_version_before_any_reader_sees_it(rng):
+    # wait() returns as soon as the mailbox has the version; the slow sink is still delivering it. The
+    # counters must already count it (CI once read bytes_moved == 0 here, right after wait()).
+    arrs = {"w": rng.standard_normal((33, 7)).astype(np.float32), "b": rng.standard_normal(65).astype(np.float32)}
+    params = {k: tlgpu.tensor(v) for k, v in arrs.items()}
+    slow = SlowSink()
+    with WeightPublisher(params, sinks=[slow]) as pub:
+        pub.publish(3)
+        version, step, got = pub.wait(0, timeout=30)
+        s = pub.stats()
+        assert slow.entered.wait(30)
+        assert (version, step) == (1, 3) and (s["version"], s["step"], s["delivered"]) == (1, 3, 1)
+        assert s["bytes_moved"] == sum(a.nbytes for a in arrs.values())
+        check_equal(got, arrs)
+
+
 def test_python_sink_exception_is_raised_by_the_learner(rng):
     params = {"w": tlgpu.tensor(rng.standard_normal(64).astype(np.float32))}
     sink = Failing(fail_at=2)
