@@ -34,6 +34,7 @@ static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_AVG_POOL2D] = {"AvgPool2dBackward", tl_avg_pool2d_backward},
     [TL_OP_CONV_LAYOUT] = {"ConvolutionBackward", tl_conv_layout_backward},
     [TL_OP_CUMSUM] = {"CumsumBackward", tl_cumsum_backward},
+    [TL_OP_GATHER] = {"GatherBackward", tl_gather_backward},
 };
 _Static_assert(sizeof TL_OPS / sizeof TL_OPS[0] == TL_OP_COUNT, "one row per op");
 

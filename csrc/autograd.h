@@ -44,6 +44,7 @@ enum {
     TL_OP_CROSS_ENTROPY,                                                               /* ops_nn.c */
     TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D, TL_OP_CONV_LAYOUT,                /* ops_conv.c */
     TL_OP_CUMSUM,                                                                      /* ops_scan.c */
+    TL_OP_GATHER,                                                                      /* ops_index.c */
     TL_OP_COUNT
 };
 
@@ -71,6 +72,7 @@ int tl_cat_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_stack_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_index_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /* ops_index.c */
 int tl_index_select_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_gather_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_matmul_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_matmul.c */
 int tl_linear_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_reduce_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_reduce.c */

@@ -6,8 +6,9 @@
  * Invariants:
  *  - Views address only elements inside the base's extent and keep offset >= 0: a negative step starts
  *    the offset at the first element it reads (the highest address) and walks down with a negative stride.
- *  - Every gather is a sync point for its index: the index is read back and checked on the host, because
- *    an out-of-range index must raise IndexError instead of reading another buffer's memory.
+ *  - No index reads another buffer's memory. t[idx] and index_select read their index back and check it
+ *    on the host (a sync point; their backward's plan is made from that copy); gather checks it in the
+ *    kernel (an invalid one writes 0) and the next sync point raises IndexError (stream.h).
  *  - A write whose source shares storage with its target copies the source first: the copy kernel has no
  *    order between elements, so an overlapping t[1:] = t[:-1] would otherwise race.
  *  - A target with a stride-0 dim of size > 1 (an expand()ed view) is refused: one element, many writes.
@@ -192,27 +193,41 @@ fake(tl_tensor *f, int ndim, Py_ssize_t offset)
 }
 
 /* out = src gathered along dim by idx. src_l, idx_l: both operands laid over out's shape, src_l with the
- * indexed dim at size 1 (stride 0) so it yields the base element of each output position. */
+ * indexed dim at size 1 (stride 0) so it yields the base element of each output position. With keep (the
+ * backward's plan) or a zero-size out the index is read back and checked on the host; without, the kernel
+ * checks it on the device and the next sync point reports a bad one (no host wait here). */
 static int
 run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_tensor *idx, tl_tensor *idx_l,
            int dim, PyObject **keep)
 {
     static tl_kernel kh = TL_KERNEL("index", "tl_gather_u32");
     tl_layout L;
+    tl_err err = {0};
     cl_kernel k;
-    /* checked also when out is zero-size: zeros(3, 0)[[5]] is an IndexError (numpy's rule), and the
-     * backward needs the host copy */
-    if (check_indices(op, idx, src, dim, keep) < 0) return -1;
+    cl_mem chk;
+    int chk_id, on_device = keep == NULL && out->storage != NULL;
+    /* checked also when out is zero-size: zeros(3, 0)[[5]] is an IndexError (numpy's rule) */
+    if (!on_device && check_indices(op, idx, src, dim, keep) < 0) return -1;
+    if (on_device && src->shape[dim] == 0) {           /* every index is out of range: no need to look */
+        char s[128];
+        tl_shape_str(src->shape, src->ndim, s, sizeof s);
+        PyErr_Format(PyExc_IndexError, "%s: index out of range for dim %d of shape %s (size 0)", op, dim, s);
+        return -1;
+    }
     if (out->storage == NULL) return 0;                      /* zero-size: nothing to gather */
     if ((k = tl_kernel_py(&kh)) == NULL) return -1;
+    if (tl_stream_check_mem(op, &chk, &chk_id, &err) != TL_OK) return tl_raise(&err);
     tl_tensor *ops[3] = {out, src_l, idx_l};
     tl_layout_make(&L, out->ndim, out->shape, ops, 3);
     int dsize = (int)src->shape[dim], dstride = (int)src->strides[dim];
-    const size_t sz[6] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof dsize, sizeof dstride};
-    const void *v[6] = {&L, &out->storage->mem, &src->storage->mem, &idx->storage->mem, &dsize, &dstride};
+    const size_t sz[8] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof dsize, sizeof dstride,
+                          sizeof chk, sizeof chk_id};
+    const void *v[8] = {&L, &out->storage->mem, &src->storage->mem, &idx->storage->mem, &dsize, &dstride, &chk,
+                        &chk_id};
     tl_storage *st[3] = {out->storage, src->storage, idx->storage};
-    if (tl_set_args(k, 0, 6, sz, v) < 0) return -1;
-    return tl_launch_1d(&kh, (size_t)L.n, st, 3, 1u);
+    if (tl_set_args(k, 0, 8, sz, v) < 0 || tl_launch_1d(&kh, (size_t)L.n, st, 3, 1u) < 0) return -1;
+    if (on_device) tl_stream_check_arm();
+    return 0;
 }
 
 /* out = t gathered by idx along dim (shape nd, shape), recorded for autograd as an index_select along dim:
@@ -443,12 +458,15 @@ m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
     memcpy(src_l.shape, t->shape, sizeof shape);
     memcpy(src_l.strides, t->strides, sizeof shape);
     src_l.shape[d] = 1;
-    if (tl_autograd_wanted(&self, 1)) {
-        PyErr_SetString(PyExc_NotImplementedError, "gather: backward is not implemented; use index_select");
-        goto fail;
-    }
     if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
     if (run_gather("gather", out, t, &src_l, idx, idx, d, NULL) < 0) goto fail;
+    if (tl_autograd_wanted(&self, 1)) {
+        tl_node *nd = tl_node_new(TL_OP_GATHER, &self, 1);
+        if (nd == NULL) goto fail;
+        nd->iarg[0] = d;
+        tl_node_save(nd, idx);
+        tl_node_attach(nd, out);
+    }
     Py_DECREF(idx);
     return (PyObject *)out;
 fail:
@@ -525,11 +543,62 @@ done:
     return rc;
 }
 
+/* gather(dim, index): grad_in[.., j, ..] = the sum of g[.., k, ..] over the k whose index is j: a
+ * scatter-add done as one work-item per element of grad_in looping over the index's size along dim, in a
+ * fixed order (kernels/index.cl: deterministic, no atomics, no host wait); grad_in is computed at the
+ * broadcast shape first and summed down where the input's dims of size 1 were broadcast. */
+int
+tl_gather_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    static tl_kernel kh = TL_KERNEL("index", "tl_gather_backward_f32");
+    const tl_edge *e = &nd->in[0];
+    int d = nd->iarg[0], rc = -1;
+    tl_tensor *idx = tl_node_saved(nd, 0), *gc = NULL, *out = NULL, g_l, idx_l;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    tl_layout L;
+    cl_kernel k;
+    if (idx == NULL || (gc = tl_tensor_contiguous(tl_tensor_CAST(g))) == NULL) goto done;
+    memcpy(shape, gc->shape, sizeof shape);
+    shape[d] = e->shape[d];
+    if ((out = tl_tensor_empty(TL_F32, e->ndim, shape)) == NULL) goto done;
+    if (out->storage != NULL && gc->storage == NULL) {       /* the index is empty along dim: nothing picked */
+        if (tl_tensor_fill(out, 0.0) < 0) goto done;
+    } else if (out->storage != NULL) {
+        fake(&g_l, e->ndim, gc->offset);
+        fake(&idx_l, e->ndim, idx->offset);
+        memcpy(g_l.shape, gc->shape, sizeof shape);
+        memcpy(g_l.strides, gc->strides, sizeof shape);
+        memcpy(idx_l.shape, idx->shape, sizeof shape);
+        memcpy(idx_l.strides, idx->strides, sizeof shape);
+        g_l.shape[d] = idx_l.shape[d] = 1;
+        tl_tensor *ops[3] = {out, &g_l, &idx_l};
+        tl_layout_make(&L, e->ndim, shape, ops, 3);
+        int K = (int)gc->shape[d], gs = (int)gc->strides[d], is = (int)idx->strides[d], inner = 1,
+            dsize = (int)shape[d];
+        for (int q = d + 1; q < e->ndim; q++) inner *= (int)shape[q];
+        const size_t sz[9] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), 4, 4, 4, 4, 4};
+        const void *v[9] = {&L, &out->storage->mem, &gc->storage->mem, &idx->storage->mem, &K, &gs, &is, &inner,
+                            &dsize};
+        tl_storage *st[3] = {out->storage, gc->storage, idx->storage};
+        if ((k = tl_kernel_py(&kh)) == NULL || tl_set_args(k, 0, 9, sz, v) < 0 ||
+            tl_launch_1d(&kh, (size_t)L.n, st, 3, 1u) < 0)
+            goto done;
+    }
+    gin[0] = tl_sum_to_shape((PyObject *)out, e->ndim, e->shape);
+    rc = gin[0] != NULL ? 0 : -1;
+done:
+    Py_XDECREF(idx);
+    Py_XDECREF(gc);
+    Py_XDECREF(out);
+    return rc;
+}
+
 #define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef index_methods[] = {
     {"index_select", KW(m_index_select), "index_select(dim, index): rows along dim picked by a 1-D int32 index "
      "(new tensor; reads the index back to check it: a sync point)."},
-    {"gather", KW(m_gather), "gather(dim, index): numpy take_along_axis (new tensor; a sync point for the index)."},
+    {"gather", KW(m_gather), "gather(dim, index): numpy take_along_axis, differentiable (new tensor; the index is "
+     "checked on the device: a bad one raises IndexError at the next sync point)."},
     {NULL, NULL, 0, NULL},
 };
 #undef KW

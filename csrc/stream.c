@@ -279,6 +279,72 @@ tl_stream_copy(tl_storage *dst, size_t doff, tl_storage *src, size_t soff, size_
     return s;
 }
 
+/* ---- device-side checks (stream.h) ---- */
+#define MAX_CHECK_OPS 8
+static cl_mem check_mem;                               /* int[3], created on first use, lives with the process */
+static const char *check_ops[MAX_CHECK_OPS];
+static uint64_t check_seq;                             /* q0 seq of the newest checked launch; 0: none */
+
+tl_status
+tl_stream_check_mem(const char *op, cl_mem *mem, int *op_id, tl_err *err)
+{
+    const tl_runtime *rt;
+    tl_status st = tl_runtime_get(&rt, err);
+    if (st != TL_OK) return st;
+    pthread_mutex_lock(&slock);
+    int id = 0;
+    while (id < MAX_CHECK_OPS && check_ops[id] != NULL && check_ops[id] != op) id++;
+    if (id == MAX_CHECK_OPS) st = tl_err_set(err, TL_E_INVALID, "tl_stream_check_mem", "too many checked ops");
+    if (st == TL_OK && check_mem == NULL) {
+        cl_int zero[3] = {0, 0, 0}, rc;
+        check_mem = clCreateBuffer(rt->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, zero, &rc);
+        if (rc != CL_SUCCESS) {
+            check_mem = NULL;
+            st = tl_err_set(err, rc, "clCreateBuffer", "device-side check word");
+        }
+    }
+    if (st == TL_OK) {
+        check_ops[id] = op;
+        *mem = check_mem;
+        *op_id = id;
+    }
+    pthread_mutex_unlock(&slock);
+    return st;
+}
+
+void
+tl_stream_check_arm(void)
+{
+    pthread_mutex_lock(&slock);
+    check_seq = q0_seq;
+    pthread_mutex_unlock(&slock);
+}
+
+/* After a host wait that covered every q0 command before it: reads the check word when a checked launch
+ * is armed (the queue is drained, so the read waits on no device work) and turns a recorded failure into
+ * TL_E_INDEX, clearing the word. */
+static tl_status
+collect_checks(const tl_runtime *rt, tl_err *err)
+{
+    cl_int w[3], zero[3] = {0, 0, 0};
+    pthread_mutex_lock(&slock);
+    uint64_t armed = check_seq, upto = q0_seq;         /* the read below follows every q0 command up to upto */
+    pthread_mutex_unlock(&slock);
+    if (armed == 0) return TL_OK;
+    cl_int rc = clEnqueueReadBuffer(rt->q0, check_mem, CL_TRUE, 0, sizeof w, w, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clEnqueueReadBuffer", "device-side check word");
+    pthread_mutex_lock(&slock);
+    if (check_seq <= upto) check_seq = 0;             /* a launch armed since stays armed */
+    pthread_mutex_unlock(&slock);
+    if (w[0] <= 0 || w[0] > MAX_CHECK_OPS) return TL_OK;
+    rc = clEnqueueWriteBuffer(rt->q0, check_mem, CL_TRUE, 0, sizeof zero, zero, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clEnqueueWriteBuffer", "device-side check word");
+    tl_err_set(err, TL_E_INDEX, "device-side check", NULL);
+    snprintf(err->what, sizeof err->what, "%s: index %d is out of range for a dim of size %d (checked on the "
+             "device; raised at the next sync point, the result holds 0 there)", check_ops[w[0] - 1], w[1], w[2]);
+    return TL_E_INDEX;
+}
+
 tl_status
 tl_stream_read(tl_storage *s, size_t off, void *dst, size_t n, tl_err *err)
 {
@@ -303,7 +369,7 @@ tl_stream_read(tl_storage *s, size_t off, void *dst, size_t n, tl_err *err)
         fifo_drain(&batches, seq, NULL);
         pthread_mutex_unlock(&slock);
     }
-    return rc == CL_SUCCESS ? TL_OK : tl_err_set(err, rc, "clEnqueueReadBuffer", NULL);
+    return rc == CL_SUCCESS ? collect_checks(rt, err) : tl_err_set(err, rc, "clEnqueueReadBuffer", NULL);
 }
 
 static void CL_CALLBACK
@@ -391,7 +457,7 @@ tl_stream_synchronize(tl_err *err)
     pthread_mutex_unlock(&slock);
     tl_stream_count_wait("synchronize");
     if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clFinish", "compute queue");
-    return rc1 == CL_SUCCESS ? TL_OK : tl_err_set(err, rc1, "clFinish", "transfer queue");
+    return rc1 == CL_SUCCESS ? collect_checks(rt, err) : tl_err_set(err, rc1, "clFinish", "transfer queue");
 }
 
 int

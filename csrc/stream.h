@@ -27,6 +27,14 @@ tl_status tl_stream_synchronize(tl_err *err);                                   
 void      tl_stream_retire(tl_storage *s);                                                    /* may block */
 int       tl_stream_pending(tl_storage *s);          /* transfer events still on s: its release may block */
 void      tl_stream_count_wait(const char *why);
+/* Device-side checks: a kernel that validates data only the device holds (gather's indices) records its
+ * first failure in a small buffer (int[3]: 1 + the op's id, the bad value, the bound) instead of the host
+ * reading the data first. The next sync point (tl_stream_read, tl_stream_synchronize) reads it back when
+ * a check is armed and fails with TL_E_INDEX naming the op; the buffer is cleared for the work after.
+ * tl_stream_check_mem returns the buffer and the op's id (op: a string literal); tl_stream_check_arm, called
+ * after the checked launch, makes the next sync points read the buffer until one has covered that launch. */
+tl_status tl_stream_check_mem(const char *op, cl_mem *mem, int *op_id, tl_err *err);
+void      tl_stream_check_arm(void);
 void      tl_stream_set_block_hooks(tl_block_enter_fn enter, tl_block_leave_fn leave);   /* back-pressure */
 void      tl_stream_get_stats(tl_stream_stats *out);
 void      tl_stream_reset_stats(void);

@@ -1,21 +1,59 @@
-/* index.cl: gathers for index_select, gather (take_along_axis) and integer-tensor indexing.
- * One kernel serves all three: the host builds a tl_layout over the output's shape in which operand 1 is
- * the source with the indexed dim given stride 0 (its base element for that output position) and
- * operand 2 is the index tensor broadcast to the output. The element read is base + idx * dim_stride.
- * Indices were checked on the host to lie in [-dim_size, dim_size); negative ones count from the end. */
+/* index.cl: gathers for index_select, gather (take_along_axis) and integer-tensor indexing, and their
+ * backwards.
+ * One gather kernel serves all three: the host builds a tl_layout over the output's shape in which
+ * operand 1 is the source with the indexed dim given stride 0 (its base element for that output position)
+ * and operand 2 is the index tensor broadcast to the output. The element read is base + idx * dim_stride.
+ * Indices in [-dim_size, dim_size) are valid, negative ones count from the end. index_select and t[idx]
+ * check them on the host first; gather does not read them back: an invalid one reads nothing, writes 0
+ * and records itself in chk (int[3]: 1 + chk_id, the index, dim_size; the first one wins), which the next
+ * sync point reports (stream.h, device-side checks). */
 #include "ew_ops.h"
+
+inline void
+report_bad(global int *chk, int chk_id, int i, int dim_size)
+{
+    if (atomic_cmpxchg(&chk[0], 0, chk_id + 1) == 0) {
+        chk[1] = i;
+        chk[2] = dim_size;
+    }
+}
 
 /* 4-byte elements moved as bits, so float32 and int32 sources share the kernel. */
 kernel void
 tl_gather_u32(tl_layout L, global uint *o, global const uint *a, global const int *idx, int dim_size,
-              int dim_stride)
+              int dim_stride, global int *chk, int chk_id)
 {
     int gid = get_global_id(0);
     if (gid >= L.n) return;
     int4 ix = ew_index(&L, gid);
-    int i = idx[ix.s2];
-    if (i < 0) i += dim_size;
-    o[ix.s0] = a[ix.s1 + i * dim_stride];
+    int i = idx[ix.s2], j = i < 0 ? i + dim_size : i;
+    if (j < 0 || j >= dim_size) {
+        report_bad(chk, chk_id, i, dim_size);
+        o[ix.s0] = 0u;
+        return;
+    }
+    o[ix.s0] = a[ix.s1 + j * dim_stride];
+}
+
+/* gather backward, deterministic without atomics: one work-item per element of the source's gradient
+ * (laid out contiguous over L's shape, whose dim d has the source's size; `inner` = the product of the
+ * sizes after d). Operands 1 and 2 are the upstream gradient and the index over the same shape with dim d
+ * at stride 0; the work-item sums, in order, the k of [0, K) whose index names its position along d.
+ * Cost: numel x K, K = the index's size along d (1 for Q-values and log-probabilities). */
+kernel void
+tl_gather_backward_f32(tl_layout L, global float *o, global const float *g, global const int *idx, int K,
+                       int g_stride, int idx_stride, int inner, int dim_size)
+{
+    int gid = get_global_id(0);
+    if (gid >= L.n) return;
+    int4 ix = ew_index(&L, gid);
+    int j = (gid / inner) % dim_size;
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) {
+        int i = idx[ix.s2 + k * idx_stride];
+        if ((i < 0 ? i + dim_size : i) == j) acc += g[ix.s1 + k * g_stride];
+    }
+    o[ix.s0] = acc;
 }
 
 /* index_select backward: out is [pre, rows, post], g is [pre, k, post] (contiguous). For output row j the

@@ -274,8 +274,86 @@ def test_gather_take_along_axis(rng, dim):
     check(t.gather(dim, ib), np.take_along_axis(a, ib, axis=dim))   # the index's size-1 dims broadcast
     with pytest.raises(ValueError, match="gather"):
         t.gather(dim, tlgpu.zeros(2, 2, 2, dtype="int32"))
-    with pytest.raises(IndexError, match="gather"):
-        t.gather(dim, np.full(shape, 99, np.int32))
+    bad = np.full(shape, 99, np.int32)
+    bad[0] = 1
+    g = t.gather(dim, bad)                           # checked on the device: raises at the next sync point
+    with pytest.raises(IndexError, match="gather: index 99 is out of range for a dim of size"):
+        g.numpy()
+    check(t.gather(dim, tlgpu.tensor(idx)), np.take_along_axis(a, idx, axis=dim))   # the check word is clear
+
+
+def test_gather_bad_index_raises_at_synchronize_and_only_once(rng):
+    t = tlgpu.tensor(rand(rng, 3, 4))
+    out = t.gather(1, np.array([[0], [-5], [2]], np.int32))
+    with pytest.raises(IndexError, match="index -5 is out of range for a dim of size 4"):
+        tlgpu.synchronize()
+    got = out.numpy()                                # the error was reported once; the bad row holds 0
+    np.testing.assert_array_equal(got[:, 0], [t.numpy()[0, 0], 0.0, t.numpy()[2, 2]])
+    neg = t.gather(1, np.array([[-1], [-4], [0]], np.int32))   # negative indices count from the end
+    np.testing.assert_array_equal(neg.numpy()[:, 0], t.numpy()[[0, 1, 2], [3, 0, 0]])
+
+
+def gather_grad_ref(a_shape, idx, g, dim):
+    """float64 scatter-add: the gradient of take_along_axis(a, idx, dim) for an upstream g (idx broadcast)."""
+    out = np.zeros(a_shape, np.float64)
+    idx = np.broadcast_to(idx, g.shape)
+    for pos in np.ndindex(*g.shape):
+        src = list(pos)
+        src[dim] = idx[pos] % a_shape[dim]
+        src = tuple(0 if a_shape[k] == 1 else src[k] for k in range(len(src)))
+        out[src] += g[pos]
+    return out
+
+
+@pytest.mark.parametrize("a_shape,idx_shape,dim", [
+    ((6, 5), (6, 1), 1),          # Q(s, a): one action per row
+    ((6, 5), (6, 7), 1),          # repeated picks: a scatter-add
+    ((4, 5, 3), (4, 2, 3), 1),
+    ((4, 5, 3), (2, 1, 3), 0),    # the index broadcasts along dim 1
+    ((4, 1, 3), (4, 2, 3), 2),    # the input broadcasts along dim 1
+    ((7,), (9,), 0),
+    ((4, 5), (4, 0), 1),          # an empty index: a zero gradient
+])
+def test_gather_backward_matches_float64_scatter_add(rng, a_shape, idx_shape, dim):
+    a = rand(rng, *a_shape)
+    idx = rng.integers(-a_shape[dim], a_shape[dim], size=idx_shape).astype(np.int32)
+    x = tlgpu.tensor(a, requires_grad=True)
+    y = x.gather(dim, idx)
+    np.testing.assert_array_equal(y.numpy(), np.take_along_axis(a, idx % a_shape[dim], axis=dim))
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    (y * tlgpu.tensor(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), gather_grad_ref(a_shape, idx, g.astype(np.float64), dim),
+                               rtol=1e-5, atol=1e-5)
+    assert "GatherBackward" in repr(y.grad_fn)
+
+
+def test_gather_forward_and_backward_wait_for_nothing_and_repeat_bit_identically(rng):
+    q = tlgpu.tensor(rand(rng, 256, 18), requires_grad=True)
+    acts = tlgpu.tensor(rng.integers(0, 18, size=(256, 1)).astype(np.int32))
+    grads = []
+    for _ in range(2):
+        q.grad = None
+        tlgpu.synchronize()
+        tlgpu.reset_stream_stats()
+        v = q.gather(1, acts)
+        (v * v).sum().backward()
+        if os.environ.get("TLGPU_SYNC") != "1":
+            assert tlgpu.stream_stats()["waits"] == 0        # no host wait in forward or backward
+        grads.append(q.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    want = np.zeros((256, 18))
+    qa, ia = q.numpy(), acts.numpy()[:, 0]
+    want[np.arange(256), ia] = 2 * qa[np.arange(256), ia]
+    np.testing.assert_allclose(grads[0], want, rtol=1e-6)
+
+
+def test_gather_backward_refuses_a_modified_index(rng):
+    x = tlgpu.tensor(rand(rng, 3, 4), requires_grad=True)
+    idx = tlgpu.tensor(np.array([[1], [2], [3]], np.int32))
+    y = x.gather(1, idx)
+    idx.fill_(0)
+    with pytest.raises(RuntimeError, match="modified"):
+        y.sum().backward()
 
 
 def test_setitem_follows_the_in_place_rules():

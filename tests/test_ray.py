@@ -161,11 +161,13 @@ def test_delivery_order_whole_versions_on_the_remote_node(cluster, rng):
         assert (v, step) == (n, 999 + n)
         for k in base:                                                    # against numpy, exactly
             np.testing.assert_array_equal(w[k], base[k] + np.float32(999 + n), err_msg=k)
-        assert sink.delivered == pub.stats()["delivered"] == n
+        s = pub.stats()                           # latest-only: on a loaded machine a publish may be dropped
+        assert sink.delivered == s["delivered"] and s["delivered"] + s["dropped"] + s["skipped"] == n
+        assert s["delivered"] >= n // 3 + 1       # at least every drained one
         deadline = time.monotonic() + 60          # posts come from the publisher thread, info() from here:
-        while (info := sink.info())["posted"] < n and time.monotonic() < deadline:   # no order between them
+        while (info := sink.info())["posted"] < s["delivered"] and time.monotonic() < deadline:   # no order
             time.sleep(0.05)
-        assert info["version"] == n and info["posted"] == n
+        assert info["version"] == n and info["posted"] == s["delivered"]
     assert sink.threads and threading.get_ident() not in sink.threads     # put from the publisher thread
 
 
