@@ -7,7 +7,7 @@
 #define TL_AUTOGRAD_H
 #include "tensor.h"
 
-#define TL_NODE_MAX_SAVED 4
+#define TL_NODE_MAX_SAVED 5
 
 typedef struct { tl_storage *storage; int dtype, ndim; Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset;
                  uint64_t version; } tl_saved;
@@ -45,6 +45,7 @@ enum {
     TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D, TL_OP_CONV_LAYOUT,                /* ops_conv.c */
     TL_OP_CUMSUM,                                                                      /* ops_scan.c */
     TL_OP_GATHER,                                                                      /* ops_index.c */
+    TL_OP_GRU_GATES, TL_OP_LSTM_GATES,                                                 /* ops_rnn.c */
     TL_OP_COUNT
 };
 
@@ -83,4 +84,6 @@ int tl_max_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_avg_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_cumsum_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_scan.c */
+int tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /* ops_rnn.c */
+int tl_lstm_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 #endif

@@ -8,6 +8,7 @@ import pytest
 
 import tlgpu
 from tlgpu import nn
+from conftest import needs_pool
 from gradcheck import check
 
 R = np.random.default_rng(21)
@@ -211,3 +212,134 @@ def test_torch_parity_and_state_dict_interchange():
     x, h = R.standard_normal((2, 3)).astype(np.float32), R.standard_normal((2, 4)).astype(np.float32)
     np.testing.assert_allclose(ours(tlgpu.tensor(x), tlgpu.tensor(h)).numpy(),
                                cell(torch.tensor(x), torch.tensor(h)).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+# ---- the fused gate ops (ops_rnn.c): values and every gradient against float64 references ----
+
+def gru_gates_ref(gi, gh, h, b_ih=0.0, b_hh=0.0):
+    H = h.shape[-1]
+    gi, gh = gi + b_ih, gh + b_hh
+    r, z = _sig(gi[:, :H] + gh[:, :H]), _sig(gi[:, H:2 * H] + gh[:, H:2 * H])
+    n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+    return (1 - z) * n + z * h
+
+
+def lstm_gates_ref(gates, c, gh=0.0, b_ih=0.0, b_hh=0.0):
+    g = gates + gh + b_ih + b_hh
+    H = c.shape[-1]
+    i, f, gg, o = _sig(g[:, :H]), _sig(g[:, H:2 * H]), np.tanh(g[:, 2 * H:3 * H]), _sig(g[:, 3 * H:])
+    c2 = f * c + i * gg
+    return o * np.tanh(c2), c2
+
+
+def _gate_inputs(B, H, G, bias):
+    arrays = [2 * R.standard_normal((B, G * H)), 2 * R.standard_normal((B, G * H)), R.standard_normal((B, H))]
+    return arrays + ([R.standard_normal(G * H), R.standard_normal(G * H)] if bias else [])
+
+
+@pytest.mark.parametrize("B,H", [(1, 1), (3, 5), (4, 7), (2, 33)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_gru_gates_forward_and_gradients(B, H, bias):
+    check(tlgpu._C.gru_gates, gru_gates_ref, _gate_inputs(B, H, 3, bias))
+
+
+def test_gru_gates_read_strided_views():
+    """gi transposed (column stride B), gh a column slice of a wider projection, h a row slice: no copies."""
+    B, H = 3, 4
+    gi_t, gh_w, h_w = R.standard_normal((3 * H, B)), R.standard_normal((B, 3 * H + 3)), R.standard_normal((2 * B, H))
+    b = R.standard_normal(3 * H)
+    ref = lambda gi_t, gh_w, h_w, b: gru_gates_ref(gi_t.T, gh_w[:, 3:], h_w[::2], 0.0, b)   # noqa: E731
+    check(lambda gi_t, gh_w, h_w, b: tlgpu._C.gru_gates(gi_t, gh_w, h_w, None, b), ref, [gi_t, gh_w, h_w, b],
+          views=[lambda t: t.T, lambda t: t[:, 3:], lambda t: t[::2], None])
+
+
+@pytest.mark.parametrize("B,H", [(1, 1), (3, 5), (2, 33)])
+@pytest.mark.parametrize("extra", [0, 1, 3])              # gates alone, + gh, + gh and both biases
+def test_lstm_gates_forward_and_gradients(B, H, extra):
+    a = _gate_inputs(B, H, 4, True)
+    arrays = [a[0], a[2]] + [a[1], a[3], a[4]][:extra]
+    both = lambda *t: tlgpu.stack(list(tlgpu._C.lstm_gates(*t)), 0)          # noqa: E731
+    check(both, lambda *x: np.stack(lstm_gates_ref(*x)), arrays)        # h' and c' each with its own upstream
+    for which in (0, 1):                                                # one output unused: zeros for the other
+        check(lambda *t: tlgpu._C.lstm_gates(*t)[which], lambda *x: lstm_gates_ref(*x)[which], arrays)
+
+
+def test_lstm_gates_strided_gates_and_state():
+    B, H = 2, 3
+    wide, c_t = R.standard_normal((B, 4 * H + 2)), R.standard_normal((H, B))
+    check(lambda w, c: tlgpu._C.lstm_gates(w[:, 2:], c.T)[0],
+          lambda w, c: lstm_gates_ref(w[:, 2:], c.T)[0], [wide, c_t])
+
+
+def _enqueued(fn):
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    out = fn()
+    return tlgpu.stream_stats()["enqueued"], out
+
+
+def test_gate_ops_one_kernel_each_way():
+    gi, gh, h = (tlgpu.tensor(a.astype(np.float32), requires_grad=True) for a in _gate_inputs(4, 6, 3, False))
+    n, out = _enqueued(lambda: tlgpu._C.gru_gates(gi, gh, h))
+    assert n == 1 and out.grad_fn == "GruGatesBackward"
+    n, _ = _enqueued(lambda: out.backward(tlgpu.randn(4, 6)))
+    assert n - 1 == 1 and all(t.grad is not None for t in (gi, gh, h))     # randn is one of them
+    gates, c = tlgpu.randn(4, 24), tlgpu.randn(4, 6)
+    n, (h2, c2) = _enqueued(lambda: tlgpu._C.lstm_gates(gates, c))
+    assert n == 1 and h2.shape == c2.shape == (4, 6)
+
+
+def test_gate_ops_check_arguments_before_enqueueing():
+    gi, gh, h = tlgpu.randn(2, 15), tlgpu.randn(2, 15), tlgpu.randn(2, 5)
+    gh14, gates, h_int = tlgpu.randn(2, 14), tlgpu.randn(2, 20), tlgpu.zeros(2, 5, dtype=tlgpu.int32)
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    with pytest.raises(ValueError, match=r"gru_gates: gh must have shape \(2, 15\) for h of shape \(2, 5\), "
+                                         r"got \(2, 14\)"):
+        tlgpu._C.gru_gates(gi, gh14, h)
+    with pytest.raises(ValueError, match=r"gru_gates: b_hh must have shape \(15,\) .* got \(2, 15\)"):
+        tlgpu._C.gru_gates(gi, gh, h, None, gh)
+    with pytest.raises(ValueError, match=r"gru_gates: h must be 2-D \[batch, hidden\], got \(5,\)"):
+        tlgpu._C.gru_gates(gi, gh, h[0])
+    with pytest.raises(TypeError, match=r"gru_gates: expected a float32 tensor, got int32"):
+        tlgpu._C.gru_gates(gi, gh, h_int)
+    with pytest.raises(TypeError, match=r"lstm_gates: expected a Tensor or None, got list"):
+        tlgpu._C.lstm_gates(gates, h, [1.0])
+    with pytest.raises(ValueError, match=r"lstm_gates: gates must have shape \(2, 20\) for c of shape \(2, 5\)"):
+        tlgpu._C.lstm_gates(gi, h)
+    assert tlgpu.stream_stats()["enqueued"] == 0
+
+
+@pytest.mark.parametrize("B,H", [(0, 4), (3, 0)])
+def test_gate_ops_zero_size_enqueue_nothing(B, H):
+    gi, gh, h = tlgpu.zeros(B, 3 * H), tlgpu.zeros(B, 3 * H), tlgpu.zeros(B, H)
+    gates, c = tlgpu.zeros(B, 4 * H), tlgpu.zeros(B, H)
+    n, out = _enqueued(lambda: (tlgpu._C.gru_gates(gi, gh, h), tlgpu._C.lstm_gates(gates, c)))
+    assert n == 0 and out[0].shape == (B, H) and out[1][0].shape == out[1][1].shape == (B, H)
+
+
+@needs_pool       # counted with pooled buffers: TLGPU_POOL=0 (and sanitizer builds) enqueue more per step
+def test_launches_per_step():
+    """A GRUCell/LSTMCell step without grad: two products and one gate kernel. A GRU sequence step: the
+    h W_hh^T product, the gates and its slot of the output's stack forward; its backward a bounded few."""
+    cell, lcell, x, h = nn.GRUCell(32, 16), nn.LSTMCell(32, 16), tlgpu.randn(8, 32), tlgpu.randn(8, 16)
+    for m, state in ((cell, h), (lcell, (h, h))):
+        with tlgpu.no_grad():
+            m(x, state)
+            assert _enqueued(lambda: m(x, state))[0] <= 3
+
+    def per_step(make, grad):
+        counts = []
+        for T in (4, 8):
+            m, s = make(), tlgpu.randn(T, 8, 32)
+
+            def run():
+                out, _ = m(s)
+                if grad:
+                    out.square().mean().backward()
+            run()
+            counts.append(_enqueued(run)[0])
+        return (counts[1] - counts[0]) / 4
+    with tlgpu.no_grad():
+        assert per_step(lambda: nn.GRU(32, 16), False) <= 3
+    assert per_step(lambda: nn.GRU(32, 16), True) <= 14

@@ -1,32 +1,17 @@
 """tlgpu.nn.rnn: GRUCell, LSTMCell, GRU and LSTM with torch's parameter names, gate order, shapes and init
-(every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))). They compose existing ops (matmul,
-sigmoid, tanh, chunk views, stack), so autograd comes from those ops.
+(every weight and bias U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))).
 
 GRU gates (r, z, n): r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise, n = tanh(W_in x + b_in +
 r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h. LSTM gates (i, f, g, o): c' = f * c + i * g,
-h' = o * tanh(c'). The sequence modules project the whole input sequence through W_ih in one GEMM per
-layer and loop over time only for the W_hh product and the gates.
+h' = o * tanh(c'). A step is the weight products (linear without bias: one GEMM each) and one fused gate op
+(_C.gru_gates / _C.lstm_gates, ops_rnn.c) that adds the biases, applies the gates and has its own one-kernel
+backward. The sequence modules project the whole input sequence through W_ih (+ b_ih) in one product per
+layer, so each time step costs two launches forward: h W_hh^T and the gates.
 """
 import math
 
 from .. import _C
 from . import Module, _uniform, functional
-
-
-def _gru_gates(gi, gh, h):
-    H = h.shape[-1]
-    rz = (gi[:, :2 * H] + gh[:, :2 * H]).sigmoid()     # r and z in one add and one sigmoid
-    r, z = rz.chunk(2, -1)
-    n = (gi[:, 2 * H:] + r * gh[:, 2 * H:]).tanh()
-    return n + z * (h - n)
-
-
-def _lstm_gates(gates, c):
-    s = gates.sigmoid()                                 # i, f, o in one kernel (g's sigmoid goes unused)
-    i, f, _, o = s.chunk(4, -1)
-    H = c.shape[-1]
-    c2 = f * c + i * gates[:, 2 * H:3 * H].tanh()
-    return o * c2.tanh(), c2
 
 
 class _CellBase(Module):
@@ -68,8 +53,8 @@ class GRUCell(_CellBase):
         batched = self._check_input(input)
         x = input if batched else input.unsqueeze(0)
         h = self._state(hx, x.shape[0], batched, "hx")
-        h2 = _gru_gates(functional.linear(x, self.weight_ih, self.bias_ih),
-                        functional.linear(h, self.weight_hh, self.bias_hh), h)
+        h2 = _C.gru_gates(functional.linear(x, self.weight_ih), functional.linear(h, self.weight_hh), h,
+                          self.bias_ih, self.bias_hh)
         return h2 if batched else h2.squeeze(0)
 
 
@@ -84,9 +69,8 @@ class LSTMCell(_CellBase):
             raise TypeError("LSTMCell: hx must be a tuple (h, c) or None")
         h = self._state(None if hx is None else hx[0], x.shape[0], batched, "h")
         c = self._state(None if hx is None else hx[1], x.shape[0], batched, "c")
-        gates = functional.linear(x, self.weight_ih, self.bias_ih) + functional.linear(h, self.weight_hh,
-                                                                                        self.bias_hh)
-        h2, c2 = _lstm_gates(gates, c)
+        h2, c2 = _C.lstm_gates(functional.linear(x, self.weight_ih), c, functional.linear(h, self.weight_hh),
+                               self.bias_ih, self.bias_hh)
         return (h2, c2) if batched else (h2.squeeze(0), c2.squeeze(0))
 
 
@@ -179,7 +163,7 @@ class GRU(_RNNBase):
 
     @staticmethod
     def _step(gi, h, w_hh, b_hh):
-        return _gru_gates(gi, functional.linear(h, w_hh, b_hh), h)
+        return _C.gru_gates(gi, functional.linear(h, w_hh), h, None, b_hh)
 
     def forward(self, input, hx=None):
         x, batched = self._prepare(input)
@@ -195,7 +179,7 @@ class LSTM(_RNNBase):
     @staticmethod
     def _step(gi, state, w_hh, b_hh):
         h, c = state
-        return _lstm_gates(gi + functional.linear(h, w_hh, b_hh), c)
+        return _C.lstm_gates(gi, c, functional.linear(h, w_hh), None, b_hh)
 
     def forward(self, input, hx=None):
         x, batched = self._prepare(input)
