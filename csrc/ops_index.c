@@ -131,9 +131,10 @@ done:
     return rc;
 }
 
-/* An int32 index tensor from a Tensor or array-like (uploaded); `exc` is raised for a wrong dtype. */
+/* An int32 index tensor from a Tensor or array-like (uploaded); `exc` is raised for a wrong dtype. For an
+ * array-like, *host (when host != NULL) gets its int32 host copy (new ref), so the check needs no read-back. */
 static tl_tensor *
-to_index(const char *op, PyObject *obj, PyObject *exc)
+to_index(const char *op, PyObject *obj, PyObject *exc, PyObject **host)
 {
     PyArrayObject *arr = NULL;
     tl_tensor *res = NULL;
@@ -147,6 +148,10 @@ to_index(const char *op, PyObject *obj, PyObject *exc)
     if (PyArray_SIZE(arr) == 0 || PyArray_ISINTEGER(arr)) res = tl_tensor_from_object((PyObject *)arr, TL_I32, op);
     else PyErr_Format(exc, "%s: indices must be integers (got an array of %s)", op,
                       PyArray_DESCR(arr)->typeobj->tp_name);
+    if (res != NULL && host != NULL &&                /* in range for int32: the cast below is exact */
+        (*host = PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(NPY_INT32), 0, 0,
+                                 NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_FORCECAST, NULL)) == NULL)
+        Py_CLEAR(res);
     if (res == NULL && PyErr_ExceptionMatches(PyExc_OverflowError)) {   /* past int32: out of range for any dim */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
@@ -158,12 +163,13 @@ to_index(const char *op, PyObject *obj, PyObject *exc)
     return res;
 }
 
-/* Reads the index back (a sync point) and checks every entry lies in [-size, size). The host copy goes to
- * *keep (new ref) when keep != NULL: index_select's backward builds its scatter plan from it. */
+/* Checks every entry of the index lies in [-size, size), on its host copy `host` when given, else read back
+ * (a sync point). The host copy goes to *keep (new ref) when keep != NULL: index_select's backward builds
+ * its scatter plan from it. */
 static int
-check_indices(const char *op, tl_tensor *idx, const tl_tensor *src, int dim, PyObject **keep)
+check_indices(const char *op, tl_tensor *idx, PyObject *host, const tl_tensor *src, int dim, PyObject **keep)
 {
-    PyObject *arr = tl_tensor_to_numpy(idx);
+    PyObject *arr = host != NULL ? Py_NewRef(host) : tl_tensor_to_numpy(idx);
     if (arr == NULL) return -1;
     const int32_t *p = PyArray_DATA((PyArrayObject *)arr);
     Py_ssize_t n = PyArray_SIZE((PyArrayObject *)arr), size = src->shape[dim];
@@ -193,21 +199,22 @@ fake(tl_tensor *f, int ndim, Py_ssize_t offset)
 }
 
 /* out = src gathered along dim by idx. src_l, idx_l: both operands laid over out's shape, src_l with the
- * indexed dim at size 1 (stride 0) so it yields the base element of each output position. With keep (the
- * backward's plan) or a zero-size out the index is read back and checked on the host; without, the kernel
+ * indexed dim at size 1 (stride 0) so it yields the base element of each output position. The index is
+ * checked on the host when its host copy `host` is given (array-like indices: no wait), when keep asks for
+ * that copy (the backward's plan; read back: a sync point) or when out is zero-size; otherwise the kernel
  * checks it on the device and the next sync point reports a bad one (no host wait here). */
 static int
 run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_tensor *idx, tl_tensor *idx_l,
-           int dim, PyObject **keep)
+           PyObject *host, int dim, PyObject **keep)
 {
     static tl_kernel kh = TL_KERNEL("index", "tl_gather_u32");
     tl_layout L;
     tl_err err = {0};
     cl_kernel k;
     cl_mem chk;
-    int chk_id, on_device = keep == NULL && out->storage != NULL;
+    int chk_id, on_device = keep == NULL && host == NULL && out->storage != NULL;
     /* checked also when out is zero-size: zeros(3, 0)[[5]] is an IndexError (numpy's rule) */
-    if (!on_device && check_indices(op, idx, src, dim, keep) < 0) return -1;
+    if (!on_device && check_indices(op, idx, host, src, dim, keep) < 0) return -1;
     if (on_device && src->shape[dim] == 0) {           /* every index is out of range: no need to look */
         char s[128];
         tl_shape_str(src->shape, src->ndim, s, sizeof s);
@@ -234,16 +241,16 @@ run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_
  * the host copy of the index that run_gather checked becomes the backward's scatter plan. New ref or NULL. */
 static PyObject *
 gather_select(const char *op, tl_tensor *t, int nd, const Py_ssize_t *shape, tl_tensor *src_l, tl_tensor *idx,
-              tl_tensor *idx_l, int dim)
+              tl_tensor *idx_l, PyObject *host, int dim)
 {
-    PyObject *host = NULL, *res;
+    PyObject *plan = NULL, *res;
     tl_tensor *out = tl_tensor_empty(t->dtype, nd, shape);
-    if (out == NULL || run_gather(op, out, t, src_l, idx, idx_l, dim, &host) < 0) {
+    if (out == NULL || run_gather(op, out, t, src_l, idx, idx_l, host, dim, &plan) < 0) {
         Py_XDECREF(out);
         return NULL;
     }
-    res = tl_record1((PyObject *)out, TL_OP_INDEX_SELECT, (PyObject *)t, &dim, 1, host);
-    Py_XDECREF(host);
+    res = tl_record1((PyObject *)out, TL_OP_INDEX_SELECT, (PyObject *)t, &dim, 1, plan);
+    Py_XDECREF(plan);
     return res;
 }
 
@@ -252,9 +259,10 @@ static PyObject *
 take_rows(tl_tensor *t, PyObject *key)
 {
     tl_tensor *idx = NULL, *out = NULL, src_l, idx_l;
+    PyObject *host = NULL;
     Py_ssize_t shape[TL_MAX_DIMS];
     char s[128];
-    if ((idx = to_index("__getitem__", key, PyExc_IndexError)) == NULL) return NULL;
+    if ((idx = to_index("__getitem__", key, PyExc_IndexError, &host)) == NULL) return NULL;
     tl_shape_str(t->shape, t->ndim, s, sizeof s);
     int nd = idx->ndim + t->ndim - 1;
     if (t->ndim == 0) { PyErr_Format(PyExc_IndexError, "__getitem__: too many indices for a 0-d tensor"); goto fail; }
@@ -279,12 +287,14 @@ take_rows(tl_tensor *t, PyObject *key)
                         "only; use index_select or reshape the index");
         goto fail;
     }
-    out = (tl_tensor *)gather_select("__getitem__", t, nd, shape, &src_l, idx, &idx_l, 0);
+    out = (tl_tensor *)gather_select("__getitem__", t, nd, shape, &src_l, idx, &idx_l, host, 0);
     Py_DECREF(idx);
+    Py_XDECREF(host);
     return (PyObject *)out;
 fail:
     Py_XDECREF(out);
     Py_XDECREF(idx);
+    Py_XDECREF(host);
     return NULL;
 }
 
@@ -397,12 +407,12 @@ m_index_select(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"dim", "index", NULL};
     tl_tensor *t = tl_tensor_CAST(self), *idx = NULL, *out = NULL, src_l, idx_l;
-    PyObject *index;
+    PyObject *index, *host = NULL;
     Py_ssize_t d0, shape[TL_MAX_DIMS];
     int d;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nO:index_select", kw, &d0, &index)) return NULL;
     if ((d = norm_dim("index_select", d0, t)) < 0) return NULL;
-    if ((idx = to_index("index_select", index, PyExc_TypeError)) == NULL) return NULL;
+    if ((idx = to_index("index_select", index, PyExc_TypeError, &host)) == NULL) return NULL;
     if (idx->ndim > 1) {
         char s[128];
         tl_shape_str(idx->shape, idx->ndim, s, sizeof s);
@@ -419,12 +429,14 @@ m_index_select(PyObject *self, PyObject *args, PyObject *kwargs)
     src_l.shape[d] = 1;                                      /* the index supplies this coordinate */
     idx_l.shape[d] = k;
     idx_l.strides[d] = idx->ndim == 1 ? idx->strides[0] : 0;
-    out = (tl_tensor *)gather_select("index_select", t, t->ndim, shape, &src_l, idx, &idx_l, d);
+    out = (tl_tensor *)gather_select("index_select", t, t->ndim, shape, &src_l, idx, &idx_l, host, d);
     Py_DECREF(idx);
+    Py_XDECREF(host);
     return (PyObject *)out;
 fail:
     Py_XDECREF(out);
     Py_XDECREF(idx);
+    Py_XDECREF(host);
     return NULL;
 }
 
@@ -435,13 +447,13 @@ m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"dim", "index", NULL};
     tl_tensor *t = tl_tensor_CAST(self), *idx = NULL, *out = NULL, src_l;
-    PyObject *index;
+    PyObject *index, *host = NULL;
     Py_ssize_t d0, shape[TL_MAX_DIMS];
     char a[128], b[128];
     int d;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nO:gather", kw, &d0, &index)) return NULL;
     if ((d = norm_dim("gather", d0, t)) < 0) return NULL;
-    if ((idx = to_index("gather", index, PyExc_TypeError)) == NULL) return NULL;
+    if ((idx = to_index("gather", index, PyExc_TypeError, &host)) == NULL) return NULL;
     int ok = idx->ndim == t->ndim;
     for (int k = 0; ok && k < t->ndim; k++) {
         ok = k == d || t->shape[k] == idx->shape[k] || t->shape[k] == 1 || idx->shape[k] == 1;
@@ -459,7 +471,7 @@ m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
     memcpy(src_l.strides, t->strides, sizeof shape);
     src_l.shape[d] = 1;
     if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
-    if (run_gather("gather", out, t, &src_l, idx, idx, d, NULL) < 0) goto fail;
+    if (run_gather("gather", out, t, &src_l, idx, idx, host, d, NULL) < 0) goto fail;
     if (tl_autograd_wanted(&self, 1)) {
         tl_node *nd = tl_node_new(TL_OP_GATHER, &self, 1);
         if (nd == NULL) goto fail;
@@ -468,10 +480,12 @@ m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
         tl_node_attach(nd, out);
     }
     Py_DECREF(idx);
+    Py_XDECREF(host);
     return (PyObject *)out;
 fail:
     Py_XDECREF(out);
     Py_XDECREF(idx);
+    Py_XDECREF(host);
     return NULL;
 }
 

@@ -325,7 +325,7 @@ def ppo_update(tlgpu, model, opt, batch, epochs, minibatches, rng, gather="host"
             a = batch["adv"][idx]
             a = (a - a.mean()) / (a.std(ddof=1 if len(a) > 1 else 0) + 1e-8)
             if all_obs is not None:
-                x = all_obs.index_select(0, tlgpu.tensor(idx.astype(np.int32)))
+                x = all_obs.index_select(0, idx)   # a host index: checked here, no wait
             else:
                 x = tlgpu.tensor(batch["obs"][idx].astype(np.float32))         # uint8 -> float32, /255 in the model
             act, old_logp, old_v, ret, adv = (tlgpu.tensor(v) for v in (

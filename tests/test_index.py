@@ -257,6 +257,14 @@ def test_index_select_checks_and_syncs(rng):
     t.index_select(0, tlgpu.tensor(np.array([1], np.int32)))
     if os.environ.get("TLGPU_SYNC") != "1":          # eager mode waits after every command
         assert tlgpu.stream_stats()["waits"] - w0 == 1   # documented: one read of the index
+    w0 = tlgpu.stream_stats()["waits"]
+    x = tlgpu.tensor(rand(rng, 4, 3), requires_grad=True)
+    y = x.index_select(0, np.array([3, 1, 3], np.int64))   # a host index is checked where it is: no read
+    t[[2, 0]]
+    (y * tlgpu.tensor(np.arange(9, dtype=np.float32).reshape(3, 3))).sum().backward()
+    if os.environ.get("TLGPU_SYNC") != "1":
+        assert tlgpu.stream_stats()["waits"] - w0 == 0
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0, 0], [3, 4, 5], [0, 0, 0], [6, 8, 10]])
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -276,20 +284,22 @@ def test_gather_take_along_axis(rng, dim):
         t.gather(dim, tlgpu.zeros(2, 2, 2, dtype="int32"))
     bad = np.full(shape, 99, np.int32)
     bad[0] = 1
-    g = t.gather(dim, bad)                           # checked on the device: raises at the next sync point
+    with pytest.raises(IndexError, match="gather: index 99 is out of range"):
+        t.gather(dim, bad)                           # a host array is checked at the call, without a wait
+    g = t.gather(dim, tlgpu.tensor(bad))             # a device index is checked on the device
     with pytest.raises(IndexError, match="gather: index 99 is out of range for a dim of size"):
-        g.numpy()
+        g.numpy()                                    # ... and raises at the next sync point
     check(t.gather(dim, tlgpu.tensor(idx)), np.take_along_axis(a, idx, axis=dim))   # the check word is clear
 
 
 def test_gather_bad_index_raises_at_synchronize_and_only_once(rng):
     t = tlgpu.tensor(rand(rng, 3, 4))
-    out = t.gather(1, np.array([[0], [-5], [2]], np.int32))
+    out = t.gather(1, tlgpu.tensor(np.array([[0], [-5], [2]], np.int32)))
     with pytest.raises(IndexError, match="index -5 is out of range for a dim of size 4"):
         tlgpu.synchronize()
     got = out.numpy()                                # the error was reported once; the bad row holds 0
     np.testing.assert_array_equal(got[:, 0], [t.numpy()[0, 0], 0.0, t.numpy()[2, 2]])
-    neg = t.gather(1, np.array([[-1], [-4], [0]], np.int32))   # negative indices count from the end
+    neg = t.gather(1, tlgpu.tensor(np.array([[-1], [-4], [0]], np.int32)))   # negative: from the end
     np.testing.assert_array_equal(neg.numpy()[:, 0], t.numpy()[[0, 1, 2], [3, 0, 0]])
 
 
