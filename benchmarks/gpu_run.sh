@@ -2,6 +2,8 @@
 # Builds tlgpu on the NVIDIA GPU machine and runs the suite and the benchmarks there (see ../shared/GPU.md).
 # Usage (on that machine, repo root): bash benchmarks/gpu_run.sh [pytest-args...]; logs go to $OUT (or /tmp/out).
 # .deps/root (Debian's ICD loader + headers, git-ignored) is used only when the machine lacks them.
+# WHEELS=dir: wheels installed first (--no-deps, into /tmp/pyx on PYTHONPATH: gymnasium and ale-py there);
+# AFTER="commands": run last, with the same environment.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)
@@ -16,6 +18,10 @@ if [ -z "$(ls /etc/OpenCL/vendors 2>/dev/null | grep -i nvidia)" ] && [ -e /usr/
 fi
 [ -d .deps/clblast ] && export LD_LIBRARY_PATH=$PWD/.deps/clblast:${LD_LIBRARY_PATH:-}   # CLBlast for bench_gemm
 export TLGPU_DEVICE=${TLGPU_DEVICE:-nvidia} PYTHONUNBUFFERED=1
+if [ -n "${WHEELS:-}" ]; then
+    $PY -m pip install -q --no-deps --no-index --target /tmp/pyx "$WHEELS"/*.whl > "$OUT/wheels.log" 2>&1 &&
+        export PYTHONPATH=/tmp/pyx${PYTHONPATH:+:$PYTHONPATH} || tail -5 "$OUT/wheels.log"
+fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY setup.py -q build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 $PY -c "import tlgpu; print(tlgpu.devices()); print(tlgpu.device())" 2>&1 | tee "$OUT/device.txt"
@@ -23,3 +29,4 @@ $PY -m pytest -q -x "${@:-tests}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1; 
 for b in ${BENCHES:-bench_dispatch bench_elementwise}; do
     timeout ${BENCH_TIMEOUT:-300} $PY benchmarks/$b.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/$b.txt"
 done
+[ -n "${AFTER:-}" ] && eval "$AFTER"
