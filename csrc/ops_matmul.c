@@ -6,9 +6,10 @@
  * allows for it (kernels/matmul.cl: 256, 64 or any work-items); a zero-size result enqueues nothing
  * and K == 0 is one fill with zeros; batch dims collapse where strides allow, and the host issues one
  * launch per index of any batch dims beyond the two the kernel walks. On GPUs the tiled kernel comes in
- * three tile-size tiers (gemm_params.h), picked per product by pick_tier. TLGPU_MATMUL_KERNEL=small|naive
- * forces a fallback kernel (for tests), =gemm tier 0 at every size (for tuning). Autograd: record() saves
- * both operands; tl_matmul_backward. */
+ * three tile-size tiers (gemm_params.h), picked per product by pick_tier; split-K (gemm_splitk.h) runs a
+ * product whose tiles number < compute units with K >= 2048 and >= 4*max(M, N) as slices of K and a sum.
+ * TLGPU_MATMUL_KERNEL=small|naive forces a fallback kernel (for tests), =gemm tier 0 at every size (for
+ * tuning, no split-K). Autograd: record() saves both operands; tl_matmul_backward. */
 #include "ops_common.h"
 #include "autograd.h"
 #include "ops.h"
