@@ -279,3 +279,33 @@ def test_env_switch(value, want):
         pytest.skip("the plans below assume 2 compute units")
     r = run_python(ENV_CODE, env={**TIERS, "TLGPU_GEMM_SPLITK": value})
     assert r.returncode == 0 and r.stdout.startswith(want), r.stdout + r.stderr
+
+
+NV_CODE = """
+import numpy as np, tlgpu
+from tlgpu import _C
+rng = np.random.default_rng(6)
+for (m, k, n, s, batch) in [(32, 8192, 256, 16, 1), (64, 4099, 96, 8, 1), (70, 2600, 40, 5, 3), (128, 3000, 130, 3, 1)]:
+    a = rng.standard_normal((batch, m, k)).astype(np.float32)
+    c = rng.standard_normal((batch, n, k)).astype(np.float32)
+    ref = a.astype(np.float64) @ c.transpose(0, 2, 1)
+    ta, tc = tlgpu.tensor(a), tlgpu.tensor(c)
+    for forced in (s, 1):
+        _C._gemm_splitk(forced)
+        for y in (ta @ tc.transpose(1, 2), tlgpu.tensor(a.transpose(0, 2, 1).copy()).transpose(1, 2) @
+                  tlgpu.tensor(c.transpose(0, 2, 1).copy())):
+            np.testing.assert_allclose(y.numpy(), ref, rtol=1e-4, atol=1e-3)
+print("ok", _C._gemm_splitk())
+"""
+NV_SMALL = "MWG=64,NWG=32,KWG=16,MDIMC=16,NDIMC=8,VW=4,MVEC=1,PREFETCH=1,DBUF=1,INTERIOR=1"
+NV_BIG = "MWG=128,NWG=128,KWG=16,MDIMC=16,NDIMC=16,VW=2,MVEC=1,PREFETCH=1,DBUF=1,INTERIOR=1"
+
+
+@pytest.mark.parametrize("params", [NV_SMALL, NV_BIG])
+def test_nvidia_tiles(params):
+    """The split with the tile parameters NVIDIA runs (the 64x32 tier the conv weight gradients take, and the
+    128x128 one) on PoCL's tiled kernel: nt and tn layouts, equal and uneven slices, a batch."""
+    env = {t: params for t in TIERS}
+    env["TLGPU_GEMM_PARAMS"] = "DIRECT=0," + params
+    r = run_python(NV_CODE, env=env)
+    assert r.returncode == 0 and "ok" in r.stdout and "'products': 8" in r.stdout, r.stdout + r.stderr
