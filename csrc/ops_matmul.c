@@ -6,9 +6,10 @@
  * allows for it (kernels/matmul.cl: 256, 64 or any work-items); a zero-size result enqueues nothing
  * and K == 0 is one fill with zeros; batch dims collapse where strides allow, and the host issues one
  * launch per index of any batch dims beyond the two the kernel walks. On GPUs the tiled kernel comes in
- * three tile-size tiers (gemm_params.h), picked per product by pick_tier. TLGPU_MATMUL_KERNEL=small|naive
- * forces a fallback kernel (for tests), =gemm tier 0 at every size (for tuning). Autograd: record() saves
- * both operands; tl_matmul_backward. */
+ * three tile-size tiers (gemm_params.h), picked per product by pick_tier; split-K (gemm_splitk.h) runs a
+ * product whose tiles number < compute units with K >= 2048 and >= 4*max(M, N) as slices of K and a sum.
+ * TLGPU_MATMUL_KERNEL=small|naive forces a fallback kernel (for tests), =gemm tier 0 at every size (for
+ * tuning, no split-K). Autograd: record() saves both operands; tl_matmul_backward. */
 #include "ops_common.h"
 #include "autograd.h"
 #include "ops.h"
@@ -16,6 +17,7 @@
 #include "gemm_params.h"
 #include "gemm_tc.h"
 #include "cpu_blas.h"
+#include "gemm_splitk.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,19 +185,44 @@ pick_tier(const mm_problem *p, gemm_params *q)
     return tier;
 }
 
+/* The K slices of p on the tiled kernel with tier parameters q (gemm_splitk.h): 1 (and *ks = K) for no split.
+ * Split-K needs at most one batch dim (the kernel walks slices x batch) and a product the tile fills in m and
+ * n; forced (the switch >= 2: S slices of K / S, the last taking the rest) on any device, else the rule
+ * where the tiled tiers run (not the direct kernels of CPUs, nor under TLGPU_MATMUL_KERNEL=gemm). */
+static int
+mm_slices(const mm_problem *p, const gemm_params *q, int mode, int direct, int *ks)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    *ks = p->K;
+    if (mode == 1 || p->M == 1 || p->N == 1 || p->K < 2 || p->nbd > 1 || (p->nbd && p->bst[0][0] != p->M * p->N))
+        return 1;
+    if (mode >= 2) {
+        int S = mode < p->K ? mode : p->K;
+        *ks = p->K / S;
+        return S;
+    }
+    if (direct || gemm_only) return 1;                  /* direct: tier 0's DIRECT (a CPU device) */
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    return tl_gemm_splitk_rule(p->M, p->N, p->K, batch_size(p), q->v[GP_MWG], q->v[GP_NWG], q->v[GP_KWG],
+                               (int)rt->info.compute_units, ks);
+}
+
 /* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. With
  * `res` (contiguous: out's shape, or N elements added to every row, a bias) the mul_mv path (out's shape
- * only) and the CPU BLAS path add it and set *fused; other paths ignore it. */
+ * only) and the CPU BLAS path add it and set *fused; other paths ignore it (split-K included). A forced
+ * split-K (tests) takes every product it can split to the tiled kernel, past mul_mv, TF32, BLAS and direct. */
 static int
 mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_tensor *res, int *fused)
 {
     tl_err err = {0};
     gemm_params q;
-    int v, tier = 0, nouter = 1, nb1 = 1, nb2 = 1, sb[2][2] = {{0, 0}, {0, 0}};
+    int v, tier = 0, nouter = 1, nb1 = 1, nb2 = 1, sb[2][2] = {{0, 0}, {0, 0}}, S = 1, ks = p->K, mode;
     if (p->K == 0) return tl_tensor_fill(out, 0.0);
-    if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
+    if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0 || (mode = tl_gemm_splitk_mode()) < 0) return -1;
     const int cpu = q.v[GP_DIRECT] != 0, forced = v != MM_GEMM;
-    if (!forced && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1) {
+    const int plain = !forced && !(mode >= 2 && mm_slices(p, &q, mode, 1, &ks) > 1);   /* else forced split-K */
+    if (plain && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1) {
         if (res != NULL && tl_tensor_numel(res) != tl_tensor_numel(out)) res = NULL;   /* a bias: added after */
         *fused = res != NULL;                            /* x @ w.T with few rows: the decode case */
         return mv_launch(p, a, b, out, res, cpu);
@@ -203,18 +230,19 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     size_t tc_gws = 0, tc_lws = 0;                      /* TF32 on tensor cores where asked for (gemm_tc.h) */
     tl_kernel *kh = NULL;
     int tc = 0;
-    if (!forced && p->M > 1 && p->N > 1 &&
+    if (plain && p->M > 1 && p->N > 1 &&
         (tc = tl_gemm_tc_choose(p->M, p->N, p->K, batch_size(p), p->sAm, p->sAk, p->sBk, p->sBn, &kh, &tc_gws,
                                 &tc_lws)) < 0)
         return -1;
-    const int blas = cpu && !forced && !tc ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk,
-                                                                          p->sBn},
-                                                            p->nbd, p->bshape, p->bst, p->off, out, a, b, res, NULL) : 0;
+    const int blas = cpu && plain && !tc ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk,
+                                                                        p->sBn},
+                                                          p->nbd, p->bshape, p->bst, p->off, out, a, b, res, NULL) : 0;
     if (blas != 0) return blas < 0 ? -1 : (*fused = res != NULL, 0);   /* CPU devices: a host BLAS, cpu_blas.h */
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
-    if (v == MM_GEMM && !tc && cpu)                      /* CPUs: the direct kernels where a layout fits */
+    if (v == MM_GEMM && !tc && cpu && plain)             /* CPUs: the direct kernels where a layout fits */
         v = p->sBn == 1 ? MM_DIRECT_NN : p->sAk == 1 && p->sBk == 1 ? MM_DIRECT_NT : MM_GEMM;
     if (v == MM_GEMM && !tc && (tier = pick_tier(p, &q)) < 0) return -1;
+    if (v == MM_GEMM && !tc && (S = mm_slices(p, &q, mode, cpu, &ks)) < 0) return -1;
     if (!tc) kh = tier > 0 ? &tier_kernels[tier - 1] : &mm_kernels[v];
     cl_kernel k = tl_kernel_py(kh);
     if (k == NULL) return -1;
@@ -248,6 +276,11 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
                              lws[0]);
         gws[1] = 1;
     }
+    }
+    if (S > 1) {                                         /* split-K: slices x the one batch dim, then a sum */
+        const tl_splitk_problem sp = {p->M, p->N, p->K, nb2, p->sAm, p->sAk, p->sBk, p->sBn, sb[0][1], sb[1][1],
+                                      p->off[1], p->off[2], p->off[0]};
+        return tl_gemm_splitk_launch(&sp, S, ks, kh, gws, lws, a, b, out);
     }
     gws[2] = (size_t)nb1 * (size_t)nb2;
     tl_storage *st[3] = {out->storage, a->storage, b->storage};
@@ -705,6 +738,23 @@ fn_gemm_tier(PyObject *Py_UNUSED(m), PyObject *args)
     return tier < 0 ? NULL : PyLong_FromLong(tier);
 }
 
+/* (tier, S, ks) of an [M, K] @ [K, N] product (times `batch`) on the tiled kernel here: split-K's slices (1 for
+ * none) of ks elements, the last taking the rest (gemm_splitk.h), under the current switch. For tests. */
+static PyObject *
+fn_gemm_plan(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    mm_problem p = {0};
+    gemm_params q;
+    int batch = 1, ks, S, mode, tier;
+    if (!PyArg_ParseTuple(args, "iii|i:_gemm_plan", &p.M, &p.K, &p.N, &batch)) return NULL;
+    if (p.M < 1 || p.K < 1 || p.N < 1 || batch < 1) return PyErr_Format(PyExc_ValueError, "_gemm_plan: sizes >= 1");
+    p.nbd = batch > 1, p.bshape[0] = batch, p.bst[0][0] = p.M * p.N;
+    if ((mode = tl_gemm_splitk_mode()) < 0 || gemm_check(0, &q) < 0 || choose_tiled(&q) < 0) return NULL;
+    const int direct = q.v[GP_DIRECT] != 0;
+    if ((tier = pick_tier(&p, &q)) < 0 || (S = mm_slices(&p, &q, mode, direct, &ks)) < 0) return NULL;
+    return Py_BuildValue("(iii)", tier, S, ks);
+}
+
 static const PyMethodDef mm_methods[] = {
     {"matmul", m_matmul, METH_O, "matmul(other): self @ other with numpy semantics (float32)."},
     {"dot", m_dot, METH_O, "dot(other): inner product of two 1-D tensors, a 0-d tensor."},
@@ -731,6 +781,13 @@ static const PyMethodDef mm_functions[] = {
     {"get_matmul_precision", tl_gemm_tc_get_precision, METH_NOARGS, "get_matmul_precision(): 'highest' or 'high'."},
     {"_gemm_tc", tl_gemm_tc_info, METH_VARARGS, "_gemm_tc([config]): the tensor-core path's state; forces a tile row."},
     {"_gemm_tier", fn_gemm_tier, METH_VARARGS, "_gemm_tier(M, N, batch=1): the GEMM tier such a product runs."},
+    {"_gemm_plan", fn_gemm_plan, METH_VARARGS, "_gemm_plan(M, K, N, batch=1): (tier, split-K slices, slice length)."},
+    {"_gemm_splitk_rule", tl_gemm_splitk_rule_py, METH_VARARGS,
+     "_gemm_splitk_rule(M, K, N, MWG, NWG, KWG, units, batch=1): split-K's (slices, slice length) for that tile."},
+#ifdef TL_TEST_HOOKS
+    {"_gemm_splitk", tl_gemm_splitk_py, METH_VARARGS, "_gemm_splitk([S]): split-K's switch (None: the rule, 1: "
+     "never, S: forced on any device) and counts."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,6 +12,7 @@
  *  - tl_mul_mv_f32 (GPU: one work-group per MV_NR weight rows, local-memory tree) and
  *    tl_mul_mv_rows_f32 (CPU: one work-item per MV_NR rows): y[r, n] = x[r, :] . W[n, :] (+ res[r, n] when
  *    has_res: addmm's fused residual, laid out like y), r < R <= 8.
+ *  - tl_gemm_splitk_reduce_f32: sums split-K partials (tl_gemm_f32 over slices of K as its batch).
  *  - tl_matmul_small_f32 / tl_matmul_naive_f32: fallbacks for devices with small work-group limits.
  * Sizes need not be multiples of a tile: edge loads read 0 (or a clamped row) and edge stores are skipped. */
 #include "mv_reduce.h"
@@ -395,6 +396,18 @@ tl_mul_mv_rows_f32(int N, int K, int R, global const float *x, int offx, int sx,
             if (r1 != r0) y[offy + r1 * sy + n0 + j] = s1;
         }
     }
+}
+
+/* Split-K (csrc/gemm_splitk.c): C[offC + i] = P[i] + P[n + i] + ... + P[(S-1)*n + i], the S partial products
+ * of the slices of K added in slice order (bit-identical run to run: no atomics, a fixed order). */
+kernel void
+tl_gemm_splitk_reduce_f32(int n, int S, global const float *P, global float *C, int offC)
+{
+    const int i = get_global_id(0);
+    if (i >= n) return;
+    float s = P[i];
+    for (int j = 1; j < S; j++) s += P[(size_t)j * (size_t)n + (size_t)i];
+    C[offC + i] = s;
 }
 
 #define MM_WPT 4                      /* fallbacks: outputs per work-item along each of m and n */
