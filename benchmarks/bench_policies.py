@@ -1,6 +1,7 @@
 """RL policy building blocks: a Nature-CNN training step (conv 32 8x8 s4, 64 4x4 s2, 64 3x3 s1, linear
 3136->512, ->actions; forward + cross-entropy + backward + Adam on 4x84x84 frames), a GRU step and a short GRU
-sequence with backward over 64 sequences, and Categorical sampling (+ log_prob) of 4096 rows. Each is timed
+sequence with backward over 64 sequences, Categorical sampling (+ log_prob) of 4096 rows, and a DQN-style
+Q(s, a) gather with its backward (a device scatter-add) over 4096 rows. Each is timed
 next to PyTorch on the same hardware class when torch is importable (CUDA when available, else CPU), in the
 same run. Host waits per iteration are counted for tlgpu (they should be 0: one sync ends each timing).
 Usage: python benchmarks/bench_policies.py [--json] [--batch N] [--reps N]"""
@@ -90,7 +91,13 @@ def tlgpu_cases():
         d = Categorical(logits=logits)
         d.log_prob(d.sample())
 
-    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "sample": sample}
+    q = tlgpu.randn(ROWS, CATS, requires_grad=True)
+    acts = tlgpu.tensor(np.random.default_rng(1).integers(0, CATS, (ROWS, 1)).astype(np.int32))
+
+    def q_gather():
+        q.gather(1, acts).square().mean().backward()
+
+    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "sample": sample, "q_gather": q_gather}
 
 
 def torch_cases():
@@ -133,8 +140,15 @@ def torch_cases():
         d = torch.distributions.Categorical(logits=logits)
         d.log_prob(d.sample())
 
+    q = torch.randn(ROWS, CATS, device=dev, requires_grad=True)
+    acts = torch.tensor(np.random.default_rng(1).integers(0, CATS, (ROWS, 1)), device=dev)
+
+    def q_gather():
+        q.gather(1, acts).square().mean().backward()
+
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "sample": sample}, sync, \
+    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "sample": sample, "q_gather": q_gather}, \
+        sync, \
         f"PyTorch {torch.__version__} {dev} ({torch.get_num_threads()} threads)" if dev == "cpu" else \
         f"PyTorch {torch.__version__} {dev}"
 
@@ -143,7 +157,8 @@ def main():
     what = {"cnn": (f"Nature-CNN train step (fwd+bwd+Adam), batch {BATCH}x4x84x84", 2),
             "gru_step": (f"GRUCell step {GRU_IN}->{GRU_H}, {SEQS} sequences, no grad", 50),
             "gru_seq": (f"GRU {SEQ_LEN} steps fwd+bwd, {SEQS} sequences", 3),
-            "sample": (f"Categorical sample + log_prob, {ROWS} rows x {CATS}", 50)}
+            "sample": (f"Categorical sample + log_prob, {ROWS} rows x {CATS}", 50),
+            "q_gather": (f"Q(s, a) gather + backward (DQN), {ROWS} rows x {CATS}", 50)}
     tl = tlgpu_cases()
     th, th_sync, th_name = torch_cases()
     rows = []
