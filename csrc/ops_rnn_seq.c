@@ -18,6 +18,7 @@
 #include "ops.h"
 #include "ops_common.h"
 #include "autograd.h"
+#include <limits.h>
 
 enum { GRU, LSTM, N_IN = 5 };                           /* inputs: gi_all, h0, c0, w_hh, b_hh */
 static const char *const op_name[2] = {"gru_sequence", "lstm_sequence"};
@@ -117,6 +118,10 @@ check_args(int kind, PyObject **o, tl_tensor **t)
         return -1;
     }
     Py_ssize_t B = gi->shape[1];
+    if ((gi->shape[0] + 2) * B * 4 * H > INT_MAX) {                 /* the kernels' offsets are ints */
+        PyErr_Format(PyExc_ValueError, "%s: T * B * hidden = %zd * %zd * %zd is too large", op, gi->shape[0], B, H);
+        return -1;
+    }
     snprintf(want, sizeof want, "(%zd, %zd)", B, H);
     for (int i = 1; i <= 2; i++)
         if (t[i] != NULL && (t[i]->ndim != 2 || t[i]->shape[0] != B || t[i]->shape[1] != H))
