@@ -433,17 +433,30 @@ def test_sequence_ops_read_strided_inputs():
           views=[lambda t: t.transpose(0, 1), lambda t: t[::2], None, lambda t: t[::2]])
 
 
-def test_sequence_ops_deterministic():
-    gi, h0, w, b = (tlgpu.tensor(a.astype(np.float32), requires_grad=True) for a in _seq_inputs(6, 5, 9, 3, True))
+@pytest.mark.parametrize("op,G,states", [(tlgpu._C.gru_sequence, 3, 1), (tlgpu._C.lstm_sequence, 4, 2)])
+def test_sequence_ops_deterministic(op, G, states):
+    ins = [tlgpu.tensor(a.astype(np.float32), requires_grad=True) for a in _seq_inputs(6, 5, 9, G, True, states)]
     runs = []
     for _ in range(2):
-        for t in (gi, h0, w, b):
+        for t in ins:
             t.grad = None
-        out = tlgpu._C.gru_sequence(gi, h0, w, b)
+        out = op(*ins)
         out.square().mean().backward()
-        runs.append([out.numpy()] + [t.grad.numpy() for t in (gi, h0, w, b)])
-    for a, b_ in zip(*runs):
-        assert np.array_equal(a, b_)
+        runs.append([out.numpy()] + [t.grad.numpy() for t in ins])
+    for a, b in zip(*runs):
+        assert np.array_equal(a, b)
+
+
+def test_sequence_modules_zero_steps_return_the_initial_state():
+    for cls in (nn.GRU, nn.LSTM):
+        m, h0 = cls(3, 4, num_layers=2), tlgpu.randn(2, 2, 4)
+        out, st = m(tlgpu.zeros(0, 2, 3), h0 if cls is nn.GRU else (h0, h0))
+        assert out.shape == (0, 2, 4)
+        for s in st if isinstance(st, tuple) else (st,):
+            np.testing.assert_array_equal(s.numpy(), h0.numpy())
+        out, st = m(tlgpu.zeros(0, 2, 3))
+        for s in st if isinstance(st, tuple) else (st,):
+            assert s.shape == (2, 2, 4) and not s.numpy().any()
 
 
 def test_sequence_ops_check_arguments_before_enqueueing():
@@ -496,8 +509,8 @@ def test_sequence_launch_counts():
     """nn.GRU / nn.LSTM forward + out.square().mean() + backward: 2 launches per step forward (h W_hh^T, the
     gates; none at step 0 for h0 = None) and 2 backward (the gates, dh through W_hh; none at step 0), plus a fixed
     few per sequence: the input projection and its backward (with its bias as launches of their own on GPUs,
-    and on PoCL below 9 rows), W_hh's and b_hh's gradients, the loss (3 forward, 5 backward), and for the LSTM
-    the y[:T] view's backward (zeros and a copy)."""
+    and on PoCL below 9 rows), W_hh's and b_hh's gradients, the loss (3 forward, 5 backward), h_n's copy (and
+    the LSTM's c_n's), and for the LSTM the y[:T] view's backward (zeros and a copy)."""
     def count(make, T):
         m, x = make(), tlgpu.randn(T, 8, 32)
 
@@ -510,9 +523,9 @@ def test_sequence_launch_counts():
     for make in (lambda: nn.GRU(32, 16), lambda: nn.LSTM(32, 16)):
         counts = {T: count(make, T) for T in (1, 4, 12)}
         assert counts[12] - counts[4] == 4 * 8, counts          # exactly 4 per step
-        fixed = 16 if isinstance(make(), nn.LSTM) else 14       # PoCL's BLAS path: 13 and 11 (T > 1)
+        fixed = 18 if isinstance(make(), nn.LSTM) else 15       # PoCL's BLAS path: 15 and 12 (T > 1)
         assert all(n <= 4 * T + fixed for T, n in counts.items()), counts
     with tlgpu.no_grad():
         m, x = nn.GRU(32, 16), tlgpu.randn(12, 8, 32)
         m(x)
-        assert _enqueued(lambda: m(x))[0] <= 2 * 12 + 1             # + the input projection
+        assert _enqueued(lambda: m(x))[0] <= 2 * 12 + 3     # + the input projection (+ its bias), h_n's copy

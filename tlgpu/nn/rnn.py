@@ -146,11 +146,6 @@ class _RNNBase(Module):
                 x = functional.dropout(x, self.dropout, True)
         return x, finals
 
-    @staticmethod
-    def _stack(finals):
-        """(num_layers, B, H): a view for one layer, else a stack."""
-        return finals[0].unsqueeze(0) if len(finals) == 1 else _C.stack(finals, 0)
-
     def _finish(self, out, batched):
         if not batched:
             return out[:, 0]
@@ -180,7 +175,7 @@ class GRU(_RNNBase):
     def forward(self, input, hx=None):
         x, batched = self._prepare(input)
         out, finals = self._run(x, self._initial(hx, x.shape[1], batched, "h_0"))
-        h_n = self._stack(finals)
+        h_n = _C.stack(finals, 0)       # a copy, as torch's: never a view of output
         return self._finish(out, batched), h_n if batched else h_n[:, 0]
 
 
@@ -203,7 +198,7 @@ class LSTM(_RNNBase):
         hs = self._initial(None if hx is None else hx[0], B, batched, "h_0")
         cs = self._initial(None if hx is None else hx[1], B, batched, "c_0")
         out, finals = self._run(x, list(zip(hs, cs)))
-        h_n, c_n = self._stack([f[0] for f in finals]), self._stack([f[1] for f in finals])
+        h_n, c_n = _C.stack([f[0] for f in finals], 0), _C.stack([f[1] for f in finals], 0)
         if not batched:
             h_n, c_n = h_n[:, 0], c_n[:, 0]
         return self._finish(out, batched), (h_n, c_n)
