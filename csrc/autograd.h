@@ -46,6 +46,7 @@ enum {
     TL_OP_CUMSUM,                                                                      /* ops_scan.c */
     TL_OP_GATHER,                                                                      /* ops_index.c */
     TL_OP_GRU_GATES, TL_OP_LSTM_GATES,                                                 /* ops_rnn.c */
+    TL_OP_GRU_SEQ, TL_OP_LSTM_SEQ,                                                     /* ops_rnn_seq.c */
     TL_OP_COUNT
 };
 
@@ -86,4 +87,6 @@ int tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_cumsum_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_scan.c */
 int tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /* ops_rnn.c */
 int tl_lstm_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_gru_seq_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);      /* ops_rnn_seq.c */
+int tl_lstm_seq_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 #endif

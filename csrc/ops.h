@@ -26,6 +26,9 @@ PyObject *tl_eq(tl_tensor *a, tl_tensor *b);                            /* float
 PyObject *tl_clone(tl_tensor *x);                                       /* a contiguous copy, differentiable */
 int       tl_add_(tl_tensor *acc, tl_tensor *x);                        /* acc += x in place; 0 or -1 */
 
+/* ops_matmul.c */
+PyObject *tl_matmul(tl_tensor *a, tl_tensor *b);                       /* a @ b, numpy rules, not recorded */
+
 /* ops_scan.c */
 PyObject *tl_cumsum(PyObject *x, int dim, int reverse);                /* from the end when reverse */
 #endif

@@ -419,6 +419,13 @@ record(PyObject *out, tl_tensor *a, tl_tensor *b, int kind)
     return out;
 }
 
+/* ops.h: a @ b for another family, not recorded (the caller's op records its own node). */
+PyObject *
+tl_matmul(tl_tensor *a, tl_tensor *b)
+{
+    return mm_forward("matmul", a, b);
+}
+
 static PyObject *
 mm(const char *op, tl_tensor *a, tl_tensor *b)
 {
@@ -677,30 +684,6 @@ done:
 }
 #endif
 
-/* Raw handles for benchmarks that drive another OpenCL library (CLBlast through ctypes) on tlgpu's own
- * buffers and queue: (cl_mem, offset in elements) of a tensor, and (queue, context, device). The caller
- * owns the ordering: such work is outside tlgpu's stream accounting, so end it with tlgpu.synchronize(). */
-static PyObject *
-fn_cl_handles(PyObject *Py_UNUSED(m), PyObject *arg)
-{
-    tl_tensor *t;
-    if (want_tensor("_cl_handles", arg, &t) < 0) return NULL;
-    if (t->storage == NULL) return Py_BuildValue("(Kn)", 0ULL, t->offset);
-    if (t->storage->ready_ev != NULL && tl_stream_synchronize(&(tl_err){0}) != TL_OK)   /* finish its upload */
-        return PyErr_Format(PyExc_RuntimeError, "_cl_handles: synchronize failed");
-    return Py_BuildValue("(Kn)", (unsigned long long)(uintptr_t)t->storage->mem, t->offset);
-}
-
-static PyObject *
-fn_cl_queue(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
-{
-    const tl_runtime *rt;
-    tl_err err = {0};
-    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), NULL;
-    return Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)rt->q0, (unsigned long long)(uintptr_t)rt->ctx,
-                         (unsigned long long)(uintptr_t)rt->device);
-}
-
 /* The GEMM parameters of a tier on this device (after the environment overrides), for benchmarks and docs. */
 static PyObject *
 fn_gemm_params(PyObject *Py_UNUSED(m), PyObject *args)
@@ -770,8 +753,6 @@ static const PyMethodDef mm_functions[] = {
     {"_matmul_test_view", fn_test_view, METH_VARARGS,
      "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
 #endif
-    {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
-    {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
     {"_gemm_params", fn_gemm_params, METH_VARARGS, "_gemm_params(tier=0): a GEMM tier's tile parameters here."},
     {"_cpu_blas", (PyCFunction)(void (*)(void))tl_cpu_blas_py, METH_VARARGS | METH_KEYWORDS,
      "_cpu_blas(paths=None, enable=None): the CPU BLAS path's state (docs/cpu.md)."},

@@ -1,6 +1,7 @@
 /* runtime_api.c: the Python face of the runtime, stream, pool and program layers: devices, sync,
  * counters, memory statistics, and the raw-OpenCL reference loops that benchmarks compare against
- * (measured in C with the GIL released, so they show what the hardware and driver cost alone). */
+ * (measured in C with the GIL released, so they show what the hardware and driver cost alone), and the raw
+ * cl_mem and queue handles for benchmarks that drive another OpenCL library. */
 #include "ops_common.h"
 #include "cl_runtime.h"
 #include "pool.h"
@@ -218,6 +219,31 @@ fn_bench_raw(PyObject *Py_UNUSED(m), PyObject *args)
     return PyFloat_FromDouble(per_op);
 }
 
+/* Raw handles for benchmarks that drive another OpenCL library (CLBlast through ctypes) on tlgpu's own
+ * buffers and queue: (cl_mem, offset in elements) of a tensor, and (queue, context, device). The caller
+ * owns the ordering: such work is outside tlgpu's stream accounting, so end it with tlgpu.synchronize(). */
+static PyObject *
+fn_cl_handles(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    if (!tl_tensor_check(arg))
+        return PyErr_Format(PyExc_TypeError, "_cl_handles: expected a Tensor, got %s", Py_TYPE(arg)->tp_name);
+    tl_tensor *t = tl_tensor_CAST(arg);
+    if (t->storage == NULL) return Py_BuildValue("(Kn)", 0ULL, t->offset);
+    if (t->storage->ready_ev != NULL && tl_stream_synchronize(&(tl_err){0}) != TL_OK)   /* finish its upload */
+        return PyErr_Format(PyExc_RuntimeError, "_cl_handles: synchronize failed");
+    return Py_BuildValue("(Kn)", (unsigned long long)(uintptr_t)t->storage->mem, t->offset);
+}
+
+static PyObject *
+fn_cl_queue(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), NULL;
+    return Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)rt->q0, (unsigned long long)(uintptr_t)rt->ctx,
+                         (unsigned long long)(uintptr_t)rt->device);
+}
+
 static const PyMethodDef runtime_functions[] = {
     {"devices", fn_devices, METH_NOARGS, "List every OpenCL device as a dict."},
     {"_device", fn_device, METH_NOARGS, "The selected device as a dict (initialises the runtime)."},
@@ -231,6 +257,8 @@ static const PyMethodDef runtime_functions[] = {
     {"_program_stats", fn_program_stats, METH_NOARGS, "Kernel program builds and disk-cache counters."},
     {"_build_log", fn_build_log, METH_O, "_build_log(family): the compiler's log of that kernel program."},
     {"_bench_raw", fn_bench_raw, METH_VARARGS, "_bench_raw(mode, n, iters): raw OpenCL reference loop."},
+    {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
+    {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
     {NULL, NULL, 0, NULL},
 };
 

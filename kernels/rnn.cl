@@ -7,6 +7,7 @@
 #define M_ARGS(x) global const float *x, int x##_o, int x##_rs, int x##_cs
 #define AT(x, b, j) x[x##_o + (b) * x##_rs + (j) * x##_cs]
 #define OPT(x, bit, b, j) ((mask & (bit)) ? AT(x, b, j) : 0.0f)
+#define NOH(x, b, j) ((mask & 8) ? 0.0f : AT(x, b, j))          /* the sequence kernels' gh: none at h = 0 */
 
 static float
 sig(float x)
@@ -95,4 +96,114 @@ tl_lstm_gates_backward_f32(int B, int H, int mask, global float *dga, global flo
     dga[row + 2 * H + k] = dc * i * (1.0f - gg * gg);
     dga[row + 3 * H + k] = up * tc * o * (1.0f - o);
     dcp[id] = dc * f;
+}
+
+/* Whole-sequence GRU (gru_sequence): step t reads h_{t-1} from slot t of hs [T+1, B, H] (contiguous; slot 0 is
+ * h0) at hp_o and writes h_t into slot t + 1, so the output needs no copy or stack. gh is the step's product
+ * h_{t-1} W_hh^T; b_hh is added here (mask bit 0). With mask bit 1 the step keeps r, z, n and gh_n (with its
+ * bias) in slot t of act [T, B, 4H] for the backward pass, which then needs no gate math but the derivatives.
+ * Mask bit 3: h_{t-1} is zero (step 0 without h0): neither gh nor slot t is read. */
+kernel void
+tl_gru_seq_step_f32(int B, int H, int mask, global float *hs, int hp_o, global float *act, int act_o, M_ARGS(gi),
+                    M_ARGS(gh), M_ARGS(bh))
+{
+    int id = get_global_id(0);
+    if (id >= B * H) return;
+    int b = id / H, k = id % H;
+    float ar = AT(gi, b, k) + NOH(gh, b, k) + OPT(bh, 1, 0, k);
+    float az = AT(gi, b, H + k) + NOH(gh, b, H + k) + OPT(bh, 1, 0, H + k);
+    float ghn = NOH(gh, b, 2 * H + k) + OPT(bh, 1, 0, 2 * H + k);
+    float r = sig(ar), z = sig(az);
+    float n = tanh(AT(gi, b, 2 * H + k) + r * ghn);
+    float hp = (mask & 8) ? 0.0f : hs[hp_o + id];
+    hs[hp_o + B * H + id] = n + z * (hp - n);
+    if (mask & 2) {
+        int row = act_o + b * 4 * H;
+        act[row + k] = r;
+        act[row + H + k] = z;
+        act[row + 2 * H + k] = n;
+        act[row + 3 * H + k] = ghn;
+    }
+}
+
+/* Step t of the sequence's backward: dh = d out[t] (g, any strides) + (mask bit 0: from step t + 1) carry + mm,
+ * where carry is step t + 1's z dh (read and rewritten in place by the same work-item) and mm its d gh W_hh.
+ * Writes d gh into slot t of dgh [T, B, 3H] at d_o, d gi likewise (mask bit 1) and z dh into carry. Mask bit 2:
+ * h_{t-1} is zero (not read). */
+kernel void
+tl_gru_seq_backward_f32(int B, int H, int mask, global float *dgi, global float *dgh, int d_o, global float *carry,
+                        global const float *mm, M_ARGS(g), global const float *act, int act_o,
+                        global const float *hs, int hp_o)
+{
+    int id = get_global_id(0);
+    if (id >= B * H) return;
+    int b = id / H, k = id % H;
+    float dh = AT(g, b, k) + ((mask & 1) ? carry[id] + mm[id] : 0.0f);
+    int row = act_o + b * 4 * H;
+    float r = act[row + k], z = act[row + H + k], n = act[row + 2 * H + k], ghn = act[row + 3 * H + k];
+    float dan = dh * (1.0f - z) * (1.0f - n * n);
+    float hp = (mask & 4) ? 0.0f : hs[hp_o + id];
+    float dar = dan * ghn * r * (1.0f - r), daz = dh * (hp - n) * z * (1.0f - z);
+    int o = d_o + b * 3 * H;
+    dgh[o + k] = dar;
+    dgh[o + H + k] = daz;
+    dgh[o + 2 * H + k] = dan * r;
+    if (mask & 2) {
+        dgi[o + k] = dar;
+        dgi[o + H + k] = daz;
+        dgi[o + 2 * H + k] = dan;
+    }
+    carry[id] = dh * z;
+}
+
+/* Whole-sequence LSTM (lstm_sequence): as the GRU's, with the cell states in cs [T + 1, B, H] (slot 0 c0): step
+ * t reads c_{t-1} at cp_o and writes c_t one slot on; the last step (mask bit 2) also writes c_T into hs at cl_o
+ * (slot T + 1, the op's output y[T]). act keeps i, f, g, o (mask bit 1); b_hh is mask bit 0. Mask bit 3: no gh
+ * (h_{t-1} is zero), bit 4: c_{t-1} is zero (not read). */
+kernel void
+tl_lstm_seq_step_f32(int B, int H, int mask, global float *hs, int hp_o, int cl_o, global float *cs, int cp_o,
+                     global float *act, int act_o, M_ARGS(gi), M_ARGS(gh), M_ARGS(bh))
+{
+    int id = get_global_id(0);
+    if (id >= B * H) return;
+    int b = id / H, k = id % H;
+#define SEQ_PRE(j) (AT(gi, b, (j) * H + k) + NOH(gh, b, (j) * H + k) + OPT(bh, 1, 0, (j) * H + k))
+    float i = sig(SEQ_PRE(0)), f = sig(SEQ_PRE(1)), gg = tanh(SEQ_PRE(2)), o = sig(SEQ_PRE(3));
+#undef SEQ_PRE
+    float c2 = ((mask & 16) ? 0.0f : f * cs[cp_o + id]) + i * gg;
+    cs[cp_o + B * H + id] = c2;
+    hs[hp_o + B * H + id] = o * tanh(c2);
+    if (mask & 4) hs[cl_o + id] = c2;
+    if (mask & 2) {
+        int row = act_o + b * 4 * H;
+        act[row + k] = i;
+        act[row + H + k] = f;
+        act[row + 2 * H + k] = gg;
+        act[row + 3 * H + k] = o;
+    }
+}
+
+/* Step t of the LSTM sequence's backward: dh = d out[t] (+ mm, step t + 1's d gates W_hh, mask bit 0) and
+ * dc = (mask bit 0: carry, step t + 1's dc f; else gc, the gradient of c_T) + dh o (1 - tanh(c_t)^2). Writes
+ * the gate gradients into slot t of dga [T, B, 4H] (gi's, gh's and, summed, b_hh's alike) and dc f into carry.
+ * Mask bit 2: c_{t-1} is zero (not read). */
+kernel void
+tl_lstm_seq_backward_f32(int B, int H, int mask, global float *dga, int d_o, global float *carry,
+                         global const float *mm, M_ARGS(g), M_ARGS(gc), global const float *act, int act_o,
+                         global const float *cs, int cp_o)
+{
+    int id = get_global_id(0);
+    if (id >= B * H) return;
+    int b = id / H, k = id % H;
+    int row = act_o + b * 4 * H;
+    float i = act[row + k], f = act[row + H + k], gg = act[row + 2 * H + k], o = act[row + 3 * H + k];
+    float cp = (mask & 4) ? 0.0f : cs[cp_o + id], tc = tanh(cs[cp_o + B * H + id]);
+    float dh = AT(g, b, k) + ((mask & 1) ? mm[id] : 0.0f);
+    float dc = ((mask & 1) ? carry[id] : AT(gc, b, k)) + dh * o * (1.0f - tc * tc);
+    int d = d_o + b * 4 * H;
+    dga[d + k] = dc * gg * i * (1.0f - i);
+    dga[d + H + k] = dc * cp * f * (1.0f - f);
+    dga[d + 2 * H + k] = dc * i * (1.0f - gg * gg);
+    dga[d + 3 * H + k] = dh * tc * o * (1.0f - o);
+    carry[id] = dc * f;
 }

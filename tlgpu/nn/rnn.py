@@ -3,10 +3,11 @@
 
 GRU gates (r, z, n): r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise, n = tanh(W_in x + b_in +
 r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h. LSTM gates (i, f, g, o): c' = f * c + i * g,
-h' = o * tanh(c'). A step is the weight products (linear without bias: one GEMM each) and one fused gate op
-(_C.gru_gates / _C.lstm_gates, ops_rnn.c) that adds the biases, applies the gates and has its own one-kernel
+h' = o * tanh(c'). A cell step is the weight products (linear without bias: one GEMM each) and one fused gate
+op (_C.gru_gates / _C.lstm_gates, ops_rnn.c) that adds the biases, applies the gates and has its own one-kernel
 backward. The sequence modules project the whole input sequence through W_ih (+ b_ih) in one product per
-layer, so each time step costs two launches forward: h W_hh^T and the gates.
+layer, then run the layer as one op (_C.gru_sequence / _C.lstm_sequence, ops_rnn_seq.c; one autograd node):
+each time step costs two launches forward (h W_hh^T and the gates) and two backward.
 """
 import math
 
@@ -116,26 +117,31 @@ class _RNNBase(Module):
         return (input.transpose(0, 1) if self.batch_first else input), True
 
     def _initial(self, h, B, batched, what):
+        """Per layer, the initial state (B, H), or None for zeros (the sequence ops fill them)."""
         want = (self.num_layers, B, self.hidden_size) if batched else (self.num_layers, self.hidden_size)
         if h is None:
-            return [_C.zeros(B, self.hidden_size)] * self.num_layers
+            return [None] * self.num_layers
         if h.shape != want:
             raise ValueError(f"{type(self).__name__}: {what} must have shape {want}, got {h.shape}")
         return [h[k] if batched else h[k].unsqueeze(0) for k in range(self.num_layers)]
 
     def _run(self, x, states):
-        """Runs every layer over x (T, B, F); returns the last layer's outputs (T, B, H) and the final states."""
+        """Runs every layer over x (T, B, F); returns the last layer's outputs (T, B, H) and the final states.
+        A layer is one input product for the whole sequence and one sequence op (_C.gru_sequence /
+        _C.lstm_sequence); T == 0 returns the initial states."""
         T, B = x.shape[0], x.shape[1]
         finals = []
         for layer in range(self.num_layers):
             w_ih, w_hh, b_ih, b_hh = self._layer_params(layer)
+            if T == 0:
+                zero = lambda s: _C.zeros(B, self.hidden_size) if s is None else s     # noqa: E731
+                s = states[layer]
+                finals.append(tuple(map(zero, s)) if isinstance(s, tuple) else zero(s))
+                x = _C.zeros(0, B, self.hidden_size)
+                continue
             gi_all = functional.linear(x.reshape(T * B, x.shape[2]), w_ih, b_ih).reshape(T, B, w_ih.shape[0])
-            state, outs = states[layer], []
-            for t in range(T):
-                state = self._step(gi_all[t], state, w_hh, b_hh)
-                outs.append(state[0] if isinstance(state, tuple) else state)
-            finals.append(state)
-            x = _C.stack(outs, 0) if T > 0 else _C.zeros(0, B, self.hidden_size)
+            x, final = self._sequence(gi_all, states[layer], w_hh, b_hh)
+            finals.append(final)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = functional.dropout(x, self.dropout, True)
         return x, finals
@@ -162,13 +168,14 @@ class GRU(_RNNBase):
     _gates = 3
 
     @staticmethod
-    def _step(gi, h, w_hh, b_hh):
-        return _C.gru_gates(gi, functional.linear(h, w_hh), h, None, b_hh)
+    def _sequence(gi_all, h0, w_hh, b_hh):
+        out = _C.gru_sequence(gi_all, h0, w_hh, b_hh)
+        return out, out[out.shape[0] - 1]
 
     def forward(self, input, hx=None):
         x, batched = self._prepare(input)
         out, finals = self._run(x, self._initial(hx, x.shape[1], batched, "h_0"))
-        h_n = _C.stack(finals, 0)
+        h_n = _C.stack(finals, 0)       # a copy, as torch's: never a view of output
         return self._finish(out, batched), h_n if batched else h_n[:, 0]
 
 
@@ -177,9 +184,11 @@ class LSTM(_RNNBase):
     _gates = 4
 
     @staticmethod
-    def _step(gi, state, w_hh, b_hh):
-        h, c = state
-        return _C.lstm_gates(gi, c, functional.linear(h, w_hh), None, b_hh)
+    def _sequence(gi_all, state, w_hh, b_hh):
+        h0, c0 = state
+        T = gi_all.shape[0]
+        y = _C.lstm_sequence(gi_all, h0, c0, w_hh, b_hh)      # y[:T] the outputs, y[T] the last cell state
+        return y[:T], (y[T - 1], y[T])
 
     def forward(self, input, hx=None):
         x, batched = self._prepare(input)
