@@ -10,18 +10,15 @@
  * one output; h' and c' are its two index views, and the backward kernel reads both halves of its gradient.
  * Bias gradients are the [B, G] gate gradients, which the engine sums over the rows. */
 #include "ops.h"
-#include "ops_common.h"
+#include "ops_rnn.h"
 #include "autograd.h"
 
 #define N_OPERANDS 5
 
-typedef struct { cl_mem mem; int off, rs, cs; } mat;        /* a kernel operand: M_ARGS in rnn.cl */
-
-/* A 1-D tensor is a row broadcast over the batch (row stride 0); `slot` picks a [B, H] half of a 3-D one. */
-static mat
-mat_of(const tl_tensor *t, int slot, cl_mem none)
+tl_rnn_mat
+tl_rnn_mat_of(const tl_tensor *t, Py_ssize_t slot, cl_mem none)
 {
-    mat m = {none, 0, 0, 0};
+    tl_rnn_mat m = {none, 0, 0, 0};
     if (t == NULL || t->storage == NULL) return m;
     int nd = t->ndim;
     m.mem = t->storage->mem;
@@ -31,9 +28,16 @@ mat_of(const tl_tensor *t, int slot, cl_mem none)
     return m;
 }
 
+int
+tl_rnn_set_mat(cl_kernel k, int first, tl_rnn_mat m)
+{
+    const size_t I = sizeof(int);
+    return tl_set_args(k, first, 4, (size_t[]){sizeof(cl_mem), I, I, I}, (const void *[]){&m.mem, &m.off, &m.rs, &m.cs});
+}
+
 /* Args from `first`: B, H, mask, the n_out outputs, then the operands as (mem, offset, row stride, col stride). */
 static int
-launch(tl_kernel *kh, int B, int H, int mask, tl_tensor *const *outs, int n_out, const mat *ops, int n_ops,
+launch(tl_kernel *kh, int B, int H, int mask, tl_tensor *const *outs, int n_out, const tl_rnn_mat *ops, int n_ops,
        tl_storage *const *reads, int n_reads)
 {
     cl_kernel k = tl_kernel_py(kh);
@@ -42,10 +46,8 @@ launch(tl_kernel *kh, int B, int H, int mask, tl_tensor *const *outs, int n_out,
     if (tl_set_args(k, 0, 3, (size_t[]){I, I, I}, (const void *[]){&B, &H, &mask}) < 0) return -1;
     for (int i = 0; i < n_out; i++)
         if (tl_set_args(k, 3 + i, 1, (size_t[]){M}, (const void *[]){&outs[i]->storage->mem}) < 0) return -1;
-    for (int i = 0; i < n_ops; i++) {
-        const void *v[4] = {&ops[i].mem, &ops[i].off, &ops[i].rs, &ops[i].cs};
-        if (tl_set_args(k, 3 + n_out + 4 * i, 4, (size_t[]){M, I, I, I}, v) < 0) return -1;
-    }
+    for (int i = 0; i < n_ops; i++)
+        if (tl_rnn_set_mat(k, 3 + n_out + 4 * i, ops[i]) < 0) return -1;
     tl_storage *st[3 + 2 * N_OPERANDS];
     int n = 0;
     for (int i = 0; i < n_out; i++) st[n++] = outs[i]->storage;
@@ -141,11 +143,11 @@ release(tl_tensor **t, int n)
 
 /* The operands' mats and storages in kernel order `order`; returns how many storages. */
 static int
-gather(tl_tensor *const *t, const int *order, mat *m, tl_storage **st, cl_mem none)
+gather(tl_tensor *const *t, const int *order, tl_rnn_mat *m, tl_storage **st, cl_mem none)
 {
     int n = 0;
     for (int i = 0; i < N_OPERANDS; i++) {
-        m[i] = mat_of(t[order[i]], 0, none);
+        m[i] = tl_rnn_mat_of(t[order[i]], 0, none);
         if (t[order[i]] != NULL) st[n++] = t[order[i]]->storage;
     }
     return n;
@@ -164,7 +166,7 @@ fn_gru_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     PyObject *o[N_OPERANDS] = {NULL, NULL, NULL, Py_None, Py_None};
     tl_tensor *t[N_OPERANDS], *out;
     int present;
-    mat ms[N_OPERANDS];
+    tl_rnn_mat ms[N_OPERANDS];
     tl_storage *st[N_OPERANDS];
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|OO:gru_gates", kw, &o[0], &o[1], &o[2], &o[3], &o[4]))
         return NULL;
@@ -189,7 +191,7 @@ tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     static tl_kernel kh = TL_KERNEL("rnn", "tl_gru_gates_backward_f32");
     tl_tensor *t[N_OPERANDS], *g = tl_tensor_CAST(grad), *d[3] = {NULL, NULL, NULL};
-    mat ms[1 + N_OPERANDS];
+    tl_rnn_mat ms[1 + N_OPERANDS];
     tl_storage *st[1 + N_OPERANDS];
     int rc = -1;
     if (restore(nd, t) < 0) goto done;
@@ -198,7 +200,7 @@ tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **gin)
         if ((d[i] = tl_tensor_empty(TL_F32, 2, (Py_ssize_t[]){B, i < 2 ? 3 * H : H})) == NULL) goto done;
     if (d[2]->storage != NULL) {                             /* B, H > 0 */
         int n = gather(t, gru_order, ms + 1, st + 1, d[0]->storage->mem) + 1;
-        ms[0] = mat_of(g, 0, NULL);
+        ms[0] = tl_rnn_mat_of(g, 0, NULL);
         st[0] = g->storage;
         if (launch(&kh, (int)B, (int)H, nd->iarg[0] >> 3, d, 3, ms, 1 + N_OPERANDS, st, n) < 0) goto done;
     }
@@ -220,7 +222,7 @@ fn_lstm_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     PyObject *o[N_OPERANDS] = {NULL, NULL, Py_None, Py_None, Py_None}, *res = NULL, *h2 = NULL, *c2 = NULL;
     tl_tensor *t[N_OPERANDS], *y;
     int present;
-    mat ms[N_OPERANDS];
+    tl_rnn_mat ms[N_OPERANDS];
     tl_storage *st[N_OPERANDS];
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOO:lstm_gates", kw, &o[0], &o[1], &o[2], &o[3], &o[4]))
         return NULL;
@@ -250,7 +252,7 @@ tl_lstm_gates_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     static tl_kernel kh = TL_KERNEL("rnn", "tl_lstm_gates_backward_f32");
     tl_tensor *t[N_OPERANDS], *g = tl_tensor_CAST(grad), *d[2] = {NULL, NULL};
-    mat ms[2 + N_OPERANDS];
+    tl_rnn_mat ms[2 + N_OPERANDS];
     tl_storage *st[1 + N_OPERANDS];
     int rc = -1;
     if (restore(nd, t) < 0) goto done;
@@ -259,8 +261,8 @@ tl_lstm_gates_backward(tl_node *nd, PyObject *grad, PyObject **gin)
         if ((d[i] = tl_tensor_empty(TL_F32, 2, (Py_ssize_t[]){B, i == 0 ? 4 * H : H})) == NULL) goto done;
     if (d[1]->storage != NULL) {
         int n = gather(t, lstm_order, ms + 2, st + 1, d[0]->storage->mem) + 1;
-        ms[0] = mat_of(g, 0, NULL);
-        ms[1] = mat_of(g, 1, NULL);
+        ms[0] = tl_rnn_mat_of(g, 0, NULL);
+        ms[1] = tl_rnn_mat_of(g, 1, NULL);
         st[0] = g->storage;
         if (launch(&kh, (int)B, (int)H, nd->iarg[0] >> 2, d, 2, ms, 2 + N_OPERANDS, st, n) < 0) goto done;
     }

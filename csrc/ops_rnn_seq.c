@@ -16,29 +16,13 @@
  * Invariants: arguments are checked (ValueError / TypeError naming op and shapes) before anything is enqueued;
  * B == 0 or H == 0 enqueues nothing forward (the gradients are zeros). */
 #include "ops.h"
-#include "ops_common.h"
+#include "ops_rnn.h"
 #include "autograd.h"
 #include <limits.h>
 
 enum { GRU, LSTM, N_IN = 5 };                           /* inputs: gi_all, h0, c0, w_hh, b_hh */
 static const char *const op_name[2] = {"gru_sequence", "lstm_sequence"};
 static const char *const in_name[N_IN] = {"gi_all", "h0", "c0", "w_hh", "b_hh"};
-
-typedef struct { cl_mem mem; int off, rs, cs; } mat;    /* a kernel operand: M_ARGS in rnn.cl */
-
-/* slot >= 0 picks a [B, H]-like matrix of a 3-D tensor; a 1-D tensor is a row broadcast (row stride 0). */
-static mat
-mat_of(const tl_tensor *t, Py_ssize_t slot, cl_mem none)
-{
-    mat m = {none, 0, 0, 0};
-    if (t == NULL || t->storage == NULL) return m;
-    int nd = t->ndim;
-    m.mem = t->storage->mem;
-    m.off = (int)(t->offset + (nd == 3 ? slot * t->strides[0] : 0));
-    m.rs = nd >= 2 ? (int)t->strides[nd - 2] : 0;
-    m.cs = (int)t->strides[nd - 1];
-    return m;
-}
 
 /* Sets kernel args from `first` on: n ints, then (optionally) the mats' 4 values each. */
 static int
@@ -54,14 +38,6 @@ set_mem(cl_kernel k, int i, const tl_tensor *t, const tl_tensor *none)
 {
     const cl_mem *m = TL_MEM(t) != NULL ? TL_MEM(t) : TL_MEM(none);
     return tl_set_args(k, i, 1, (size_t[]){sizeof(cl_mem)}, (const void *[]){m});
-}
-
-static int
-set_mat(cl_kernel k, int first, mat m)
-{
-    const size_t I = sizeof(int);
-    return tl_set_args(k, first, 4, (size_t[]){sizeof(cl_mem), I, I, I},
-                       (const void *[]){&m.mem, &m.off, &m.rs, &m.cs});
 }
 
 /* A contiguous view of t: shape (a, b) from element `off` (rows of b). */
@@ -166,8 +142,8 @@ step(int kind, Py_ssize_t t, Py_ssize_t T, tl_tensor *const *in, tl_tensor *wt, 
             goto done;
     }
     if (set_mem(k, n++, act, hs) < 0 || set_ints(k, n++, 1, &a_o) < 0 ||
-        set_mat(k, n, mat_of(in[0], t, NULL)) < 0 || set_mat(k, n + 4, mat_of(gh, 0, hs->storage->mem)) < 0 ||
-        set_mat(k, n + 8, mat_of(in[4], 0, hs->storage->mem)) < 0)
+        tl_rnn_set_mat(k, n, tl_rnn_mat_of(in[0], t, NULL)) < 0 || tl_rnn_set_mat(k, n + 4, tl_rnn_mat_of(gh, 0, hs->storage->mem)) < 0 ||
+        tl_rnn_set_mat(k, n + 8, tl_rnn_mat_of(in[4], 0, hs->storage->mem)) < 0)
         goto done;
     tl_storage *st[6] = {hs->storage};
     int ns = 1;
@@ -262,10 +238,10 @@ back_step(int kind, Py_ssize_t t, Py_ssize_t T, tl_tensor *g, tl_tensor *dgh, tl
     if (set_ints(k, 0, 3, head) < 0) return -1;
     if (kind == GRU && set_mem(k, n++, dgi, dgh) < 0) return -1;
     if (set_mem(k, n++, dgh, NULL) < 0 || set_ints(k, n++, 1, &d_o) < 0 || set_mem(k, n++, carry, NULL) < 0 ||
-        set_mem(k, n++, mm, carry) < 0 || set_mat(k, n, mat_of(g, t, NULL)) < 0)
+        set_mem(k, n++, mm, carry) < 0 || tl_rnn_set_mat(k, n, tl_rnn_mat_of(g, t, NULL)) < 0)
         return -1;
     n += 4;
-    if (kind == LSTM && set_mat(k, n, mat_of(g, T, NULL)) < 0) return -1;
+    if (kind == LSTM && tl_rnn_set_mat(k, n, tl_rnn_mat_of(g, T, NULL)) < 0) return -1;
     n += kind == LSTM ? 4 : 0;
     if (set_mem(k, n, act, NULL) < 0 || set_ints(k, n + 1, 1, &a_o) < 0 || set_mem(k, n + 2, states, NULL) < 0 ||
         set_ints(k, n + 3, 1, &p_o) < 0)

@@ -15,6 +15,36 @@ sig(float x)
     return 1.0f / (1.0f + exp(-x));
 }
 
+/* Four values of unit k into the four H-wide blocks of a row (a step's kept activations). */
+static void
+store4(global float *row, int H, int k, float a, float b, float c, float d)
+{
+    row[k] = a;
+    row[H + k] = b;
+    row[2 * H + k] = c;
+    row[3 * H + k] = d;
+}
+
+/* GRU: the gradients of the pre-activations (a_r, a_z, a_n) from dh' and the gates; d gh_n = d a_n r. */
+static float3
+gru_dpre(float dh, float r, float z, float n, float ghn, float hp)
+{
+    float dan = dh * (1.0f - z) * (1.0f - n * n);
+    return (float3)(dan * ghn * r * (1.0f - r), dh * (hp - n) * z * (1.0f - z), dan);
+}
+
+/* LSTM: the gradients of the four gate pre-activations into d[0 .. 4H) at unit k, from dc, dh' and the gates;
+ * cp = c_{t-1}, tc = tanh(c_t). */
+static void
+lstm_store_dpre(global float *d, int H, int k, float dc, float dh, float i, float f, float gg, float o, float cp,
+                float tc)
+{
+    d[k] = dc * gg * i * (1.0f - i);
+    d[H + k] = dc * cp * f * (1.0f - f);
+    d[2 * H + k] = dc * i * (1.0f - gg * gg);
+    d[3 * H + k] = dh * tc * o * (1.0f - o);
+}
+
 /* GRU: r = sig(gi_r + gh_r), z = sig(gi_z + gh_z), n = tanh(gi_n + r * gh_n), h' = n + z * (h - n), where
  * gi and gh each get their bias (mask bit 0: b_ih, bit 1: b_hh) added first. */
 kernel void
@@ -47,16 +77,13 @@ tl_gru_gates_backward_f32(int B, int H, int mask, global float *dgi, global floa
     float ghn = AT(gh, b, 2 * H + k) + OPT(bh, 2, 0, 2 * H + k);
     float r = sig(ar), z = sig(az);
     float n = tanh(AT(gi, b, 2 * H + k) + OPT(bi, 1, 0, 2 * H + k) + r * ghn);
-    float up = AT(g, b, k), hp = AT(h, b, k);
-    float dan = up * (1.0f - z) * (1.0f - n * n);
-    float dar = dan * ghn * r * (1.0f - r), daz = up * (hp - n) * z * (1.0f - z);
+    float up = AT(g, b, k);
+    float3 d = gru_dpre(up, r, z, n, ghn, AT(h, b, k));
     int row = b * 3 * H;
-    dgi[row + k] = dar;
-    dgh[row + k] = dar;
-    dgi[row + H + k] = daz;
-    dgh[row + H + k] = daz;
-    dgi[row + 2 * H + k] = dan;
-    dgh[row + 2 * H + k] = dan * r;
+    dgi[row + k] = dgh[row + k] = d.x;
+    dgi[row + H + k] = dgh[row + H + k] = d.y;
+    dgi[row + 2 * H + k] = d.z;
+    dgh[row + 2 * H + k] = d.z * r;
     dh[id] = up * z;
 }
 
@@ -90,11 +117,7 @@ tl_lstm_gates_backward_f32(int B, int H, int mask, global float *dga, global flo
     float i = sig(LSTM_PRE(0)), f = sig(LSTM_PRE(1)), gg = tanh(LSTM_PRE(2)), o = sig(LSTM_PRE(3));
     float cp = AT(c, b, k), tc = tanh(f * cp + i * gg);
     float up = AT(dyh, b, k), dc = AT(dyc, b, k) + up * o * (1.0f - tc * tc);
-    int row = b * 4 * H;
-    dga[row + k] = dc * gg * i * (1.0f - i);
-    dga[row + H + k] = dc * cp * f * (1.0f - f);
-    dga[row + 2 * H + k] = dc * i * (1.0f - gg * gg);
-    dga[row + 3 * H + k] = up * tc * o * (1.0f - o);
+    lstm_store_dpre(dga + b * 4 * H, H, k, dc, up, i, f, gg, o, cp, tc);
     dcp[id] = dc * f;
 }
 
@@ -117,13 +140,7 @@ tl_gru_seq_step_f32(int B, int H, int mask, global float *hs, int hp_o, global f
     float n = tanh(AT(gi, b, 2 * H + k) + r * ghn);
     float hp = (mask & 8) ? 0.0f : hs[hp_o + id];
     hs[hp_o + B * H + id] = n + z * (hp - n);
-    if (mask & 2) {
-        int row = act_o + b * 4 * H;
-        act[row + k] = r;
-        act[row + H + k] = z;
-        act[row + 2 * H + k] = n;
-        act[row + 3 * H + k] = ghn;
-    }
+    if (mask & 2) store4(act + act_o + b * 4 * H, H, k, r, z, n, ghn);
 }
 
 /* Step t of the sequence's backward: dh = d out[t] (g, any strides) + (mask bit 0: from step t + 1) carry + mm,
@@ -141,17 +158,15 @@ tl_gru_seq_backward_f32(int B, int H, int mask, global float *dgi, global float 
     float dh = AT(g, b, k) + ((mask & 1) ? carry[id] + mm[id] : 0.0f);
     int row = act_o + b * 4 * H;
     float r = act[row + k], z = act[row + H + k], n = act[row + 2 * H + k], ghn = act[row + 3 * H + k];
-    float dan = dh * (1.0f - z) * (1.0f - n * n);
-    float hp = (mask & 4) ? 0.0f : hs[hp_o + id];
-    float dar = dan * ghn * r * (1.0f - r), daz = dh * (hp - n) * z * (1.0f - z);
+    float3 d = gru_dpre(dh, r, z, n, ghn, (mask & 4) ? 0.0f : hs[hp_o + id]);
     int o = d_o + b * 3 * H;
-    dgh[o + k] = dar;
-    dgh[o + H + k] = daz;
-    dgh[o + 2 * H + k] = dan * r;
+    dgh[o + k] = d.x;
+    dgh[o + H + k] = d.y;
+    dgh[o + 2 * H + k] = d.z * r;
     if (mask & 2) {
-        dgi[o + k] = dar;
-        dgi[o + H + k] = daz;
-        dgi[o + 2 * H + k] = dan;
+        dgi[o + k] = d.x;
+        dgi[o + H + k] = d.y;
+        dgi[o + 2 * H + k] = d.z;
     }
     carry[id] = dh * z;
 }
@@ -174,13 +189,7 @@ tl_lstm_seq_step_f32(int B, int H, int mask, global float *hs, int hp_o, int cl_
     cs[cp_o + B * H + id] = c2;
     hs[hp_o + B * H + id] = o * tanh(c2);
     if (mask & 4) hs[cl_o + id] = c2;
-    if (mask & 2) {
-        int row = act_o + b * 4 * H;
-        act[row + k] = i;
-        act[row + H + k] = f;
-        act[row + 2 * H + k] = gg;
-        act[row + 3 * H + k] = o;
-    }
+    if (mask & 2) store4(act + act_o + b * 4 * H, H, k, i, f, gg, o);
 }
 
 /* Step t of the LSTM sequence's backward: dh = d out[t] (+ mm, step t + 1's d gates W_hh, mask bit 0) and
@@ -200,10 +209,6 @@ tl_lstm_seq_backward_f32(int B, int H, int mask, global float *dga, int d_o, glo
     float cp = (mask & 4) ? 0.0f : cs[cp_o + id], tc = tanh(cs[cp_o + B * H + id]);
     float dh = AT(g, b, k) + ((mask & 1) ? mm[id] : 0.0f);
     float dc = ((mask & 1) ? carry[id] : AT(gc, b, k)) + dh * o * (1.0f - tc * tc);
-    int d = d_o + b * 4 * H;
-    dga[d + k] = dc * gg * i * (1.0f - i);
-    dga[d + H + k] = dc * cp * f * (1.0f - f);
-    dga[d + 2 * H + k] = dc * i * (1.0f - gg * gg);
-    dga[d + 3 * H + k] = dh * tc * o * (1.0f - o);
+    lstm_store_dpre(dga + d_o + b * 4 * H, H, k, dc, dh, i, f, gg, o, cp, tc);
     carry[id] = dc * f;
 }
