@@ -5,9 +5,10 @@ tensor-core path (NVIDIA, compute capability >= 8.0) also tlgpu with set_matmul_
 PyTorch with TF32 on (allow_tf32), with each TF32 result's relative Frobenius error against float64.
 
 Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--skip-numpy] [--json]
-       python3 benchmarks/bench_gemm.py --tc-sweep [--sizes ...]: every tensor-core tile configuration
-       (kernels/matmul_tc.cl built with -DTC_SWEEP plus TLGPU_BUILD_OPTIONS), each checked exact on integer
-       operands in all four layouts, then timed nn and nt (x @ w.T), beside tlgpu float32 and PyTorch.
+       python3 benchmarks/bench_gemm.py --tc-sweep [--sizes ...] [--tc-tags a,b]: every tensor-core tile
+       configuration (kernels/matmul_tc.cl built with -DTC_SWEEP plus TLGPU_BUILD_OPTIONS; the swizzled "z"
+       rows of kernels/matmul_tcz.cl), or only the tags listed, each checked exact on integer operands in
+       all four layouts, then timed nn and nt (x @ w.T), beside tlgpu float32 and PyTorch.
 
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
 x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T
@@ -175,8 +176,9 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
     return row
 
 
-def tc_sweep(sizes, seconds, torch):
-    """Every tensor-core configuration: exact on integer operands (four layouts, edges), then GFLOP/s."""
+def tc_sweep(sizes, seconds, torch, tags=None):
+    """Every tensor-core configuration (or those in tags): exact on integer operands (four layouts, edges),
+    then GFLOP/s."""
     rng = np.random.default_rng(0)
     info = tlgpu._C._gemm_tc()
     rows = []
@@ -195,7 +197,7 @@ def tc_sweep(sizes, seconds, torch):
                 rows.append({"config": "torch_tf32" if tf32 else "torch_fp32", "n": n, "nn": round(g, 1),
                              "nt": round(gt, 1), "err": rel_fro(out, a.astype(np.float64) @ b) if n <= 2048 else None})
     tlgpu.set_matmul_precision("tf32")
-    for tag in info["configs"]:
+    for tag in tags or info["configs"]:
         tlgpu._C._gemm_tc(tag)
         bad = []
         try:
@@ -236,12 +238,17 @@ def main():
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table (read by _util.report)")
     ap.add_argument("--skip-numpy", action="store_true", help="no host numpy column (slow at 4096)")
     ap.add_argument("--tc-sweep", action="store_true", help="time every tensor-core tile configuration")
+    ap.add_argument("--tc-tags", help="--tc-sweep: only these configurations (comma-separated tags)")
     args = ap.parse_args()
     if args.tc_sweep:
         os.environ["TLGPU_BUILD_OPTIONS"] = (os.environ.get("TLGPU_BUILD_OPTIONS", "") + " -DTC_SWEEP").strip()
         if not has_tc():
             sys.exit("bench_gemm --tc-sweep: this device has no TF32 tensor-core path")
-        rows = tc_sweep(args.sizes or [1024, 2048, 4096], args.seconds, load_torch())
+        tags = args.tc_tags.split(",") if args.tc_tags else None
+        unknown = [t for t in tags or [] if t not in tlgpu._C._gemm_tc()["configs"]]
+        if unknown:
+            sys.exit(f"bench_gemm --tc-tags: unknown {unknown}; known: {tlgpu._C._gemm_tc()['configs']}")
+        rows = tc_sweep(args.sizes or [1024, 2048, 4096], args.seconds, load_torch(), tags)
         report("GEMM TF32 sweep", rows, ["config", "n", "exact", "nn", "nt", "err", "error"],
                {"device": tlgpu.device().name, "build_options": os.environ["TLGPU_BUILD_OPTIONS"]})
         return

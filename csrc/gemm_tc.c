@@ -4,10 +4,12 @@
  * (cl_nv_device_attribute_query), since its kernels are inline PTX (mma.sync m16n8k8 TF32, cp.async)
  * that no other compiler takes. Elsewhere the setting is stored and ignored. The configuration table
  * mirrors matmul_tc.cl's: production rows first, biggest tiles first; rows marked sweep exist only in a
- * build with -DTC_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/bench_gemm.py --tc-sweep. A product takes the
- * first production row whose grid fills the device (work-groups >= compute units), else the last, unless
- * even that gives fewer work-groups than half the compute units: then the float32 tiers run it (smaller
- * tiles; the MLP step's 256-row products were slower in TF32); _gemm_tc("tag") forces a row, for tuning. */
+ * build with -DTC_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/bench_gemm.py --tc-sweep. The "z" rows
+ * (swizzled unpadded tiles, sweep only) are kernels/matmul_tcz.cl, a family of its own, built only when one
+ * of them is forced: a failure there leaves the other rows alone. A product takes the first production
+ * row whose grid fills the device (work-groups >= compute units), else the last, unless even that gives
+ * fewer work-groups than half the compute units: then the float32 tiers run it (smaller tiles; the MLP
+ * step's 256-row products were slower in TF32); _gemm_tc("tag") forces a row, for tuning. */
 #include "gemm_tc.h"
 #include "cl_runtime.h"
 #include <pthread.h>
@@ -24,10 +26,12 @@ typedef struct {
     tl_kernel k[TC_LAYOUTS];
 } tc_config;
 
-#define TC_ROW(tag, bm, bn, warps, sweep)                                                                   \
+#define TC_ROWF(fam, tag, bm, bn, warps, sweep)                                                             \
     {tag, bm, bn, warps, sweep,                                                                             \
-     {TL_KERNEL("matmul_tc", "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL("matmul_tc", "tl_gemm_tc_nt_" tag "_f32"),  \
-      TL_KERNEL("matmul_tc", "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL("matmul_tc", "tl_gemm_tc_tt_" tag "_f32")}}
+     {TL_KERNEL(fam, "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_nt_" tag "_f32"),                  \
+      TL_KERNEL(fam, "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_tt_" tag "_f32")}}
+#define TC_ROW(tag, bm, bn, warps, sweep) TC_ROWF("matmul_tc", tag, bm, bn, warps, sweep)
+#define TC_ROWZ(tag, bm, bn, warps) TC_ROWF("matmul_tcz", tag, bm, bn, warps, 1)   /* always sweep rows */
 static tc_config configs[] = {
     TC_ROW("128x128x16w2x2s2", 128, 128, 4, 0),
     TC_ROW("64x64x32w2x2s2", 64, 64, 4, 0),
@@ -39,6 +43,15 @@ static tc_config configs[] = {
     TC_ROW("64x128x16w2x2s3", 64, 128, 4, 1),
     TC_ROW("256x128x8w4x2s2", 256, 128, 8, 1),
     TC_ROW("128x256x8w2x4s2", 128, 256, 8, 1),
+    TC_ROWZ("128x128x16w2x2s2z", 128, 128, 4),
+    TC_ROWZ("128x128x16w2x2s3z", 128, 128, 4),
+    TC_ROWZ("128x128x16w2x2s2zd", 128, 128, 4),
+    TC_ROWZ("128x128x16w2x2s3zd", 128, 128, 4),
+    TC_ROWZ("128x128x16w2x4s3z", 128, 128, 8),
+    TC_ROWZ("256x128x16w4x2s2z", 256, 128, 8),
+    TC_ROWZ("128x256x16w2x4s2z", 128, 256, 8),
+    TC_ROWZ("128x64x32w2x2s2zd", 128, 64, 4),
+    TC_ROWZ("128x128x8w2x2s4z", 128, 128, 4),
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 

@@ -1,6 +1,12 @@
 /* matmul_tc4.h: the four operand layouts of one tile configuration (TC_TAG, TC_BM, ... set by the
  * includer, matmul_tc.cl): tl_gemm_tc_<a><b>_<tag>_f32, a = n (A read along k) or t (along m),
  * b = n (B read along n) or t (along k); x @ w.T is nt, its gradients nn and tn. */
+#ifndef TC_SWZ
+#define TC_SWZ 0                    /* matmul_tc.h: swizzled unpadded tiles */
+#endif
+#ifndef TC_DBUF
+#define TC_DBUF 0                   /* matmul_tc.h: double-buffered fragments */
+#endif
 #define TC_KNAME_(ab, tag) tl_gemm_tc_##ab##_##tag##_f32
 #define TC_KNAME(ab, tag) TC_KNAME_(ab, tag)
 
@@ -36,3 +42,5 @@
 #undef TC_WM
 #undef TC_WN
 #undef TC_STAGES
+#undef TC_SWZ
+#undef TC_DBUF

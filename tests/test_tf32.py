@@ -162,9 +162,9 @@ if info["capability"] != 1:
     raise SystemExit
 tlgpu.set_matmul_precision("tf32")
 rng, bad = np.random.default_rng(7), []
-for tag in info["configs"][1:2]:                  # 64x64 tiles: PoCL compiles 128x128 ones for minutes
+for tag in TAGS:
     tlgpu._C._gemm_tc(tag)
-    for m, k, n in [(131, 77, 65), (40, 24, 140)]:
+    for m, k, n in SHAPES:
         a = rng.integers(-3, 4, (m, k)).astype(np.float32)
         b = rng.integers(-3, 4, (k, n)).astype(np.float32)
         ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
@@ -189,9 +189,24 @@ def test_emulated_kernel_any_device():
     mma.sync computed from the lanes' fragments through local memory, TF32 rounding by bit masks), run on
     whatever device this is (PoCL in make test): exact on integer operands in all four layouts with 64x64
     tiles (the GPU tests run the others), unaligned views; TF32-sized error on random data."""
+    emulated(EMULATED.replace("TAGS", 'info["configs"][1:2]')          # 64x64: matmul_tc.cl's only row there
+                     .replace("SHAPES", "[(131, 77, 65), (40, 24, 140)]"), {})
+
+
+def test_emulated_swizzled_rows():
+    """Every sweep row of kernels/matmul_tcz.cl (swizzled unpadded tiles, 3-4 stages, 256-wide tiles,
+    double-buffered fragments) emulated the same way: exact in all four layouts at tile edges, K below one
+    k-step and across several (the pipeline's wrap), unaligned views. Without tlgpu's binary cache (PoCL
+    would compile the whole family for it: ~3 min cold on two cores, ~80 s without; PoCL's own cache
+    makes later runs take a second)."""
+    emulated(EMULATED.replace("TAGS", '[t for t in info["configs"] if "z" in t]')
+                     .replace("SHAPES", "[(131, 77, 65), (40, 24, 140), (270, 8, 260)]"), {"TLGPU_CACHE_DIR": ""})
+
+
+def emulated(code, env):
     import json
     from conftest import run_python
-    r = run_python(EMULATED, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1"})
+    r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1", **env}, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout.split("RESULT ")[-1])
     if "skip" in res:
