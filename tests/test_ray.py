@@ -334,5 +334,8 @@ def test_rl_learner_demo_ray(cluster):
     assert "summary: 3 updates" in out, out[-2000:] + r.stderr[-4000:]
     assert f"ray actors on node ['{cluster.node_id}']" in out
     assert "published 4, delivered" in out
-    acks = re.findall(r"ray pid \d+ acked (\d+)", out)             # what each actor acted with at the end
-    assert len(acks) == 2 and all(int(a) in (3, 4) for a in acks), out[-1000:]
+    # what each actor acted with at the end: an actor acks when a rollout starts, and the last rollouts are
+    # requested before version 4 is published, so 1..3 (3 when v3 had reached it; on a loaded machine the
+    # last rollout may not have started yet, or v3 may still be on its way: 2 was seen)
+    acks = re.findall(r"ray pid \d+ acked (\d+)", out)
+    assert len(acks) == 2 and all(1 <= int(a) <= 3 for a in acks), out[-1000:]
