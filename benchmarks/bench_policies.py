@@ -1,6 +1,6 @@
 """RL policy building blocks: a Nature-CNN training step (conv 32 8x8 s4, 64 4x4 s2, 64 3x3 s1, linear
-3136->512, ->actions; forward + cross-entropy + backward + Adam on 4x84x84 frames), a GRU step and a short GRU
-sequence with backward over 64 sequences, Categorical sampling (+ log_prob) of 4096 rows, and a DQN-style
+3136->512, ->actions; forward + cross-entropy + backward + Adam on 4x84x84 frames), a GRU step, and short GRU and LSTM
+sequences with backward over 64 sequences, Categorical sampling (+ log_prob) of 4096 rows, and a DQN-style
 Q(s, a) gather with its backward (a device scatter-add) over 4096 rows. Each is timed
 next to PyTorch on the same hardware class when torch is importable (CUDA when available, else CPU), in the
 same run. Host waits per iteration are counted for tlgpu (they should be 0: one sync ends each timing).
@@ -85,6 +85,12 @@ def tlgpu_cases():
         out, h = gru(seq)
         out.square().mean().backward()
 
+    lstm = nn.LSTM(GRU_IN, GRU_H)
+
+    def lstm_seq():
+        out, (h, c) = lstm(seq)
+        out.square().mean().backward()
+
     logits = tlgpu.randn(ROWS, CATS)
 
     def sample():
@@ -97,7 +103,8 @@ def tlgpu_cases():
     def q_gather():
         q.gather(1, acts).square().mean().backward()
 
-    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "sample": sample, "q_gather": q_gather}
+    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "lstm_seq": lstm_seq, "sample": sample,
+            "q_gather": q_gather}
 
 
 def torch_cases():
@@ -134,6 +141,12 @@ def torch_cases():
         out, h = gru(seq)
         out.square().mean().backward()
 
+    lstm = tnn.LSTM(GRU_IN, GRU_H).to(dev)
+
+    def lstm_seq():
+        out, (h, c) = lstm(seq)
+        out.square().mean().backward()
+
     logits = torch.randn(ROWS, CATS, device=dev)
 
     def sample():
@@ -147,7 +160,8 @@ def torch_cases():
         q.gather(1, acts).square().mean().backward()
 
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "sample": sample, "q_gather": q_gather}, \
+    return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "lstm_seq": lstm_seq, "sample": sample,
+            "q_gather": q_gather}, \
         sync, \
         f"PyTorch {torch.__version__} {dev} ({torch.get_num_threads()} threads)" if dev == "cpu" else \
         f"PyTorch {torch.__version__} {dev}"
@@ -157,6 +171,7 @@ def main():
     what = {"cnn": (f"Nature-CNN train step (fwd+bwd+Adam), batch {BATCH}x4x84x84", 2),
             "gru_step": (f"GRUCell step {GRU_IN}->{GRU_H}, {SEQS} sequences, no grad", 50),
             "gru_seq": (f"GRU {SEQ_LEN} steps fwd+bwd, {SEQS} sequences", 3),
+            "lstm_seq": (f"LSTM {SEQ_LEN} steps fwd+bwd, {SEQS} sequences", 3),
             "sample": (f"Categorical sample + log_prob, {ROWS} rows x {CATS}", 50),
             "q_gather": (f"Q(s, a) gather + backward (DQN), {ROWS} rows x {CATS}", 50)}
     tl = tlgpu_cases()
@@ -168,7 +183,7 @@ def main():
         if th is not None:
             row.update({"torch ms": t[1] * 1e3, "tlgpu / torch": t[0] / t[1]})
         rows.append(row)
-    report("RL policy blocks: conv, GRU, Categorical", rows,
+    report("RL policy blocks: conv, GRU, LSTM, Categorical, gather", rows,
            ["what", "tlgpu ms", "torch ms", "tlgpu / torch", "tlgpu waits/iter"],
            extra={"reference": th_name or "torch not importable", "median of reps": REPS})
 
