@@ -46,7 +46,14 @@ lstm_store_dpre(global float *d, int H, int k, float dc, float dh, float i, floa
 }
 
 /* GRU: r = sig(gi_r + gh_r), z = sig(gi_z + gh_z), n = tanh(gi_n + r * gh_n), h' = n + z * (h - n), where
- * gi and gh each get their bias (mask bit 0: b_ih, bit 1: b_hh) added first. */
+ * gi and gh each get their bias (mask bit 0: b_ih, bit 1: b_hh) added first. GRU_GATES declares r, z, n and
+ * gh_n (with its bias) of unit (b, k); the backward recomputes them the same way. */
+#define GRU_GATES                                                                                          \
+    float ghn = AT(gh, b, 2 * H + k) + OPT(bh, 2, 0, 2 * H + k);                                           \
+    float r = sig(AT(gi, b, k) + OPT(bi, 1, 0, k) + AT(gh, b, k) + OPT(bh, 2, 0, k));                       \
+    float z = sig(AT(gi, b, H + k) + OPT(bi, 1, 0, H + k) + AT(gh, b, H + k) + OPT(bh, 2, 0, H + k));       \
+    float n = tanh(AT(gi, b, 2 * H + k) + OPT(bi, 1, 0, 2 * H + k) + r * ghn)
+
 kernel void
 tl_gru_gates_f32(int B, int H, int mask, global float *out, M_ARGS(gi), M_ARGS(gh), M_ARGS(h), M_ARGS(bi),
                  M_ARGS(bh))
@@ -54,11 +61,7 @@ tl_gru_gates_f32(int B, int H, int mask, global float *out, M_ARGS(gi), M_ARGS(g
     int id = get_global_id(0);
     if (id >= B * H) return;
     int b = id / H, k = id % H;
-    float ar = AT(gi, b, k) + OPT(bi, 1, 0, k) + AT(gh, b, k) + OPT(bh, 2, 0, k);
-    float az = AT(gi, b, H + k) + OPT(bi, 1, 0, H + k) + AT(gh, b, H + k) + OPT(bh, 2, 0, H + k);
-    float ghn = AT(gh, b, 2 * H + k) + OPT(bh, 2, 0, 2 * H + k);
-    float r = sig(ar), z = sig(az);
-    float n = tanh(AT(gi, b, 2 * H + k) + OPT(bi, 1, 0, 2 * H + k) + r * ghn);
+    GRU_GATES;
     out[id] = n + z * (AT(h, b, k) - n);
 }
 
@@ -72,11 +75,7 @@ tl_gru_gates_backward_f32(int B, int H, int mask, global float *dgi, global floa
     int id = get_global_id(0);
     if (id >= B * H) return;
     int b = id / H, k = id % H;
-    float ar = AT(gi, b, k) + OPT(bi, 1, 0, k) + AT(gh, b, k) + OPT(bh, 2, 0, k);
-    float az = AT(gi, b, H + k) + OPT(bi, 1, 0, H + k) + AT(gh, b, H + k) + OPT(bh, 2, 0, H + k);
-    float ghn = AT(gh, b, 2 * H + k) + OPT(bh, 2, 0, 2 * H + k);
-    float r = sig(ar), z = sig(az);
-    float n = tanh(AT(gi, b, 2 * H + k) + OPT(bi, 1, 0, 2 * H + k) + r * ghn);
+    GRU_GATES;
     float up = AT(g, b, k);
     float3 d = gru_dpre(up, r, z, n, ghn, AT(h, b, k));
     int row = b * 3 * H;
