@@ -35,6 +35,7 @@ static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_CONV_LAYOUT] = {"ConvolutionBackward", tl_conv_layout_backward},
     [TL_OP_CUMSUM] = {"CumsumBackward", tl_cumsum_backward},
     [TL_OP_GATHER] = {"GatherBackward", tl_gather_backward},
+    [TL_OP_SETITEM] = {"CopySlices", tl_setitem_backward},
     [TL_OP_GRU_GATES] = {"GruGatesBackward", tl_gru_gates_backward},
     [TL_OP_LSTM_GATES] = {"LstmGatesBackward", tl_lstm_gates_backward},
     [TL_OP_GRU_SEQ] = {"GruSequenceBackward", tl_gru_seq_backward},
@@ -226,6 +227,37 @@ tl_sum_to_shape(PyObject *g, int ndim, const Py_ssize_t *shape)
     res = tl_reshape(tl_tensor_CAST(summed), ndim, shape);
     Py_DECREF(summed);
     return res;
+}
+
+static int
+is_view_op(int op)
+{
+    return op == TL_OP_RESHAPE || op == TL_OP_PERMUTE || op == TL_OP_EXPAND || op == TL_OP_NARROW ||
+           op == TL_OP_INDEX;
+}
+
+/* In-place writes that autograd records (PyTorch's rules, less its view tracking): a leaf that requires grad
+ * is refused while grad mode is on; a non-leaf may be written, and the op becomes its new grad_fn (tensors
+ * that earlier ops saved from it then refuse to backward, naming the op). A view whose storage is also held
+ * elsewhere is refused when the write must be recorded: its base's graph would not see the write. */
+int
+tl_check_recorded_inplace(const char *op, tl_tensor *t, int track)
+{
+    if (grad_off) return 0;
+    if (t->requires_grad && t->grad_fn == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: a leaf tensor that requires grad cannot be modified in place while "
+                     "grad mode is on (wrap the update in tlgpu.no_grad())", op);
+        return -1;
+    }
+    if (track && t->storage != NULL && atomic_load(&t->storage->refs) > 1 &&
+        (t->grad_fn == NULL || is_view_op(t->grad_fn->op))) {
+        char s[128];
+        tl_shape_str(t->shape, t->ndim, s, sizeof s);
+        PyErr_Format(PyExc_RuntimeError, "%s: in-place op on a view of shape %s whose storage other tensors share, "
+                     "while autograd records it: the base would not see the write; clone() the view first", op, s);
+        return -1;
+    }
+    return 0;
 }
 
 int

@@ -44,7 +44,7 @@ enum {
     TL_OP_CROSS_ENTROPY,                                                               /* ops_nn.c */
     TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D, TL_OP_CONV_LAYOUT,                /* ops_conv.c */
     TL_OP_CUMSUM,                                                                      /* ops_scan.c */
-    TL_OP_GATHER,                                                                      /* ops_index.c */
+    TL_OP_GATHER, TL_OP_SETITEM,                                                       /* ops_index.c */
     TL_OP_GRU_GATES, TL_OP_LSTM_GATES,                                                 /* ops_rnn.c */
     TL_OP_GRU_SEQ, TL_OP_LSTM_SEQ,                                                     /* ops_rnn_seq.c */
     TL_OP_COUNT
@@ -63,6 +63,7 @@ void       tl_node_release(tl_node *nd);                           /* GIL held *
 const char *tl_node_name(const tl_node *nd);
 PyObject  *tl_sum_to_shape(PyObject *g, int ndim, const Py_ssize_t *shape);  /* new ref: broadcast reduction */
 int        tl_check_inplace(const char *op, tl_tensor *t);         /* refuse in-place writes autograd can't track */
+int        tl_check_recorded_inplace(const char *op, tl_tensor *t, int track);   /* a write recorded when track */
 void       tl_mark_write(tl_tensor *t, const char *op);            /* bump the version, remember the writer */
 
 int tl_ew_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_elementwise.c */
@@ -75,6 +76,7 @@ int tl_stack_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_index_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /* ops_index.c */
 int tl_index_select_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_gather_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_setitem_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_matmul_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_matmul.c */
 int tl_linear_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_reduce_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_reduce.c */

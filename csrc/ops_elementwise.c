@@ -138,37 +138,6 @@ node_finish(tl_node *nd, tl_tensor *out)
     tl_node_attach(nd, out);
 }
 
-static int
-is_view_op(int op)
-{
-    return op == TL_OP_RESHAPE || op == TL_OP_PERMUTE || op == TL_OP_EXPAND || op == TL_OP_NARROW ||
-           op == TL_OP_INDEX;
-}
-
-/* In-place writes under autograd (PyTorch's rules, less its view tracking): a leaf that requires grad is
- * refused while grad mode is on; a non-leaf may be written, and the op becomes its new grad_fn (tensors
- * that earlier ops saved from it then refuse to backward, naming the op). A view whose storage is also
- * held elsewhere is refused when the write must be recorded: its base's graph would not see the write. */
-static int
-check_inplace(const char *op, tl_tensor *t, int track)
-{
-    if (!tl_grad_enabled()) return 0;
-    if (t->requires_grad && t->grad_fn == NULL) {
-        PyErr_Format(PyExc_RuntimeError, "%s: a leaf tensor that requires grad cannot be modified in place while "
-                     "grad mode is on (wrap the update in tlgpu.no_grad())", op);
-        return -1;
-    }
-    if (track && t->storage != NULL && atomic_load(&t->storage->refs) > 1 &&
-        (t->grad_fn == NULL || is_view_op(t->grad_fn->op))) {
-        char s[128];
-        tl_shape_str(t->shape, t->ndim, s, sizeof s);
-        PyErr_Format(PyExc_RuntimeError, "%s: in-place op on a view of shape %s whose storage other tensors share, "
-                     "while autograd records it: the base would not see the write; clone() the view first", op, s);
-        return -1;
-    }
-    return 0;
-}
-
 static int record_overwrite(tl_tensor *t, PyObject *src);
 
 /* The one dispatch: out = OP(x, y, z). `into` (in-place target) or NULL for a new contiguous result. */
@@ -312,7 +281,7 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
                                 "result of shape %s", name, a, b);
         }
         track = !as_int && !(EW_SAVE[op] & ND) && tl_autograd_wanted(ins, 3);
-        if (check_inplace(name, into, track) < 0) return NULL;
+        if (tl_check_recorded_inplace(name, into, track) < 0) return NULL;
         if (track && (save_copies(op, into, o, copies) < 0 || (nd = node_make(op, ins, o)) == NULL)) goto fail;
         out = (tl_tensor *)Py_NewRef(into);
         tl_mark_write(out, name);
@@ -655,7 +624,8 @@ fill_inplace(PyObject *self, double v, const char *op)
 {
     tl_tensor *t = tl_tensor_CAST(self);
     PyObject *me = self;
-    if (tl_check_writable(op, t) < 0 || check_inplace(op, t, tl_autograd_wanted(&me, 1)) < 0) return NULL;
+    if (tl_check_writable(op, t) < 0 || tl_check_recorded_inplace(op, t, tl_autograd_wanted(&me, 1)) < 0)
+        return NULL;
     if (t->dtype == TL_I32 && isnan(v))                 /* as every other int32 path (ops_create.c) */
         return PyErr_Format(PyExc_ValueError, "%s: cannot write NaN into an int32 tensor", op);
     if (t->dtype == TL_I32 && !(v >= INT32_MIN && v <= INT32_MAX)) {
@@ -692,7 +662,8 @@ m_copy_(PyObject *self, PyObject *src_o)
     else src = tl_tensor_from_object(src_o, t->dtype, "copy_");
     if (src == NULL) return NULL;
     PyObject *ins2[2] = {self, (PyObject *)src};
-    if (tl_check_writable("copy_", t) < 0 || check_inplace("copy_", t, tl_autograd_wanted(ins2, 2)) < 0) goto done;
+    if (tl_check_writable("copy_", t) < 0 || tl_check_recorded_inplace("copy_", t, tl_autograd_wanted(ins2, 2)) < 0)
+        goto done;
     Py_SETREF(src, tl_unalias(t, src));
     if (src == NULL) return NULL;
     ins[0] = t;

@@ -18,6 +18,7 @@
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
 #include "autograd.h"
+#include "ops.h"
 #include <numpy/arrayobject.h>
 
 typedef struct {
@@ -382,7 +383,9 @@ tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
                         "use slices");
         return -1;
     }
-    if (tl_check_inplace("__setitem__", t) < 0) return -1;          /* the shared in-place rules */
+    PyObject *ins[2] = {self, tl_tensor_check(value) ? value : NULL};
+    int track = tl_autograd_wanted(ins, 2);
+    if (tl_check_recorded_inplace("__setitem__", t, track) < 0) return -1;   /* the shared in-place rules */
     if ((dst = tl_tensor_view(t, v.ndim, v.shape, v.strides, v.offset)) == NULL) return -1;
     if (tl_check_writable("__setitem__", dst) < 0) goto done;
     if (PyFloat_Check(value) || PyLong_Check(value) || PyArray_IsScalar(value, Number)) {
@@ -391,11 +394,18 @@ tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
         if (dst->dtype == TL_I32 && tl_check_int32_value("__setitem__", x) < 0) goto done;
         tl_mark_write(dst, "__setitem__");
         rc = tl_tensor_fill(dst, x);
-        goto done;
+    } else if ((src = write_source(dst, value, v.element)) != NULL) {
+        tl_mark_write(dst, "__setitem__");
+        rc = tl_copy_into(dst, src);
     }
-    if ((src = write_source(dst, value, v.element)) == NULL) goto done;
-    tl_mark_write(dst, "__setitem__");
-    rc = tl_copy_into(dst, src);
+    if (rc == 0 && track) {                      /* t's grad_fn becomes the write: old graph and value */
+        tl_node *nd = tl_node_new(TL_OP_SETITEM, ins, 2);
+        if (nd == NULL) rc = -1;
+        else {
+            nd->extra = Py_NewRef(key);
+            tl_node_attach(nd, t);
+        }
+    }
 done:
     Py_XDECREF(src);
     Py_XDECREF(dst);
@@ -501,6 +511,30 @@ tl_index_backward(tl_node *nd, PyObject *g, PyObject **gin)
         return -1;
     }
     gin[0] = (PyObject *)z;
+    return 0;
+}
+
+/* t[key] = value, recorded: the old t gets g with the written region zeroed, value gets g[key] summed down
+ * to its own shape (it was broadcast into the region). */
+int
+tl_setitem_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    if (tl_wants_grad(nd, 0)) {
+        PyObject *z = tl_clone(tl_tensor_CAST(g)), *zero = PyFloat_FromDouble(0.0);
+        int rc = z != NULL && zero != NULL ? tensor_setitem(z, nd->extra, zero) : -1;
+        Py_XDECREF(zero);
+        if (rc < 0) {
+            Py_XDECREF(z);
+            return -1;
+        }
+        gin[0] = z;
+    }
+    if (tl_wants_grad(nd, 1)) {
+        PyObject *part = tensor_getitem(g, nd->extra);
+        gin[1] = part != NULL ? tl_sum_to_shape(part, nd->in[1].ndim, nd->in[1].shape) : NULL;
+        Py_XDECREF(part);
+        if (gin[1] == NULL) return -1;
+    }
     return 0;
 }
 

@@ -128,3 +128,50 @@ def test_clamp_in_place(rng):
     i = tlgpu.tensor(np.array([-5, 0, 9], np.int32))
     i.clamp_(min=-2)
     assert i.dtype == np.int32 and i.tolist() == [-2, 0, 9]
+
+
+def test_setitem_on_a_non_leaf_is_recorded(rng):
+    """y[key] = value under autograd (torch's CopySlices): the old y gets the gradient outside the written
+    region, a tensor value gets the region's gradient summed to its shape (broadcast), a scalar nothing."""
+    x, tx = leaf(rng, (4, 5))
+    v, tv = leaf(rng, (5,))
+    c, tc = leaf(rng, (2, 1))
+    up = rng.standard_normal((4, 5))
+    y = tx * 2.0
+    y[1] = tv                                          # a row from a tensor that requires grad
+    y[2:, 1:4:2] = tc                                  # a strided block, broadcast from (2, 1)
+    y[0, 0] = 7.5                                      # a scalar: no gradient to anything there
+    assert y.grad_fn == "CopySlices" and not y.is_leaf
+    want = x * 2
+    want[1] = v
+    want[2:, 1:4:2] = c
+    want[0, 0] = 7.5
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
+    y.backward(tlgpu.tensor(up.astype(np.float32)))
+    gx = 2 * up
+    gx[1] = 0
+    gx[2:, 1:4:2] = 0
+    gx[0, 0] = 0
+    np.testing.assert_allclose(tx.grad.numpy(), gx, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tv.grad.numpy(), up[1], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(tc.grad.numpy(), up[2:, 1:4:2].sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_setitem_into_a_buffer_joins_the_graph_and_guards_saved_tensors(rng):
+    v, tv = leaf(rng, (3,))
+    buf = tlgpu.zeros(2, 3)                            # no grad: the write makes it part of the graph, as torch
+    buf[1] = tv
+    assert buf.requires_grad and buf.grad_fn == "CopySlices"
+    (buf * buf).sum().backward()
+    np.testing.assert_allclose(tv.grad.numpy(), 2 * v, rtol=1e-6)
+    x, tx = leaf(rng, (3,))
+    y = tx * 1.0
+    z = y * y                                          # saves y
+    y[0] = 1.0
+    with pytest.raises(RuntimeError, match="modified"):
+        z.sum().backward()
+    with pytest.raises(RuntimeError, match="__setitem__: a leaf tensor that requires grad"):
+        tx[0] = 1.0
+    with tlgpu.no_grad():
+        tx[0] = 1.0                                    # allowed outside grad mode, as torch
+    assert float(tx[0]) == 1.0
