@@ -164,10 +164,11 @@ def test_delivery_order_whole_versions_on_the_remote_node(cluster, rng):
         s = pub.stats()                           # latest-only: on a loaded machine a publish may be dropped
         assert sink.delivered == s["delivered"] and s["delivered"] + s["dropped"] + s["skipped"] == n
         assert s["delivered"] >= n // 3 + 1       # at least every drained one
-        deadline = time.monotonic() + 60          # posts come from the publisher thread, info() from here:
-        while (info := sink.info())["posted"] < s["delivered"] and time.monotonic() < deadline:   # no order
-            time.sleep(0.05)
-        assert info["version"] == n and info["posted"] == s["delivered"]
+        # posts come from the publisher thread, info() from here: no order between them, so poll. Ray runs an
+        # async actor's calls in any order, and a version that arrives after a newer one is ignored, so
+        # "posted" may be short of "delivered" (CI saw 29 of 30); the registry still ends at the newest
+        info = poll(lambda: (i := sink.info())["version"] == n and i)
+        assert info and 1 <= info["posted"] <= s["delivered"]
     assert sink.threads and threading.get_ident() not in sink.threads     # put from the publisher thread
 
 

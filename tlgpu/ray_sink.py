@@ -79,8 +79,9 @@ class _Registry:
         return True
 
     def post(self, version, step, refs):
-        """The sink's only call per delivery (not awaited by the sink). Versions only go up: calls from one
-        caller run in order, so this never drops a newer version for an older one."""
+        """The sink's only call per delivery (not awaited by the sink). Versions only go up: Ray keeps a
+        caller's order only for synchronous actors, so on this async one an older version may arrive after a
+        newer one and is then ignored; `posted` counts the versions that were the newest on arrival."""
         if self.closed or version <= self.version:
             return
         self.version, self.step, self.refs = version, step, refs   # the older ref is dropped: latest-only
