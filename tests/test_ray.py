@@ -167,7 +167,7 @@ def test_delivery_order_whole_versions_on_the_remote_node(cluster, rng):
         # posts come from the publisher thread, info() from here: no order between them, so poll. Ray runs an
         # async actor's calls in any order, and a version that arrives after a newer one is ignored, so
         # "posted" may be short of "delivered" (CI saw 29 of 30); the registry still ends at the newest
-        info = poll(lambda: (i := sink.info())["version"] == n and i)
+        info = poll(lambda: (i := sink.info(timeout=60))["version"] == n and i)
         assert info and 1 <= info["posted"] <= s["delivered"]
     assert sink.threads and threading.get_ident() not in sink.threads     # put from the publisher thread
 
@@ -245,7 +245,7 @@ def test_latest_only_does_not_leak_object_refs(cluster, rng):
             params["w"].fill_(float(step))
             pub.publish(step)
             assert pub.drain(30)
-        assert poll(lambda: sink.info()["version"] == pub.stats()["version"])
+        assert poll(lambda: sink.info(timeout=60)["version"] == pub.stats()["version"])
         assert sink.delivered == pub.stats()["delivered"] >= 2000
         after = poll(lambda: len(core.get_all_reference_counts()) <= before + 2
                      and len(core.get_all_reference_counts()))
@@ -335,8 +335,8 @@ def test_rl_learner_demo_ray(cluster):
     assert "summary: 3 updates" in out, out[-2000:] + r.stderr[-4000:]
     assert f"ray actors on node ['{cluster.node_id}']" in out
     assert "published 4, delivered" in out
-    # what each actor acted with at the end: an actor acks when a rollout starts, and the last rollouts are
-    # requested before version 4 is published, so 1..3 (3 when v3 had reached it; on a loaded machine the
-    # last rollout may not have started yet, or v3 may still be on its way: 2 was seen)
+    # what each actor acted with at the end: an actor acks the newest version it has when a rollout call
+    # runs, and the last calls are submitted before version 4 is published but may run after it (a loaded
+    # machine showed 2, and 3 with 4): any published version
     acks = re.findall(r"ray pid \d+ acked (\d+)", out)
-    assert len(acks) == 2 and all(1 <= int(a) <= 3 for a in acks), out[-1000:]
+    assert len(acks) == 2 and all(1 <= int(a) <= 4 for a in acks), out[-1000:]
