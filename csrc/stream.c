@@ -293,7 +293,7 @@ tl_stream_check_mem(const char *op, cl_mem *mem, int *op_id, tl_err *err)
     if (st != TL_OK) return st;
     pthread_mutex_lock(&slock);
     int id = 0;
-    while (id < MAX_CHECK_OPS && check_ops[id] != NULL && check_ops[id] != op) id++;
+    while (id < MAX_CHECK_OPS && check_ops[id] != NULL && strcmp(check_ops[id], op) != 0) id++;
     if (id == MAX_CHECK_OPS) st = tl_err_set(err, TL_E_INVALID, "tl_stream_check_mem", "too many checked ops");
     if (st == TL_OK && check_mem == NULL) {
         cl_int zero[3] = {0, 0, 0}, rc;
