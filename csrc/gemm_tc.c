@@ -22,16 +22,20 @@
 enum { TC_NN, TC_NT, TC_TN, TC_TT, TC_LAYOUTS };
 typedef struct {
     const char *tag;
-    int bm, bn, warps, sweep;
+    int bm, bn, warps, sweep, wg;                /* wg: a wgmma row (matmul_wg.cl), nt kernel only */
     tl_kernel k[TC_LAYOUTS];
 } tc_config;
 
 #define TC_ROWF(fam, tag, bm, bn, warps, sweep)                                                             \
-    {tag, bm, bn, warps, sweep,                                                                             \
+    {tag, bm, bn, warps, sweep, 0,                                                                          \
      {TL_KERNEL(fam, "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_nt_" tag "_f32"),                  \
       TL_KERNEL(fam, "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_tt_" tag "_f32")}}
 #define TC_ROW(tag, bm, bn, warps, sweep) TC_ROWF("matmul_tc", tag, bm, bn, warps, sweep)
 #define TC_ROWZ(tag, bm, bn, warps) TC_ROWF("matmul_tcz", tag, bm, bn, warps, 1)   /* always sweep rows */
+#define TC_ROWW(tag, bm, bn, sweep)                                                                         \
+    {"wg" tag, bm, bn, (bm) / 16, sweep, 1,                                                                 \
+     {TL_KERNEL("matmul_wg", ""), TL_KERNEL("matmul_wg", "tl_gemm_wg_nt_" tag "_f32"), TL_KERNEL("matmul_wg", ""), \
+      TL_KERNEL("matmul_wg", "")}}
 static tc_config configs[] = {
     TC_ROW("128x128x16w2x2s2", 128, 128, 4, 0),
     TC_ROW("64x64x32w2x2s2", 64, 64, 4, 0),
@@ -52,12 +56,24 @@ static tc_config configs[] = {
     TC_ROWZ("128x256x16w2x4s2z", 128, 256, 8),
     TC_ROWZ("128x64x32w2x2s2zd", 128, 64, 4),
     TC_ROWZ("128x128x8w2x2s4z", 128, 128, 4),
+    TC_ROWW("128x128x16s2", 128, 128, 0),
+    TC_ROWW("64x128x16s3", 64, 128, 0),
+    TC_ROWW("128x128x8s4", 128, 128, 1),
+    TC_ROWW("128x128x8s6", 128, 128, 1),
+    TC_ROWW("128x128x16s3", 128, 128, 1),
+    TC_ROWW("64x128x32s2", 64, 128, 1),
+    TC_ROWW("64x128x8s6", 64, 128, 1),
+    TC_ROWW("128x256x8s4", 128, 256, 1),
+    TC_ROWW("128x256x16s2", 128, 256, 1),
+    TC_ROWW("256x128x8s4", 256, 128, 1),
+    TC_ROWW("64x256x8s4", 64, 256, 1),
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 
 static int tf32;                                  /* 0: "highest" (float32), 1: "high" (TF32) */
 static int forced = -1;                           /* _gemm_tc(tag): this row at every size */
 static int capable = -1;                          /* -1 unknown, 0 no, else compute capability * 10 */
+static char wg_error[1200];                        /* why the wgmma family could not be built here */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* 1 when the device runs matmul_tc.cl, 0 when not, -1 with an exception set. */
@@ -85,6 +101,34 @@ tc_capable(void)
     return cc > 0;
 }
 
+/* The row a product takes among the production rows of one kind (wgmma or mma.sync): the first whose grid
+ * fills the device, else the last; -1 when even that leaves more than half the compute units idle. */
+static int
+pick(int M, int N, int batch, int wg, size_t units)
+{
+    int last = -1;
+    for (int i = 0; i < TC_NCONFIGS; i++) {
+        if (configs[i].sweep || configs[i].wg != wg) continue;
+        size_t groups = (size_t)batch * (size_t)((M + configs[i].bm - 1) / configs[i].bm) *
+                        (size_t)((N + configs[i].bn - 1) / configs[i].bn);
+        if (groups >= units) return i;
+        last = i;
+    }
+    if (last < 0) return -1;
+    size_t groups = (size_t)batch * (size_t)((M + configs[last].bm - 1) / configs[last].bm) *
+                    (size_t)((N + configs[last].bn - 1) / configs[last].bn);
+    return groups < units / 2 ? -1 : last;             /* the float32 tiers (smaller tiles) were faster there */
+}
+
+/* 1 when the wgmma rows may run: compute capability 9.0 (or the emulation hook), not switched off by
+ * TLGPU_TC_WGMMA=0, and their family has not failed to build here. */
+static int
+wg_usable(void)
+{
+    const char *env = getenv("TLGPU_TC_WGMMA");
+    return (capable == 90 || capable == 1) && wg_error[0] == '\0' && !(env != NULL && strcmp(env, "0") == 0);
+}
+
 int
 tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, tl_kernel **kh,
                   size_t *gws0, size_t *lws0)
@@ -96,23 +140,25 @@ tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     if ((ok = tc_capable()) <= 0) return ok;
     int a = sAk == 1 ? 0 : sAm == 1 ? 2 : -1, b = sBn == 1 ? 0 : sBk == 1 ? 1 : -1;
     if (a < 0 || b < 0) return 0;                 /* neither stride 1: the float32 kernel reads it */
+    if (sAk == 1 && sBk == 1) b = 1;              /* both along k (x @ w.T, however B's other stride is) */
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    tc_config *c = forced >= 0 ? &configs[forced] : NULL;
-    for (int i = 0; c == NULL && i < TC_NCONFIGS; i++) {
-        if (configs[i].sweep) continue;
-        size_t groups = (size_t)batch * (size_t)((M + configs[i].bm - 1) / configs[i].bm) *
-                        (size_t)((N + configs[i].bn - 1) / configs[i].bn);
-        int last = 1;
-        for (int j = i + 1; j < TC_NCONFIGS; j++) last &= configs[j].sweep;
-        if (groups >= rt->info.compute_units || last) c = &configs[i];
-        if (c != NULL && forced < 0 && groups < rt->info.compute_units / 2)
-            return 0;                                  /* too few tiles to fill the device: the float32 tiers
-                                                          (smaller tiles) were faster (bench_train's MLP) */
+    const int nt = a + b == TC_NT;
+    int i = forced >= 0 && (!configs[forced].wg || nt) ? forced : -1;
+    if (i < 0 && nt && wg_usable()) i = pick(M, N, batch, 1, rt->info.compute_units);
+    if (i >= 0 && configs[i].wg && tl_kernel_prepare(&configs[i].k[TC_NT], &err) != TL_OK) {
+        if (i == forced) return tl_raise(&err);   /* a sweep asked for this row: say why it cannot run */
+        pthread_mutex_lock(&lock);
+        snprintf(wg_error, sizeof wg_error, "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
+        pthread_mutex_unlock(&lock);
+        tl_err_clear(&err);
+        i = -1;                                   /* the mma.sync rows instead, from now on */
     }
-    *kh = &c->k[a + b];
+    if (i < 0 && (i = pick(M, N, batch, 0, rt->info.compute_units)) < 0) return 0;
+    *kh = &configs[i].k[a + b];
     if (tl_kernel_py(*kh) == NULL) return -1;
-    *lws0 = (size_t)c->warps * 32;
-    *gws0 = (size_t)((M + c->bm - 1) / c->bm) * (size_t)((N + c->bn - 1) / c->bn) * *lws0;
+    *lws0 = (size_t)configs[i].warps * 32;
+    *gws0 = (size_t)((M + configs[i].bm - 1) / configs[i].bm) * (size_t)((N + configs[i].bn - 1) / configs[i].bn) *
+            *lws0;
     return 1;
 }
 
@@ -165,7 +211,8 @@ tl_gemm_tc_info(PyObject *Py_UNUSED(m), PyObject *args)
         if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
         Py_DECREF(s);
     }
-    r = Py_BuildValue("{s:i,s:O,s:N,s:s}", "capability", capable, "active", ok && tf32 ? Py_True : Py_False,
-                      "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL);
+    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s}", "capability", capable, "active", ok && tf32 ? Py_True : Py_False,
+                      "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL, "wgmma",
+                      wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL);
     return r;
 }

@@ -12,6 +12,7 @@
 #include "programs.h"
 #include "cl_runtime.h"
 #include "gemm_params.h"
+#include "ptx_patch.h"
 #include "sha256.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -252,6 +253,48 @@ build_log(cl_program prog, cl_device_id dev)
     return log != NULL ? log : strdup("<no log>");
 }
 
+/* Families whose PTX needs sm_90a instructions (ptx_patch.h): on an NVIDIA platform the source build's PTX
+ * is patched and built again as a binary, which replaces the program (and is what the cache keeps). */
+static tl_status
+ptx_rebuild(const tl_runtime *rt, const char *family, const char *opts, cl_program *prog, tl_err *err)
+{
+    size_t n = 0, m = 0;
+    unsigned char *bin = NULL;
+    char *text = NULL;
+    const char *why = "clGetProgramInfo";
+    cl_int rc = CL_SUCCESS, bst = CL_SUCCESS;
+    if (strcmp(family, "matmul_wg") != 0 || strstr(rt->info.platform, "NVIDIA") == NULL) return TL_OK;
+    if (clGetProgramInfo(*prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) == CL_SUCCESS && n > 0 &&
+        (bin = malloc(n)) != NULL && clGetProgramInfo(*prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
+        text = tl_ptx_patch((const char *)bin, n, &m, &why);
+    const char *dump = getenv("TLGPU_PTX_DUMP");          /* a directory: the PTX before and after, to read */
+    if (dump != NULL && *dump != '\0' && bin != NULL) {
+        char f[1100];
+        FILE *fp;
+        snprintf(f, sizeof f, "%s/%s.ptx", dump, family);
+        if ((fp = fopen(f, "wb")) != NULL) { fwrite(bin, 1, n, fp); fclose(fp); }
+        snprintf(f, sizeof f, "%s/%s.sm90a.ptx", dump, family);
+        if (text != NULL && (fp = fopen(f, "wb")) != NULL) { fwrite(text, 1, m, fp); fclose(fp); }
+    }
+    free(bin);
+    if (text == NULL) return tl_err_set(err, TL_E_INVALID, "ptx patch", why);
+    const unsigned char *src = (const unsigned char *)text;
+    cl_program p2 = clCreateProgramWithBinary(rt->ctx, 1, &rt->device, &m, &src, &bst, &rc);
+    if (rc == CL_SUCCESS && bst != CL_SUCCESS) rc = bst;
+    if (rc == CL_SUCCESS && (rc = clBuildProgram(p2, 1, &rt->device, opts, NULL, NULL)) != CL_SUCCESS) {
+        err->log = build_log(p2, rt->device);
+        snprintf(err->options, sizeof err->options, "%s", opts);
+    }
+    free(text);
+    if (rc != CL_SUCCESS) {
+        if (p2 != NULL) clReleaseProgram(p2);
+        return tl_err_set(err, rc, "clBuildProgram (patched PTX)", family);
+    }
+    clReleaseProgram(*prog);
+    *prog = p2;
+    return TL_OK;
+}
+
 static tl_status
 build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *err)
 {
@@ -278,6 +321,7 @@ build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *
         clReleaseProgram(prog);
         return tl_err_set(err, rc, "clBuildProgram", file);
     }
+    if ((st = ptx_rebuild(rt, family, opts, &prog, err)) != TL_OK) { clReleaseProgram(prog); return st; }
     cache_store(prog, path);
     *out = prog;
     return TL_OK;

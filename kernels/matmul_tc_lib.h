@@ -156,14 +156,16 @@ tc_commit(void)
 #endif
 }
 
-/* Waits until at most n (a compile-time 0-2) of this thread's commit groups are still in flight. */
+/* Waits until at most n (a compile-time 0-4) of this thread's commit groups are still in flight. */
 static inline void
 tc_wait(const int n)
 {
 #if TC_ASYNC
     if (n <= 0) TC_ASM volatile("cp.async.wait_group 0;" ::: "memory");
     else if (n == 1) TC_ASM volatile("cp.async.wait_group 1;" ::: "memory");
-    else TC_ASM volatile("cp.async.wait_group 2;" ::: "memory");
+    else if (n == 2) TC_ASM volatile("cp.async.wait_group 2;" ::: "memory");
+    else if (n == 3) TC_ASM volatile("cp.async.wait_group 3;" ::: "memory");
+    else TC_ASM volatile("cp.async.wait_group 4;" ::: "memory");
 #endif
 }
 

@@ -1,0 +1,14 @@
+/* ptx_patch.h: PTX rewriting for kernels that need sm_90a instructions (wgmma) from NVIDIA's OpenCL
+ * compiler, which targets plain sm_90. A kernel writes each such instruction as a PTX comment behind the
+ * marker "//TLPTX " (its operands still substituted by the compiler); the patch removes every marker and
+ * retargets ".target sm_90" to sm_90a, and the driver builds the result as a program binary. */
+#ifndef TL_PTX_PATCH_H
+#define TL_PTX_PATCH_H
+#include <stddef.h>
+
+#define TL_PTX_MARK "//TLPTX "
+
+/* The patched text (malloc'd, NUL-terminated, *out_len without the NUL), or NULL with *why set when the
+ * text is not PTX for sm_90 or has no marker. */
+char *tl_ptx_patch(const char *ptx, size_t len, size_t *out_len, const char **why);
+#endif

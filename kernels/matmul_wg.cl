@@ -1,0 +1,170 @@
+/* matmul_wg.cl: TF32 GEMM on Hopper's warpgroup tensor cores (wgmma.mma_async, sm_90a), for
+ * tlgpu.set_matmul_precision("high") on devices of compute capability 9.0: C[b] = A[b] @ B[b] with the
+ * arguments of matmul.cl's tl_gemm_f32, for the layout whose operands both run along k (x @ w.T: A with
+ * sAk == 1, B with sBk == 1), since wgmma reads TF32 operands only K-major. The host (csrc/gemm_wg.c)
+ * also wants rows 16-byte aligned (strides and offsets multiples of 4 floats).
+ *  - A work-group is WG_BM / 64 warpgroups of 128 work-items; warpgroup g computes rows 64g.. of the
+ *    WG_BM x WG_BN tile with one m64nNk8 wgmma per 8 of k (N = WG_BN), both operands read from local
+ *    memory through matrix descriptors, N/2 float accumulators a work-item.
+ *  - Tiles travel with cp.async (16-byte copies, zero-filled past the edges through src-size) into
+ *    WG_STAGES local stages. A tile row is WG_BK floats (32, 64 or 128 bytes), stored unpadded with its
+ *    16-byte chunks XOR-swizzled the way the descriptor's swizzle mode of that width reads them (chunk c of
+ *    row r at c ^ ((r * width / 128) % chunks): the hardware's pattern on address bits 4-6 against 7-9).
+ *  - Per k-tile: wait for this work-item's copies, fence them into the async proxy, wait for this
+ *    warpgroup's previous wgmma group, one barrier, issue the copies of the tile WG_STAGES - 1 ahead into
+ *    the stage just freed, then the tile's wgmma group (fence, WG_BK / 8 instructions, commit), which runs
+ *    while the loop goes on to wait for the next tile.
+ *  - NVIDIA's OpenCL compiler targets sm_90, which has no wgmma: each sm_90a instruction is a PTX comment
+ *    behind the marker //TLPTX (matmul_wg_asm.h); csrc/ptx_patch.c turns the markers into instructions
+ *    and retargets the PTX to sm_90a, and the driver builds that (programs.c, for this family only).
+ *  - TC_EMULATE=1 (tests, any device): plain copies, and each work-item computes its accumulators from
+ *    the swizzled local tiles as the descriptors describe them, so the tiling, the swizzle and the
+ *    fragment layout run on PoCL.
+ * Local memory, stages x (BM + BN) x BK x 4 bytes, at most 48 KiB (OpenCL's limit on NVIDIA). */
+
+#include "matmul_tc_lib.h"
+#if !TC_EMULATE
+#include "matmul_wg_asm.h"
+#endif
+
+#define WG_CAT_(a, b) a##b
+#define WG_CAT(a, b) WG_CAT_(a, b)
+
+/* The chunk swizzle of a row for a swizzle width of sw bytes (the row's length). */
+static inline int
+wg_swz(int r, int sw)
+{
+    return ((r * sw) >> 7) & (sw / 16 - 1);
+}
+
+#if !TC_EMULATE
+/* The matrix descriptor of a K-major tile at p: start address >> 4, leading offset 1 (unused when the
+ * swizzle spans the k extent), stride offset 8 rows, swizzle mode 1 (128 B), 2 (64 B) or 3 (32 B). */
+static inline ulong
+wg_desc(local const float *p, int sw)
+{
+    const ulong mode = sw == 128 ? 1 : sw == 64 ? 2 : 3;
+    return (ulong)((tc_saddr(p) & 0x3FFFF) >> 4) | (1ul << 16) | ((ulong)(8 * sw >> 4) << 32) | (mode << 62);
+}
+
+static inline void
+wg_commit(void)
+{
+    TC_ASM volatile("//TLPTX wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+static inline void
+wg_proxy_fence(void)
+{
+    TC_ASM volatile("//TLPTX fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+#else
+static inline void
+wg_proxy_fence(void)
+{
+}
+
+#define wg_wait0_n64(d) ((void)0)
+#define wg_wait0_n128(d) ((void)0)
+#define wg_wait0_n256(d) ((void)0)
+
+/* What one tile's wgmma group adds to work-item t (0-127) of a warpgroup: rows 16(t/32) + (t%32)/4 (+ 8)
+ * of the warpgroup's 64, columns 8j + 2(t%4) (+ 1), summed over the tile's k from the swizzled rows. */
+static inline void
+wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn, const int bk, const int sw, int t)
+{
+    const int r = (t / 32) * 16 + (t % 32) / 4;
+    for (int j = 0; j < bn / 8; j++) {
+        for (int o = 0; o < 4; o++) {
+            const int m = r + 8 * (o >> 1), n = 8 * j + 2 * (t % 4) + (o & 1);
+            float s = d[4 * j + o];
+            for (int k = 0; k < bk; k++) {
+                const float x = as[m * bk + 4 * ((k / 4) ^ wg_swz(m, sw)) + k % 4];
+                const float y = bs[n * bk + 4 * ((k / 4) ^ wg_swz(n, sw)) + k % 4];
+                s += as_float(tc_tf32(x) & 0xffffe000u) * as_float(tc_tf32(y) & 0xffffe000u);
+            }
+            d[4 * j + o] = s;
+        }
+    }
+}
+#endif
+
+/* Production rows first; TC_SWEEP adds the rest (bench_gemm.py --tc-sweep). */
+#define WG_TAG 128x128x16s2
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 2
+#include "matmul_wg.h"
+
+#define WG_TAG 64x128x16s3
+#define WG_BM 64
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 3
+#include "matmul_wg.h"
+
+#ifdef TC_SWEEP
+#define WG_TAG 128x128x8s4
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 4
+#include "matmul_wg.h"
+
+#define WG_TAG 128x128x8s6
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 6
+#include "matmul_wg.h"
+
+#define WG_TAG 128x128x16s3
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 3
+#include "matmul_wg.h"
+
+#define WG_TAG 64x128x32s2
+#define WG_BM 64
+#define WG_BN 128
+#define WG_BK 32
+#define WG_STAGES 2
+#include "matmul_wg.h"
+
+#define WG_TAG 64x128x8s6
+#define WG_BM 64
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 6
+#include "matmul_wg.h"
+
+#define WG_TAG 128x256x8s4
+#define WG_BM 128
+#define WG_BN 256
+#define WG_BK 8
+#define WG_STAGES 4
+#include "matmul_wg.h"
+
+#define WG_TAG 128x256x16s2
+#define WG_BM 128
+#define WG_BN 256
+#define WG_BK 16
+#define WG_STAGES 2
+#include "matmul_wg.h"
+
+#define WG_TAG 256x128x8s4
+#define WG_BM 256
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 4
+#include "matmul_wg.h"
+
+#define WG_TAG 64x256x8s4
+#define WG_BM 64
+#define WG_BN 256
+#define WG_BK 8
+#define WG_STAGES 4
+#include "matmul_wg.h"
+#endif
