@@ -143,16 +143,19 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
             sg_load(rb, B, sb, N, n0, K, (kt + 1) * BK, BN, BK, NT, !bn, tid);
         }
         local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
+        for (int k8 = 0; k8 < BK; k8 += 8) {          /* BK / 8 steps of 8 k, each fully unrolled */
 #pragma unroll
-        for (int k = 0; k < BK; k++) {
-            const float4 a0 = *(local const float4 *)(as + k * lda), a1 = *(local const float4 *)(as + k * lda + BM / 2);
-            const float4 b0 = *(local const float4 *)(bs + k * ldb), b1 = *(local const float4 *)(bs + k * ldb + BN / 2);
-            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-            const float c[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            for (int k = k8; k < k8 + 8; k++) {
+                local const float4 *pa = (local const float4 *)(as + k * lda);
+                local const float4 *pb = (local const float4 *)(bs + k * ldb);
+                const float4 a0 = pa[0], a1 = pa[BM / 8], b0 = pb[0], b1 = pb[BN / 8];   /* + BM/2, BN/2 floats */
+                const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                const float c[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-            for (int i = 0; i < 8; i++)
+                for (int i = 0; i < 8; i++)
 #pragma unroll
-                for (int j = 0; j < 8; j++) acc[i][j] = mad(a[i], c[j], acc[i][j]);
+                    for (int j = 0; j < 8; j++) acc[i][j] = mad(a[i], c[j], acc[i][j]);
+            }
         }
         if (more) {
             sg_store(As + (cur ^ 1) * BK * lda, ra, BM, BK, NT, ak, tid);
