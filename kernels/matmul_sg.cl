@@ -22,11 +22,16 @@
  * cost no branches in the loop: rows (columns) past M (N) are clamped to the last one, so the tile reads
  * valid memory and its extra results are not stored; k past K (the last k-tile when K % BK != 0) reads
  * zeros (a select a float4). C is stored as float4 where the tile is whole and its rows aligned, else
- * element by element with bounds checks. Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD,
- * SG_GROUP, SG_SWEEP (the sweep-only tags); csrc/gemm_sg.c holds the same tag table. */
+ * element by element with bounds checks. The operands are restrict (C is always a fresh tensor; A and B,
+ * which may be one buffer, are only read), so NVIDIA may read them through the non-coherent cache.
+ * Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD, SG_GROUP, SG_SWEEP (the sweep-only tags);
+ * csrc/gemm_sg.c holds the same tag table. */
 
 #ifndef SG_PAD
 #define SG_PAD 4
+#endif
+#if SG_PAD % 4 != 0
+#error "matmul_sg.cl: SG_PAD must keep the local rows 16-byte aligned (a multiple of 4)"
 #endif
 #ifndef SG_GROUP
 #define SG_GROUP 8
@@ -35,9 +40,9 @@
 #define SG_CAT(a, b) SG_CAT_(a, b)
 
 #define MM_ARGS int M, int N, int K, int nb2,                                                       \
-    global const float *A, int offA, int sAb1, int sAb2, int sAm, int sAk,                          \
-    global const float *B, int offB, int sBb1, int sBb2, int sBk, int sBn,                          \
-    global float *C, int offC
+    global const float *restrict A, int offA, int sAb1, int sAb2, int sAm, int sAk,                 \
+    global const float *restrict B, int offB, int sBb1, int sBb2, int sBk, int sBn,                 \
+    global float *restrict C, int offC
 #define SG_BATCH()                                                                                  \
     const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;                                \
     const int calign = ((offC + b * M * N) & 3) == 0 && (N & 3) == 0;                               \

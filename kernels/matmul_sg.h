@@ -15,8 +15,8 @@
     {                                                                                                     \
         local float4 As[2 * SG_BK * (SG_BM + SG_PAD) / 4], Bs[2 * SG_BK * (SG_BN + SG_PAD) / 4];           \
         SG_BATCH();                                                                                       \
-        sg_gemm(M, N, K, A, (ak) ? sAm : sAk, B, (bn) ? sBk : sBn, C, calign, (local float *)As, (local float *)Bs,               \
-                SG_BM, SG_BN, SG_BK, ak, bn);                                                             \
+        sg_gemm(M, N, K, A, (ak) ? sAm : sAk, B, (bn) ? sBk : sBn, C, calign, (local float *)As,            \
+                (local float *)Bs, SG_BM, SG_BN, SG_BK, ak, bn);                                          \
     }
 
 SG_KERNEL(nn, 1, 1)
