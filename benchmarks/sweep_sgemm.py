@@ -3,7 +3,7 @@ tlgpu._C._gemm_sg(tag), timed on a @ b (nn) and a @ w.T (nt) at each size, besid
 (TLGPU_SG=off, same process) and PyTorch CUDA float32 (TF32 off) when torch is importable, with each result's
 max relative error against a float64 numpy reference (sizes <= --check, 1024 by default).
 
-Each build variant (--variants: extra build options, e.g. -DSG_PAD=0, -DSG_GROUP=4) runs in a child process
+Each build variant (--variants: extra build options, e.g. -DSG_PAD=0, -DSG_LN=4, -DSG_GROUP=4) runs in a child process
 with TLGPU_BUILD_OPTIONS="-DSG_SWEEP <variant>" (all the tags built), plus -cl-nv-verbose on NVIDIA so the
 registers and spills of each kernel (ptxas lines of tlgpu._C._build_log("matmul_sg")) are printed. The
 baseline and PyTorch run in the first variant's child only. One table line and one JSON line per row.
@@ -25,7 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-DEFAULT_VARIANTS = ["", "-DSG_PAD=0", "-DSG_GROUP=4", "-DSG_GROUP=16"]
+DEFAULT_VARIANTS = ["", "-DSG_PAD=0", "-DSG_LN=4", "-DSG_GROUP=4", "-DSG_GROUP=16"]
 
 
 def regs_lines(log, names):

@@ -9,7 +9,8 @@
  *    reads its operands from local memory as four float4 a k step (two of A, two of B);
  *  - a warp is 4 work-items along m by 8 along n (lane / 8, lane % 8), warps BN / 64 along n: each
  *    quarter-warp (8 lanes, one phase of a 16-byte local load) reads one A address (a broadcast) and 8
- *    consecutive float4 of B (128 bytes, all 32 banks once): no bank conflict on the reads;
+ *    consecutive float4 of B (128 bytes, all 32 banks once): no bank conflict on the reads (SG_LN=4: 8
+ *    along m by 4 along n, a phase reads 2 float4 of A and 4 of B, conflict-free too);
  *  - local tiles As[k][m] (A transposed) and Bs[k][n], rows padded by SG_PAD floats (4: the transposing
  *    stores of a k-contiguous operand, two lanes a row, land on distinct banks at BK 8), two of each
  *    (double buffering): the next k-tile is loaded from global memory into registers before the current
@@ -24,7 +25,7 @@
  * zeros (a select a float4). C is stored as float4 where the tile is whole and its rows aligned, else
  * element by element with bounds checks. The operands are restrict (C is always a fresh tensor; A and B,
  * which may be one buffer, are only read), so NVIDIA may read them through the non-coherent cache.
- * Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD, SG_GROUP, SG_SWEEP (the sweep-only tags);
+ * Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD, SG_GROUP, SG_LN, SG_SWEEP (the sweep-only tags);
  * csrc/gemm_sg.c holds the same tag table. */
 
 #ifndef SG_PAD
@@ -32,6 +33,12 @@
 #endif
 #if SG_PAD % 4 != 0
 #error "matmul_sg.cl: SG_PAD must keep the local rows 16-byte aligned (a multiple of 4)"
+#endif
+#ifndef SG_LN
+#define SG_LN 8                                   /* work-items of a warp along n: 8 (4 x 8) or 4 (8 x 4) */
+#endif
+#if SG_LN != 8 && SG_LN != 4
+#error "matmul_sg.cl: SG_LN is 8 or 4"
 #endif
 #ifndef SG_GROUP
 #define SG_GROUP 8
@@ -124,8 +131,8 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
         const int bn)
 {
     const int NT = BM * BN / 64, tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD;
-    const int warp = tid / 32, lane = tid % 32, wn = BN / 64;
-    const int tm = (warp / wn) * 4 + lane / 8, tn = (warp % wn) * 8 + lane % 8;
+    const int warp = tid / 32, lane = tid % 32, wn = BN / (8 * SG_LN);    /* warps along n */
+    const int tm = (warp / wn) * (32 / SG_LN) + lane / SG_LN, tn = (warp % wn) * SG_LN + lane % SG_LN;
     int pm, pn;
     sg_tile_order(get_group_id(0), (M + BM - 1) / BM, (N + BN - 1) / BN, &pm, &pn);
     const int m0 = pm * BM, n0 = pn * BN, nk = (K + BK - 1) / BK;

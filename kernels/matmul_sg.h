@@ -3,9 +3,9 @@
  * work-items of 8x8 outputs each. Included once per tag; the tag's macros are undefined at the end. */
 
 #define SG_NT (SG_BM * SG_BN / 64)
-#if SG_BM % 32 != 0 || SG_BN % 64 != 0 || (SG_BK != 8 && SG_BK != 16) || (SG_BM * SG_BK / 4) % SG_NT != 0 || \
-    (SG_BN * SG_BK / 4) % SG_NT != 0
-#error "matmul_sg.h: tiles need BM % 32 == 0, BN % 64 == 0, BK 8 or 16, and whole float4 loads per work-item"
+#if SG_BM % (256 / SG_LN) != 0 || SG_BN % (8 * SG_LN) != 0 || (SG_BK != 8 && SG_BK != 16) || \
+    (SG_BM * SG_BK / 4) % SG_NT != 0 || (SG_BN * SG_BK / 4) % SG_NT != 0
+#error "matmul_sg.h: tiles need whole warps (BM % (256 / SG_LN), BN % (8 SG_LN)), BK 8 or 16, whole float4 loads"
 #endif
 
 /* As and Bs: two k-tiles each (double buffering), rows padded by SG_PAD floats; float4 for alignment. */

@@ -75,19 +75,23 @@ def test_each_production_config(tag):
         check(fn, ref)
 
 
-def test_sweep_configs_in_a_sweep_build():
-    """The -DSG_SWEEP tags (sweep_sgemm.py's build) in a child process: one edge shape, all layouts."""
+@pytest.mark.parametrize("opts,tags", [("-DSG_SWEEP", SWEEP),
+                                       ("-DSG_LN=4 -DSG_PAD=0 -DSG_GROUP=2", ["128x128x8", "64x64x8"])],
+                         ids=["sweep-tags", "knobs"])
+def test_sweep_builds(opts, tags):
+    """sweep_sgemm.py's builds in a child process (TLGPU_BUILD_OPTIONS): the -DSG_SWEEP tags, and the knobs
+    (8 x 4 warps, unpadded tiles, another tile order); one edge shape, all layouts."""
     code = (f"import sys; sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
             "import numpy as np, test_gemm_sg as t\n"
-            f"for tag in {SWEEP!r}:\n"
+            f"for tag in {tags!r}:\n"
             "    t._C._gemm_sg(tag)\n"
             "    for lay, (fn, ref) in t.layouts(np.random.default_rng(2), 196, 52, 132).items():\n"
             "        t.check(fn, ref)\n"
             "print('ok', t.launches())\n")
-    env = dict(os.environ, TLGPU_SG="force", TLGPU_BUILD_OPTIONS="-DSG_SWEEP")
+    env = dict(os.environ, TLGPU_SG="force", TLGPU_BUILD_OPTIONS=opts)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["ok", str(4 * len(SWEEP))]
+    assert r.stdout.split() == ["ok", str(4 * len(tags))]
 
 
 def test_batched():
