@@ -16,6 +16,7 @@
 #include "cl_runtime.h"
 #include "gemm_params.h"
 #include "gemm_tc.h"
+#include "gemm_sg.h"
 #include "cpu_blas.h"
 #include "gemm_splitk.h"
 #include <stdlib.h>
@@ -233,6 +234,11 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     if (plain && p->M > 1 && p->N > 1 &&
         (tc = tl_gemm_tc_choose(p->M, p->N, p->K, batch_size(p), p->sAm, p->sAk, p->sBk, p->sBn, &kh, &tc_gws,
                                 &tc_lws)) < 0)
+        return -1;
+    int al[3] = {p->off[0], p->off[1], p->off[2]};      /* NVIDIA float32: matmul_sg.cl (gemm_sg.h) */
+    for (int d = 0; d < p->nbd; d++) { al[1] |= p->bst[1][d]; al[2] |= p->bst[2][d]; }
+    if (plain && p->M > 1 && p->N > 1 && !tc && (tc = tl_gemm_sg_choose(p->M, p->N, p->K, batch_size(p), p->sAm,
+            p->sAk, p->sBk, p->sBn, al[1], al[2], &kh, &tc_gws, &tc_lws)) < 0)
         return -1;
     const int blas = cpu && plain && !tc ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk,
                                                                         p->sBn},
@@ -761,6 +767,7 @@ static const PyMethodDef mm_functions[] = {
      "matmul, addmm and Linear on NVIDIA devices of compute capability >= 8.0 (ignored elsewhere)."},
     {"get_matmul_precision", tl_gemm_tc_get_precision, METH_NOARGS, "get_matmul_precision(): 'highest' or 'high'."},
     {"_gemm_tc", tl_gemm_tc_info, METH_VARARGS, "_gemm_tc([config]): the tensor-core path's state; forces a tile row."},
+    {"_gemm_sg", tl_gemm_sg_info, METH_VARARGS, "_gemm_sg([config]): the NVIDIA float32 kernel's state; forces a row."},
     {"_gemm_tier", fn_gemm_tier, METH_VARARGS, "_gemm_tier(M, N, batch=1): the GEMM tier such a product runs."},
     {"_gemm_plan", fn_gemm_plan, METH_VARARGS, "_gemm_plan(M, K, N, batch=1): (tier, split-K slices, slice length)."},
     {"_gemm_splitk_rule", tl_gemm_splitk_rule_py, METH_VARARGS,

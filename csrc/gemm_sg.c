@@ -1,0 +1,151 @@
+/* gemm_sg.c: the choice of the NVIDIA float32 GEMM (see gemm_sg.h, kernels/matmul_sg.cl). The family
+ * "matmul_sg" runs only on an NVIDIA GPU platform (the CLBlast-style tiers of matmul.cl stay everywhere
+ * else), unless TLGPU_SG says otherwise: "off" keeps the tiers on NVIDIA too; "force" (test builds only,
+ * TL_TEST_HOOKS) takes every product it can, on any device, at any size. The configuration table mirrors
+ * matmul_sg.cl's: production rows first, biggest tiles first; rows marked sweep exist only in a build with
+ * -DSG_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/sweep_sgemm.py. A product takes the first production row
+ * whose grid fills the device (work-groups >= compute units), else the last, unless even that gives fewer
+ * work-groups than half the compute units: then the tiers run it (they have smaller tiles and split-K).
+ * _gemm_sg("tag") forces a row at every size, for sweeps. The kernels' fast path needs 16-byte aligned
+ * float4 loads along a unit stride (matmul_sg.cl's banner); other products keep the tiers. */
+#include "gemm_sg.h"
+#include "cl_runtime.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SG_NN, SG_NT, SG_TN, SG_TT, SG_LAYOUTS };
+typedef struct {
+    const char *tag;
+    int bm, bn, sweep;
+    tl_kernel k[SG_LAYOUTS];
+} sg_config;
+
+#define SG_ROW(tag, bm, bn, sweep)                                                                          \
+    {tag, bm, bn, sweep,                                                                                    \
+     {TL_KERNEL("matmul_sg", "tl_gemm_sg_nn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_nt_" tag "_f32"), \
+      TL_KERNEL("matmul_sg", "tl_gemm_sg_tn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_tt_" tag "_f32")}}
+static sg_config configs[] = {
+    SG_ROW("128x128x8", 128, 128, 0),
+    SG_ROW("128x64x8", 128, 64, 0),
+    SG_ROW("64x64x8", 64, 64, 0),
+    SG_ROW("128x128x16", 128, 128, 1),
+    SG_ROW("128x64x16", 128, 64, 1),
+    SG_ROW("64x128x8", 64, 128, 1),
+    SG_ROW("64x64x16", 64, 64, 1),
+};
+enum { SG_NCONFIGS = sizeof configs / sizeof configs[0] };
+
+static int forced = -1;                           /* _gemm_sg(tag): this row at every size */
+static int nvidia = -1;                           /* -1 unknown, else whether the device is an NVIDIA GPU */
+static long launches;                             /* products given to matmul_sg (tests, sweeps) */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* TLGPU_SG: 0 "off", 2 "force" (test builds), 1 otherwise (NVIDIA GPUs only). */
+static int
+sg_mode(void)
+{
+    const char *s = getenv("TLGPU_SG");
+    if (s != NULL && strcmp(s, "off") == 0) return 0;
+#ifdef TL_TEST_HOOKS
+    if (s != NULL && strcmp(s, "force") == 0) return 2;
+#endif
+    return 1;
+}
+
+/* 1 when the device is an NVIDIA GPU, 0 when not, -1 with an exception set. */
+static int
+sg_nvidia(void)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    if (nvidia >= 0) return nvidia;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    int nv = strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) != 0;
+    pthread_mutex_lock(&lock);
+    nvidia = nv;
+    pthread_mutex_unlock(&lock);
+    return nv;
+}
+
+/* The layout index (SG_NN..SG_TT) whose float4 loads fit the operands (aligned, runs inside the matrix),
+ * or -1. A along k (sAk == 1) or m (sAm == 1); B along n (sBn == 1) or k (sBk == 1). */
+static int
+sg_layout(int M, int N, int K, int sAm, int sAk, int sBk, int sBn, int alignA, int alignB)
+{
+    int a = -1, b = -1;
+    if (sAk == 1 && K % 4 == 0 && sAm % 4 == 0) a = 0;
+    else if (sAm == 1 && M % 4 == 0 && sAk % 4 == 0) a = 2;
+    if (sBn == 1 && N % 4 == 0 && sBk % 4 == 0) b = 0;
+    else if (sBk == 1 && K % 4 == 0 && sBn % 4 == 0) b = 1;
+    if (a < 0 || b < 0 || alignA % 4 != 0 || alignB % 4 != 0) return -1;
+    return a + b;
+}
+
+int
+tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, int alignA, int alignB,
+                  tl_kernel **kh, size_t *gws0, size_t *lws0)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    const int mode = sg_mode();
+    int ok;
+    if (mode == 0 || K < 1 || M < 4 || N < 4) return 0;
+    if (mode == 1 && (ok = sg_nvidia()) <= 0) return ok;
+    const int lay = sg_layout(M, N, K, sAm, sAk, sBk, sBn, alignA, alignB);
+    if (lay < 0) return 0;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    sg_config *c = forced >= 0 ? &configs[forced] : NULL;
+    for (int i = 0; c == NULL && i < SG_NCONFIGS; i++) {
+        if (configs[i].sweep) continue;
+        size_t groups = (size_t)batch * (size_t)((M + configs[i].bm - 1) / configs[i].bm) *
+                        (size_t)((N + configs[i].bn - 1) / configs[i].bn);
+        int last = 1;
+        for (int j = i + 1; j < SG_NCONFIGS; j++) last &= configs[j].sweep;
+        if (groups >= rt->info.compute_units || last) c = &configs[i];
+        if (c != NULL && mode == 1 && groups < rt->info.compute_units / 2) return 0;   /* the tiers' smaller tiles */
+    }
+    const size_t threads = (size_t)c->bm * (size_t)c->bn / 64;
+    *kh = &c->k[lay];
+    if (tl_kernel_py(*kh) == NULL) return -1;
+    if ((*kh)->wg < threads) return 0;            /* too many registers for the work-group: the tiers */
+    *lws0 = threads;
+    *gws0 = (size_t)((M + c->bm - 1) / c->bm) * (size_t)((N + c->bn - 1) / c->bn) * threads;
+    pthread_mutex_lock(&lock);
+    launches++;
+    pthread_mutex_unlock(&lock);
+    return 1;
+}
+
+/* _gemm_sg(): {"nvidia": the device runs matmul_sg by default, "mode": TLGPU_SG's reading ("off", "auto",
+ * "force"), "configs": [tags], "forced": tag or None, "launches": products run so far}; _gemm_sg(tag)
+ * forces that row (None: the size rule again). */
+PyObject *
+tl_gemm_sg_info(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static const char *const modes[] = {"off", "auto", "force"};
+    PyObject *tag = NULL, *tags = NULL;
+    if (!PyArg_ParseTuple(args, "|O:_gemm_sg", &tag)) return NULL;
+    if (tag == Py_None) {
+        forced = -1;
+    } else if (tag != NULL) {
+        const char *s = PyUnicode_Check(tag) ? PyUnicode_AsUTF8(tag) : NULL;
+        int i = 0;
+        while (s != NULL && i < SG_NCONFIGS && strcmp(configs[i].tag, s) != 0) i++;
+        if (s == NULL || i == SG_NCONFIGS) return PyErr_Format(PyExc_ValueError, "_gemm_sg: unknown configuration");
+        forced = i;
+    }
+    int nv = sg_nvidia();
+    if (nv < 0 || (tags = PyList_New(0)) == NULL) return NULL;
+    for (int i = 0; i < SG_NCONFIGS; i++) {
+        PyObject *s = Py_BuildValue("{s:s,s:i,s:i,s:O}", "tag", configs[i].tag, "bm", configs[i].bm, "bn",
+                                    configs[i].bn, "sweep", configs[i].sweep ? Py_True : Py_False);
+        if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
+        Py_DECREF(s);
+    }
+    pthread_mutex_lock(&lock);
+    long n = launches;
+    pthread_mutex_unlock(&lock);
+    return Py_BuildValue("{s:O,s:s,s:N,s:s,s:l}", "nvidia", nv ? Py_True : Py_False, "mode", modes[sg_mode()],
+                         "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL, "launches", n);
+}

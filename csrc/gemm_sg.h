@@ -1,0 +1,17 @@
+/* gemm_sg.h: the NVIDIA float32 GEMM (kernels/matmul_sg.cl, a hand-written-CUDA-style SGEMM: 128x128x8
+ * tiles, 8x8 outputs a work-item) and its choice. Exact float32 like the tiled kernels it replaces there;
+ * other devices keep those (matmul.cl). TLGPU_SG=off turns it off on NVIDIA too. Python-facing (raises). */
+#ifndef TL_GEMM_SG_H
+#define TL_GEMM_SG_H
+#include "ops_common.h"
+
+/* For a C[M, N] = A @ B product (times `batch`) the GEMM path would run: 1 with *kh, *gws0, *lws0 set (a
+ * 1-D launch over dim 0; dims 1 and 2 are the caller's, dim 2 the batch), 0 to keep the float32 kernels
+ * (not an NVIDIA GPU, TLGPU_SG=off, a product too small to fill the device, an operand with no unit stride
+ * or not 16-byte aligned), -1 with an exception set. alignA (alignB): A's (B's) offset and batch strides
+ * ORed together, for the float4 loads' alignment. */
+int tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, int alignA, int alignB,
+                      tl_kernel **kh, size_t *gws0, size_t *lws0);
+
+PyObject *tl_gemm_sg_info(PyObject *m, PyObject *args);    /* _gemm_sg([config]): state, forced config */
+#endif

@@ -1,0 +1,234 @@
+/* matmul_sg.cl: float32 GEMM for NVIDIA GPUs in the style of the hand-written CUDA SGEMMs (the "128x128x8,
+ * 256 threads, 8x8 a thread" design of CUTLASS's SIMT sgemm and the SGEMM write-ups), C[b] = A[b] @ B[b]
+ * with the operands and arguments of matmul.cl's tl_gemm_f32 (strided, batched), 1-D launch over dim 0
+ * (work-groups x SG_BM * SG_BN / 64 work-items), batch index in dim 2. Plain OpenCL C 1.2, no asm: PoCL
+ * builds it too (the tests force it there through csrc/gemm_sg.c's hooks). Per work-group:
+ *  - a BM x BN tile of C (work-groups walk the tiles in groups of SG_GROUP tile rows, column by column
+ *    inside a group, so the A rows and B columns in flight stay in L2);
+ *  - each work-item an 8x8 register tile as four 4x4 quadrants BM/2 rows and BN/2 columns apart, so it
+ *    reads its operands from local memory as four float4 a k step (two of A, two of B);
+ *  - a warp is 4 work-items along m by 8 along n (lane / 8, lane % 8), warps BN / 64 along n: each
+ *    quarter-warp (8 lanes, one phase of a 16-byte local load) reads one A address (a broadcast) and 8
+ *    consecutive float4 of B (128 bytes, all 32 banks once): no bank conflict on the reads (SG_LN=4: 8
+ *    along m by 4 along n, a phase reads 2 float4 of A and 4 of B, conflict-free too);
+ *  - local tiles As[k][m] (A transposed) and Bs[k][n], rows padded by SG_PAD floats (4: the transposing
+ *    stores of a k-contiguous operand, two lanes a row, land on distinct banks at BK 8), two of each
+ *    (double buffering): the next k-tile is loaded from global memory into registers before the current
+ *    one's FMAs and stored to the other buffer after them, one barrier a k-tile;
+ *  - global loads are float4 along the operand's unit stride: A along k (sAk == 1, nn/nt) or along m
+ *    (sAm == 1, tn/tt), B along n (sBn == 1, nn/tn) or along k (sBk == 1, nt/tt: x @ w.T).
+ * Fast path contract, checked by the host (gemm_sg.c): every float4 load is 16-byte aligned (offsets,
+ * the other stride and the batch strides multiples of 4 floats) and the vector runs stay inside the
+ * matrix: K % 4 == 0 where a float4 runs along k, M % 4 == 0 along m, N % 4 == 0 along n. Edges then
+ * cost no branches in the loop: rows (columns) past M (N) are clamped to the last one, so the tile reads
+ * valid memory and its extra results are not stored; k past K (the last k-tile when K % BK != 0) reads
+ * zeros (a select a float4). C is stored as float4 where the tile is whole and its rows aligned, else
+ * element by element with bounds checks. The operands are restrict (C is always a fresh tensor; A and B,
+ * which may be one buffer, are only read), so NVIDIA may read them through the non-coherent cache.
+ * Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD, SG_GROUP, SG_LN, SG_SWEEP (the sweep-only tags);
+ * csrc/gemm_sg.c holds the same tag table. */
+
+#ifndef SG_PAD
+#define SG_PAD 4
+#endif
+#if SG_PAD % 4 != 0
+#error "matmul_sg.cl: SG_PAD must keep the local rows 16-byte aligned (a multiple of 4)"
+#endif
+#ifndef SG_LN
+#define SG_LN 8                                   /* work-items of a warp along n: 8 (4 x 8) or 4 (8 x 4) */
+#endif
+#if SG_LN != 8 && SG_LN != 4
+#error "matmul_sg.cl: SG_LN is 8 or 4"
+#endif
+#ifndef SG_GROUP
+#define SG_GROUP 8
+#endif
+#define SG_CAT_(a, b) a##b
+#define SG_CAT(a, b) SG_CAT_(a, b)
+
+#define MM_ARGS int M, int N, int K, int nb2,                                                       \
+    global const float *restrict A, int offA, int sAb1, int sAb2, int sAm, int sAk,                 \
+    global const float *restrict B, int offB, int sBb1, int sBb2, int sBk, int sBn,                 \
+    global float *restrict C, int offC
+#define SG_BATCH()                                                                                  \
+    const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;                                \
+    const int calign = ((offC + b * M * N) & 3) == 0 && (N & 3) == 0;                               \
+    A += offA + b1 * sAb1 + b2 * sAb2;                                                              \
+    B += offB + b1 * sBb1 + b2 * sBb2;                                                              \
+    C += offC + b * M * N
+
+/* Work-group pid's tile (row *pm, column *pn) of a tm x tn grid: SG_GROUP rows at a time, by columns. */
+static inline void
+sg_tile_order(int pid, int tm, int tn, int *pm, int *pn)
+{
+    const int per = SG_GROUP * tn, first = (pid / per) * SG_GROUP, rows = min(tm - first, SG_GROUP);
+    const int in = pid % per;
+    *pm = first + in % rows;
+    *pn = in / rows;
+}
+
+/* The k-tile at k0 of one operand (BR of its rows or columns from r0, `rows` in all, stride s along the
+ * other index) into r[]: alongk, X[row * s + k] read as float4 of 4 k; else X[k * s + row], float4 of 4
+ * rows. Rows clamped into the matrix, k past K read as zeros. */
+static inline void
+sg_load(float4 *r, global const float *X, int s, int rows, int r0, int K, int k0, int BR, int BK, int NT,
+        int alongk, int tid)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {                     /* 16 BK / BR of them: constant once inlined */
+        if (i >= BR * BK / 4 / NT) break;
+        const int q = tid + i * NT;
+        if (alongk) {
+            const int row = min(r0 + q / (BK / 4), rows - 1), k = k0 + (q % (BK / 4)) * 4;
+            r[i] = k < K ? *(global const float4 *)(X + row * s + k) : (float4)(0.0f);
+        } else {
+            const int row = min(r0 + (q % (BR / 4)) * 4, rows - 4), k = k0 + q / (BR / 4);
+            r[i] = k < K ? *(global const float4 *)(X + k * s + row) : (float4)(0.0f);
+        }
+    }
+}
+
+/* r[] (as sg_load left it) into the local tile L[k][row] (row stride BR + SG_PAD). */
+static inline void
+sg_store(local float *L, const float4 *r, int BR, int BK, int NT, int alongk, int tid)
+{
+    const int ld = BR + SG_PAD;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {                     /* 16 BK / BR of them: constant once inlined */
+        if (i >= BR * BK / 4 / NT) break;
+        const int q = tid + i * NT;
+        if (alongk) {
+            local float *p = L + (q % (BK / 4)) * 4 * ld + q / (BK / 4);
+            p[0] = r[i].x;
+            p[ld] = r[i].y;
+            p[2 * ld] = r[i].z;
+            p[3 * ld] = r[i].w;
+        } else {
+            *(local float4 *)(L + (q / (BR / 4)) * ld + (q % (BR / 4)) * 4) = r[i];
+        }
+    }
+}
+
+/* One work-item's 4 outputs of C's row `row` from column `col` (the tile whole and aligned: a float4). */
+static inline void
+sg_put(global float *C, int M, int N, int row, int col, float4 v, int whole)
+{
+    if (whole) {
+        *(global float4 *)(C + row * N + col) = v;
+        return;
+    }
+    if (row >= M) return;
+    const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        if (col + j < N) C[row * N + col + j] = e[j];
+}
+
+/* The work-group's tile of C = A @ B; sa, sb: A's and B's strides other than the unit one. */
+static inline void
+sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *B, int sb, global float *C,
+        int calign, local float *As, local float *Bs, const int BM, const int BN, const int BK, const int ak,
+        const int bn)
+{
+    const int NT = BM * BN / 64, tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD;
+    const int warp = tid / 32, lane = tid % 32, wn = BN / (8 * SG_LN);    /* warps along n */
+    const int tm = (warp / wn) * (32 / SG_LN) + lane / SG_LN, tn = (warp % wn) * SG_LN + lane % SG_LN;
+    int pm, pn;
+    sg_tile_order(get_group_id(0), (M + BM - 1) / BM, (N + BN - 1) / BN, &pm, &pn);
+    const int m0 = pm * BM, n0 = pn * BN, nk = (K + BK - 1) / BK;
+    float4 ra[4], rb[4];                              /* 16 BK / BN (BM) of them used: <= 4 */
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+
+    sg_load(ra, A, sa, M, m0, K, 0, BM, BK, NT, ak, tid);
+    sg_load(rb, B, sb, N, n0, K, 0, BN, BK, NT, !bn, tid);
+    sg_store(As, ra, BM, BK, NT, ak, tid);
+    sg_store(Bs, rb, BN, BK, NT, !bn, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kt = 0; kt < nk; kt++) {
+        const int cur = kt & 1, more = kt + 1 < nk;
+        if (more) {                                   /* the next k-tile, in flight during the FMAs */
+            sg_load(ra, A, sa, M, m0, K, (kt + 1) * BK, BM, BK, NT, ak, tid);
+            sg_load(rb, B, sb, N, n0, K, (kt + 1) * BK, BN, BK, NT, !bn, tid);
+        }
+        local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
+        for (int k8 = 0; k8 < BK; k8 += 8) {          /* BK / 8 steps of 8 k, each fully unrolled */
+#pragma unroll
+            for (int k = k8; k < k8 + 8; k++) {
+                local const float4 *pa = (local const float4 *)(as + k * lda);
+                local const float4 *pb = (local const float4 *)(bs + k * ldb);
+                const float4 a0 = pa[0], a1 = pa[BM / 8], b0 = pb[0], b1 = pb[BN / 8];   /* + BM/2, BN/2 floats */
+                const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                const float c[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[i][j] = mad(a[i], c[j], acc[i][j]);
+            }
+        }
+        if (more) {
+            sg_store(As + (cur ^ 1) * BK * lda, ra, BM, BK, NT, ak, tid);
+            sg_store(Bs + (cur ^ 1) * BK * ldb, rb, BN, BK, NT, !bn, tid);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    const int whole = calign && m0 + BM <= M && n0 + BN <= N;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int row = m0 + (i / 4) * (BM / 2) + tm * 4 + i % 4;
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            sg_put(C, M, N, row, n0 + h * (BN / 2) + tn * 4,
+                   (float4)(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]), whole);
+    }
+}
+
+/* tags: BM x BN x BK. Production rows first (csrc/gemm_sg.c picks the first whose grid fills the device);
+ * SG_SWEEP adds the ones only benchmarks/sweep_sgemm.py times. */
+#define SG_TAG 128x128x8
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 8
+#include "matmul_sg.h"
+
+#define SG_TAG 128x64x8
+#define SG_BM 128
+#define SG_BN 64
+#define SG_BK 8
+#include "matmul_sg.h"
+
+#define SG_TAG 64x64x8
+#define SG_BM 64
+#define SG_BN 64
+#define SG_BK 8
+#include "matmul_sg.h"
+
+#ifdef SG_SWEEP
+#define SG_TAG 128x128x16
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 16
+#include "matmul_sg.h"
+
+#define SG_TAG 128x64x16
+#define SG_BM 128
+#define SG_BN 64
+#define SG_BK 16
+#include "matmul_sg.h"
+
+#define SG_TAG 64x128x8
+#define SG_BM 64
+#define SG_BN 128
+#define SG_BK 8
+#include "matmul_sg.h"
+
+#define SG_TAG 64x64x16
+#define SG_BM 64
+#define SG_BN 64
+#define SG_BK 16
+#include "matmul_sg.h"
+#endif

@@ -1,0 +1,181 @@
+"""The NVIDIA float32 GEMM (kernels/matmul_sg.cl, csrc/gemm_sg.c) forced onto this device with TLGPU_SG=force
+(test builds only): every operand layout against float64 numpy, each production tile configuration, tile
+edges, K not a multiple of the k-tile, batches (3-D, 4-D, broadcast), strided and offset views, Linear forward
+and backward, the products it must leave to the other kernels (unaligned, K % 4 != 0) and, without the hook,
+that it stays off here (it is NVIDIA-only). Each product asserts the kernel ran (the hook's launch count)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tlgpu
+from tlgpu import _C
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOL = 2e-5                                      # max |error| / max |reference|, float32 accumulation
+CONFIGS = _C._gemm_sg()["configs"]
+PRODUCTION = [c["tag"] for c in CONFIGS if not c["sweep"]]
+SWEEP = [c["tag"] for c in CONFIGS if c["sweep"]]
+
+
+@pytest.fixture(autouse=True)
+def force(monkeypatch):
+    monkeypatch.setenv("TLGPU_SG", "force")
+    if _C._gemm_sg()["mode"] != "force":
+        pytest.skip("TLGPU_SG=force needs the test hooks (TLGPU_TEST_HOOKS=1 build, see Makefile)")
+    yield
+    _C._gemm_sg(None)
+
+
+def launches():
+    return _C._gemm_sg()["launches"]
+
+
+def check(fn, ref, ran=1):
+    """fn() (a tlgpu product) against the float64 reference; `ran` products went to matmul_sg."""
+    before = launches()
+    got = fn().numpy()
+    assert launches() - before == ran
+    assert got.shape == ref.shape
+    err = np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30)
+    assert err < TOL, err
+
+
+def draw(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def layouts(rng, m, k, n):
+    """(product, reference) per layout: nn a @ b, nt a @ w.T, tn at.T @ b, tt at.T @ w.T."""
+    a, b, w, at = draw(rng, m, k), draw(rng, k, n), draw(rng, n, k), draw(rng, k, m)
+    ta, tb, tw, tat = (tlgpu.tensor(x) for x in (a, b, w, at))
+    a64, b64, w64, at64 = (x.astype(np.float64) for x in (a, b, w, at))
+    return {"nn": (lambda: ta @ tb, a64 @ b64), "nt": (lambda: ta @ tw.T, a64 @ w64.T),
+            "tn": (lambda: tat.T @ tb, at64.T @ b64), "tt": (lambda: tat.T @ tw.T, at64.T @ w64.T)}
+
+
+# (M, K, N): whole tiles, edges in m and n, K below, at and past the k-tile (8, 16), one k-tile less a float4
+SHAPES = [(128, 64, 128), (132, 100, 68), (260, 36, 196), (64, 4, 64), (68, 12, 200), (12, 300, 8)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("lay", ["nn", "nt", "tn", "tt"])
+def test_layouts(shape, lay):
+    fn, ref = layouts(np.random.default_rng(sum(shape)), *shape)[lay]
+    check(fn, ref)
+
+
+@pytest.mark.parametrize("tag", PRODUCTION)
+def test_each_production_config(tag):
+    _C._gemm_sg(tag)
+    assert _C._gemm_sg()["forced"] == tag
+    for lay, (fn, ref) in layouts(np.random.default_rng(1), 196, 44, 132).items():
+        check(fn, ref)
+
+
+@pytest.mark.parametrize("opts,tags", [("-DSG_SWEEP", SWEEP),
+                                       ("-DSG_LN=4 -DSG_PAD=0 -DSG_GROUP=2", ["128x128x8", "64x64x8"])],
+                         ids=["sweep-tags", "knobs"])
+def test_sweep_builds(opts, tags):
+    """sweep_sgemm.py's builds in a child process (TLGPU_BUILD_OPTIONS): the -DSG_SWEEP tags, and the knobs
+    (8 x 4 warps, unpadded tiles, another tile order); one edge shape, all layouts."""
+    code = (f"import sys; sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+            "import numpy as np, test_gemm_sg as t\n"
+            f"for tag in {tags!r}:\n"
+            "    t._C._gemm_sg(tag)\n"
+            "    for lay, (fn, ref) in t.layouts(np.random.default_rng(2), 196, 52, 132).items():\n"
+            "        t.check(fn, ref)\n"
+            "print('ok', t.launches())\n")
+    env = dict(os.environ, TLGPU_SG="force", TLGPU_BUILD_OPTIONS=opts)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["ok", str(4 * len(tags))]
+
+
+def test_batched():
+    rng = np.random.default_rng(3)
+    a, b = draw(rng, 3, 68, 40), draw(rng, 3, 40, 132)
+    check(lambda: tlgpu.tensor(a) @ tlgpu.tensor(b), a.astype(np.float64) @ b)
+    a4, b4 = draw(rng, 2, 3, 36, 20), draw(rng, 2, 3, 20, 72)
+    check(lambda: tlgpu.tensor(a4) @ tlgpu.tensor(b4), a4.astype(np.float64) @ b4)
+    w = draw(rng, 72, 20)                          # batched x @ w.T
+    check(lambda: tlgpu.tensor(a4) @ tlgpu.tensor(w).T, a4.astype(np.float64) @ w.T.astype(np.float64))
+
+
+def test_broadcast_batch():
+    rng = np.random.default_rng(4)
+    a, b = draw(rng, 4, 68, 24), draw(rng, 1, 24, 76)          # B's batch stride 0
+    check(lambda: tlgpu.tensor(a) @ tlgpu.tensor(b), a.astype(np.float64) @ b)
+    a2, b2 = draw(rng, 2, 1, 36, 16), draw(rng, 1, 3, 16, 40)  # both broadcast, 2 x 3 batch
+    check(lambda: tlgpu.tensor(a2) @ tlgpu.tensor(b2), a2.astype(np.float64) @ b2)
+
+
+def view(x, shape, strides, offset):
+    """A strided view of x's flat storage (the _matmul_test_view hook) and its numpy twin."""
+    t = _C._matmul_test_view(tlgpu.tensor(x), shape, strides, offset)
+    ref = np.lib.stride_tricks.as_strided(x.reshape(-1)[offset:], shape, [s * 4 for s in strides])
+    return t, ref.astype(np.float64)
+
+
+def test_strided_views():
+    rng = np.random.default_rng(5)
+    base, wbase = draw(rng, 140 * 72), draw(rng, 100 * 80)
+    a, a64 = view(base, (132, 64), (72, 1), 8)                 # rows padded, offset 8 floats
+    b, b64 = view(wbase, (64, 68), (80, 1), 4)
+    w, w64 = view(wbase, (68, 64), (80, 1), 12)                # x @ w.T with a padded w
+    check(lambda: a @ b, a64 @ b64)
+    check(lambda: a @ w.T, a64 @ w64.T)
+    at, at64 = view(base, (64, 132), (136, 1), 4)              # tn from a padded transpose
+    check(lambda: at.T @ b, at64.T @ b64)
+
+
+def test_left_to_the_other_kernels():
+    """No 16-byte alignment, or a float4 run that would leave the matrix: the tiers, still right."""
+    rng = np.random.default_rng(6)
+    base = draw(rng, 140 * 72)
+    a, a64 = view(base, (132, 64), (72, 1), 2)                 # offset 2 floats
+    b = draw(rng, 64, 68)
+    check(lambda: a @ tlgpu.tensor(b), a64 @ b, ran=0)
+    a, a64 = view(base, (132, 64), (70, 1), 0)                 # row stride 70
+    check(lambda: a @ tlgpu.tensor(b), a64 @ b, ran=0)
+    x, y = draw(rng, 64, 30), draw(rng, 30, 64)                # K % 4 != 0
+    check(lambda: tlgpu.tensor(x) @ tlgpu.tensor(y), x.astype(np.float64) @ y, ran=0)
+    x, y = draw(rng, 64, 32), draw(rng, 32, 66)                # nn with N % 4 != 0
+    check(lambda: tlgpu.tensor(x) @ tlgpu.tensor(y), x.astype(np.float64) @ y, ran=0)
+
+
+def test_linear_forward_backward():
+    """x @ w.T (nt) forward; the backward's g @ w (nn) and g.T @ x (tn, the weight gradient)."""
+    rng = np.random.default_rng(7)
+    x, w, g = draw(rng, 132, 36), draw(rng, 68, 36), draw(rng, 132, 68)
+    tx, tw = tlgpu.tensor(x, requires_grad=True), tlgpu.tensor(w, requires_grad=True)
+    before = launches()
+    y = tlgpu.linear(tx, tw)
+    y.backward(tlgpu.tensor(g))
+    assert launches() - before == 3
+    x64, w64, g64 = (v.astype(np.float64) for v in (x, w, g))
+    for got, ref in [(y.numpy(), x64 @ w64.T), (tx.grad.numpy(), g64 @ w64), (tw.grad.numpy(), g64.T @ x64)]:
+        assert np.abs(got - ref).max() / np.abs(ref).max() < TOL
+
+
+def test_off_and_not_nvidia_here(monkeypatch):
+    """Without the force hook the kernel is NVIDIA-only: on this device nothing goes to it."""
+    monkeypatch.setenv("TLGPU_SG", "off")
+    assert _C._gemm_sg()["mode"] == "off"
+    fn, ref = layouts(np.random.default_rng(8), 256, 64, 256)["nn"]
+    check(fn, ref, ran=0)
+    monkeypatch.delenv("TLGPU_SG")
+    info = _C._gemm_sg()
+    assert info["mode"] == "auto"
+    if not info["nvidia"]:
+        check(fn, ref, ran=0)
+
+
+def test_unknown_config():
+    with pytest.raises(ValueError, match="_gemm_sg: unknown configuration"):
+        _C._gemm_sg("nope")
+    with pytest.raises(ValueError, match="_gemm_sg: unknown configuration"):
+        _C._gemm_sg(3)
+    assert _C._gemm_sg()["forced"] is None
