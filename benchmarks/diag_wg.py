@@ -4,11 +4,13 @@ the family (patched PTX, ptx_patch.h), then for each row runs x @ w.T on one-hot
 and the first wrong ones decoded; then random integer products at tile edges. Usage:
 TLGPU_PTX_DUMP=dir python3 benchmarks/diag_wg.py [tags...]"""
 import json
+import os
 import sys
 
 import numpy as np
 
-import tlgpu
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tlgpu  # noqa: E402
 
 
 def one_hot(tag, K=16):
@@ -50,7 +52,7 @@ def main():
             r = {"tag": tag, "error": f"{type(e).__name__}: {str(e)[:1500]}"}
         print(json.dumps(r), flush=True)
     log = tlgpu._C._build_log("matmul_wg")
-    print("\n".join(line for line in log.splitlines() if "registers" in line or "spill" in line or "error" in line)[:3000])
+    print("\n".join(line for line in log.splitlines() if "registers" in line or "spill" in line or "error" in line or "C75" in line)[:6000])
 
 
 if __name__ == "__main__":
