@@ -6,9 +6,10 @@ PyTorch with TF32 on (allow_tf32), with each TF32 result's relative Frobenius er
 
 Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--skip-numpy] [--json]
        python3 benchmarks/bench_gemm.py --tc-sweep [--sizes ...] [--tc-tags a,b]: every tensor-core tile
-       configuration (kernels/matmul_tc.cl built with -DTC_SWEEP plus TLGPU_BUILD_OPTIONS; the swizzled "z"
-       rows of kernels/matmul_tcz.cl), or only the tags listed, each checked exact on integer operands in
-       all four layouts, then timed nn and nt (x @ w.T), beside tlgpu float32 and PyTorch.
+       configuration (kernels/matmul_tc.cl and, on compute capability 9.0, the wgmma "wg" rows of
+       kernels/matmul_wg.cl, built with -DTC_SWEEP plus TLGPU_BUILD_OPTIONS), or only the tags listed, each checked exact on integer operands in
+       all four layouts (a wg row runs nt only; the others take the mma.sync rows), then timed nn and nt
+       (x @ w.T), beside tlgpu float32 and PyTorch.
 
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
 x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T

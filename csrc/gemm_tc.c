@@ -1,17 +1,22 @@
 /* gemm_tc.c: matmul precision ("highest" float32, "high" TF32 on tensor cores) and the choice of the
- * tensor-core kernel (see gemm_tc.h, kernels/matmul_tc.cl). The family "matmul_tc" is built only on a
- * device that passes tc_capable(): the NVIDIA platform and CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV >= 8
- * (cl_nv_device_attribute_query), since its kernels are inline PTX (mma.sync m16n8k8 TF32, cp.async)
- * that no other compiler takes. Elsewhere the setting is stored and ignored. The configuration table
- * mirrors matmul_tc.cl's: production rows first, biggest tiles first; rows marked sweep exist only in a
- * build with -DTC_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/bench_gemm.py --tc-sweep. The "z" rows
- * (swizzled unpadded tiles, sweep only) are kernels/matmul_tcz.cl, a family of its own, built only when one
- * of them is forced: a failure there leaves the other rows alone. A product takes the first production
- * row whose grid fills the device (work-groups >= compute units), else the last, unless even that gives
- * fewer work-groups than half the compute units: then the float32 tiers run it (smaller tiles; the MLP
- * step's 256-row products were slower in TF32); _gemm_tc("tag") forces a row, for tuning. */
+ * tensor-core kernel (see gemm_tc.h). Two kinds of rows, built only on a device that passes tc_capable()
+ * (the NVIDIA platform and CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV >= 8, cl_nv_device_attribute_query),
+ * since their kernels are inline PTX that no other compiler takes; elsewhere the setting is stored and
+ * ignored:
+ *  - mma.sync m16n8k8 rows (kernels/matmul_tc.cl, every operand layout, compute capability 8.0 and up);
+ *  - wgmma rows (kernels/matmul_wg.cl, "wg" tags: sm_90a code reached through ptx_patch.h), for x @ w.T
+ *    (both operands along k, the only TF32 layout wgmma reads) on compute capability 9.0, unless
+ *    TLGPU_TC_WGMMA=0; if their family fails to build, the reason is kept (_gemm_tc()["wgmma_error"]) and
+ *    the mma.sync rows run from then on.
+ * The table mirrors the kernel files': production rows first, biggest tiles first; rows marked sweep exist
+ * only in a build with -DTC_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/bench_gemm.py --tc-sweep. A
+ * product takes the first production row of its kind whose grid fills the device (work-groups >= compute
+ * units), else the last, unless even that gives fewer work-groups than half the compute units: then the
+ * float32 kernels run it (smaller tiles; the MLP step's 256-row products were slower in TF32);
+ * _gemm_tc("tag") forces a row, for tuning. */
 #include "gemm_tc.h"
 #include "cl_runtime.h"
+#include "ptx_patch.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +36,6 @@ typedef struct {
      {TL_KERNEL(fam, "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_nt_" tag "_f32"),                  \
       TL_KERNEL(fam, "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_tt_" tag "_f32")}}
 #define TC_ROW(tag, bm, bn, warps, sweep) TC_ROWF("matmul_tc", tag, bm, bn, warps, sweep)
-#define TC_ROWZ(tag, bm, bn, warps) TC_ROWF("matmul_tcz", tag, bm, bn, warps, 1)   /* always sweep rows */
 #define TC_ROWW(tag, bm, bn, sweep)                                                                         \
     {"wg" tag, bm, bn, (bm) / 16, sweep, 1,                                                                 \
      {TL_KERNEL("matmul_wg", ""), TL_KERNEL("matmul_wg", "tl_gemm_wg_nt_" tag "_f32"), TL_KERNEL("matmul_wg", ""), \
@@ -47,33 +51,13 @@ static tc_config configs[] = {
     TC_ROW("64x128x16w2x2s3", 64, 128, 4, 1),
     TC_ROW("256x128x8w4x2s2", 256, 128, 8, 1),
     TC_ROW("128x256x8w2x4s2", 128, 256, 8, 1),
-    TC_ROWZ("128x128x16w2x2s2z", 128, 128, 4),
-    TC_ROWZ("128x128x16w2x2s3z", 128, 128, 4),
-    TC_ROWZ("128x128x16w2x2s2zd", 128, 128, 4),
-    TC_ROWZ("128x128x16w2x2s3zd", 128, 128, 4),
-    TC_ROWZ("128x128x16w2x4s3z", 128, 128, 8),
-    TC_ROWZ("256x128x16w4x2s2z", 256, 128, 8),
-    TC_ROWZ("128x256x16w2x4s2z", 128, 256, 8),
-    TC_ROWZ("128x64x32w2x2s2zd", 128, 64, 4),
-    TC_ROWZ("128x128x8w2x2s4z", 128, 128, 4),
     TC_ROWW("128x128x16s3", 128, 128, 0),
     TC_ROWW("64x128x16s4", 64, 128, 0),
     TC_ROWW("128x128x8s4", 128, 128, 1),
-    TC_ROWW("128x128x8s6", 128, 128, 1),
     TC_ROWW("256x128x8s4", 256, 128, 1),
-    TC_ROWW("256x128x8s3", 256, 128, 1),
     TC_ROWW("128x256x8s4", 128, 256, 1),
-    TC_ROWW("128x256x8s3", 128, 256, 1),
     TC_ROWW("64x256x8s4", 64, 256, 1),
     TC_ROWW("128x64x16s4", 128, 64, 1),
-    TC_ROWW("192x128x8s4", 192, 128, 1),
-    TC_ROWW("128x128x16s4r", 128, 128, 1),
-    TC_ROWW("128x128x16s5r", 128, 128, 1),
-    TC_ROWW("256x128x16s5r", 256, 128, 1),
-    TC_ROWW("128x256x16s3r", 128, 256, 1),
-    TC_ROWW("128x128x32s3r", 128, 128, 1),
-    TC_ROWW("192x128x16s5r", 192, 128, 1),
-    TC_ROWW("64x256x16s3r", 64, 256, 1),
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -81,6 +65,7 @@ static int tf32;                                  /* 0: "highest" (float32), 1: 
 static int forced = -1;                           /* _gemm_tc(tag): this row at every size */
 static int capable = -1;                          /* -1 unknown, 0 no, else compute capability * 10 */
 static char wg_error[1200];                        /* why the wgmma family could not be built here */
+static long wg_launches;                          /* products given to the wgmma rows (tests) */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* 1 when the device runs matmul_tc.cl, 0 when not, -1 with an exception set. */
@@ -163,6 +148,7 @@ tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     if (i < 0 && (i = pick(M, N, batch, 0, rt->info.compute_units)) < 0) return 0;
     *kh = &configs[i].k[a + b];
     if (tl_kernel_py(*kh) == NULL) return -1;
+    wg_launches += configs[i].wg;                 /* the GIL is held here */
     *lws0 = (size_t)configs[i].warps * 32;
     *gws0 = (size_t)((M + configs[i].bm - 1) / configs[i].bm) * (size_t)((N + configs[i].bn - 1) / configs[i].bn) *
             *lws0;
@@ -218,8 +204,26 @@ tl_gemm_tc_info(PyObject *Py_UNUSED(m), PyObject *args)
         if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
         Py_DECREF(s);
     }
-    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s}", "capability", capable, "active", ok && tf32 ? Py_True : Py_False,
+    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:l}", "capability", capable, "active", ok && tf32 ? Py_True : Py_False,
                       "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL, "wgmma",
-                      wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL);
+                      wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL,
+                      "wgmma_launches", wg_launches);
     return r;
 }
+
+#ifdef TL_TEST_HOOKS
+/* _ptx_patch(text): ptx_patch.h's rewrite of a PTX text, or ValueError with the reason (tests). */
+PyObject *
+tl_ptx_patch_py(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    Py_ssize_t n = 0;
+    size_t out_n = 0;
+    const char *why = NULL, *s = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, &n) : NULL;
+    if (s == NULL) return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_TypeError, "_ptx_patch: expected a str");
+    char *out = tl_ptx_patch(s, (size_t)n, &out_n, &why);
+    if (out == NULL) return PyErr_Format(PyExc_ValueError, "_ptx_patch: %s", why);
+    PyObject *r = PyUnicode_FromStringAndSize(out, (Py_ssize_t)out_n);
+    free(out);
+    return r;
+}
+#endif

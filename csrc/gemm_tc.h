@@ -17,4 +17,7 @@ int tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk,
 PyObject *tl_gemm_tc_set_precision(PyObject *m, PyObject *arg);
 PyObject *tl_gemm_tc_get_precision(PyObject *m, PyObject *noargs);
 PyObject *tl_gemm_tc_info(PyObject *m, PyObject *args);    /* _gemm_tc([config]): state, forced config */
+#ifdef TL_TEST_HOOKS
+PyObject *tl_ptx_patch_py(PyObject *m, PyObject *arg);     /* _ptx_patch(text): ptx_patch.h's rewrite */
+#endif
 #endif

@@ -775,6 +775,7 @@ static const PyMethodDef mm_functions[] = {
 #ifdef TL_TEST_HOOKS
     {"_gemm_splitk", tl_gemm_splitk_py, METH_VARARGS, "_gemm_splitk([S]): split-K's switch (None: the rule, 1: "
      "never, S: forced on any device) and counts."},
+    {"_ptx_patch", tl_ptx_patch_py, METH_O, "_ptx_patch(text): the sm_90a rewrite of a PTX text (ptx_patch.h)."},
 #endif
     {NULL, NULL, 0, NULL},
 };

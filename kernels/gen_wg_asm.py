@@ -24,19 +24,6 @@ def mma(n):
             f"    TC_ASM volatile({text}\n        : {ops}\n        : \"l\"(da), \"l\"(db), \"r\"(1) : \"memory\");\n}}\n")
 
 
-def mma_rs(n):
-    """A from registers (4 per work-item, the m16n8k8 TF32 layout per warp), B through its descriptor."""
-    regs = n // 2
-    lst = ", ".join(f"%{i}" for i in range(regs))
-    body = ["{", ".reg .pred p;", f"setp.ne.b32 p, %{regs + 5}, 0;",
-            f"wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{lst}}}, {{%{regs}, %{regs + 1}, %{regs + 2}, "
-            f"%{regs + 3}}}, %{regs + 4}, p, 1, 1;", "}"]
-    text = "".join(f'"{MARK}{line}\\n"\n        ' for line in body).rstrip()
-    return (f"static inline void\nwg_mma_rs_n{n}(float *d, const uint *a, ulong db)\n{{\n"
-            f"    TC_ASM volatile({text}\n        : {ops_list(regs)}\n"
-            f"        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1) : \"memory\");\n}}\n")
-
-
 def fenced(name, instr, n):
     """An instruction that must stay ordered with the accumulators (asm with them as in-out operands)."""
     regs = n // 2
@@ -54,7 +41,6 @@ def main():
            " * sm_90a before the driver builds it again. */", ""]
     for n in (64, 128, 256):
         out.append(mma(n))
-        out.append(mma_rs(n))
         out.append(fenced("wg_fence", "wgmma.fence.sync.aligned;", n))
         out.append(fenced("wg_wait0", "wgmma.wait_group.sync.aligned 0;", n))
         out.append(fenced("wg_wait1", "wgmma.wait_group.sync.aligned 1;", n))

@@ -189,6 +189,12 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
 
 /* tags: BM x BN x BK. Production rows first (csrc/gemm_sg.c picks the first whose grid fills the device);
  * SG_SWEEP adds the ones only benchmarks/sweep_sgemm.py times. */
+#define SG_TAG 128x64x16
+#define SG_BM 128
+#define SG_BN 64
+#define SG_BK 16
+#include "matmul_sg.h"
+
 #define SG_TAG 128x128x8
 #define SG_BM 128
 #define SG_BN 128
@@ -211,12 +217,6 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
 #define SG_TAG 128x128x16
 #define SG_BM 128
 #define SG_BN 128
-#define SG_BK 16
-#include "matmul_sg.h"
-
-#define SG_TAG 128x64x16
-#define SG_BM 128
-#define SG_BN 64
 #define SG_BK 16
 #include "matmul_sg.h"
 

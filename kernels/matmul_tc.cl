@@ -11,14 +11,13 @@
  *    stores instead.
  *  - Work-groups walk the tiles in groups of TC_GROUP tile rows (column by column inside a group), so
  *    the A rows and B columns in flight at once stay in L2.
- *  - Local tiles are padded against bank conflicts here; matmul_tcz.cl holds sweep rows whose tiles are
- *    unpadded with 16-byte chunks XOR-swizzled by row instead (TC_SWZ in matmul_tc.h: 16 KiB a 128x128x16
- *    stage instead of 18.5-20, so 3 stages or 256-wide tiles fit in 48 KiB), some with fragments
- *    double-buffered in registers (TC_DBUF).
+ *  - Local tiles are padded against bank conflicts (-DTC_SWZ=1: unpadded, 16-byte chunks XOR-swizzled
+ *    by row; -DTC_DBUF=1: fragments double-buffered in registers; neither gained on the H100).
+ *  - On compute capability 9.0, x @ w.T runs on kernels/matmul_wg.cl (wgmma) instead.
  * The configurations below (tile, warps, stages) come from H100 sweeps (bench_gemm.py --tc-sweep,
  * benchmarks/NOTES.md); TC_SWEEP adds the others measured there. csrc/gemm_tc.c holds the same table.
  * Knobs for such sweeps (build options, e.g. through TLGPU_BUILD_OPTIONS): TC_RNA, TC_ASYNC, TC_LDSM,
- * TC_GROUP. The helpers every family shares are in matmul_tc_lib.h. */
+ * TC_GROUP, TC_SWZ, TC_DBUF. The helpers every family shares are in matmul_tc_lib.h. */
 
 #include "matmul_tc_lib.h"
 

@@ -8,7 +8,7 @@
  * Each warp owns a (BM/WM) x (BN/WN) block of C as m16n8k8 accumulators (kernels/matmul_tc.cl says how a
  * fragment maps to lanes). Local rows are padded so that a fragment's 32 reads hit 32 banks: rows read
  * along k by BK+4 floats, rows read along m or n by BM+8 / BN+8 floats (both keep 16-byte alignment).
- * Optional (default 0, set by the includer of matmul_tc4.h):
+ * Optional build options for sweeps (default 0; H100 sweeps found no gain, benchmarks/NOTES.md):
  *   TC_SWZ   1: unpadded rows with their 16-byte chunks XOR-swizzled instead of padding (see TC_IDXK)
  *   TC_DBUF  1: fragments in two register sets, the next k8 step's (or the next tile's first) read from
  *            local memory while the tensor cores work on the current one (needs BK a multiple of 16) */

@@ -2,10 +2,10 @@
  * includer, matmul_tc.cl): tl_gemm_tc_<a><b>_<tag>_f32, a = n (A read along k) or t (along m),
  * b = n (B read along n) or t (along k); x @ w.T is nt, its gradients nn and tn. */
 #ifndef TC_SWZ
-#define TC_SWZ 0                    /* matmul_tc.h: swizzled unpadded tiles */
+#define TC_SWZ 0                    /* matmul_tc.h: swizzled unpadded tiles (a build option for sweeps) */
 #endif
 #ifndef TC_DBUF
-#define TC_DBUF 0                   /* matmul_tc.h: double-buffered fragments */
+#define TC_DBUF 0                   /* matmul_tc.h: double-buffered fragments (a build option for sweeps) */
 #endif
 #define TC_KNAME_(ab, tag) tl_gemm_tc_##ab##_##tag##_f32
 #define TC_KNAME(ab, tag) TC_KNAME_(ab, tag)
@@ -42,5 +42,3 @@
 #undef TC_WM
 #undef TC_WN
 #undef TC_STAGES
-#undef TC_SWZ
-#undef TC_DBUF

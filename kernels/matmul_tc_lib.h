@@ -1,5 +1,5 @@
-/* matmul_tc_lib.h: what every tensor-core TF32 GEMM family shares (matmul_tc.cl, the production and older
- * sweep rows; matmul_tcz.cl, the swizzled sweep rows): knobs, TF32 conversion, mma.sync and its emulation,
+/* matmul_tc_lib.h: what every tensor-core TF32 GEMM family shares (matmul_tc.cl, mma.sync; matmul_wg.cl,
+ * wgmma): knobs, TF32 conversion, mma.sync and its emulation,
  * cp.async copies and waits, the tile order. matmul_tc.cl's banner describes them. */
 
 #ifndef TC_ASM

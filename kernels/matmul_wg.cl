@@ -87,32 +87,6 @@ wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn,
         }
     }
 }
-
-/* wg_mma_emu's m64nNk8 step kk with A from the warps' registers (a[4] a work-item, exchanged through x, 512
- * words a warpgroup; two barriers, called alike by every work-item): lane (g, t) of warp w holds rows
- * 16w + g (+ 8), columns t (+ 4) of the step. */
-static inline void
-wg_mma_rs_emu(float *d, const uint *a, local const float *bs, const int bn, const int bk, const int sw, int kk,
-              local uint *x, int t)
-{
-    for (int q = 0; q < 4; q++) x[4 * t + q] = a[q];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const int w = t / 32, r = (t % 32) / 4;
-    for (int j = 0; j < bn / 8; j++) {
-        for (int o = 0; o < 4; o++) {
-            const int rr = r + 8 * (o >> 1), n = 8 * j + 2 * (t % 4) + (o & 1);
-            float s = d[4 * j + o];
-            for (int kc = 0; kc < 8; kc++) {
-                const uint xa = x[4 * (32 * w + (rr % 8) * 4 + kc % 4) + (rr >= 8) + 2 * (kc >= 4)];
-                const int k = 8 * kk + kc;
-                const float y = bs[n * bk + 4 * ((k / 4) ^ wg_swz(n, sw)) + k % 4];
-                s += as_float(xa & 0xffffe000u) * as_float(tc_tf32(y) & 0xffffe000u);
-            }
-            d[4 * j + o] = s;
-        }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-}
 #endif
 
 /* Production rows first; TC_SWEEP adds the rest (bench_gemm.py --tc-sweep). */
@@ -138,13 +112,6 @@ wg_mma_rs_emu(float *d, const uint *a, local const float *bs, const int bn, cons
 #define WG_STAGES 4
 #include "matmul_wg.h"
 
-#define WG_TAG 128x128x8s6
-#define WG_BM 128
-#define WG_BN 128
-#define WG_BK 8
-#define WG_STAGES 6
-#include "matmul_wg.h"
-
 #define WG_TAG 256x128x8s4
 #define WG_BM 256
 #define WG_BN 128
@@ -152,25 +119,11 @@ wg_mma_rs_emu(float *d, const uint *a, local const float *bs, const int bn, cons
 #define WG_STAGES 4
 #include "matmul_wg.h"
 
-#define WG_TAG 256x128x8s3
-#define WG_BM 256
-#define WG_BN 128
-#define WG_BK 8
-#define WG_STAGES 3
-#include "matmul_wg.h"
-
 #define WG_TAG 128x256x8s4
 #define WG_BM 128
 #define WG_BN 256
 #define WG_BK 8
 #define WG_STAGES 4
-#include "matmul_wg.h"
-
-#define WG_TAG 128x256x8s3
-#define WG_BM 128
-#define WG_BN 256
-#define WG_BK 8
-#define WG_STAGES 3
 #include "matmul_wg.h"
 
 #define WG_TAG 64x256x8s4
@@ -187,58 +140,4 @@ wg_mma_rs_emu(float *d, const uint *a, local const float *bs, const int bn, cons
 #define WG_STAGES 4
 #include "matmul_wg.h"
 
-#define WG_TAG 192x128x8s4
-#define WG_BM 192
-#define WG_BN 128
-#define WG_BK 8
-#define WG_STAGES 4
-#include "matmul_wg.h"
-#define WG_TAG 128x128x16s4r
-#define WG_BM 128
-#define WG_BN 128
-#define WG_BK 16
-#define WG_STAGES 4
-#include "matmul_wgr.h"
-
-#define WG_TAG 128x128x16s5r
-#define WG_BM 128
-#define WG_BN 128
-#define WG_BK 16
-#define WG_STAGES 5
-#include "matmul_wgr.h"
-
-#define WG_TAG 256x128x16s5r
-#define WG_BM 256
-#define WG_BN 128
-#define WG_BK 16
-#define WG_STAGES 5
-#include "matmul_wgr.h"
-
-#define WG_TAG 128x256x16s3r
-#define WG_BM 128
-#define WG_BN 256
-#define WG_BK 16
-#define WG_STAGES 3
-#include "matmul_wgr.h"
-
-#define WG_TAG 128x128x32s3r
-#define WG_BM 128
-#define WG_BN 128
-#define WG_BK 32
-#define WG_STAGES 3
-#include "matmul_wgr.h"
-
-#define WG_TAG 192x128x16s5r
-#define WG_BM 192
-#define WG_BN 128
-#define WG_BK 16
-#define WG_STAGES 5
-#include "matmul_wgr.h"
-
-#define WG_TAG 64x256x16s3r
-#define WG_BM 64
-#define WG_BN 256
-#define WG_BK 16
-#define WG_STAGES 3
-#include "matmul_wgr.h"
 #endif

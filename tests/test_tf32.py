@@ -162,6 +162,7 @@ if info["capability"] != 1:
     raise SystemExit
 tlgpu.set_matmul_precision("tf32")
 rng, bad = np.random.default_rng(7), []
+WG = 1 if "wg" in str(TAGS) else 0           # a wgmma row: x @ w.T only (emulation builds one mma.sync row)
 for tag in TAGS:
     tlgpu._C._gemm_tc(tag)
     for m, k, n in SHAPES:
@@ -169,7 +170,8 @@ for tag in TAGS:
         b = rng.integers(-3, 4, (k, n)).astype(np.float32)
         ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
         tat, tbt = tlgpu.tensor(np.ascontiguousarray(a.T)).T, tlgpu.tensor(np.ascontiguousarray(b.T)).T
-        for lay, x, y in [("nn", ta, tb), ("nt", ta, tbt), ("tn", tat, tb), ("tt", tat, tbt)]:
+        lays = [("nn", ta, tb), ("nt", ta, tbt), ("tn", tat, tb), ("tt", tat, tbt)]
+        for lay, x, y in lays[1:2] if WG else lays:
             if not np.array_equal((x @ y).numpy(), a.astype(np.float64) @ b):
                 bad.append(f"{tag} {lay} {m}x{k}x{n}")
     v = tlgpu.tensor(rng.integers(-3, 4, (70, 66)).astype(np.float32))[1:, 1:]
@@ -179,7 +181,8 @@ for tag in TAGS:
 a = rng.standard_normal((96, 200)).astype(np.float32)
 b = rng.standard_normal((200, 72)).astype(np.float32)
 ref = a.astype(np.float64) @ b
-err = float(np.linalg.norm((tlgpu.tensor(a) @ tlgpu.tensor(b)).numpy() - ref) / np.linalg.norm(ref))
+tb = tlgpu.tensor(np.ascontiguousarray(b.T)).T if WG else tlgpu.tensor(b)
+err = float(np.linalg.norm((tlgpu.tensor(a) @ tb).numpy() - ref) / np.linalg.norm(ref))
 print("RESULT " + json.dumps({"bad": bad, "err": err}))
 """
 
@@ -193,14 +196,85 @@ def test_emulated_kernel_any_device():
                      .replace("SHAPES", "[(131, 77, 65), (40, 24, 140)]"), {})
 
 
-def test_emulated_swizzled_rows():
-    """Every sweep row of kernels/matmul_tcz.cl (swizzled unpadded tiles, 3-4 stages, 256-wide tiles,
-    double-buffered fragments) emulated the same way: exact in all four layouts at tile edges, K below one
-    k-step and across several (the pipeline's wrap), unaligned views. Without tlgpu's binary cache (PoCL
-    would compile the whole family for it: ~3 min cold on two cores, ~80 s without; PoCL's own cache
-    makes later runs take a second)."""
-    emulated(EMULATED.replace("TAGS", '[t for t in info["configs"] if "z" in t]')
-                     .replace("SHAPES", "[(131, 77, 65), (40, 24, 140), (270, 8, 260)]"), {"TLGPU_CACHE_DIR": ""})
+def test_emulated_wgmma_rows():
+    """The wgmma rows of kernels/matmul_wg.cl (compute capability 9.0: x @ w.T) emulated the same way
+    (-DTC_EMULATE=1: each work-item sums its accumulators from the swizzled local tiles as the matrix
+    descriptors describe them): exact at tile edges, K below one k-step and across several (the pipeline's
+    wrap), rows not 16-byte aligned (4-byte copies), TF32-sized error on random data."""
+    emulated(EMULATED.replace("TAGS", '["wg128x128x16s3", "wg64x128x16s4"]')
+                     .replace("SHAPES", "[(131, 77, 65), (40, 24, 140), (270, 8, 260)]"), {})
+
+
+def test_emulated_swizzle_knobs():
+    """matmul_tc.cl's sweep knobs (-DTC_SWZ=1: unpadded swizzled tiles; -DTC_DBUF=1: fragments double-
+    buffered in registers) on the 64x64 row, emulated: exact."""
+    emulated(EMULATED.replace("TAGS", 'info["configs"][1:2]').replace("SHAPES", "[(131, 77, 65), (40, 24, 140)]"),
+             {"TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWZ=1 -DTC_DBUF=1"})
+
+
+WGMMA_RULE = """
+import json, numpy as np, tlgpu
+info = tlgpu._C._gemm_tc()
+if info["capability"] != 1:
+    print("RESULT " + json.dumps({"skip": "no test hooks (TLGPU_TEST_HOOKS=1 build) or a real TF32 device"}))
+    raise SystemExit
+tlgpu.set_matmul_precision("tf32")
+rng, out = np.random.default_rng(3), {"wgmma": info["wgmma"]}
+a = rng.integers(-3, 4, (128, 64)).astype(np.float32)      # 2 work-groups of 64x128: PoCL has 2 units here
+w = rng.integers(-3, 4, (128, 64)).astype(np.float32)
+ta, tw = tlgpu.tensor(a), tlgpu.tensor(w)
+for name, f, ref in [("nt", lambda: ta @ tw.T, a @ w.T), ("nn", lambda: ta @ tw.T.contiguous(), a @ w.T)]:
+    before = tlgpu._C._gemm_tc()["wgmma_launches"]
+    got = f().numpy()
+    out[name] = [tlgpu._C._gemm_tc()["wgmma_launches"] - before, bool(np.array_equal(got, ref))]
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("switch", ["1", "0"])
+def test_wgmma_rule(switch):
+    """Where the wgmma rows may run (emulated on any device), an x @ w.T big enough to fill the device with
+    their tiles takes them, and exactly; a @ b (B along n) never does; TLGPU_TC_WGMMA=0 keeps every product
+    on the mma.sync rows."""
+    import json
+    from conftest import run_python
+    r = run_python(WGMMA_RULE, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1",
+                                    "TLGPU_TC_WGMMA": switch}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.split("RESULT ")[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert res["wgmma"] is (switch == "1")
+    assert res["nt"] == [1 if switch == "1" else 0, True]
+    assert res["nn"] == [0, True]
+
+
+PTX = """//
+.version 9.0
+.target sm_90, texmode_independent
+.address_size 64
+	// begin inline asm
+	//TLPTX wgmma.fence.sync.aligned;
+	// end inline asm
+	//TLPTX wgmma.commit_group.sync.aligned;
+"""
+
+
+def test_ptx_patch():
+    """ptx_patch.h's rewrite: the target gets its "a", every marker is cut (the rest of its line becomes an
+    instruction), nothing else changes; PTX for another target, or without a marker, is refused."""
+    patch = getattr(tlgpu._C, "_ptx_patch", None)
+    if patch is None:
+        pytest.skip("_ptx_patch needs the test hooks (TLGPU_TEST_HOOKS=1 build)")
+    out = patch(PTX + "\0")                                       # the driver's binary may end in a NUL
+    assert out == PTX.replace("sm_90,", "sm_90a,").replace("//TLPTX ", "")
+    assert patch(PTX.replace("sm_90, texmode_independent", "sm_90")).startswith("//\n.version 9.0\n.target sm_90a\n")
+    with pytest.raises(ValueError, match="no '.target sm_90' line"):
+        patch(PTX.replace("sm_90,", "sm_80,"))
+    with pytest.raises(ValueError, match="no '.target sm_90' line"):
+        patch(PTX.replace("sm_90,", "sm_90a,"))                    # already patched: not sm_90 itself
+    with pytest.raises(ValueError, match="no //TLPTX marker"):
+        patch(PTX.replace("//TLPTX ", ""))
 
 
 def emulated(code, env):
