@@ -10,10 +10,13 @@
  *    WG_STAGES local stages. A tile row is WG_BK floats (32, 64 or 128 bytes), stored unpadded with its
  *    16-byte chunks XOR-swizzled the way the descriptor's swizzle mode of that width reads them (chunk c of
  *    row r at c ^ ((r * width / 128) % chunks): the hardware's pattern on address bits 4-6 against 7-9).
- *  - Per k-tile: wait for this work-item's copies, fence them into the async proxy, wait for this
- *    warpgroup's previous wgmma group, one barrier, issue the copies of the tile WG_STAGES - 1 ahead into
- *    the stage just freed, then the tile's wgmma group (fence, WG_BK / 8 instructions, commit), which runs
- *    while the loop goes on to wait for the next tile.
+ *  - Operands are rounded to TF32 (cvt.rna) in local memory by the work-item that copied them, once they
+ *    land (TC_RNA=0: the tensor cores' truncation; 2.6x the error of cuBLAS TF32 on the H100).
+ *  - Per k-tile: wait for this work-item's copies (and round them), fence them into the async proxy, one
+ *    barrier (every warpgroup has then finished the group of two tiles back), issue the copies of the tile
+ *    WG_STAGES - 2 ahead into that stage, then this tile's wgmma group (fence, WG_BK / 8 instructions,
+ *    commit) and wait for the previous tile's group (wait_group 1): the tensor cores always hold the
+ *    next group while the loop goes on.
  *  - NVIDIA's OpenCL compiler targets sm_90, which has no wgmma: each sm_90a instruction is a PTX comment
  *    behind the marker //TLPTX (matmul_wg_asm.h); csrc/ptx_patch.c turns the markers into instructions
  *    and retargets the PTX to sm_90a, and the driver builds that (programs.c, for this family only).

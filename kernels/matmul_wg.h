@@ -56,6 +56,13 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
      * its group was issued, once every warpgroup has waited for that group (wait_group 1, then the barrier). */
     for (int kt = 0; kt < KT; kt++) {
         tc_wait(WG_STAGES - 3);                 /* this work-item's copies of tile kt have landed */
+#if TC_RNA && !TC_EMULATE
+        for (int i = 0; i < WG_NC; i++) {       /* rounded to TF32 in place (cvt.rna), as cuBLAS does */
+            local float *q = S + (kt % WG_STAGES) * WG_STAGE + dst[i];
+            if (tid + i * WG_THREADS < (WG_BM + WG_BN) * WG_CH)
+                *(local float4 *)q = as_float4((uint4)(tc_tf32(q[0]), tc_tf32(q[1]), tc_tf32(q[2]), tc_tf32(q[3])));
+        }
+#endif
         wg_proxy_fence();                       /* ... and are visible to the tensor cores' (async) proxy */
         barrier(CLK_LOCAL_MEM_FENCE);           /* every copy of kt is in; every group of kt - 2 is done */
         const int nk = kt + WG_STAGES - 2;
