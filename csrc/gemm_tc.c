@@ -58,6 +58,9 @@ static tc_config configs[] = {
     TC_ROWW("128x256x8s4", 128, 256, 1),
     TC_ROWW("64x256x8s4", 64, 256, 1),
     TC_ROWW("128x64x16s4", 128, 64, 1),
+    TC_ROWW("128x128x8s6", 128, 128, 1),
+    TC_ROWW("128x128x8s5", 128, 128, 1),
+    TC_ROWW("64x128x8s8", 64, 128, 1),
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 

@@ -156,7 +156,7 @@ tc_commit(void)
 #endif
 }
 
-/* Waits until at most n (a compile-time 0-4) of this thread's commit groups are still in flight. */
+/* Waits until at most n (a compile-time 0-6) of this thread's commit groups are still in flight. */
 static inline void
 tc_wait(const int n)
 {
@@ -165,7 +165,9 @@ tc_wait(const int n)
     else if (n == 1) TC_ASM volatile("cp.async.wait_group 1;" ::: "memory");
     else if (n == 2) TC_ASM volatile("cp.async.wait_group 2;" ::: "memory");
     else if (n == 3) TC_ASM volatile("cp.async.wait_group 3;" ::: "memory");
-    else TC_ASM volatile("cp.async.wait_group 4;" ::: "memory");
+    else if (n == 4) TC_ASM volatile("cp.async.wait_group 4;" ::: "memory");
+    else if (n == 5) TC_ASM volatile("cp.async.wait_group 5;" ::: "memory");
+    else TC_ASM volatile("cp.async.wait_group 6;" ::: "memory");
 #endif
 }
 

@@ -10,9 +10,11 @@
  *    WG_STAGES local stages. A tile row is WG_BK floats (32, 64 or 128 bytes), stored unpadded with its
  *    16-byte chunks XOR-swizzled the way the descriptor's swizzle mode of that width reads them (chunk c of
  *    row r at c ^ ((r * width / 128) % chunks): the hardware's pattern on address bits 4-6 against 7-9).
- *  - Operands are rounded to TF32 (cvt.rna) in local memory by the work-item that copied them, once they
- *    land (TC_RNA=0: the tensor cores' truncation; 2.6x the error of cuBLAS TF32 on the H100).
- *  - Per k-tile: wait for this work-item's copies (and round them), fence them into the async proxy, one
+ *  - The tensor cores read the operands' top 19 bits (truncation to TF32): relative error 7.8e-4 on
+ *    random 4096 products on the H100, against 2.9e-4 for cuBLAS TF32 and the mma.sync rows (cvt.rna).
+ *    -DWG_RNA=1 rounds them in local memory instead (each work-item its own copies, once they land):
+ *    the same 2.9e-4, at 112 instead of 149 TFLOP/s (H100, 4096, benchmarks/NOTES.md).
+ *  - Per k-tile: wait for this work-item's copies (WG_RNA: round them), fence them into the async proxy, one
  *    barrier (every warpgroup has then finished the group of two tiles back), issue the copies of the tile
  *    WG_STAGES - 2 ahead into that stage, then this tile's wgmma group (fence, WG_BK / 8 instructions,
  *    commit) and wait for the previous tile's group (wait_group 1): the tensor cores always hold the
@@ -30,6 +32,9 @@
 #include "matmul_wg_asm.h"
 #endif
 
+#ifndef WG_RNA
+#define WG_RNA 0
+#endif
 #define WG_CAT_(a, b) a##b
 #define WG_CAT(a, b) WG_CAT_(a, b)
 
@@ -143,4 +148,24 @@ wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn,
 #define WG_STAGES 4
 #include "matmul_wg.h"
 
+#define WG_TAG 128x128x8s6
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 6
+#include "matmul_wg.h"
+
+#define WG_TAG 128x128x8s5
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 5
+#include "matmul_wg.h"
+
+#define WG_TAG 64x128x8s8
+#define WG_BM 64
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 8
+#include "matmul_wg.h"
 #endif

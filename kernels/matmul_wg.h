@@ -56,7 +56,7 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
      * its group was issued, once every warpgroup has waited for that group (wait_group 1, then the barrier). */
     for (int kt = 0; kt < KT; kt++) {
         tc_wait(WG_STAGES - 3);                 /* this work-item's copies of tile kt have landed */
-#if TC_RNA && !TC_EMULATE
+#if WG_RNA && !TC_EMULATE
         for (int i = 0; i < WG_NC; i++) {       /* rounded to TF32 in place (cvt.rna), as cuBLAS does */
             local float *q = S + (kt % WG_STAGES) * WG_STAGE + dst[i];
             if (tid + i * WG_THREADS < (WG_BM + WG_BN) * WG_CH)
