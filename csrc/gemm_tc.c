@@ -158,6 +158,68 @@ tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     return 1;
 }
 
+/* A K-major copy of operand t ([.., rows, cols], 2 or 3 dims) whose stride-1 dim is the one the product does
+ * not contract: b ([.., K, N], sBn == 1) becomes the view [.., K, N] of a contiguous [.., N, K] (stride 1
+ * along K), a ([.., M, K], sAm == 1) a contiguous [.., M, K]. One tiled transpose launch. */
+static tl_tensor *
+kmajor_copy(tl_tensor *t, int is_b)
+{
+    static tl_kernel kh = TL_KERNEL("matmul_wg", "tl_wg_transpose_f32");
+    const int nd = t->ndim, batch = nd == 3 ? (int)t->shape[0] : 1;
+    const int R = (int)t->shape[nd - (is_b ? 2 : 1)], C = (int)t->shape[nd - (is_b ? 1 : 2)];
+    const int sR = (int)t->strides[nd - (is_b ? 2 : 1)], sC = (int)t->strides[nd - (is_b ? 1 : 2)];
+    const int sb = nd == 3 ? (int)t->strides[0] : 0, off = (int)t->offset;
+    Py_ssize_t shape[3] = {batch, C, R}, vshape[3], vstr[3];
+    tl_tensor *y = tl_tensor_empty(TL_F32, nd, shape + 3 - nd), *v;
+    cl_kernel k;
+    tl_err err = {0};
+    if (y == NULL || (k = tl_kernel_py(&kh)) == NULL) { Py_XDECREF(y); return NULL; }
+    const size_t I = sizeof(int), Mm = sizeof(cl_mem), gws[3] = {tl_round_up((size_t)C, 32),
+                                                                    tl_round_up((size_t)R, 32) / 4, (size_t)batch};
+    const size_t sz[8] = {I, I, Mm, I, I, I, I, Mm}, lws[3] = {32, 8, 1};
+    const void *val[8] = {&R, &C, &t->storage->mem, &off, &sb, &sR, &sC, &y->storage->mem};
+    tl_storage *st[2] = {y->storage, t->storage};
+    if (tl_set_args(k, 0, 8, sz, val) < 0) { Py_DECREF(y); return NULL; }
+    if (tl_stream_launch(k, 3, gws, lws, st, 2, 1u, kh.name, &err) != TL_OK) {
+        tl_raise(&err);
+        Py_DECREF(y);
+        return NULL;
+    }
+    if (!is_b) return y;
+    for (int d = 0; d < nd; d++) { vshape[d] = t->shape[d]; vstr[d] = y->strides[d]; }
+    vstr[nd - 2] = 1;                                   /* [.., K, N] over y's [.., N, K] */
+    vstr[nd - 1] = R;
+    v = tl_tensor_view(y, nd, vshape, vstr, 0);
+    Py_DECREF(y);
+    return v;
+}
+
+int
+tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a2, tl_tensor **b2)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    int ok;
+    if (!tf32 || M < 2 || N < 2 || K < 1 || a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3) return 0;
+    if ((ok = tc_capable()) <= 0) return ok;
+    if (!wg_usable() || (forced >= 0 && !configs[forced].wg)) return 0;
+    const Py_ssize_t sAm = a->strides[a->ndim - 2], sAk = a->strides[a->ndim - 1];
+    const Py_ssize_t sBk = b->strides[b->ndim - 2], sBn = b->strides[b->ndim - 1];
+    const int ca = sAk != 1 && sAm == 1, cb = sBk != 1 && sBn == 1;   /* the operands to copy */
+    if ((sAk != 1 && !ca) || (sBk != 1 && !cb) || (!ca && !cb)) return 0;
+    /* a copy of B costs about 240 / M of the wgmma product's time on the H100 (of A, 240 / N), which runs
+     * in two thirds of mma.sync's: worth it from 1024 up */
+    if ((cb && M < 1024) || (ca && N < 1024)) return 0;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    const int batch = (int)((a->ndim == 3 ? a->shape[0] : 1) > (b->ndim == 3 ? b->shape[0] : 1) ?
+                            (a->ndim == 3 ? a->shape[0] : 1) : (b->ndim == 3 ? b->shape[0] : 1));
+    if (forced < 0 && pick(M, N, batch, 1, rt->info.compute_units) < 0) return 0;
+    *a2 = ca ? kmajor_copy(a, 0) : (tl_tensor *)Py_NewRef(a);
+    *b2 = *a2 == NULL ? NULL : cb ? kmajor_copy(b, 1) : (tl_tensor *)Py_NewRef(b);
+    if (*b2 == NULL) { Py_CLEAR(*a2); return -1; }
+    return 1;
+}
+
 PyObject *
 tl_gemm_tc_set_precision(PyObject *Py_UNUSED(m), PyObject *arg)
 {

@@ -14,6 +14,13 @@
 int tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, tl_kernel **kh,
                       size_t *gws0, size_t *lws0);
 
+/* Under TF32 where the wgmma rows run (compute capability 9.0), for a product a @ b big enough for them whose
+ * operands are not both along k (a @ b, the gradients): K-major copies (one tiled transpose each, 2-D or
+ * 3-D operands) in *a2 / *b2 (new references; an operand already along k is passed through), so the caller
+ * multiplies those instead (x @ w.T on the wgmma rows). 1 with both set, 0 to leave the product alone, -1
+ * with an exception set. */
+int tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a2, tl_tensor **b2);
+
 PyObject *tl_gemm_tc_set_precision(PyObject *m, PyObject *arg);
 PyObject *tl_gemm_tc_get_precision(PyObject *m, PyObject *noargs);
 PyObject *tl_gemm_tc_info(PyObject *m, PyObject *args);    /* _gemm_tc([config]): state, forced config */

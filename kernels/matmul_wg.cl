@@ -97,6 +97,24 @@ wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn,
 }
 #endif
 
+/* Y[b] = X[b]^T, Y contiguous [C, R] per batch, X [R, C] at (offX + b * sXb + r * sXr + c * sXc): the
+ * K-major copy of an operand that runs along m or n (csrc/gemm_tc.c, before a @ b or a gradient goes to
+ * the wgmma rows). 32 x 32 tiles through local memory (rows padded by 1), 32 x 8 work-items. */
+kernel __attribute__((reqd_work_group_size(32, 8, 1))) void
+tl_wg_transpose_f32(int R, int C, global const float *X, int offX, int sXb, int sXr, int sXc, global float *Y)
+{
+    local float t[32][33];
+    const int lx = get_local_id(0), ly = get_local_id(1), c0 = get_group_id(0) * 32, r0 = get_group_id(1) * 32;
+    const int b = get_global_id(2);
+    X += offX + b * sXb;
+    Y += (size_t)b * R * C;
+    for (int j = ly; j < 32; j += 8)
+        t[j][lx] = r0 + j < R && c0 + lx < C ? X[(r0 + j) * sXr + (c0 + lx) * sXc] : 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int j = ly; j < 32; j += 8)
+        if (c0 + j < C && r0 + lx < R) Y[(size_t)(c0 + j) * R + r0 + lx] = t[lx][j];
+}
+
 /* Production rows first; TC_SWEEP adds the rest (bench_gemm.py --tc-sweep). */
 #define WG_TAG 128x128x16s3
 #define WG_BM 128

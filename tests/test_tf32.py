@@ -223,10 +223,18 @@ rng, out = np.random.default_rng(3), {"wgmma": info["wgmma"]}
 a = rng.integers(-3, 4, (128, 64)).astype(np.float32)      # 2 work-groups of 64x128: PoCL has 2 units here
 w = rng.integers(-3, 4, (128, 64)).astype(np.float32)
 ta, tw = tlgpu.tensor(a), tlgpu.tensor(w)
-for name, f, ref in [("nt", lambda: ta @ tw.T, a @ w.T), ("nn", lambda: ta @ tw.T.contiguous(), a @ w.T)]:
+x = rng.integers(-3, 4, (3, 1025, 24)).astype(np.float32)            # big enough for the K-major copies
+y = rng.integers(-3, 4, (3, 24, 1030)).astype(np.float32)
+tx, ty = tlgpu.tensor(x), tlgpu.tensor(y)
+txt = tlgpu.tensor(np.ascontiguousarray(x[0].T))                        # [24, 1025]: x[0] along m
+cases = [("nt", lambda: ta @ tw.T, a @ w.T), ("nn", lambda: ta @ tw.T.contiguous(), a @ w.T),
+         ("big_nn", lambda: tx[0] @ ty[0], x[0] @ y[0]), ("big_tn", lambda: txt.T @ ty[0], x[0] @ y[0]),
+         ("big_tt", lambda: txt.T @ tlgpu.tensor(np.ascontiguousarray(y[0].T)).T, x[0] @ y[0]),
+         ("big_batched_nn", lambda: tx @ ty, x @ y), ("big_nn_view", lambda: tx[1, 1:] @ ty[2, :, 3:], x[1, 1:] @ y[2, :, 3:])]
+for name, f, ref in cases if info["wgmma"] else cases[:2]:   # the emulation builds no big mma.sync row
     before = tlgpu._C._gemm_tc()["wgmma_launches"]
     got = f().numpy()
-    out[name] = [tlgpu._C._gemm_tc()["wgmma_launches"] - before, bool(np.array_equal(got, ref))]
+    out[name] = [tlgpu._C._gemm_tc()["wgmma_launches"] - before, bool(np.array_equal(got, ref.astype(np.float64)))]
 print("RESULT " + json.dumps(out))
 """
 
@@ -234,8 +242,9 @@ print("RESULT " + json.dumps(out))
 @pytest.mark.parametrize("switch", ["1", "0"])
 def test_wgmma_rule(switch):
     """Where the wgmma rows may run (emulated on any device), an x @ w.T big enough to fill the device with
-    their tiles takes them, and exactly; a @ b (B along n) never does; TLGPU_TC_WGMMA=0 keeps every product
-    on the mma.sync rows."""
+    their tiles takes them, and exactly; a @ b, a.T @ b and a.T @ b.T from 1024 rows up do too, on K-major
+    copies (tiled transposes), batched and on strided views; a 128-row a @ b stays on mma.sync (the copy
+    would cost more than it saves); TLGPU_TC_WGMMA=0 keeps every product on the mma.sync rows."""
     import json
     from conftest import run_python
     r = run_python(WGMMA_RULE, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1",
@@ -244,9 +253,11 @@ def test_wgmma_rule(switch):
     res = json.loads(r.stdout.split("RESULT ")[-1])
     if "skip" in res:
         pytest.skip(res["skip"])
+    on = 1 if switch == "1" else 0
     assert res["wgmma"] is (switch == "1")
-    assert res["nt"] == [1 if switch == "1" else 0, True]
-    assert res["nn"] == [0, True]
+    assert res.pop("nt") == [on, True]
+    assert res.pop("nn") == [0, True]                  # 128 rows: a copy of B would cost more than it saves
+    assert all(v == [on, True] for k, v in res.items() if k.startswith("big")), res
 
 
 PTX = """//
