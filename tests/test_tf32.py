@@ -154,13 +154,16 @@ def test_linear_forward_backward(rng):
         assert np.linalg.norm(got - ref) / np.linalg.norm(ref) < 2e-3
 
 
-EMULATED = """
+# an emulation script: skips where the kernels run for real or without the test hooks
+EMULATED_PROLOGUE = """
 import json, numpy as np, tlgpu
 info = tlgpu._C._gemm_tc()
 if info["capability"] != 1:
     print("RESULT " + json.dumps({"skip": "no test hooks (TLGPU_TEST_HOOKS=1 build) or a real TF32 device"}))
     raise SystemExit
 tlgpu.set_matmul_precision("tf32")
+"""
+EMULATED = EMULATED_PROLOGUE + """
 rng, bad = np.random.default_rng(7), []
 WG = 1 if "wg" in str(TAGS) else 0           # a wgmma row: x @ w.T only (emulation builds one mma.sync row)
 for tag in TAGS:
@@ -212,13 +215,7 @@ def test_emulated_swizzle_knobs():
              {"TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWZ=1 -DTC_DBUF=1"})
 
 
-WGMMA_RULE = """
-import json, numpy as np, tlgpu
-info = tlgpu._C._gemm_tc()
-if info["capability"] != 1:
-    print("RESULT " + json.dumps({"skip": "no test hooks (TLGPU_TEST_HOOKS=1 build) or a real TF32 device"}))
-    raise SystemExit
-tlgpu.set_matmul_precision("tf32")
+WGMMA_RULE = EMULATED_PROLOGUE + """
 rng, out = np.random.default_rng(3), {"wgmma": info["wgmma"]}
 a = rng.integers(-3, 4, (128, 64)).astype(np.float32)      # 2 work-groups of 64x128: PoCL has 2 units here
 w = rng.integers(-3, 4, (128, 64)).astype(np.float32)
