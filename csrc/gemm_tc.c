@@ -124,6 +124,21 @@ wg_usable(void)
     return (capable == 90 || capable == 1) && wg_error[0] == '\0' && !(env != NULL && strcmp(env, "0") == 0);
 }
 
+/* 1 when wgmma row i's kernel is built; 0 when its family failed to build (the reason kept in wg_error:
+ * the mma.sync rows run from now on); -1 with an exception when i is the forced row (a sweep asked for it). */
+static int
+wg_prepare(int i)
+{
+    tl_err err = {0};
+    if (tl_kernel_prepare(&configs[i].k[TC_NT], &err) == TL_OK) return 1;
+    if (i == forced) return tl_raise(&err);
+    pthread_mutex_lock(&lock);
+    snprintf(wg_error, sizeof wg_error, "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
+    pthread_mutex_unlock(&lock);
+    tl_err_clear(&err);
+    return 0;
+}
+
 int
 tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, tl_kernel **kh,
                   size_t *gws0, size_t *lws0)
@@ -140,12 +155,8 @@ tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     const int nt = a + b == TC_NT;
     int i = forced >= 0 && (!configs[forced].wg || nt) ? forced : -1;
     if (i < 0 && nt && wg_usable()) i = pick(M, N, batch, 1, rt->info.compute_units);
-    if (i >= 0 && configs[i].wg && tl_kernel_prepare(&configs[i].k[TC_NT], &err) != TL_OK) {
-        if (i == forced) return tl_raise(&err);   /* a sweep asked for this row: say why it cannot run */
-        pthread_mutex_lock(&lock);
-        snprintf(wg_error, sizeof wg_error, "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
-        pthread_mutex_unlock(&lock);
-        tl_err_clear(&err);
+    if (i >= 0 && configs[i].wg && (ok = wg_prepare(i)) <= 0) {
+        if (ok < 0) return -1;
         i = -1;                                   /* the mma.sync rows instead, from now on */
     }
     if (i < 0 && (i = pick(M, N, batch, 0, rt->info.compute_units)) < 0) return 0;
@@ -213,7 +224,8 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     const int batch = (int)((a->ndim == 3 ? a->shape[0] : 1) > (b->ndim == 3 ? b->shape[0] : 1) ?
                             (a->ndim == 3 ? a->shape[0] : 1) : (b->ndim == 3 ? b->shape[0] : 1));
-    if (forced < 0 && pick(M, N, batch, 1, rt->info.compute_units) < 0) return 0;
+    const int i = forced >= 0 ? forced : pick(M, N, batch, 1, rt->info.compute_units);
+    if (i < 0 || (ok = wg_prepare(i)) <= 0) return ok < 0 ? -1 : 0;   /* the family built: the copy kernel too */
     *a2 = ca ? kmajor_copy(a, 0) : (tl_tensor *)Py_NewRef(a);
     *b2 = *a2 == NULL ? NULL : cb ? kmajor_copy(b, 1) : (tl_tensor *)Py_NewRef(b);
     if (*b2 == NULL) { Py_CLEAR(*a2); return -1; }

@@ -257,6 +257,35 @@ def test_wgmma_rule(switch):
     assert all(v == [on, True] for k, v in res.items() if k.startswith("big")), res
 
 
+def test_wgmma_build_failure_falls_back(tmp_path):
+    """A wgmma family that does not build (here: a kernel directory whose matmul_wg.cl is broken, emulated
+    on any device) leaves x @ w.T to the mma.sync rows, exactly, and keeps the reason where
+    _gemm_tc() shows it; the rows are not tried again."""
+    import json
+    import shutil
+    from conftest import ROOT, run_python
+    kd = tmp_path / "kernels"
+    shutil.copytree(ROOT + "/kernels", kd)
+    (kd / "matmul_wg.cl").write_text((kd / "matmul_wg.cl").read_text() + "\nthis does not compile\n")
+    code = EMULATED_PROLOGUE + """
+rng = np.random.default_rng(5)
+a = rng.integers(-3, 4, (128, 40)).astype(np.float32)
+w = rng.integers(-3, 4, (64, 40)).astype(np.float32)
+ok = [bool(np.array_equal((tlgpu.tensor(a) @ tlgpu.tensor(w).T).numpy(), a.astype(np.float64) @ w.T)) for _ in range(2)]
+info = tlgpu._C._gemm_tc()
+print("RESULT " + json.dumps({"ok": ok, "wgmma": info["wgmma"], "error": info["wgmma_error"],
+                              "launches": info["wgmma_launches"]}))
+"""
+    r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1",
+                              "TLGPU_KERNEL_DIR": str(kd), "TLGPU_CACHE_DIR": ""}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.split("RESULT ")[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert res["ok"] == [True, True] and res["wgmma"] is False and res["launches"] == 0
+    assert "matmul_wg" in res["error"]
+
+
 PTX = """//
 .version 9.0
 .target sm_90, texmode_independent
