@@ -40,6 +40,10 @@ typedef struct {
     {"wg" tag, bm, bn, (bm) / 16, sweep, 1,                                                                 \
      {TL_KERNEL("matmul_wg", ""), TL_KERNEL("matmul_wg", "tl_gemm_wg_nt_" tag "_f32"), TL_KERNEL("matmul_wg", ""), \
       TL_KERNEL("matmul_wg", "")}}
+#define TC_ROWWP(tag, bm, bn, pw)          /* producer-warp rows (matmul_wgp.h): consumers + pw warps */ \
+    {"wg" tag, bm, bn, (bm) / 16 + (pw), 1, 1,                                                              \
+     {TL_KERNEL("matmul_wg", ""), TL_KERNEL("matmul_wg", "tl_gemm_wg_nt_" tag "_f32"), TL_KERNEL("matmul_wg", ""), \
+      TL_KERNEL("matmul_wg", "")}}
 static tc_config configs[] = {
     TC_ROW("128x128x16w2x2s2", 128, 128, 4, 0),
     TC_ROW("64x64x32w2x2s2", 64, 64, 4, 0),
@@ -61,6 +65,11 @@ static tc_config configs[] = {
     TC_ROWW("128x128x8s6", 128, 128, 1),
     TC_ROWW("128x128x8s5", 128, 128, 1),
     TC_ROWW("64x128x8s8", 64, 128, 1),
+    TC_ROWWP("128x128x16s2p", 128, 128, 1),
+    TC_ROWWP("128x128x16s2p4", 128, 128, 4),
+    TC_ROWWP("128x128x8s5p", 128, 128, 1),
+    TC_ROWWP("64x128x16s3p", 64, 128, 1),
+    TC_ROWWP("128x64x16s3p", 128, 64, 1),
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 

@@ -66,6 +66,35 @@ wg_proxy_fence(void)
 {
     TC_ASM volatile("//TLPTX fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+
+/* mbarriers in local memory (shared-window address bar), for matmul_wgp.h's producer and consumer warps */
+static inline void
+wg_bar_init(uint bar, int count)
+{
+    TC_ASM volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+static inline void
+wg_bar_wait(uint bar, uint parity)                  /* until the phase of that parity has completed */
+{
+    uint done;
+    do {
+        TC_ASM volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                        : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+static inline void
+wg_bar_arrive(uint bar)
+{
+    TC_ASM volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
+}
+
+static inline void
+wg_bar_arrive_copies(uint bar)                      /* once this work-item's cp.async copies have landed */
+{
+    TC_ASM volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
 #else
 static inline void
 wg_proxy_fence(void)
@@ -186,4 +215,45 @@ tl_wg_transpose_f32(int R, int C, global const float *X, int offX, int sXb, int 
 #define WG_BK 8
 #define WG_STAGES 8
 #include "matmul_wg.h"
+#if !TC_EMULATE      /* producer and consumer warps (matmul_wgp.h): never emulated */
+#define WG_TAG 128x128x16s2p
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 2
+#define WG_PW 1
+#include "matmul_wgp.h"
+
+#define WG_TAG 128x128x16s2p4
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 2
+#define WG_PW 4
+#include "matmul_wgp.h"
+
+#define WG_TAG 128x128x8s5p
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 5
+#define WG_PW 1
+#include "matmul_wgp.h"
+
+#define WG_TAG 64x128x16s3p
+#define WG_BM 64
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 3
+#define WG_PW 1
+#include "matmul_wgp.h"
+
+#define WG_TAG 128x64x16s3p
+#define WG_BM 128
+#define WG_BN 64
+#define WG_BK 16
+#define WG_STAGES 3
+#define WG_PW 1
+#include "matmul_wgp.h"
+#endif
 #endif
