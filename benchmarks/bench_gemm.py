@@ -2,7 +2,9 @@
 the host and PyTorch CUDA float32 (TF32 off), all measured in the same run. On CPU devices where matmul runs a host BLAS
 in a native kernel (docs/cpu.md) the OpenCL kernels are measured too (tlgpu_opencl_gflops, the path off). On devices with tlgpu's TF32
 tensor-core path (NVIDIA, compute capability >= 8.0) also tlgpu with set_matmul_precision("tf32") and
-PyTorch with TF32 on (allow_tf32), with each TF32 result's relative Frobenius error against float64.
+PyTorch with TF32 on (allow_tf32), with each TF32 result's relative Frobenius error against float64 and which
+tensor-core kernel ran (tf32_kernel: wgmma or mma.sync). The tier column says "sg" where the NVIDIA float32
+kernel (kernels/matmul_sg.cl) ran, else the GEMM tier (mv, blas: the other paths).
 
 Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--skip-numpy] [--json]
        python3 benchmarks/bench_gemm.py --tc-sweep [--sizes ...] [--tc-tags a,b]: every tensor-core tile
@@ -141,7 +143,10 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
             row["tlgpu_opencl_gflops"] = round(flops / best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize) / 1e9, 2)
         finally:
             tlgpu._C._cpu_blas(enable=True)
-    row["tier"] = "mv" if m <= 8 else "blas" if blas_loaded() else tlgpu._C._gemm_tier(m, n)
+    sg = tlgpu._C._gemm_sg()["launches"]
+    (ta @ tbb).numpy()                                 # which float32 kernel ran: the NVIDIA one counts its launches
+    row["tier"] = ("mv" if m <= 8 else "blas" if blas_loaded() else
+                   "sg" if tlgpu._C._gemm_sg()["launches"] > sg else tlgpu._C._gemm_tier(m, n))
     row["rel_err"] = err
     if m <= 8:
         row["tlgpu_GBps"] = round(4.0 * n * k / t / 1e9, 2)
@@ -167,7 +172,9 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
         tlgpu.set_matmul_precision("tf32")
         try:
             row["tlgpu_tf32_gflops"] = round(flops / best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize) / 1e9, 2)
+            wg = tlgpu._C._gemm_tc()["wgmma_launches"]
             row["tlgpu_tf32_err"] = rel_fro((ta @ tbb).numpy(), ref)
+            row["tf32_kernel"] = "wgmma" if tlgpu._C._gemm_tc()["wgmma_launches"] > wg else "mma.sync"
         finally:
             tlgpu.set_matmul_precision("highest")
         if torch is not None:
@@ -273,7 +280,7 @@ def main():
     for m, n, k in dec:
         rows.append(bench_shape(m, n, k, True, seconds, clblast, torch, rng, bw, args.skip_numpy))
     cols = ["shape", "tier", "tlgpu_gflops", "tlgpu_opencl_gflops", "clblast_gflops", "numpy_gflops", "tlgpu/numpy",
-            "torch_cuda_gflops", "tlgpu_GBps", "pct_copy_bw", "rel_err", "tlgpu_tf32_gflops", "torch_tf32_gflops",
+            "torch_cuda_gflops", "tlgpu_GBps", "pct_copy_bw", "rel_err", "tlgpu_tf32_gflops", "tf32_kernel", "torch_tf32_gflops",
             "tf32_vs_torch", "tlgpu_tf32_err", "torch_tf32_err"]
     report("GEMM", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "clblast": clblast is not None,
                                 "torch_cuda": torch is not None, "host_threads": os.cpu_count(),
