@@ -105,6 +105,31 @@ def test_each_configuration(rng, tag):
             np.testing.assert_array_equal(f().numpy(), ref)
 
 
+HOPPER = tlgpu._C._gemm_tc()["capability"] == 90
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma rows run on compute capability 9.0 only (emulated on PoCL)")
+@pytest.mark.parametrize("tag", ["wg128x128x16s3", "wg64x128x16s4"])
+def test_wgmma_rows_on_hopper(rng, tag):
+    """Each production wgmma row forced, on the real tensor cores: exact on integer operands at tile edges, K
+    below one k-step and unaligned rows (x @ w.T), and through the K-major copies (a @ b, a.T @ b.T, batched,
+    from 1024 rows up); the launches are counted."""
+    tlgpu.set_matmul_precision("tf32")
+    tlgpu._C._gemm_tc(tag)
+    before = tlgpu._C._gemm_tc()["wgmma_launches"]
+    for m, k, n in [(131, 77, 65), (300, 64, 260), (270, 8, 260)]:
+        a, w = (rng.integers(-3, 4, s).astype(np.float32) for s in ((m, k), (n, k)))
+        np.testing.assert_array_equal((tlgpu.tensor(a) @ tlgpu.tensor(w).T).numpy(), a.astype(np.float64) @ w.T)
+    x = rng.integers(-3, 4, (2, 1030, 72)).astype(np.float32)
+    y = rng.integers(-3, 4, (2, 72, 1100)).astype(np.float32)
+    tx, ty = tlgpu.tensor(x), tlgpu.tensor(y)
+    np.testing.assert_array_equal((tx @ ty).numpy(), x.astype(np.float64) @ y)
+    np.testing.assert_array_equal((tx[0] @ ty[1]).numpy(), x[0].astype(np.float64) @ y[1])
+    xt, yt = tlgpu.tensor(np.ascontiguousarray(x[0].T)), tlgpu.tensor(np.ascontiguousarray(y[0].T))
+    np.testing.assert_array_equal((xt.T @ yt.T).numpy(), x[0].astype(np.float64) @ y[0])
+    assert tlgpu._C._gemm_tc()["wgmma_launches"] - before == 6
+
+
 @needs_tc
 def test_batched_and_unaligned_views(rng):
     tlgpu.set_matmul_precision("tf32")
