@@ -36,14 +36,12 @@ typedef struct {
      {TL_KERNEL(fam, "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_nt_" tag "_f32"),                  \
       TL_KERNEL(fam, "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_tt_" tag "_f32")}}
 #define TC_ROW(tag, bm, bn, warps, sweep) TC_ROWF("matmul_tc", tag, bm, bn, warps, sweep)
-#define TC_ROWW(tag, bm, bn, sweep)                                                                         \
-    {"wg" tag, bm, bn, (bm) / 16, sweep, 1,                                                                 \
+#define TC_ROWWK(tag, bm, bn, warps, sweep)  /* a wgmma row: the nt kernel alone */                       \
+    {"wg" tag, bm, bn, warps, sweep, 1,                                                                     \
      {TL_KERNEL("matmul_wg", ""), TL_KERNEL("matmul_wg", "tl_gemm_wg_nt_" tag "_f32"), TL_KERNEL("matmul_wg", ""), \
       TL_KERNEL("matmul_wg", "")}}
-#define TC_ROWWP(tag, bm, bn, pw)          /* producer-warp rows (matmul_wgp.h): consumers + pw warps */ \
-    {"wg" tag, bm, bn, (bm) / 16 + (pw), 1, 1,                                                              \
-     {TL_KERNEL("matmul_wg", ""), TL_KERNEL("matmul_wg", "tl_gemm_wg_nt_" tag "_f32"), TL_KERNEL("matmul_wg", ""), \
-      TL_KERNEL("matmul_wg", "")}}
+#define TC_ROWW(tag, bm, bn, sweep) TC_ROWWK(tag, bm, bn, (bm) / 16, sweep)   /* bm / 64 warpgroups */
+#define TC_ROWWP(tag, bm, bn, pw) TC_ROWWK(tag, bm, bn, (bm) / 16 + (pw), 1)   /* + pw producer warps */
 static tc_config configs[] = {
     TC_ROW("128x128x16w2x2s2", 128, 128, 4, 0),
     TC_ROW("64x64x32w2x2s2", 64, 64, 4, 0),
@@ -107,21 +105,24 @@ tc_capable(void)
 
 /* The row a product takes among the production rows of one kind (wgmma or mma.sync): the first whose grid
  * fills the device, else the last; -1 when even that leaves more than half the compute units idle. */
+static size_t
+tiles(const tc_config *c, int M, int N)
+{
+    return (size_t)((M + c->bm - 1) / c->bm) * (size_t)((N + c->bn - 1) / c->bn);
+}
+
 static int
 pick(int M, int N, int batch, int wg, size_t units)
 {
     int last = -1;
     for (int i = 0; i < TC_NCONFIGS; i++) {
         if (configs[i].sweep || configs[i].wg != wg) continue;
-        size_t groups = (size_t)batch * (size_t)((M + configs[i].bm - 1) / configs[i].bm) *
-                        (size_t)((N + configs[i].bn - 1) / configs[i].bn);
-        if (groups >= units) return i;
+        if ((size_t)batch * tiles(&configs[i], M, N) >= units) return i;
         last = i;
     }
-    if (last < 0) return -1;
-    size_t groups = (size_t)batch * (size_t)((M + configs[last].bm - 1) / configs[last].bm) *
-                    (size_t)((N + configs[last].bn - 1) / configs[last].bn);
-    return groups < units / 2 ? -1 : last;             /* the float32 tiers (smaller tiles) were faster there */
+    if (last < 0 || (size_t)batch * tiles(&configs[last], M, N) < units / 2)
+        return -1;                                     /* the float32 tiers (smaller tiles) were faster there */
+    return last;
 }
 
 /* 1 when the wgmma rows may run: compute capability 9.0 (or the emulation hook), not switched off by
@@ -173,8 +174,7 @@ tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     if (tl_kernel_py(*kh) == NULL) return -1;
     wg_launches += configs[i].wg;                 /* the GIL is held here */
     *lws0 = (size_t)configs[i].warps * 32;
-    *gws0 = (size_t)((M + configs[i].bm - 1) / configs[i].bm) * (size_t)((N + configs[i].bn - 1) / configs[i].bn) *
-            *lws0;
+    *gws0 = tiles(&configs[i], M, N) * *lws0;
     return 1;
 }
 
@@ -231,8 +231,8 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
      * in two thirds of mma.sync's: worth it from 1024 up */
     if ((cb && M < 1024) || (ca && N < 1024)) return 0;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    const int batch = (int)((a->ndim == 3 ? a->shape[0] : 1) > (b->ndim == 3 ? b->shape[0] : 1) ?
-                            (a->ndim == 3 ? a->shape[0] : 1) : (b->ndim == 3 ? b->shape[0] : 1));
+    const Py_ssize_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
+    const int batch = (int)(ba > bb ? ba : bb);
     const int i = forced >= 0 ? forced : pick(M, N, batch, 1, rt->info.compute_units);
     if (i < 0 || (ok = wg_prepare(i)) <= 0) return ok < 0 ? -1 : 0;   /* the family built: the copy kernel too */
     *a2 = ca ? kmajor_copy(a, 0) : (tl_tensor *)Py_NewRef(a);

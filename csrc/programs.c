@@ -253,22 +253,27 @@ build_log(cl_program prog, cl_device_id dev)
     return log != NULL ? log : strdup("<no log>");
 }
 
-/* Families whose PTX needs sm_90a instructions (ptx_patch.h): on an NVIDIA platform the source build's PTX
- * is patched and built again as a binary, which replaces the program (and is what the cache keeps). */
+/* On an NVIDIA platform the driver's binary is PTX: a program whose PTX carries the marker of sm_90a
+ * instructions (ptx_patch.h; the wgmma family) is patched and built again as a binary, which replaces it
+ * (and is what the cache keeps). Other programs are left as they are. */
 static tl_status
 ptx_rebuild(const tl_runtime *rt, const char *family, const char *opts, cl_program *prog, tl_err *err)
 {
     size_t n = 0, m = 0;
     unsigned char *bin = NULL;
     char *text = NULL;
-    const char *why = "clGetProgramInfo";
+    const char *why = NULL;
     cl_int rc = CL_SUCCESS, bst = CL_SUCCESS;
-    if (strcmp(family, "matmul_wg") != 0 || strstr(rt->info.platform, "NVIDIA") == NULL) return TL_OK;
-    if (clGetProgramInfo(*prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) == CL_SUCCESS && n > 0 &&
-        (bin = malloc(n)) != NULL && clGetProgramInfo(*prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS)
-        text = tl_ptx_patch((const char *)bin, n, &m, &why);
+    if (strstr(rt->info.platform, "NVIDIA") == NULL) return TL_OK;
+    if (clGetProgramInfo(*prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || n == 0 ||
+        (bin = malloc(n)) == NULL || clGetProgramInfo(*prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
+        free(bin);
+        return tl_err_set(err, TL_E_INVALID, "clGetProgramInfo (the PTX to check for sm_90a markers)", family);
+    }
+    if (!tl_ptx_marked((const char *)bin, n)) { free(bin); return TL_OK; }
+    text = tl_ptx_patch((const char *)bin, n, &m, &why);
     const char *dump = getenv("TLGPU_PTX_DUMP");          /* a directory: the PTX before and after, to read */
-    if (dump != NULL && *dump != '\0' && bin != NULL) {
+    if (dump != NULL && *dump != '\0') {
         char f[1100];
         FILE *fp;
         snprintf(f, sizeof f, "%s/%s.ptx", dump, family);

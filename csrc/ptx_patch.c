@@ -6,6 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+int
+tl_ptx_marked(const char *ptx, size_t len)
+{
+    const size_t ml = strlen(TL_PTX_MARK);
+    for (size_t i = 0; i + ml <= len; i++)
+        if (ptx[i] == TL_PTX_MARK[0] && memcmp(ptx + i, TL_PTX_MARK, ml) == 0) return 1;
+    return 0;
+}
+
 char *
 tl_ptx_patch(const char *ptx, size_t len, size_t *out_len, const char **why)
 {

@@ -8,6 +8,9 @@
 
 #define TL_PTX_MARK "//TLPTX "
 
+/* 1 when the text carries the marker (it needs the patch), else 0. */
+int tl_ptx_marked(const char *ptx, size_t len);
+
 /* The patched text (malloc'd, NUL-terminated, *out_len without the NUL), or NULL with *why set when the
  * text is not PTX for sm_90 or has no marker. */
 char *tl_ptx_patch(const char *ptx, size_t len, size_t *out_len, const char **why);

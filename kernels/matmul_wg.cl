@@ -1,12 +1,13 @@
 /* matmul_wg.cl: TF32 GEMM on Hopper's warpgroup tensor cores (wgmma.mma_async, sm_90a), for
  * tlgpu.set_matmul_precision("high") on devices of compute capability 9.0: C[b] = A[b] @ B[b] with the
  * arguments of matmul.cl's tl_gemm_f32, for the layout whose operands both run along k (x @ w.T: A with
- * sAk == 1, B with sBk == 1), since wgmma reads TF32 operands only K-major. The host (csrc/gemm_wg.c)
- * also wants rows 16-byte aligned (strides and offsets multiples of 4 floats).
+ * sAk == 1, B with sBk == 1), since wgmma reads TF32 operands only K-major; csrc/gemm_tc.c gives other
+ * layouts a K-major copy first (tl_wg_transpose_f32 below).
  *  - A work-group is WG_BM / 64 warpgroups of 128 work-items; warpgroup g computes rows 64g.. of the
  *    WG_BM x WG_BN tile with one m64nNk8 wgmma per 8 of k (N = WG_BN), both operands read from local
  *    memory through matrix descriptors, N/2 float accumulators a work-item.
- *  - Tiles travel with cp.async (16-byte copies, zero-filled past the edges through src-size) into
+ *  - Tiles travel with cp.async (16-byte copies, zero-filled past the edges through src-size; four 4-byte
+ *    ones where a row is not 16-byte aligned) into
  *    WG_STAGES local stages. A tile row is WG_BK floats (32, 64 or 128 bytes), stored unpadded with its
  *    16-byte chunks XOR-swizzled the way the descriptor's swizzle mode of that width reads them (chunk c of
  *    row r at c ^ ((r * width / 128) % chunks): the hardware's pattern on address bits 4-6 against 7-9).
@@ -21,7 +22,7 @@
  *    next group while the loop goes on.
  *  - NVIDIA's OpenCL compiler targets sm_90, which has no wgmma: each sm_90a instruction is a PTX comment
  *    behind the marker //TLPTX (matmul_wg_asm.h); csrc/ptx_patch.c turns the markers into instructions
- *    and retargets the PTX to sm_90a, and the driver builds that (programs.c, for this family only).
+ *    and retargets the PTX to sm_90a, and the driver builds that (programs.c, for any program whose PTX has the marker).
  *  - TC_EMULATE=1 (tests, any device): plain copies, and each work-item computes its accumulators from
  *    the swizzled local tiles as the descriptors describe them, so the tiling, the swizzle and the
  *    fragment layout run on PoCL.
@@ -125,6 +126,22 @@ wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn,
     }
 }
 #endif
+
+/* Stores a warpgroup's accumulators (a macro: WG_BN stays a compile-time constant, so d stays in registers):
+ * work-item (warp w, lane l) of warpgroup tid / 128 holds rows 16w + l/4 (+ 8) and columns 8j + 2(l%4) (+ 1)
+ * of the tile at (m0, n0); past M or N nothing is stored. */
+#define WG_STORE(d, m0, n0, tid)                                                                    \
+    do {                                                                                            \
+        const int lane_ = (tid) % 32, r_ = (m0) + (tid) / 128 * 64 + ((tid) % 128) / 32 * 16 + lane_ / 4; \
+        _Pragma("unroll") for (int j_ = 0; j_ < WG_BN / 8; j_++) {                                  \
+            const int c_ = (n0) + 8 * j_ + 2 * (lane_ % 4);                                         \
+            for (int h_ = 0; h_ < 2; h_++) {                                                        \
+                if (r_ + 8 * h_ >= M) continue;                                                     \
+                if (c_ < N) C[(r_ + 8 * h_) * N + c_] = (d)[4 * j_ + 2 * h_];                       \
+                if (c_ + 1 < N) C[(r_ + 8 * h_) * N + c_ + 1] = (d)[4 * j_ + 2 * h_ + 1];           \
+            }                                                                                       \
+        }                                                                                           \
+    } while (0)
 
 /* Y[b] = X[b]^T, Y contiguous [C, R] per batch, X [R, C] at (offX + b * sXb + r * sXr + c * sXc): the
  * K-major copy of an operand that runs along m or n (csrc/gemm_tc.c, before a @ b or a gradient goes to

@@ -83,17 +83,7 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
     }
 #undef WG_COPY
     WG_WAIT0(d);
-    /* work-item (warp w, lane l) of warpgroup grp holds rows 16w + l/4 (+ 8), columns 8j + 2(l%4) (+ 1) */
-    const int lane = tid % 32, r = m0 + grp * 64 + (tid % 128) / 32 * 16 + lane / 4;
-#pragma unroll
-    for (int j = 0; j < WG_BN / 8; j++) {
-        const int c = n0 + 8 * j + 2 * (lane % 4);
-        for (int h = 0; h < 2; h++) {
-            if (r + 8 * h >= M) continue;
-            if (c < N) C[(r + 8 * h) * N + c] = d[4 * j + 2 * h];
-            if (c + 1 < N) C[(r + 8 * h) * N + c + 1] = d[4 * j + 2 * h + 1];
-        }
-    }
+    WG_STORE(d, m0, n0, tid);
 }
 
 #undef WG_THREADS

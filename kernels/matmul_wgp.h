@@ -77,16 +77,7 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
         if (kt > 0) wg_bar_arrive(tc_saddr((local float *)&bars[WG_STAGES + (kt - 1) % WG_STAGES]));
     }
     WG_WAIT0(d);
-    const int lane = tid % 32, r = m0 + grp * 64 + (tid % 128) / 32 * 16 + lane / 4;
-#pragma unroll
-    for (int j = 0; j < WG_BN / 8; j++) {
-        const int c = n0 + 8 * j + 2 * (lane % 4);
-        for (int h = 0; h < 2; h++) {
-            if (r + 8 * h >= M) continue;
-            if (c < N) C[(r + 8 * h) * N + c] = d[4 * j + 2 * h];
-            if (c + 1 < N) C[(r + 8 * h) * N + c + 1] = d[4 * j + 2 * h + 1];
-        }
-    }
+    WG_STORE(d, m0, n0, tid);
 }
 
 #undef WG_CW
