@@ -27,21 +27,26 @@
 enum { TC_NN, TC_NT, TC_TN, TC_TT, TC_LAYOUTS };
 typedef struct {
     const char *tag;
-    int bm, bn, warps, sweep, wg;                /* wg: a wgmma row (matmul_wg.cl), nt kernel only */
+    int bm, bn, warps, sweep, wg;                /* wg: a wgmma row, nt kernel only: 1 matmul_wg.cl, 2 matmul_wgb.cl */
+    int bk;                                      /* wg 2: the k of a tile (the operands' packing) */
     tl_kernel k[TC_LAYOUTS];
 } tc_config;
 
 #define TC_ROWF(fam, tag, bm, bn, warps, sweep)                                                             \
-    {tag, bm, bn, warps, sweep, 0,                                                                          \
+    {tag, bm, bn, warps, sweep, 0, 0,                                                                       \
      {TL_KERNEL(fam, "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_nt_" tag "_f32"),                  \
       TL_KERNEL(fam, "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_tt_" tag "_f32")}}
 #define TC_ROW(tag, bm, bn, warps, sweep) TC_ROWF("matmul_tc", tag, bm, bn, warps, sweep)
 #define TC_ROWWK(tag, bm, bn, warps, sweep)  /* a wgmma row: the nt kernel alone */                       \
-    {"wg" tag, bm, bn, warps, sweep, 1,                                                                     \
+    {"wg" tag, bm, bn, warps, sweep, 1, 0,                                                                  \
      {TL_KERNEL("matmul_wg", ""), TL_KERNEL("matmul_wg", "tl_gemm_wg_nt_" tag "_f32"), TL_KERNEL("matmul_wg", ""), \
       TL_KERNEL("matmul_wg", "")}}
 #define TC_ROWW(tag, bm, bn, sweep) TC_ROWWK(tag, bm, bn, (bm) / 16, sweep)   /* bm / 64 warpgroups */
 #define TC_ROWWP(tag, bm, bn, pw) TC_ROWWK(tag, bm, bn, (bm) / 16 + (pw), 1)   /* + pw producer warps */
+#define TC_ROWWB(tag, bm, bn, bk)   /* packed operands, bulk copies: bm / 64 warpgroups + 1 producer warp */    \
+    {"wgb" tag, bm, bn, (bm) / 16 + 1, 1, 2, bk,                                                            \
+     {TL_KERNEL("matmul_wgb", ""), TL_KERNEL("matmul_wgb", "tl_gemm_wgb_" tag "_f32"), TL_KERNEL("matmul_wgb", ""), \
+      TL_KERNEL("matmul_wgb", "")}}
 static tc_config configs[] = {
     TC_ROW("128x128x16w2x2s2", 128, 128, 4, 0),
     TC_ROW("64x64x32w2x2s2", 64, 64, 4, 0),
@@ -68,6 +73,11 @@ static tc_config configs[] = {
     TC_ROWWP("128x128x8s5p", 128, 128, 1),
     TC_ROWWP("64x128x16s3p", 64, 128, 1),
     TC_ROWWP("128x64x16s3p", 128, 64, 1),
+    TC_ROWWB("128x128x16s2", 128, 128, 16),
+    TC_ROWWB("128x128x8s5", 128, 128, 8),
+    TC_ROWWB("128x64x16s3", 128, 64, 16),
+    TC_ROWWB("64x128x16s3", 64, 128, 16),
+    TC_ROWWB("256x128x8s3", 256, 128, 8),
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -163,7 +173,7 @@ tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     if (sAk == 1 && sBk == 1) b = 1;              /* both along k (x @ w.T, however B's other stride is) */
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     const int nt = a + b == TC_NT;
-    int i = forced >= 0 && (!configs[forced].wg || nt) ? forced : -1;
+    int i = forced >= 0 && (!configs[forced].wg || (nt && configs[forced].wg == 1)) ? forced : -1;
     if (i < 0 && nt && wg_usable()) i = pick(M, N, batch, 1, rt->info.compute_units);
     if (i >= 0 && configs[i].wg && (ok = wg_prepare(i)) <= 0) {
         if (ok < 0) return -1;
@@ -172,10 +182,22 @@ tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     if (i < 0 && (i = pick(M, N, batch, 0, rt->info.compute_units)) < 0) return 0;
     *kh = &configs[i].k[a + b];
     if (tl_kernel_py(*kh) == NULL) return -1;
-    wg_launches += configs[i].wg;                 /* the GIL is held here */
+    wg_launches += configs[i].wg != 0;            /* the GIL is held here */
     *lws0 = (size_t)configs[i].warps * 32;
     *gws0 = tiles(&configs[i], M, N) * *lws0;
     return 1;
+}
+
+/* Launches kernel k over st[0] (written) and st[1] (read) with n arguments, or raises. */
+static int
+launch(tl_kernel *kh, int n, const size_t *sz, const void **val, const size_t *gws, const size_t *lws,
+       tl_storage *const *st, int nst)
+{
+    tl_err err = {0};
+    cl_kernel k = tl_kernel_py(kh);
+    if (k == NULL || tl_set_args(k, 0, n, sz, val) < 0) return -1;
+    if (tl_stream_launch(k, 3, gws, lws, st, nst, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
+    return 0;
 }
 
 /* A K-major copy of operand t ([.., rows, cols], 2 or 3 dims) whose stride-1 dim is the one the product does
@@ -191,20 +213,13 @@ kmajor_copy(tl_tensor *t, int is_b)
     const int sb = nd == 3 ? (int)t->strides[0] : 0, off = (int)t->offset;
     Py_ssize_t shape[3] = {batch, C, R}, vshape[3], vstr[3];
     tl_tensor *y = tl_tensor_empty(TL_F32, nd, shape + 3 - nd), *v;
-    cl_kernel k;
-    tl_err err = {0};
-    if (y == NULL || (k = tl_kernel_py(&kh)) == NULL) { Py_XDECREF(y); return NULL; }
+    if (y == NULL) return NULL;
     const size_t I = sizeof(int), Mm = sizeof(cl_mem), gws[3] = {tl_round_up((size_t)C, 32),
                                                                     tl_round_up((size_t)R, 32) / 4, (size_t)batch};
     const size_t sz[8] = {I, I, Mm, I, I, I, I, Mm}, lws[3] = {32, 8, 1};
     const void *val[8] = {&R, &C, &t->storage->mem, &off, &sb, &sR, &sC, &y->storage->mem};
     tl_storage *st[2] = {y->storage, t->storage};
-    if (tl_set_args(k, 0, 8, sz, val) < 0) { Py_DECREF(y); return NULL; }
-    if (tl_stream_launch(k, 3, gws, lws, st, 2, 1u, kh.name, &err) != TL_OK) {
-        tl_raise(&err);
-        Py_DECREF(y);
-        return NULL;
-    }
+    if (launch(&kh, 8, sz, val, gws, lws, st, 2) < 0) { Py_DECREF(y); return NULL; }
     if (!is_b) return y;
     for (int d = 0; d < nd; d++) { vshape[d] = t->shape[d]; vstr[d] = y->strides[d]; }
     vstr[nd - 2] = 1;                                   /* [.., K, N] over y's [.., N, K] */
@@ -212,6 +227,57 @@ kmajor_copy(tl_tensor *t, int is_b)
     v = tl_tensor_view(y, nd, vshape, vstr, 0);
     Py_DECREF(y);
     return v;
+}
+
+/* Operand t packed for a wgmma row of matmul_wgb.cl (its banner: BR x bk tiles, swizzled, zero-padded):
+ * rows along dim rd, k along dim kd (of the last two), KT k-tiles, tiles of R rows per batch (sP floats). */
+static tl_tensor *
+pack(tl_tensor *t, int rd, int kd, int R, int K, int KT, int BR, int bk, size_t sP)
+{
+    static tl_kernel kh = TL_KERNEL("matmul_wgb", "tl_wg_pack_f32");
+    const int nd = t->ndim, batch = nd == 3 ? (int)t->shape[0] : 1, sb = nd == 3 ? (int)t->strides[0] : 0;
+    const int sr = (int)t->strides[nd - 2 + rd], sk = (int)t->strides[nd - 2 + kd], off = (int)t->offset;
+    const int sp = (int)sP;
+    Py_ssize_t n = (Py_ssize_t)sP * batch;
+    tl_tensor *y = tl_tensor_empty(TL_F32, 1, &n);
+    if (y == NULL) return NULL;
+    const size_t I = sizeof(int), Mm = sizeof(cl_mem), lws[3] = {32, 8, 1};
+    const size_t gws[3] = {tl_round_up((size_t)KT * (size_t)bk, 32), sP / ((size_t)KT * (size_t)bk) / 4, (size_t)batch};
+    const size_t sz[12] = {I, I, I, I, I, Mm, I, I, I, I, Mm, I};
+    const void *val[12] = {&R, &K, &KT, &BR, &bk, &t->storage->mem, &off, &sb, &sr, &sk, &y->storage->mem, &sp};
+    tl_storage *st[2] = {y->storage, t->storage};
+    if (launch(&kh, 12, sz, val, gws, lws, st, 2) < 0) Py_CLEAR(y);
+    return y;
+}
+
+/* a @ b on packed row c: a [.., M, K] and b [.., K, N] (2 or 3 dims, batches equal or 1) packed into
+ * temporaries, then one launch into *out. 1 with *out set, 0 when the operands do not fit that (the other
+ * paths run the product), -1 with an exception set. */
+static int
+packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out)
+{
+    const int ba = a->ndim == 3 ? (int)a->shape[0] : 1, bb = b->ndim == 3 ? (int)b->shape[0] : 1;
+    const int batch = ba > bb ? ba : bb, KT = (K + c->bk - 1) / c->bk;
+    const size_t tm = (size_t)(M + c->bm - 1) / (size_t)c->bm, tn = (size_t)(N + c->bn - 1) / (size_t)c->bn;
+    const size_t sPA = tm * (size_t)c->bm * (size_t)KT * (size_t)c->bk, sPB = tn * (size_t)c->bn * (size_t)KT * (size_t)c->bk;
+    if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch) || sPA * (size_t)ba > INT_MAX || sPB * (size_t)bb > INT_MAX)
+        return 0;
+    tl_tensor *pa = pack(a, 0, 1, M, K, KT, c->bm, c->bk, sPA), *pb = pa ? pack(b, 1, 0, N, K, KT, c->bn, c->bk, sPB) : NULL;
+    Py_ssize_t shape[3] = {batch, M, N};
+    const int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    *out = pb != NULL ? tl_tensor_empty(TL_F32, nd, shape + 3 - nd) : NULL;
+    if (*out != NULL) {
+        const int sa = ba > 1 ? (int)sPA : 0, sb = bb > 1 ? (int)sPB : 0;
+        const size_t I = sizeof(int), Mm = sizeof(cl_mem), lws[3] = {(size_t)c->warps * 32, 1, 1};
+        const size_t gws[3] = {tm * tn * lws[0], (size_t)batch, 1}, sz[8] = {I, I, I, Mm, I, Mm, I, Mm};
+        const void *val[8] = {&M, &N, &KT, &pa->storage->mem, &sa, &pb->storage->mem, &sb, &(*out)->storage->mem};
+        tl_storage *st[3] = {(*out)->storage, pa->storage, pb->storage};
+        if (launch(&c->k[TC_NT], 8, sz, val, gws, lws, st, 3) < 0) Py_CLEAR(*out);
+        else wg_launches++;
+    }
+    Py_XDECREF(pa);
+    Py_XDECREF(pb);
+    return *out != NULL ? 1 : -1;
 }
 
 int
@@ -223,6 +289,11 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     if (!tf32 || M < 2 || N < 2 || K < 1 || a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3) return 0;
     if ((ok = tc_capable()) <= 0) return ok;
     if (!wg_usable() || (forced >= 0 && !configs[forced].wg)) return 0;
+    if (forced >= 0 && configs[forced].wg == 2) {          /* a packed row (sweeps): the whole product here */
+        if ((ok = wg_prepare(forced)) <= 0 || (ok = packed_product(&configs[forced], a, b, M, N, K, a2)) <= 0) return ok;
+        *b2 = NULL;
+        return 2;
+    }
     const Py_ssize_t sAm = a->strides[a->ndim - 2], sAk = a->strides[a->ndim - 1];
     const Py_ssize_t sBk = b->strides[b->ndim - 2], sBn = b->strides[b->ndim - 1];
     const int ca = sAk != 1 && sAm == 1, cb = sBk != 1 && sBn == 1;   /* the operands to copy */

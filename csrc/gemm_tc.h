@@ -18,7 +18,8 @@ int tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk,
  * operands are not both along k (a @ b, the gradients): K-major copies (one tiled transpose each, 2-D or
  * 3-D operands) in *a2 / *b2 (new references; an operand already along k is passed through), so the caller
  * multiplies those instead (x @ w.T on the wgmma rows). 1 with both set, 0 to leave the product alone, -1
- * with an exception set. */
+ * with an exception set. A forced packed row (sweep-only, kernels/matmul_wgb.cl) runs the whole product
+ * here, any layout: 2 with the result in *a2 (*b2 NULL; a bias is the caller's to add). */
 int tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a2, tl_tensor **b2);
 
 PyObject *tl_gemm_tc_set_precision(PyObject *m, PyObject *arg);

@@ -390,7 +390,7 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *
     tl_tensor *a2 = NULL, *b2 = NULL;                    /* TF32 on wgmma: K-major copies (gemm_tc.h) */
     int kc = av || bv ? 0 : tl_gemm_tc_kmajor(a, b, p.M, p.N, p.K, &a2, &b2);
     if (kc != 0) {
-        PyObject *r = kc < 0 ? NULL : mm_forward_res(op, a2, b2, res, fused);
+        PyObject *r = kc < 0 ? NULL : kc == 2 ? Py_NewRef(a2) : mm_forward_res(op, a2, b2, res, fused);
         Py_XDECREF(a2);
         Py_XDECREF(b2);
         return r;

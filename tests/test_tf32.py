@@ -240,6 +240,48 @@ def test_emulated_swizzle_knobs():
              {"TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWZ=1 -DTC_DBUF=1"})
 
 
+PACKED = EMULATED_PROLOGUE + """
+rng, bad, n0 = np.random.default_rng(11), [], tlgpu._C._gemm_tc()["wgmma_launches"]
+for i, tag in enumerate(t for t in info["configs"] if t.startswith("wgb")):
+    tlgpu._C._gemm_tc(tag)
+    for m, k, n in [(131, 77, 65), (40, 24, 140), (270, 8, 260)][i % 2:]:
+        a = rng.integers(-3, 4, (m, k)).astype(np.float32)
+        b = rng.integers(-3, 4, (k, n)).astype(np.float32)
+        ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+        tat, tbt = tlgpu.tensor(np.ascontiguousarray(a.T)).T, tlgpu.tensor(np.ascontiguousarray(b.T)).T
+        for lay, x, y in [("nn", ta, tb), ("nt", ta, tbt), ("tn", tat, tb), ("tt", tat, tbt)]:
+            if not np.array_equal((x @ y).numpy(), a.astype(np.float64) @ b):
+                bad.append(f"{tag} {lay} {m}x{k}x{n}")
+    x = rng.integers(-3, 4, (3, 70, 33)).astype(np.float32)
+    y = rng.integers(-3, 4, (33, 50)).astype(np.float32)
+    tx, ty = tlgpu.tensor(x), tlgpu.tensor(y)
+    yt = tlgpu.tensor(np.ascontiguousarray(y.T))
+    for name, f, ref in [("batched", lambda: tx @ ty, x @ y), ("views", lambda: tx[1, 1:, 2:] @ ty[2:, 3:], x[1, 1:, 2:] @ y[2:, 3:]),
+                         ("broadcast a", lambda: yt @ tx.transpose(1, 2), y.T @ x.transpose(0, 2, 1))]:
+        got = f().numpy()
+        if got.shape != ref.shape or not np.array_equal(got, ref.astype(np.float64)):
+            bad.append(f"{tag} {name}")
+print("RESULT " + json.dumps({"bad": bad, "launches": tlgpu._C._gemm_tc()["wgmma_launches"] - n0,
+                              "tags": sum(t.startswith("wgb") for t in info["configs"])}))
+"""
+
+
+def test_emulated_packed_rows():
+    """The sweep-only packed rows (kernels/matmul_wgb.cl: operands packed into swizzled, zero-padded tiles,
+    then 1-D bulk copies; forced with _gemm_tc(tag)), emulated: the pack of every layout (a @ b, a @ b.T,
+    a.T @ b, a.T @ b.T), batches (broadcast too), strided views and tile edges exact, one product launch
+    each. The mbarrier handoffs between the producer warp and the consumers run on the GPU only."""
+    import json
+    from conftest import run_python
+    r = run_python(PACKED, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1"}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.split("RESULT ")[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    assert res["bad"] == [] and res["tags"] == 5
+    assert res["launches"] == 3 * 3 * 4 + 2 * 2 * 4 + 5 * 3     # one per product, the pack launches apart
+
+
 WGMMA_RULE = EMULATED_PROLOGUE + """
 rng, out = np.random.default_rng(3), {"wgmma": info["wgmma"]}
 a = rng.integers(-3, 4, (128, 64)).astype(np.float32)      # 2 work-groups of 64x128: PoCL has 2 units here

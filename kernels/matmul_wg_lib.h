@@ -1,0 +1,123 @@
+/* matmul_wg_lib.h: what the wgmma families share (matmul_wg.cl: cp.async staging; matmul_wgb.cl: packed
+ * operands and bulk copies): the chunk swizzle, matrix descriptors, group commits, the proxy fence,
+ * mbarriers, the emulation of a wgmma group (TC_EMULATE) and the accumulator store. matmul_wg.cl's banner
+ * describes the layout. */
+#ifndef TL_MATMUL_WG_LIB_H
+#define TL_MATMUL_WG_LIB_H
+
+#include "matmul_tc_lib.h"
+#if !TC_EMULATE
+#include "matmul_wg_asm.h"
+#endif
+
+#ifndef WG_RNA
+#define WG_RNA 0
+#endif
+#define WG_CAT_(a, b) a##b
+#define WG_CAT(a, b) WG_CAT_(a, b)
+
+/* The chunk swizzle of a row for a swizzle width of sw bytes (the row's length). */
+static inline int
+wg_swz(int r, int sw)
+{
+    return ((r * sw) >> 7) & (sw / 16 - 1);
+}
+
+#if !TC_EMULATE
+/* The matrix descriptor of a K-major tile at p: start address >> 4, leading offset 1 (unused when the
+ * swizzle spans the k extent), stride offset 8 rows, swizzle mode 1 (128 B), 2 (64 B) or 3 (32 B). */
+static inline ulong
+wg_desc(local const float *p, int sw)
+{
+    const ulong mode = sw == 128 ? 1 : sw == 64 ? 2 : 3;
+    return (ulong)((tc_saddr(p) & 0x3FFFF) >> 4) | (1ul << 16) | ((ulong)(8 * sw >> 4) << 32) | (mode << 62);
+}
+
+static inline void
+wg_commit(void)
+{
+    TC_ASM volatile("//TLPTX wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+static inline void
+wg_proxy_fence(void)
+{
+    TC_ASM volatile("//TLPTX fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* mbarriers in local memory (shared-window address bar), for matmul_wgp.h's producer and consumer warps */
+static inline void
+wg_bar_init(uint bar, int count)
+{
+    TC_ASM volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+static inline void
+wg_bar_wait(uint bar, uint parity)                  /* until the phase of that parity has completed */
+{
+    uint done;
+    do {
+        TC_ASM volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                        : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+static inline void
+wg_bar_arrive(uint bar)
+{
+    TC_ASM volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
+}
+
+static inline void
+wg_bar_arrive_copies(uint bar)                      /* once this work-item's cp.async copies have landed */
+{
+    TC_ASM volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+#else
+static inline void
+wg_proxy_fence(void)
+{
+}
+
+#define wg_wait0_n64(d) ((void)0)
+#define wg_wait0_n128(d) ((void)0)
+#define wg_wait0_n256(d) ((void)0)
+
+/* What one tile's wgmma group adds to work-item t (0-127) of a warpgroup: rows 16(t/32) + (t%32)/4 (+ 8)
+ * of the warpgroup's 64, columns 8j + 2(t%4) (+ 1), summed over the tile's k from the swizzled rows. */
+static inline void
+wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn, const int bk, const int sw, int t)
+{
+    const int r = (t / 32) * 16 + (t % 32) / 4;
+    for (int j = 0; j < bn / 8; j++) {
+        for (int o = 0; o < 4; o++) {
+            const int m = r + 8 * (o >> 1), n = 8 * j + 2 * (t % 4) + (o & 1);
+            float s = d[4 * j + o];
+            for (int k = 0; k < bk; k++) {
+                const float x = as[m * bk + 4 * ((k / 4) ^ wg_swz(m, sw)) + k % 4];
+                const float y = bs[n * bk + 4 * ((k / 4) ^ wg_swz(n, sw)) + k % 4];
+                s += as_float(tc_tf32(x) & 0xffffe000u) * as_float(tc_tf32(y) & 0xffffe000u);
+            }
+            d[4 * j + o] = s;
+        }
+    }
+}
+#endif
+
+/* Stores a warpgroup's accumulators (a macro: WG_BN stays a compile-time constant, so d stays in registers):
+ * work-item (warp w, lane l) of warpgroup tid / 128 holds rows 16w + l/4 (+ 8) and columns 8j + 2(l%4) (+ 1)
+ * of the tile at (m0, n0); past M or N nothing is stored. */
+#define WG_STORE(d, m0, n0, tid)                                                                    \
+    do {                                                                                            \
+        const int lane_ = (tid) % 32, r_ = (m0) + (tid) / 128 * 64 + ((tid) % 128) / 32 * 16 + lane_ / 4; \
+        _Pragma("unroll") for (int j_ = 0; j_ < WG_BN / 8; j_++) {                                  \
+            const int c_ = (n0) + 8 * j_ + 2 * (lane_ % 4);                                         \
+            for (int h_ = 0; h_ < 2; h_++) {                                                        \
+                if (r_ + 8 * h_ >= M) continue;                                                     \
+                if (c_ < N) C[(r_ + 8 * h_) * N + c_] = (d)[4 * j_ + 2 * h_];                       \
+                if (c_ + 1 < N) C[(r_ + 8 * h_) * N + c_ + 1] = (d)[4 * j_ + 2 * h_ + 1];           \
+            }                                                                                       \
+        }                                                                                           \
+    } while (0)
+
+#endif

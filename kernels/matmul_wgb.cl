@@ -1,0 +1,107 @@
+/* matmul_wgb.cl: TF32 GEMM on Hopper's wgmma with packed operands and bulk copies (sweep-only rows, tags
+ * "wgb...", until an H100 sweep says whether they beat matmul_wg.cl's; csrc/gemm_tc.c forces them through
+ * _gemm_tc(tag)). The cp.async rows spend most of a k-tile on the copies' issue, their waits and the
+ * barrier (benchmarks/NOTES.md): here the operands are first packed (tl_wg_pack_f32 below) into exactly
+ * the local-memory image a stage needs, so one work-item moves a whole stage with two 1-D bulk copies
+ * (cp.async.bulk, sm_90: no tensor map) that complete on an mbarrier, and no barrier runs in the loop.
+ *  - Packed layout of an operand X [R, K] (R = M for A, N for B; any strides, batched): tiles of BR rows x
+ *    BK k, tile (rb, kb) at ((rb * KT + kb) * BR * BK) floats (KT = ceil(K / BK)), its row r's 16-byte
+ *    chunk c at r * BK + 4 * (c ^ wg_swz(r, 4 * BK)), as matmul_wg.cl stores a stage; rows past R and k
+ *    past K are zeros, so the GEMM reads whole tiles and has no edge but the store. The pack rounds to TF32
+ *    (cvt.rna, as cuBLAS does): the tensor cores' truncation of a rounded value changes nothing.
+ *  - The GEMM work-group: WG_BM / 64 consumer warpgroups (wgmma, one m64nNk8 per 8 of k, as matmul_wg.h)
+ *    and one producer warp whose first work-item issues, per k-tile, mbarrier.arrive.expect_tx on the
+ *    stage's "full" barrier and the two bulk copies; before refilling a stage it waits for its "empty"
+ *    barrier, which every consumer work-item arrives on once its wgmma group on the stage is done.
+ *  - Every sm_90a/PTX 8.0 instruction is behind the //TLPTX marker (ptx_patch.h), so a compiler that does
+ *    not know them never sees them; the family is its own program, so a failure here cannot take
+ *    matmul_wg.cl's production rows with it.
+ *  - TC_EMULATE=1 (tests, PoCL): plain copies of the packed stages with barriers, the accumulators from
+ *    wg_mma_emu: the pack, the tile walk and the store run on any device; the mbarrier handoffs do not. */
+
+#include "matmul_wg_lib.h"
+
+/* P[b] = the packed tiles of X[b] ([R, K] at offX + b * sXb + r * sXr + k * sXk), BR x BK tiles, per batch
+ * sP floats apart. 32 x 32 blocks through local memory, 32 x 8 work-items: loads coalesced along whichever
+ * of X's strides is 1, stores as float4 chunks. */
+kernel __attribute__((reqd_work_group_size(32, 8, 1))) void
+tl_wg_pack_f32(int R, int K, int KT, int BR, int BK, global const float *X, int offX, int sXb, int sXr, int sXk,
+               global float *P, int sP)
+{
+    local float t[32][33];
+    const int lx = get_local_id(0), ly = get_local_id(1), k0 = get_group_id(0) * 32, r0 = get_group_id(1) * 32;
+    const int b = get_global_id(2);
+    X += offX + b * sXb;
+    P += (size_t)b * sP;
+    for (int j = ly; j < 32; j += 8) {
+        if (sXk == 1) {                                 /* t[row][k], lanes along k */
+            t[j][lx] = r0 + j < R && k0 + lx < K ? X[(r0 + j) * sXr + k0 + lx] : 0.0f;
+        } else {                                        /* lanes along the rows */
+            t[lx][j] = r0 + lx < R && k0 + j < K ? X[(r0 + lx) * sXr + (k0 + j) * sXk] : 0.0f;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int e = ly * 32 + lx, row = e / 8, ch = e % 8, k = k0 + 4 * ch, r = r0 + row;
+    if (k >= KT * BK) return;
+    const int rb = r / BR, rr = r % BR, kb = k / BK, c = (k % BK) / 4;
+    float4 v = (float4)(t[row][4 * ch], t[row][4 * ch + 1], t[row][4 * ch + 2], t[row][4 * ch + 3]);
+#if !TC_EMULATE
+    v = as_float4((uint4)(tc_tf32(v.x), tc_tf32(v.y), tc_tf32(v.z), tc_tf32(v.w)));
+#endif
+    *(global float4 *)(P + ((size_t)(rb * KT + kb) * BR + rr) * BK + 4 * (c ^ wg_swz(rr, 4 * BK))) = v;
+}
+
+#if !TC_EMULATE
+/* The stage's "full" barrier expects `bytes` more from copies, and this work-item's arrival counts. */
+static inline void
+wb_expect(uint bar, uint bytes)
+{
+    TC_ASM volatile("//TLPTX {\n"
+                    "//TLPTX .reg .b64 st;\n"
+                    "//TLPTX mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n"
+                    "//TLPTX }\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+/* `bytes` (a multiple of 16) from src (16-byte aligned) to the local address dst; completes on bar. */
+static inline void
+wb_bulk(uint dst, global const float *src, uint bytes, uint bar)
+{
+    TC_ASM volatile("//TLPTX cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                    ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+#endif
+
+#define WG_TAG 128x128x16s2
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 2
+#include "matmul_wgb.h"
+
+#define WG_TAG 128x128x8s5
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 5
+#include "matmul_wgb.h"
+
+#define WG_TAG 128x64x16s3
+#define WG_BM 128
+#define WG_BN 64
+#define WG_BK 16
+#define WG_STAGES 3
+#include "matmul_wgb.h"
+
+#define WG_TAG 64x128x16s3
+#define WG_BM 64
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 3
+#include "matmul_wgb.h"
+
+#define WG_TAG 256x128x8s3
+#define WG_BM 256
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 3
+#include "matmul_wgb.h"
