@@ -27,8 +27,8 @@
 enum { TC_NN, TC_NT, TC_TN, TC_TT, TC_LAYOUTS };
 typedef struct {
     const char *tag;
-    int bm, bn, warps, sweep, wg;                /* wg: a wgmma row, nt kernel only: 1 matmul_wg.cl, 2 matmul_wgb.cl */
-    int bk;                                      /* wg 2: the k of a tile (the operands' packing) */
+    int bm, bn, warps, sweep, wg;                /* wg: a wgmma row, nt kernel only: 1 matmul_wg.cl, 2 (3: paired) matmul_wgb.cl */
+    int bk;                                      /* wg 2, 3: the k of a tile (the operands' packing) */
     tl_kernel k[TC_LAYOUTS];
 } tc_config;
 
@@ -43,10 +43,12 @@ typedef struct {
       TL_KERNEL("matmul_wg", "")}}
 #define TC_ROWW(tag, bm, bn, sweep) TC_ROWWK(tag, bm, bn, (bm) / 16, sweep)   /* bm / 64 warpgroups */
 #define TC_ROWWP(tag, bm, bn, pw) TC_ROWWK(tag, bm, bn, (bm) / 16 + (pw), 1)   /* + pw producer warps */
-#define TC_ROWWB(tag, bm, bn, bk)   /* packed operands, bulk copies: bm / 64 warpgroups + 1 producer warp */    \
-    {"wgb" tag, bm, bn, (bm) / 16 + 1, 1, 2, bk,                                                            \
-     {TL_KERNEL("matmul_wgb", ""), TL_KERNEL("matmul_wgb", "tl_gemm_wgb_" tag "_f32"), TL_KERNEL("matmul_wgb", ""), \
+#define TC_ROWWBK(pre, tag, bm, bn, bk, wg)   /* packed operands, bulk copies: bm / 64 warpgroups + 1 warp */ \
+    {pre tag, bm, bn, (bm) / 16 + 1, 1, wg, bk,                                                            \
+     {TL_KERNEL("matmul_wgb", ""), TL_KERNEL("matmul_wgb", "tl_gemm_" pre "_" tag "_f32"), TL_KERNEL("matmul_wgb", ""), \
       TL_KERNEL("matmul_wgb", "")}}
+#define TC_ROWWB(tag, bm, bn, bk) TC_ROWWBK("wgb", tag, bm, bn, bk, 2)
+#define TC_ROWWC(tag, bm, bn, bk) TC_ROWWBK("wgc", tag, bm, bn, bk, 3)   /* work-groups in clusters of two */
 static tc_config configs[] = {
     TC_ROW("128x128x16w2x2s2", 128, 128, 4, 0),
     TC_ROW("64x64x32w2x2s2", 64, 64, 4, 0),
@@ -78,6 +80,9 @@ static tc_config configs[] = {
     TC_ROWWB("128x64x16s3", 128, 64, 16),
     TC_ROWWB("64x128x16s3", 64, 128, 16),
     TC_ROWWB("256x128x8s3", 256, 128, 8),
+    TC_ROWWC("128x128x16s2", 128, 128, 16),
+    TC_ROWWC("128x128x8s5", 128, 128, 8),
+    TC_ROWWC("256x128x8s3", 256, 128, 8),
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -258,7 +263,8 @@ packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, tl
 {
     const int ba = a->ndim == 3 ? (int)a->shape[0] : 1, bb = b->ndim == 3 ? (int)b->shape[0] : 1;
     const int batch = ba > bb ? ba : bb, KT = (K + c->bk - 1) / c->bk;
-    const size_t tm = (size_t)(M + c->bm - 1) / (size_t)c->bm, tn = (size_t)(N + c->bn - 1) / (size_t)c->bn;
+    size_t tm = (size_t)(M + c->bm - 1) / (size_t)c->bm, tn = (size_t)(N + c->bn - 1) / (size_t)c->bn;
+    tm += c->wg == 3 && tm % 2;                        /* pairs of tile rows: A padded with a zero tile row */
     const size_t sPA = tm * (size_t)c->bm * (size_t)KT * (size_t)c->bk, sPB = tn * (size_t)c->bn * (size_t)KT * (size_t)c->bk;
     if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch) || sPA * (size_t)ba > INT_MAX || sPB * (size_t)bb > INT_MAX)
         return 0;
@@ -289,7 +295,7 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     if (!tf32 || M < 2 || N < 2 || K < 1 || a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3) return 0;
     if ((ok = tc_capable()) <= 0) return ok;
     if (!wg_usable() || (forced >= 0 && !configs[forced].wg)) return 0;
-    if (forced >= 0 && configs[forced].wg == 2) {          /* a packed row (sweeps): the whole product here */
+    if (forced >= 0 && configs[forced].wg >= 2) {          /* a packed row (sweeps): the whole product here */
         if ((ok = wg_prepare(forced)) <= 0 || (ok = packed_product(&configs[forced], a, b, M, N, K, a2)) <= 0) return ok;
         *b2 = NULL;
         return 2;

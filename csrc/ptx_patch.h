@@ -7,6 +7,8 @@
 #include <stddef.h>
 
 #define TL_PTX_MARK "//TLPTX "
+/* A kernel-entry directive (e.g. ".reqnctapercluster 2, 1, 1") written in the body: moved before the body. */
+#define TL_PTX_ENTRY "//TLPTX_ENTRY "
 
 /* 1 when the text carries the marker (it needs the patch), else 0. */
 int tl_ptx_marked(const char *ptx, size_t len);

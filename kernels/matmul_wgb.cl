@@ -69,6 +69,47 @@ wb_bulk(uint dst, global const float *src, uint bytes, uint bar)
     TC_ASM volatile("//TLPTX cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                     ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
+
+/* Like wb_bulk into the same local address of both work-groups of the cluster, completing on the same bar. */
+static inline void
+wb_bulk_pair(uint dst, global const float *src, uint bytes, uint bar)
+{
+    TC_ASM volatile("//TLPTX {\n"
+                    "//TLPTX .reg .b16 msk;\n"
+                    "//TLPTX mov.b16 msk, 3;\n"
+                    "//TLPTX cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], msk;\n"
+                    "//TLPTX }\n" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+/* Lanes 0 and 1 of the calling warp: one arrival each on the mbarrier at local address bar of the
+ * cluster's work-group 0 and 1. Lane and work-group come from %laneid inside the asm: with them as
+ * operands (or a branch around the call) ptxas serialised the wgmma pipeline (C7515) in the local check. */
+static inline void
+wb_arrive_pair(uint bar)
+{
+    TC_ASM volatile("//TLPTX {\n"
+                    "//TLPTX .reg .b32 ra, ln;\n"
+                    "//TLPTX .reg .pred p;\n"
+                    "//TLPTX mov.u32 ln, %%laneid;\n"
+                    "//TLPTX setp.lt.u32 p, ln, 2;\n"
+                    "//TLPTX and.b32 ln, ln, 1;\n"
+                    "//TLPTX mapa.shared::cluster.u32 ra, %0, ln;\n"
+                    "//TLPTX @p mbarrier.arrive.shared::cluster.b64 _, [ra];\n"
+                    "//TLPTX }\n" ::"r"(bar) : "memory");
+}
+
+static inline void
+wb_init_fence(void)
+{
+    TC_ASM volatile("//TLPTX fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+static inline void
+wb_cluster_sync(void)                                   /* every work-item of both work-groups */
+{
+    TC_ASM volatile("//TLPTX barrier.cluster.arrive;\n"
+                    "//TLPTX barrier.cluster.wait;\n" ::: "memory");
+}
 #endif
 
 #define WG_TAG 128x128x16s2
@@ -104,4 +145,28 @@ wb_bulk(uint dst, global const float *src, uint bytes, uint bar)
 #define WG_BN 128
 #define WG_BK 8
 #define WG_STAGES 3
+#include "matmul_wgb.h"
+
+#define WG_TAG 128x128x16s2
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 2
+#define WB_PAIR 1
+#include "matmul_wgb.h"
+
+#define WG_TAG 128x128x8s5
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 5
+#define WB_PAIR 1
+#include "matmul_wgb.h"
+
+#define WG_TAG 256x128x8s3
+#define WG_BM 256
+#define WG_BN 128
+#define WG_BK 8
+#define WG_STAGES 3
+#define WB_PAIR 1
 #include "matmul_wgb.h"

@@ -1,7 +1,17 @@
-/* matmul_wgb.h: one kernel of kernels/matmul_wgb.cl, tl_gemm_wgb_<tag>_f32, for the configuration the
- * includer sets (WG_TAG, WG_BM = 64 x consumer warpgroups, WG_BN = the wgmma width N, WG_BK, WG_STAGES >= 2).
+/* matmul_wgb.h: one kernel of kernels/matmul_wgb.cl, tl_gemm_wgb_<tag>_f32 (or, with WB_PAIR 1,
+ * tl_gemm_wgc_<tag>_f32), for the configuration the includer sets (WG_TAG, WG_BM = 64 x consumer warpgroups,
+ * WG_BN = the wgmma width N, WG_BK, WG_STAGES >= 2, optional WB_PAIR).
  * C[b] = A[b] @ B[b]^T from the packed A [M, K] (PA + b * sPA) and B [N, K] (PB + b * sPB), KT k-tiles;
- * C contiguous [M, N] a batch. Launch: (tiles x WB_THREADS, batches), work-groups of WB_THREADS. */
+ * C contiguous [M, N] a batch. Launch: (tiles x WB_THREADS, batches), work-groups of WB_THREADS.
+ * WB_PAIR: work-groups run as clusters of two (.reqnctapercluster, added by the PTX patch) on tile rows 2p
+ * and 2p + 1 of one tile column (the packed A padded to an even number of tile rows): each loads its own A
+ * and multicasts its half of the shared B tile into both, so the pair reads 3/4 of the bytes from L2; each
+ * "full" barrier expects its A and both halves, and a stage is refilled once the consumers of both (one
+ * arrival a warp on each work-group's "empty") are done with it. Cluster barriers after the barriers'
+ * initialisation and before exit (no remote arrival may land in a finished work-group). */
+#ifndef WB_PAIR
+#define WB_PAIR 0
+#endif
 #define WB_CW (WG_BM / 64 * 128)            /* consumer work-items; the producer warp follows them */
 #define WB_THREADS (WB_CW + 32)
 #define WB_ASZ (WG_BM * WG_BK)              /* floats of a stage's A tile, then its B tile */
@@ -15,15 +25,31 @@
 #define WG_WAIT0 WG_CAT(wg_wait0_n, WG_BN)
 #define WG_WAIT1 WG_CAT(wg_wait1_n, WG_BN)
 
+#if WB_PAIR
+#define WB_NAME WG_CAT(WG_CAT(tl_gemm_wgc_, WG_TAG), _f32)
+#define WB_EMPTY (2 * WB_CW / 32)           /* arrivals that free a stage: a warp of each work-group */
+#else
+#define WB_NAME WG_CAT(WG_CAT(tl_gemm_wgb_, WG_TAG), _f32)
+#define WB_EMPTY WB_CW                      /* every consumer work-item */
+#endif
+
 kernel __attribute__((reqd_work_group_size(WB_THREADS, 1, 1))) void
-WG_CAT(WG_CAT(tl_gemm_wgb_, WG_TAG), _f32)(int M, int N, int KT, global const float *PA, int sPA,
-                                           global const float *PB, int sPB, global float *C)
+WB_NAME(int M, int N, int KT, global const float *PA, int sPA, global const float *PB, int sPB, global float *C)
 {
     local float S[WG_STAGES * WB_STAGE] __attribute__((aligned(1024)));
     const int tid = get_local_id(0), b = get_group_id(1);
     const int tm = (M + WG_BM - 1) / WG_BM, tn = (N + WG_BN - 1) / WG_BN;
     int pm, pn;
+#if WB_PAIR
+    const uint rank = get_group_id(0) & 1;              /* in the cluster of two along dim 0 */
+#if !TC_EMULATE
+    TC_ASM volatile("//TLPTX_ENTRY .reqnctapercluster 2, 1, 1\n" ::: "memory");   /* moved to the entry by the patch */
+#endif
+    tc_tile_order(get_group_id(0) / 2, (tm + 1) / 2, tn, &pm, &pn);
+    pm = 2 * pm + (int)rank;
+#else
     tc_tile_order(get_group_id(0), tm, tn, &pm, &pn);
+#endif
     const int m0 = pm * WG_BM, n0 = pn * WG_BN;
     global const float *pa = PA + (size_t)b * sPA + (size_t)pm * KT * WB_ASZ;   /* this tile row's k-tiles */
     global const float *pb = PB + (size_t)b * sPB + (size_t)pn * KT * WB_BSZ;
@@ -40,12 +66,15 @@ WG_CAT(WG_CAT(tl_gemm_wgb_, WG_TAG), _f32)(int M, int N, int KT, global const fl
     }
 #else
     local ulong bars[2 * WG_STAGES];                    /* full[s], then empty[s] */
-    if (tid == 0)
+    if (tid == 0) {
         for (int s = 0; s < WG_STAGES; s++) {
             wg_bar_init(tc_saddr((local float *)&bars[s]), 1);
-            wg_bar_init(tc_saddr((local float *)&bars[WG_STAGES + s]), WB_CW);
+            wg_bar_init(tc_saddr((local float *)&bars[WG_STAGES + s]), WB_EMPTY);
         }
+        if (WB_PAIR) wb_init_fence();                   /* the barriers, visible to the other work-group */
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
+    if (WB_PAIR) wb_cluster_sync();                     /* ... which has initialised its own */
     if (tid >= WB_CW) {                                 /* the producer warp: its first work-item copies */
         if (tid == WB_CW)
             for (int kt = 0; kt < KT; kt++) {
@@ -54,8 +83,14 @@ WG_CAT(WG_CAT(tl_gemm_wgb_, WG_TAG), _f32)(int M, int N, int KT, global const fl
                 if (kt >= WG_STAGES) wg_bar_wait(tc_saddr((local float *)&bars[WG_STAGES + s]), (kt / WG_STAGES - 1) & 1);
                 wb_expect(full, WB_STAGE * 4);
                 wb_bulk(tc_saddr(S + s * WB_STAGE), pa + (size_t)kt * WB_ASZ, WB_ASZ * 4, full);
+#if WB_PAIR                                             /* this work-group's half of B, into both */
+                wb_bulk_pair(tc_saddr(S + s * WB_STAGE + WB_ASZ + rank * (WB_BSZ / 2)),
+                             pb + (size_t)kt * WB_BSZ + rank * (WB_BSZ / 2), WB_BSZ * 2, full);
+#else
                 wb_bulk(tc_saddr(S + s * WB_STAGE + WB_ASZ), pb + (size_t)kt * WB_BSZ, WB_BSZ * 4, full);
+#endif
             }
+        if (WB_PAIR) wb_cluster_sync();
         return;
     }
     const int grp = tid / 128;
@@ -68,13 +103,24 @@ WG_CAT(WG_CAT(tl_gemm_wgb_, WG_TAG), _f32)(int M, int N, int KT, global const fl
         for (int kk = 0; kk < WG_BK / 8; kk++) WG_MMA(d, da + 2 * kk, db + 2 * kk);
         wg_commit();
         WG_WAIT1(d);                                    /* tile kt - 1's group is done: its stage is free */
-        if (kt > 0) wg_bar_arrive(tc_saddr((local float *)&bars[WG_STAGES + (kt - 1) % WG_STAGES]));
+        const uint empty = tc_saddr((local float *)&bars[WG_STAGES + (kt - 1) % WG_STAGES]);
+#if WB_PAIR                                             /* lane r frees the stage in work-group r */
+        if (kt > 0) wb_arrive_pair(empty);
+#else
+        if (kt > 0) wg_bar_arrive(empty);
+#endif
     }
     WG_WAIT0(d);
 #endif
     if (tid < WB_CW) WG_STORE(d, m0, n0, tid);
+#if WB_PAIR && !TC_EMULATE
+    wb_cluster_sync();                                  /* no remote arrival may land after this one exits */
+#endif
 }
 
+#undef WB_NAME
+#undef WB_EMPTY
+#undef WB_PAIR
 #undef WB_CW
 #undef WB_THREADS
 #undef WB_ASZ

@@ -242,7 +242,7 @@ def test_emulated_swizzle_knobs():
 
 PACKED = EMULATED_PROLOGUE + """
 rng, bad, n0 = np.random.default_rng(11), [], tlgpu._C._gemm_tc()["wgmma_launches"]
-for i, tag in enumerate(t for t in info["configs"] if t.startswith("wgb")):
+for i, tag in enumerate(t for t in info["configs"] if t.startswith(("wgb", "wgc"))):
     tlgpu._C._gemm_tc(tag)
     for m, k, n in [(131, 77, 65), (40, 24, 140), (270, 8, 260)][i % 2:]:
         a = rng.integers(-3, 4, (m, k)).astype(np.float32)
@@ -262,13 +262,14 @@ for i, tag in enumerate(t for t in info["configs"] if t.startswith("wgb")):
         if got.shape != ref.shape or not np.array_equal(got, ref.astype(np.float64)):
             bad.append(f"{tag} {name}")
 print("RESULT " + json.dumps({"bad": bad, "launches": tlgpu._C._gemm_tc()["wgmma_launches"] - n0,
-                              "tags": sum(t.startswith("wgb") for t in info["configs"])}))
+                              "tags": sum(t.startswith(("wgb", "wgc")) for t in info["configs"])}))
 """
 
 
 def test_emulated_packed_rows():
     """The sweep-only packed rows (kernels/matmul_wgb.cl: operands packed into swizzled, zero-padded tiles,
-    then 1-D bulk copies; forced with _gemm_tc(tag)), emulated: the pack of every layout (a @ b, a @ b.T,
+    then 1-D bulk copies, "wgc" in clusters of two; forced with _gemm_tc(tag)), emulated: the pack of
+    every layout (a @ b, a @ b.T,
     a.T @ b, a.T @ b.T), batches (broadcast too), strided views and tile edges exact, one product launch
     each. The mbarrier handoffs between the producer warp and the consumers run on the GPU only."""
     import json
@@ -278,8 +279,8 @@ def test_emulated_packed_rows():
     res = json.loads(r.stdout.split("RESULT ")[-1])
     if "skip" in res:
         pytest.skip(res["skip"])
-    assert res["bad"] == [] and res["tags"] == 5
-    assert res["launches"] == 3 * 3 * 4 + 2 * 2 * 4 + 5 * 3     # one per product, the pack launches apart
+    assert res["bad"] == [] and res["tags"] == 8
+    assert res["launches"] == 4 * 3 * 4 + 4 * 2 * 4 + 8 * 3     # one per product, the pack launches apart
 
 
 WGMMA_RULE = EMULATED_PROLOGUE + """
@@ -379,6 +380,15 @@ def test_ptx_patch():
         patch(PTX.replace("sm_90,", "sm_90a,"))                    # already patched: not sm_90 itself
     with pytest.raises(ValueError, match="no //TLPTX marker"):
         patch(PTX.replace("//TLPTX ", ""))
+    # a marked directive moves to just before its kernel's body, whatever comes first in the body
+    two = "".join(f".entry k{i}(\n\t.param .u32 k{i}_param_0\n)\n.reqntid 288, 1, 1\n{{\n\t.reg .b32 %r<9>;\n"
+                  f"\t// begin inline asm\n\t{mark}\n\t// end inline asm\n\t//TLPTX wgmma.fence.sync.aligned;\n}}\n"
+                  for i, mark in enumerate(["//TLPTX_ENTRY .reqnctapercluster 2, 1, 1", "// nothing"]))
+    out = patch(PTX + two)
+    k0, k1 = out.split(".entry k0(")[1].split(".entry k1(")
+    assert ".reqntid 288, 1, 1\n.reqnctapercluster 2, 1, 1\n{\n\t.reg .b32" in k0
+    assert k0.count("reqnctapercluster") == 1 and "\t\n\t// end inline asm" in k0
+    assert "reqnctapercluster" not in k1 and "TLPTX" not in out
 
 
 def emulated(code, env):
