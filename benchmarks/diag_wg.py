@@ -1,7 +1,8 @@
 """Diagnoses the wgmma TF32 rows (kernels/matmul_wg.cl) on an NVIDIA device of compute capability 9.0: builds
 the family (patched PTX, ptx_patch.h), then for each row runs x @ w.T on one-hot rows of x against w[n, k] =
 16n + k, so each output names the (n, k) the hardware used for it, and prints how many outputs are right
-and the first wrong ones decoded; then random integer products at tile edges. Usage:
+and the first wrong ones decoded; then random integer products at tile edges. Exit status 1 when a row is
+wrong or fails (benchmarks/sweep_wg.sh keeps only the rows that pass). Usage:
 TLGPU_PTX_DUMP=dir python3 benchmarks/diag_wg.py [tags...]"""
 import json
 import os
@@ -44,16 +45,22 @@ def main():
     print(json.dumps({k: info[k] for k in ("capability", "wgmma", "wgmma_error")}))
     tlgpu.set_matmul_precision("tf32")
     rng = np.random.default_rng(0)
-    for tag in sys.argv[1:] or [t for t in info["configs"] if t.startswith("wg")]:
+    failed, tags = 0, sys.argv[1:] or [t for t in info["configs"] if t.startswith("wg")]
+    for tag in tags:
         try:
             r = one_hot(tag)
             r["edges"] = edges(tag, rng)
+            failed += r["right"] != r["of"] or any(not e.endswith(":0") for e in r["edges"])
         except Exception as e:
             r = {"tag": tag, "error": f"{type(e).__name__}: {str(e)[:1500]}"}
+            failed += 1
         print(json.dumps(r), flush=True)
-    log = tlgpu._C._build_log("matmul_wg")
-    print("\n".join(line for line in log.splitlines() if "registers" in line or "spill" in line or "error" in line or "C75" in line)[:6000])
+    for fam in sorted({"matmul_wgb" if t.startswith(("wgb", "wgc")) else "matmul_wg" for t in tags}):
+        log = tlgpu._C._build_log(fam)
+        print(fam, "\n".join(line for line in log.splitlines()
+                              if "registers" in line or "spill" in line or "error" in line or "C75" in line)[:6000])
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
