@@ -45,9 +45,7 @@ tl_wg_pack_f32(int R, int K, int KT, int BR, int BK, global const float *X, int 
     if (k >= KT * BK) return;
     const int rb = r / BR, rr = r % BR, kb = k / BK, c = (k % BK) / 4;
     float4 v = (float4)(t[row][4 * ch], t[row][4 * ch + 1], t[row][4 * ch + 2], t[row][4 * ch + 3]);
-#if !TC_EMULATE
     v = as_float4((uint4)(tc_tf32(v.x), tc_tf32(v.y), tc_tf32(v.z), tc_tf32(v.w)));
-#endif
     *(global float4 *)(P + ((size_t)(rb * KT + kb) * BR + rr) * BK + 4 * (c ^ wg_swz(rr, 4 * BK))) = v;
 }
 
