@@ -92,12 +92,4 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
 #undef WG_ASZ
 #undef WG_STAGE
 #undef WG_NC
-#undef WG_MMA
-#undef WG_FENCE
-#undef WG_WAIT0
-#undef WG_WAIT1
-#undef WG_TAG
-#undef WG_BM
-#undef WG_BN
-#undef WG_BK
-#undef WG_STAGES
+#include "matmul_wg_end.h"

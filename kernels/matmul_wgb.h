@@ -126,12 +126,4 @@ WB_NAME(int M, int N, int KT, global const float *PA, int sPA, global const floa
 #undef WB_ASZ
 #undef WB_BSZ
 #undef WB_STAGE
-#undef WG_MMA
-#undef WG_FENCE
-#undef WG_WAIT0
-#undef WG_WAIT1
-#undef WG_TAG
-#undef WG_BM
-#undef WG_BN
-#undef WG_BK
-#undef WG_STAGES
+#include "matmul_wg_end.h"
