@@ -18,22 +18,28 @@
 enum { SG_NN, SG_NT, SG_TN, SG_TT, SG_LAYOUTS };
 typedef struct {
     const char *tag;
-    int bm, bn, sweep, waves;                    /* waves: taken only when its grid fills the device this often */
+    int bm, bn, tmn, sweep, waves;               /* tmn: outputs a work-item; waves: taken only when its grid
+                                                  * fills the device this often */
     tl_kernel k[SG_LAYOUTS];
 } sg_config;
 
-#define SG_ROW(tag, bm, bn, sweep, waves)                                                                   \
-    {tag, bm, bn, sweep, waves,                                                                              \
+#define SG_ROW(tag, bm, bn, tmn, sweep, waves)                                                              \
+    {tag, bm, bn, tmn, sweep, waves,                                                                         \
      {TL_KERNEL("matmul_sg", "tl_gemm_sg_nn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_nt_" tag "_f32"), \
       TL_KERNEL("matmul_sg", "tl_gemm_sg_tn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_tt_" tag "_f32")}}
 static sg_config configs[] = {
-    SG_ROW("128x64x16", 128, 64, 0, 8),           /* H100: 41-43 TFLOP/s at 4096 against 38-39 for 128x128x8 */
-    SG_ROW("128x128x8", 128, 128, 0, 1),          /* ... and 38 at 2048, where 128x64x16 ran 32 */
-    SG_ROW("128x64x8", 128, 64, 0, 1),
-    SG_ROW("64x64x8", 64, 64, 0, 1),
-    SG_ROW("128x128x16", 128, 128, 1, 1),
-    SG_ROW("64x128x8", 64, 128, 1, 1),
-    SG_ROW("64x64x16", 64, 64, 1, 1),
+    SG_ROW("128x64x16", 128, 64, 64, 0, 8),       /* H100: 41-43 TFLOP/s at 4096 against 38-39 for 128x128x8 */
+    SG_ROW("128x128x8", 128, 128, 64, 0, 1),      /* ... and 38 at 2048, where 128x64x16 ran 32 */
+    SG_ROW("128x64x8", 128, 64, 64, 0, 1),
+    SG_ROW("64x64x8", 64, 64, 64, 0, 1),
+    SG_ROW("128x128x16", 128, 128, 64, 1, 1),
+    SG_ROW("64x128x8", 64, 128, 64, 1, 1),
+    SG_ROW("64x64x16", 64, 64, 64, 1, 1),
+    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 1),   /* 16x8 or 8x16 outputs a work-item, not yet timed */
+    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 1),
+    SG_ROW("128x128x16t16x8", 128, 128, 128, 1, 1),
+    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 1),
+    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 1),
 };
 enum { SG_NCONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -106,7 +112,7 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
         if (groups >= (size_t)configs[i].waves * rt->info.compute_units || last) c = &configs[i];
         if (c != NULL && mode == 1 && groups < rt->info.compute_units / 2) return 0;   /* the tiers' smaller tiles */
     }
-    const size_t threads = (size_t)c->bm * (size_t)c->bn / 64;
+    const size_t threads = (size_t)c->bm * (size_t)c->bn / (size_t)c->tmn;
     *kh = &c->k[lay];
     if (tl_kernel_py(*kh) == NULL) return -1;
     if ((*kh)->wg < threads) return 0;            /* too many registers for the work-group: the tiers */
@@ -139,8 +145,9 @@ tl_gemm_sg_info(PyObject *Py_UNUSED(m), PyObject *args)
     int nv = sg_nvidia();
     if (nv < 0 || (tags = PyList_New(0)) == NULL) return NULL;
     for (int i = 0; i < SG_NCONFIGS; i++) {
-        PyObject *s = Py_BuildValue("{s:s,s:i,s:i,s:O}", "tag", configs[i].tag, "bm", configs[i].bm, "bn",
-                                    configs[i].bn, "sweep", configs[i].sweep ? Py_True : Py_False);
+        PyObject *s = Py_BuildValue("{s:s,s:i,s:i,s:i,s:O}", "tag", configs[i].tag, "bm", configs[i].bm, "bn",
+                                    configs[i].bn, "threads", configs[i].bm * configs[i].bn / configs[i].tmn,
+                                    "sweep", configs[i].sweep ? Py_True : Py_False);
         if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
         Py_DECREF(s);
     }

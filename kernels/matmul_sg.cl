@@ -26,7 +26,10 @@
  * element by element with bounds checks. The operands are restrict (C is always a fresh tensor; A and B,
  * which may be one buffer, are only read), so NVIDIA may read them through the non-coherent cache.
  * Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD, SG_GROUP, SG_LN, SG_SWEEP (the sweep-only tags);
- * csrc/gemm_sg.c holds the same tag table. */
+ * csrc/gemm_sg.c holds the same tag table. Sweep-only, on a generalised body (sg_gemm_x; the production
+ * rows keep sg_gemm, whose code they were timed with): tags ending t16x8 / t8x16 (16x8 or 8x16 outputs a
+ * work-item, quadrants a quarter tile apart), SG_RDB=1 (register double-buffered fragments), SG_T4=1
+ * (float4 local stores of k-contiguous tiles after a 4x4 transpose), SG_GEN=1 (the 8x8 tags on it too). */
 
 #ifndef SG_PAD
 #define SG_PAD 4
@@ -42,6 +45,15 @@
 #endif
 #ifndef SG_GROUP
 #define SG_GROUP 8
+#endif
+#ifndef SG_RDB
+#define SG_RDB 0                                  /* 1: fragments of k + 1 loaded before k's FMAs (two sets) */
+#endif
+#ifndef SG_T4
+#define SG_T4 0                                   /* 1: k-contiguous tiles stored as float4 after a 4x4 transpose */
+#endif
+#ifndef SG_GEN
+#define SG_GEN 0                                  /* 1: the 8x8 tags on sg_gemm_x too (its code, no knob) */
 #endif
 #define SG_CAT_(a, b) a##b
 #define SG_CAT(a, b) SG_CAT_(a, b)
@@ -67,15 +79,44 @@ sg_tile_order(int pid, int tm, int tn, int *pm, int *pn)
     *pn = in / rows;
 }
 
+/* Where the SG_T4 knob (4x4 blocks) loads operand X: alongk, one of its BR x BK / 16 blocks of 4 rows by
+ * 4 k; a phase of 8 work-items (one 16-byte local store) takes 4 row quads by 2 k quads, so the stores of
+ * sg_store land on 8 distinct 16-byte bank groups (SG_PAD 4) and each row's loads are 32-byte sectors. */
+static inline void
+sg_block(int q, int BK, int *rq, int *kq)
+{
+    const int kh = BK / 8, rest = q / 8;         /* k quads / 2 */
+    *kq = (q / 4) % 2 + 2 * (rest % kh);
+    *rq = q % 4 + 4 * (rest / kh);
+}
+
 /* The k-tile at k0 of one operand (BR of its rows or columns from r0, `rows` in all, stride s along the
  * other index) into r[]: alongk, X[row * s + k] read as float4 of 4 k; else X[k * s + row], float4 of 4
- * rows. Rows clamped into the matrix, k past K read as zeros. */
+ * rows. Rows clamped into the matrix, k past K read as zeros. With SG_T4 an alongk operand is read as
+ * 4x4 blocks (sg_block), 4 float4 each, by the first BR BK / 16 work-items when there are fewer. */
 static inline void
 sg_load(float4 *r, global const float *X, int s, int rows, int r0, int K, int k0, int BR, int BK, int NT,
         int alongk, int tid)
 {
+    if (SG_T4 && alongk) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) {                     /* 16 BK / BR of them: constant once inlined */
+        for (int i = 0; i < 2; i++) {                /* max(1, BR BK / 16 / NT) blocks */
+            if (i >= max(1, BR * BK / 16 / NT)) break;
+            const int q = tid + i * NT;
+            int rq, kq;
+            sg_block(q, BK, &rq, &kq);
+            const int k = k0 + kq * 4;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int row = min(r0 + rq * 4 + j, rows - 1);
+                r[4 * i + j] = k < K && q < BR * BK / 16 ? *(global const float4 *)(X + row * s + k)
+                                                         : (float4)(0.0f);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) {                     /* BR BK / 4 / NT of them: constant once inlined */
         if (i >= BR * BK / 4 / NT) break;
         const int q = tid + i * NT;
         if (alongk) {
@@ -88,13 +129,31 @@ sg_load(float4 *r, global const float *X, int s, int rows, int r0, int K, int k0
     }
 }
 
-/* r[] (as sg_load left it) into the local tile L[k][row] (row stride BR + SG_PAD). */
+/* r[] (as sg_load left it) into the local tile L[k][row] (row stride BR + SG_PAD): an alongk operand by 4
+ * scalar stores a float4 (a transpose), or with SG_T4 a 4x4 block transposed in registers, 4 float4 stores. */
 static inline void
 sg_store(local float *L, const float4 *r, int BR, int BK, int NT, int alongk, int tid)
 {
     const int ld = BR + SG_PAD;
+    if (SG_T4 && alongk) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) {                     /* 16 BK / BR of them: constant once inlined */
+        for (int i = 0; i < 2; i++) {
+            if (i >= max(1, BR * BK / 16 / NT)) break;
+            const int q = tid + i * NT;
+            int rq, kq;
+            sg_block(q, BK, &rq, &kq);
+            if (q >= BR * BK / 16) break;            /* whole warps: BR BK / 16 is a multiple of 32 */
+            local float *p = L + kq * 4 * ld + rq * 4;
+            const float4 r0 = r[4 * i], r1 = r[4 * i + 1], r2 = r[4 * i + 2], r3 = r[4 * i + 3];
+            *(local float4 *)p = (float4)(r0.x, r1.x, r2.x, r3.x);
+            *(local float4 *)(p + ld) = (float4)(r0.y, r1.y, r2.y, r3.y);
+            *(local float4 *)(p + 2 * ld) = (float4)(r0.z, r1.z, r2.z, r3.z);
+            *(local float4 *)(p + 3 * ld) = (float4)(r0.w, r1.w, r2.w, r3.w);
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) {                     /* BR BK / 4 / NT of them: constant once inlined */
         if (i >= BR * BK / 4 / NT) break;
         const int q = tid + i * NT;
         if (alongk) {
@@ -122,6 +181,26 @@ sg_put(global float *C, int M, int N, int row, int col, float4 v, int whole)
 #pragma unroll
     for (int j = 0; j < 4; j++)
         if (col + j < N) C[row * N + col + j] = e[j];
+}
+
+/* A work-item's fragments of local k row k: TM / 4 float4 of A (BM / TM float4 apart) into a[], TN / 4 of
+ * B (BN / TN apart) into c[]. */
+static inline void
+sg_frag(float *a, float *c, local const float *as, local const float *bs, int k, int lda, int ldb, int BM,
+        int BN, int TM, int TN)
+{
+    local const float4 *pa = (local const float4 *)(as + k * lda), *pb = (local const float4 *)(bs + k * ldb);
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        if (q < TM / 4) {
+            const float4 v = pa[q * (BM / TM)];
+            a[4 * q] = v.x, a[4 * q + 1] = v.y, a[4 * q + 2] = v.z, a[4 * q + 3] = v.w;
+        }
+        if (q < TN / 4) {
+            const float4 v = pb[q * (BN / TN)];
+            c[4 * q] = v.x, c[4 * q + 1] = v.y, c[4 * q + 2] = v.z, c[4 * q + 3] = v.w;
+        }
+    }
 }
 
 /* The work-group's tile of C = A @ B; sa, sb: A's and B's strides other than the unit one. */
@@ -187,6 +266,83 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
     }
 }
 
+/* sg_gemm generalised (the sweep-only tags and knobs; the production rows keep sg_gemm): each work-item
+ * owns TM x TN outputs (8 or 16 each) in 4x4 quadrants 4 BM / TM rows and 4 BN / TN columns apart; SG_RDB
+ * loads k + 1's fragments before k's FMAs, SG_T4 stores k-contiguous tiles as float4. LLVM optimises this
+ * body before inlining it (TM, TN unknown) and fully unrolls a loop of unknown count only up to 8, so the
+ * loops over TM and TN run to constant counts (8, or 16 as 2 x 8) and break at TM, TN. */
+static inline __attribute__((always_inline)) void    /* constant tiles in each kernel: never a call */
+sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float *B, int sb,
+          global float *C, int calign, local float *As, local float *Bs, const int BM, const int BN,
+          const int BK, const int TM, const int TN, const int ak, const int bn)
+{
+    const int NT = BM * BN / (TM * TN), tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD;
+    const int warp = tid / 32, lane = tid % 32, wn = BN / (TN * SG_LN);    /* warps along n */
+    const int tm = (warp / wn) * (32 / SG_LN) + lane / SG_LN, tn = (warp % wn) * SG_LN + lane % SG_LN;
+    int pm, pn;
+    sg_tile_order(get_group_id(0), (M + BM - 1) / BM, (N + BN - 1) / BN, &pm, &pn);
+    const int m0 = pm * BM, n0 = pn * BN, nk = (K + BK - 1) / BK;
+    float4 ra[8], rb[8];                              /* BK BM / 4 / NT (BK BN / 4 / NT) of them used */
+    float acc[16][16];                                /* TM x TN of them used */
+#pragma unroll
+    for (int i = 0; i < 16; i++)                      /* constant counts: unrolled before inlining */
+#pragma unroll
+        for (int j = 0; j < 16; j++) acc[i][j] = 0.0f;
+
+    sg_load(ra, A, sa, M, m0, K, 0, BM, BK, NT, ak, tid);
+    sg_load(rb, B, sb, N, n0, K, 0, BN, BK, NT, !bn, tid);
+    sg_store(As, ra, BM, BK, NT, ak, tid);
+    sg_store(Bs, rb, BN, BK, NT, !bn, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int kt = 0; kt < nk; kt++) {
+        const int cur = kt & 1, more = kt + 1 < nk;
+        if (more) {                                   /* the next k-tile, in flight during the FMAs */
+            sg_load(ra, A, sa, M, m0, K, (kt + 1) * BK, BM, BK, NT, ak, tid);
+            sg_load(rb, B, sb, N, n0, K, (kt + 1) * BK, BN, BK, NT, !bn, tid);
+        }
+        local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
+        float a[2][16], c[2][16];                     /* SG_RDB: k + 1's fragments loaded before k's FMAs */
+        if (SG_RDB) sg_frag(a[0], c[0], as, bs, 0, lda, ldb, BM, BN, TM, TN);
+        for (int k8 = 0; k8 < BK; k8 += 8) {          /* BK / 8 steps of 8 k, each fully unrolled */
+#pragma unroll
+            for (int k = k8; k < k8 + 8; k++) {
+                const int f = SG_RDB ? k & 1 : 0;
+                if (SG_RDB) sg_frag(a[f ^ 1], c[f ^ 1], as, bs, k + 1 < BK ? k + 1 : 0, lda, ldb, BM, BN, TM, TN);
+                else sg_frag(a[0], c[0], as, bs, k, lda, ldb, BM, BN, TM, TN);
+#pragma unroll
+                for (int i = 0; i < 16; i++) {        /* loops of 8 (and a 2-count break): LLVM unrolls */
+                    if (i >= TM) break;               /* counts up to 8 only, before inlining sets TM, TN */
+#pragma unroll
+                    for (int j0 = 0; j0 < 16; j0 += 8) {
+                        if (j0 >= TN) break;
+#pragma unroll
+                        for (int j = j0; j < j0 + 8; j++) acc[i][j] = mad(a[f][i], c[f][j], acc[i][j]);
+                    }
+                }
+            }
+        }
+        if (more) {
+            sg_store(As + (cur ^ 1) * BK * lda, ra, BM, BK, NT, ak, tid);
+            sg_store(Bs + (cur ^ 1) * BK * ldb, rb, BN, BK, NT, !bn, tid);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    const int whole = calign && m0 + BM <= M && n0 + BN <= N;
+#pragma unroll
+    for (int i = 0; i < 16; i++) {
+        if (i >= TM) break;
+        const int row = m0 + (i / 4) * (4 * BM / TM) + tm * 4 + i % 4;
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            if (h >= TN / 4) break;
+            sg_put(C, M, N, row, n0 + h * (4 * BN / TN) + tn * 4,
+                   (float4)(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2],
+                             acc[i][4 * h + 3]), whole);
+        }
+    }
+}
+
 /* tags: BM x BN x BK. Production rows first (csrc/gemm_sg.c picks the first whose grid fills the device);
  * SG_SWEEP adds the ones only benchmarks/sweep_sgemm.py times. */
 #define SG_TAG 128x64x16
@@ -230,5 +386,41 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
 #define SG_BM 64
 #define SG_BN 64
 #define SG_BK 16
+#include "matmul_sg.h"
+
+/* Bigger work-item tiles (t<TM>x<TN>: 128 outputs, 6 float4 local reads a k step instead of 4 for 64). */
+#define SG_TAG 128x128x8t16x8
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 8
+#define SG_TM 16
+#include "matmul_sg.h"
+
+#define SG_TAG 128x128x8t8x16
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 8
+#define SG_TN 16
+#include "matmul_sg.h"
+
+#define SG_TAG 128x128x16t16x8
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 16
+#define SG_TM 16
+#include "matmul_sg.h"
+
+#define SG_TAG 256x128x8t16x8
+#define SG_BM 256
+#define SG_BN 128
+#define SG_BK 8
+#define SG_TM 16
+#include "matmul_sg.h"
+
+#define SG_TAG 128x256x8t8x16
+#define SG_BM 128
+#define SG_BN 256
+#define SG_BK 8
+#define SG_TN 16
 #include "matmul_sg.h"
 #endif

@@ -1,13 +1,22 @@
 /* matmul_sg.h: one tile configuration of kernels/matmul_sg.cl (whose banner describes the design): four
- * kernels tl_gemm_sg_{nn,nt,tn,tt}_<SG_TAG>_f32 over SG_BM x SG_BN x SG_BK tiles, SG_BM * SG_BN / 64
- * work-items of 8x8 outputs each. Included once per tag; the tag's macros are undefined at the end. */
+ * kernels tl_gemm_sg_{nn,nt,tn,tt}_<SG_TAG>_f32 over SG_BM x SG_BN x SG_BK tiles, SG_BM * SG_BN / (SG_TM *
+ * SG_TN) work-items of SG_TM x SG_TN outputs each (8x8 unless the tag sets them). Included once per tag;
+ * the tag's macros are undefined at the end. */
 
-#define SG_NT (SG_BM * SG_BN / 64)
-#if SG_BM % (256 / SG_LN) != 0 || SG_BN % (8 * SG_LN) != 0 || (SG_BK != 8 && SG_BK != 16) || \
-    (SG_BM * SG_BK / 4) % SG_NT != 0 || (SG_BN * SG_BK / 4) % SG_NT != 0
-#error "matmul_sg.h: tiles need whole warps (BM % (256 / SG_LN), BN % (8 SG_LN)), BK 8 or 16, whole float4 loads"
+#ifndef SG_TM
+#define SG_TM 8                                   /* a work-item's rows of C: 8 or 16 */
 #endif
-
+#ifndef SG_TN
+#define SG_TN 8                                   /* ... and columns */
+#endif
+#define SG_NT (SG_BM * SG_BN / (SG_TM * SG_TN))
+#if (SG_TM != 8 && SG_TM != 16) || (SG_TN != 8 && SG_TN != 16) || SG_BM % (SG_TM * 32 / SG_LN) != 0 ||       \
+    SG_BN % (SG_TN * SG_LN) != 0 || (SG_BK != 8 && SG_BK != 16) || (SG_BM * SG_BK / 4) % SG_NT != 0 ||        \
+    (SG_BN * SG_BK / 4) % SG_NT != 0 || SG_BM * SG_BK / 4 / SG_NT > 8 || SG_BN * SG_BK / 4 / SG_NT > 8 ||   \
+    (SG_BM * SG_BK / 16) % 32 != 0 || (SG_BN * SG_BK / 16) % 32 != 0 || SG_BM * SG_BK / 16 > 2 * SG_NT ||  \
+    SG_BN * SG_BK / 16 > 2 * SG_NT
+#error "matmul_sg.h: TM, TN 8 or 16, whole warps, BK 8 or 16, whole float4 loads (<= 8 a work-item; SG_T4: <= 2 blocks)"
+#endif
 /* As and Bs: two k-tiles each (double buffering), rows padded by SG_PAD floats; float4 for alignment. */
 #define SG_KERNEL(lay, ak, bn)                                                                            \
     __attribute__((reqd_work_group_size(SG_NT, 1, 1))) kernel void                                        \
@@ -15,9 +24,18 @@
     {                                                                                                     \
         local float4 As[2 * SG_BK * (SG_BM + SG_PAD) / 4], Bs[2 * SG_BK * (SG_BN + SG_PAD) / 4];           \
         SG_BATCH();                                                                                       \
-        sg_gemm(M, N, K, A, (ak) ? sAm : sAk, B, (bn) ? sBk : sBn, C, calign, (local float *)As,            \
-                (local float *)Bs, SG_BM, SG_BN, SG_BK, ak, bn);                                          \
+        SG_BODY(ak, bn);                                                                                  \
     }
+/* The production body (8x8, no knobs) as it was timed, or the generalised one (SG_GEN=1 forces it). */
+#if SG_TM == 8 && SG_TN == 8 && !SG_RDB && !SG_T4 && !SG_GEN
+#define SG_BODY(ak, bn)                                                                                   \
+    sg_gemm(M, N, K, A, (ak) ? sAm : sAk, B, (bn) ? sBk : sBn, C, calign, (local float *)As, (local float *)Bs, \
+            SG_BM, SG_BN, SG_BK, ak, bn)
+#else
+#define SG_BODY(ak, bn)                                                                                   \
+    sg_gemm_x(M, N, K, A, (ak) ? sAm : sAk, B, (bn) ? sBk : sBn, C, calign, (local float *)As,               \
+              (local float *)Bs, SG_BM, SG_BN, SG_BK, SG_TM, SG_TN, ak, bn)
+#endif
 
 SG_KERNEL(nn, 1, 1)
 SG_KERNEL(nt, 1, 0)
@@ -25,8 +43,11 @@ SG_KERNEL(tn, 0, 1)
 SG_KERNEL(tt, 0, 0)
 
 #undef SG_KERNEL
+#undef SG_BODY
 #undef SG_NT
 #undef SG_TAG
 #undef SG_BM
 #undef SG_BN
 #undef SG_BK
+#undef SG_TM
+#undef SG_TN

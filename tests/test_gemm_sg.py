@@ -1,6 +1,7 @@
 """The NVIDIA float32 GEMM (kernels/matmul_sg.cl, csrc/gemm_sg.c) forced onto this device with TLGPU_SG=force
-(test builds only): every operand layout against float64 numpy, each production tile configuration, tile
-edges, K not a multiple of the k-tile, batches (3-D, 4-D, broadcast), strided and offset views, Linear forward
+(test builds only): every operand layout against float64 numpy, each production tile configuration, the
+sweep-only rows and knobs in child builds (layouts, edges, batches), tile edges, K not a multiple of the
+k-tile, batches (3-D, 4-D, broadcast), strided and offset views, Linear forward
 and backward, the products it must leave to the other kernels (unaligned, K % 4 != 0) and, without the hook,
 that it stays off here (it is NVIDIA-only). Each product asserts the kernel ran (the hook's launch count)."""
 import os
@@ -75,23 +76,67 @@ def test_each_production_config(tag):
         check(fn, ref)
 
 
-@pytest.mark.parametrize("opts,tags", [("-DSG_SWEEP", SWEEP),
-                                       ("-DSG_LN=4 -DSG_PAD=0 -DSG_GROUP=2", ["128x128x8", "64x64x8"])],
-                         ids=["sweep-tags", "knobs"])
-def test_sweep_builds(opts, tags):
-    """sweep_sgemm.py's builds in a child process (TLGPU_BUILD_OPTIONS): the -DSG_SWEEP tags, and the knobs
-    (8 x 4 warps, unpadded tiles, another tile order); one edge shape, all layouts."""
+# Rows with bigger work-item tiles (t<TM>x<TN>) and the knobs of the generalised body (sg_gemm_x):
+# SG_RDB (fragments a k step ahead), SG_T4 (4x4-transposed float4 local stores; 128x128x8 and
+# 256x128x8t16x8 have fewer 4x4 blocks than work-items, 128x64x16 and 128x128x16t16x8 one each),
+# SG_GEN (the 8x8 rows on the generalised body).
+BIG = [t for t in SWEEP if "t" in t]
+BUILDS = {"sweep-tags": ("-DSG_SWEEP", SWEEP),
+          "knobs": ("-DSG_LN=4 -DSG_PAD=0 -DSG_GROUP=2", ["128x128x8", "64x64x8"]),
+          "rdb-t4": ("-DSG_SWEEP -DSG_RDB=1 -DSG_T4=1", ["128x128x8", "128x128x16t16x8", "256x128x8t16x8"]),
+          "gen-ln4": ("-DSG_SWEEP -DSG_GEN=1 -DSG_LN=4", ["64x64x8", "128x128x8t8x16"])}
+# (M, K, N) in the child builds: edges in m and n (not multiples of any tile), K past the k-tile and not a
+# multiple of it, a K of one float4, a product smaller than one tile
+CHILD_SHAPES = [(260, 36, 196), (132, 100, 68), (68, 4, 132), (12, 300, 8)]
+
+
+def child_checks(tags):
+    """Each tag forced: every layout on CHILD_SHAPES, a batched a @ b and a batched x @ w.T."""
+    rng = np.random.default_rng(2)
+    for tag in tags:
+        _C._gemm_sg(tag)
+        for shape in CHILD_SHAPES:
+            for fn, ref in layouts(rng, *shape).values():
+                check(fn, ref)
+        a, b, w = draw(rng, 3, 68, 40), draw(rng, 3, 40, 132), draw(rng, 132, 40)
+        check(lambda: tlgpu.tensor(a) @ tlgpu.tensor(b), a.astype(np.float64) @ b)
+        check(lambda: tlgpu.tensor(a) @ tlgpu.tensor(w).T, a.astype(np.float64) @ w.T.astype(np.float64))
+    return launches()
+
+
+def test_new_rows_listed():
+    """The bigger work-item tiles are sweep rows, launched with BM BN / (TM TN) work-items."""
+    want = {"128x128x8t16x8": 128, "128x128x8t8x16": 128, "128x128x16t16x8": 128, "256x128x8t16x8": 256,
+            "128x256x8t8x16": 256, "128x128x8": 256, "128x64x16": 128}
+    assert {c["tag"]: c["threads"] for c in CONFIGS if c["tag"] in want} == want
+    assert set(want) - set(PRODUCTION) == set(BIG)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def children():
+    """sweep_sgemm.py's builds (TLGPU_BUILD_OPTIONS), one child process each, all started before the first
+    test of the file: most of their time is PoCL compiling kernels, beside the other tests."""
     code = (f"import sys; sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
-            "import numpy as np, test_gemm_sg as t\n"
-            f"for tag in {tags!r}:\n"
-            "    t._C._gemm_sg(tag)\n"
-            "    for lay, (fn, ref) in t.layouts(np.random.default_rng(2), 196, 52, 132).items():\n"
-            "        t.check(fn, ref)\n"
-            "print('ok', t.launches())\n")
-    env = dict(os.environ, TLGPU_SG="force", TLGPU_BUILD_OPTIONS=opts)
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.split() == ["ok", str(4 * len(tags))]
+            "import test_gemm_sg as t\n"
+            "print('ok', t.child_checks(sys.argv[1].split(',')))\n")
+    procs = {name: subprocess.Popen([sys.executable, "-c", code, ",".join(tags)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True,
+                                    env=dict(os.environ, TLGPU_SG="force", TLGPU_BUILD_OPTIONS=opts))
+             for name, (opts, tags) in BUILDS.items()}
+    yield procs
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
+@pytest.mark.parametrize("name", list(BUILDS))
+def test_sweep_builds(children, name):
+    """The -DSG_SWEEP tags, the knobs (8 x 4 warps, unpadded tiles, another tile order), and the
+    generalised body's knobs, each tag on child_checks' products."""
+    out, err = children[name].communicate(timeout=300)
+    assert children[name].returncode == 0, err[-3000:]
+    assert out.split() == ["ok", str((4 * len(CHILD_SHAPES) + 2) * len(BUILDS[name][1]))]
 
 
 def test_batched():
