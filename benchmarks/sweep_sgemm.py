@@ -33,7 +33,7 @@ BIG = "128x128x8t16x8,128x128x8t8x16,128x128x16t16x8,256x128x8t16x8,128x256x8t8x
 DEFAULT_VARIANTS = ["", f"-DSG_RDB=1@128x64x16,128x128x8,{BIG}", f"-DSG_T4=1@128x64x16,128x128x8,{BIG}",
                     f"-DSG_LN=4@128x64x16,128x128x8,{BIG}", "-DSG_GEN=1@128x64x16,128x128x8",
                     # 168-189 registers locally for the 8x8 rows: one 256-item work-group an SM; 128, two
-                    "-cl-nv-maxrregcount=128@128x64x16,128x128x8,128x64x8"]
+                    "-DSG_MAXNREG=128@128x64x16,128x128x8,128x64x8"]
 
 
 def regs_lines(log, names):

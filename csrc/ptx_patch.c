@@ -11,9 +11,11 @@
 int
 tl_ptx_marked(const char *ptx, size_t len)
 {
-    const size_t ml = strlen(TL_PTX_MARK);
+    const size_t ml = strlen(TL_PTX_MARK), el = strlen(TL_PTX_ENTRY);
     for (size_t i = 0; i + ml <= len; i++)
-        if (ptx[i] == TL_PTX_MARK[0] && memcmp(ptx + i, TL_PTX_MARK, ml) == 0) return 1;
+        if (ptx[i] == TL_PTX_MARK[0] && (memcmp(ptx + i, TL_PTX_MARK, ml) == 0 ||
+                                         (i + el <= len && memcmp(ptx + i, TL_PTX_ENTRY, el) == 0)))
+            return 1;
     return 0;
 }
 
@@ -63,6 +65,7 @@ tl_ptx_patch(const char *ptx, size_t len, size_t *out_len, const char **why)
             continue;
         }
         if ((size_t)(end - p) >= el && memcmp(p, TL_PTX_ENTRY, el) == 0) {   /* a directive, hoisted already */
+            marks++;
             while (p < end && *p != '\n') p++;
             continue;
         }

@@ -10,10 +10,10 @@
 /* A kernel-entry directive (e.g. ".reqnctapercluster 2, 1, 1") written in the body: moved before the body. */
 #define TL_PTX_ENTRY "//TLPTX_ENTRY "
 
-/* 1 when the text carries the marker (it needs the patch), else 0. */
+/* 1 when the text carries either marker (it needs the patch), else 0. */
 int tl_ptx_marked(const char *ptx, size_t len);
 
 /* The patched text (malloc'd, NUL-terminated, *out_len without the NUL), or NULL with *why set when the
- * text is not PTX for sm_90 or has no marker. */
+ * text is not PTX for sm_90 or has neither marker. */
 char *tl_ptx_patch(const char *ptx, size_t len, size_t *out_len, const char **why);
 #endif

@@ -57,6 +57,19 @@
 #endif
 #define SG_CAT_(a, b) a##b
 #define SG_CAT(a, b) SG_CAT_(a, b)
+#define SG_STR_(a) #a
+#define SG_STR(a) SG_STR_(a)
+/* SG_MAXNREG=n (sweeps, compute capability 9.0 only): ".maxnreg n" on every kernel, e.g. 128 for two
+ * 256-item work-groups an SM (-cl-nv-maxrregcount changed nothing on the H200); the directive reaches the
+ * PTX through the patch of ptx_patch.h (//TLPTX_ENTRY). */
+#ifndef SG_ASM
+#define SG_ASM asm                                /* NVIDIA's keyword; clang (a local PTX check) takes __asm__ */
+#endif
+#if defined(SG_MAXNREG) && SG_MAXNREG > 0
+#define SG_ENTRY() SG_ASM volatile("//TLPTX_ENTRY .maxnreg " SG_STR(SG_MAXNREG) "\n")
+#else
+#define SG_ENTRY() ((void)0)
+#endif
 
 #define MM_ARGS int M, int N, int K, int nb2,                                                       \
     global const float *restrict A, int offA, int sAb1, int sAb2, int sAm, int sAk,                 \

@@ -23,6 +23,7 @@
     SG_CAT(SG_CAT(SG_CAT(tl_gemm_sg_, lay), SG_CAT(_, SG_TAG)), _f32)(MM_ARGS)                             \
     {                                                                                                     \
         local float4 As[2 * SG_BK * (SG_BM + SG_PAD) / 4], Bs[2 * SG_BK * (SG_BN + SG_PAD) / 4];           \
+        SG_ENTRY();                                                                                       \
         SG_BATCH();                                                                                       \
         SG_BODY(ak, bn);                                                                                  \
     }

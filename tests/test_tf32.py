@@ -389,6 +389,8 @@ def test_ptx_patch():
     assert ".reqntid 288, 1, 1\n.reqnctapercluster 2, 1, 1\n{\n\t.reg .b32" in k0
     assert k0.count("reqnctapercluster") == 1 and "\t\n\t// end inline asm" in k0
     assert "reqnctapercluster" not in k1 and "TLPTX" not in out
+    only = PTX.split("\t// begin")[0] + two.replace("\t//TLPTX wgmma.fence.sync.aligned;\n", "")
+    assert ".reqntid 288, 1, 1\n.reqnctapercluster 2, 1, 1\n{" in patch(only)   # a directive alone is a marker
 
 
 def emulated(code, env):
