@@ -9,10 +9,6 @@
 #if WG_STAGES * WG_STAGE * 4 > 49152 || WG_STAGES < 3
 #error "matmul_wg: 3 stages or more, within the 48 KiB of local memory a work-group gets"
 #endif
-#define WG_MMA WG_CAT(wg_mma_n, WG_BN)
-#define WG_FENCE WG_CAT(wg_fence_n, WG_BN)
-#define WG_WAIT0 WG_CAT(wg_wait0_n, WG_BN)
-#define WG_WAIT1 WG_CAT(wg_wait1_n, WG_BN)
 
 kernel __attribute__((reqd_work_group_size(WG_THREADS, 1, 1))) void
 WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)

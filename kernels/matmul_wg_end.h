@@ -1,9 +1,5 @@
 /* matmul_wg_end.h: the end of one configuration of a wgmma kernel header (matmul_wg.h, matmul_wgp.h,
- * matmul_wgb.h): undefines the names they share, the includer's configuration among them. */
-#undef WG_MMA
-#undef WG_FENCE
-#undef WG_WAIT0
-#undef WG_WAIT1
+ * matmul_wgb.h): undefines the includer's configuration. */
 #undef WG_TAG
 #undef WG_BM
 #undef WG_BN

@@ -15,6 +15,11 @@
 #endif
 #define WG_CAT_(a, b) a##b
 #define WG_CAT(a, b) WG_CAT_(a, b)
+/* The wgmma wrappers (matmul_wg_asm.h) for the including configuration's width WG_BN, at each use. */
+#define WG_MMA WG_CAT(wg_mma_n, WG_BN)
+#define WG_FENCE WG_CAT(wg_fence_n, WG_BN)
+#define WG_WAIT0 WG_CAT(wg_wait0_n, WG_BN)
+#define WG_WAIT1 WG_CAT(wg_wait1_n, WG_BN)
 
 /* The chunk swizzle of a row for a swizzle width of sw bytes (the row's length). */
 static inline int

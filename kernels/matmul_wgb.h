@@ -20,10 +20,6 @@
 #if WG_STAGES * (WB_STAGE * 4 + 16) > 49152 || WG_STAGES < 2
 #error "matmul_wgb: 2 stages or more (and their mbarriers) within the 48 KiB of local memory a work-group gets"
 #endif
-#define WG_MMA WG_CAT(wg_mma_n, WG_BN)
-#define WG_FENCE WG_CAT(wg_fence_n, WG_BN)
-#define WG_WAIT0 WG_CAT(wg_wait0_n, WG_BN)
-#define WG_WAIT1 WG_CAT(wg_wait1_n, WG_BN)
 
 #if WB_PAIR
 #define WB_NAME WG_CAT(WG_CAT(tl_gemm_wgc_, WG_TAG), _f32)
