@@ -294,12 +294,7 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     int ok;
     if (!tf32 || M < 2 || N < 2 || K < 1 || a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3) return 0;
     if ((ok = tc_capable()) <= 0) return ok;
-    if (!wg_usable() || (forced >= 0 && !configs[forced].wg)) return 0;
-    if (forced >= 0 && configs[forced].wg >= 2) {          /* a packed row (sweeps): the whole product here */
-        if ((ok = wg_prepare(forced)) <= 0 || (ok = packed_product(&configs[forced], a, b, M, N, K, a2)) <= 0) return ok;
-        *b2 = NULL;
-        return 2;
-    }
+    if (!wg_usable() || (forced >= 0 && configs[forced].wg != 1)) return 0;
     const Py_ssize_t sAm = a->strides[a->ndim - 2], sAk = a->strides[a->ndim - 1];
     const Py_ssize_t sBk = b->strides[b->ndim - 2], sBn = b->strides[b->ndim - 1];
     const int ca = sAk != 1 && sAm == 1, cb = sBk != 1 && sBn == 1;   /* the operands to copy */
@@ -316,6 +311,19 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     *b2 = *a2 == NULL ? NULL : cb ? kmajor_copy(b, 1) : (tl_tensor *)Py_NewRef(b);
     if (*b2 == NULL) { Py_CLEAR(*a2); return -1; }
     return 1;
+}
+
+int
+tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out)
+{
+    int ok;
+    if (!tf32 || forced < 0 || configs[forced].wg < 2 || M < 2 || N < 2 || K < 1 || a->ndim < 2 || a->ndim > 3 ||
+        b->ndim < 2 || b->ndim > 3)
+        return 0;
+    if ((ok = tc_capable()) <= 0) return ok;
+    if (!wg_usable()) return 0;
+    if ((ok = wg_prepare(forced)) <= 0) return ok;
+    return packed_product(&configs[forced], a, b, M, N, K, out);
 }
 
 PyObject *

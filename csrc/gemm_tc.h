@@ -18,9 +18,13 @@ int tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk,
  * operands are not both along k (a @ b, the gradients): K-major copies (one tiled transpose each, 2-D or
  * 3-D operands) in *a2 / *b2 (new references; an operand already along k is passed through), so the caller
  * multiplies those instead (x @ w.T on the wgmma rows). 1 with both set, 0 to leave the product alone, -1
- * with an exception set. A forced packed row (sweep-only, kernels/matmul_wgb.cl) runs the whole product
- * here, any layout: 2 with the result in *a2 (*b2 NULL; a bias is the caller's to add). */
+ * with an exception set. */
 int tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a2, tl_tensor **b2);
+
+/* Under TF32 with a packed row forced (_gemm_tc("wgb..."), sweeps; kernels/matmul_wgb.cl), a @ b of any
+ * layout (2-D or 3-D operands, batches equal or 1) run there: both operands packed, one launch. 1 with the
+ * result in *out (a bias is the caller's to add), 0 to leave the product alone, -1 with an exception set. */
+int tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out);
 
 PyObject *tl_gemm_tc_set_precision(PyObject *m, PyObject *arg);
 PyObject *tl_gemm_tc_get_precision(PyObject *m, PyObject *noargs);

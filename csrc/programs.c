@@ -253,9 +253,10 @@ build_log(cl_program prog, cl_device_id dev)
     return log != NULL ? log : strdup("<no log>");
 }
 
-/* On an NVIDIA platform the driver's binary is PTX: a program whose PTX carries the marker of sm_90a
- * instructions (ptx_patch.h; the wgmma family) is patched and built again as a binary, which replaces it
- * (and is what the cache keeps). Other programs are left as they are. */
+/* On an NVIDIA platform the driver's binary is PTX: a program whose PTX carries a marker of ptx_patch.h
+ * (sm_90a instructions of the wgmma families, entry directives such as matmul_sg's SG_MAXNREG) is patched
+ * and built again as a binary, which replaces it (and is what the cache keeps). Other programs are left
+ * as they are. */
 static tl_status
 ptx_rebuild(const tl_runtime *rt, const char *family, const char *opts, cl_program *prog, tl_err *err)
 {

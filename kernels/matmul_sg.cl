@@ -216,6 +216,19 @@ sg_frag(float *a, float *c, local const float *as, local const float *bs, int k,
     }
 }
 
+/* For sg_gemm and sg_gemm_x (their locals): both operands' k-tile at k0 into registers ra, rb; then from
+ * there into the local tiles at la, lb. */
+#define SG_FETCH(k0)                                                                                \
+    do {                                                                                            \
+        sg_load(ra, A, sa, M, m0, K, (k0), BM, BK, NT, ak, tid);                                    \
+        sg_load(rb, B, sb, N, n0, K, (k0), BN, BK, NT, !bn, tid);                                   \
+    } while (0)
+#define SG_STAGE(la, lb)                                                                            \
+    do {                                                                                            \
+        sg_store((la), ra, BM, BK, NT, ak, tid);                                                    \
+        sg_store((lb), rb, BN, BK, NT, !bn, tid);                                                   \
+    } while (0)
+
 /* The work-group's tile of C = A @ B; sa, sb: A's and B's strides other than the unit one. */
 static inline void
 sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *B, int sb, global float *C,
@@ -235,16 +248,13 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
 #pragma unroll
         for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
 
-    sg_load(ra, A, sa, M, m0, K, 0, BM, BK, NT, ak, tid);
-    sg_load(rb, B, sb, N, n0, K, 0, BN, BK, NT, !bn, tid);
-    sg_store(As, ra, BM, BK, NT, ak, tid);
-    sg_store(Bs, rb, BN, BK, NT, !bn, tid);
+    SG_FETCH(0);
+    SG_STAGE(As, Bs);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kt = 0; kt < nk; kt++) {
         const int cur = kt & 1, more = kt + 1 < nk;
         if (more) {                                   /* the next k-tile, in flight during the FMAs */
-            sg_load(ra, A, sa, M, m0, K, (kt + 1) * BK, BM, BK, NT, ak, tid);
-            sg_load(rb, B, sb, N, n0, K, (kt + 1) * BK, BN, BK, NT, !bn, tid);
+            SG_FETCH((kt + 1) * BK);
         }
         local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
         for (int k8 = 0; k8 < BK; k8 += 8) {          /* BK / 8 steps of 8 k, each fully unrolled */
@@ -262,8 +272,7 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
             }
         }
         if (more) {
-            sg_store(As + (cur ^ 1) * BK * lda, ra, BM, BK, NT, ak, tid);
-            sg_store(Bs + (cur ^ 1) * BK * ldb, rb, BN, BK, NT, !bn, tid);
+            SG_STAGE(As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -302,16 +311,13 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
 #pragma unroll
         for (int j = 0; j < 16; j++) acc[i][j] = 0.0f;
 
-    sg_load(ra, A, sa, M, m0, K, 0, BM, BK, NT, ak, tid);
-    sg_load(rb, B, sb, N, n0, K, 0, BN, BK, NT, !bn, tid);
-    sg_store(As, ra, BM, BK, NT, ak, tid);
-    sg_store(Bs, rb, BN, BK, NT, !bn, tid);
+    SG_FETCH(0);
+    SG_STAGE(As, Bs);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kt = 0; kt < nk; kt++) {
         const int cur = kt & 1, more = kt + 1 < nk;
         if (more) {                                   /* the next k-tile, in flight during the FMAs */
-            sg_load(ra, A, sa, M, m0, K, (kt + 1) * BK, BM, BK, NT, ak, tid);
-            sg_load(rb, B, sb, N, n0, K, (kt + 1) * BK, BN, BK, NT, !bn, tid);
+            SG_FETCH((kt + 1) * BK);
         }
         local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
         float a[2][16], c[2][16];                     /* SG_RDB: k + 1's fragments loaded before k's FMAs */
@@ -335,8 +341,7 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
             }
         }
         if (more) {
-            sg_store(As + (cur ^ 1) * BK * lda, ra, BM, BK, NT, ak, tid);
-            sg_store(Bs + (cur ^ 1) * BK * ldb, rb, BN, BK, NT, !bn, tid);
+            SG_STAGE(As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

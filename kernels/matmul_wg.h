@@ -70,11 +70,7 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
         wg_mma_emu(d, as, bs, WG_BN, WG_BK, WG_SW, tid % 128);
 #else
         const ulong da = wg_desc(as, WG_SW), db = wg_desc(bs, WG_SW);
-        WG_FENCE(d);
-#pragma unroll
-        for (int kk = 0; kk < WG_BK / 8; kk++) WG_MMA(d, da + 2 * kk, db + 2 * kk);   /* +32 bytes along k */
-        wg_commit();
-        WG_WAIT1(d);                            /* the group of kt - 1 is done */
+        WG_GROUP(d, da, db);                    /* ... and the group of kt - 1 is done */
 #endif
     }
 #undef WG_COPY
@@ -82,10 +78,4 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
     WG_STORE(d, m0, n0, tid);
 }
 
-#undef WG_THREADS
-#undef WG_SW
-#undef WG_CH
-#undef WG_ASZ
-#undef WG_STAGE
-#undef WG_NC
 #include "matmul_wg_end.h"

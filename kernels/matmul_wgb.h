@@ -94,11 +94,7 @@ WB_NAME(int M, int N, int KT, global const float *PA, int sPA, global const floa
         const int s = kt % WG_STAGES;
         wg_bar_wait(tc_saddr((local float *)&bars[s]), (kt / WG_STAGES) & 1);   /* the stage's bytes landed */
         const ulong da = wg_desc(S + s * WB_STAGE + grp * 64 * WG_BK, 4 * WG_BK), db = wg_desc(S + s * WB_STAGE + WB_ASZ, 4 * WG_BK);
-        WG_FENCE(d);
-#pragma unroll
-        for (int kk = 0; kk < WG_BK / 8; kk++) WG_MMA(d, da + 2 * kk, db + 2 * kk);
-        wg_commit();
-        WG_WAIT1(d);                                    /* tile kt - 1's group is done: its stage is free */
+        WG_GROUP(d, da, db);                    /* ... and the group of kt - 1 is done */
         const uint empty = tc_saddr((local float *)&bars[WG_STAGES + (kt - 1) % WG_STAGES]);
 #if WB_PAIR                                             /* lane r frees the stage in work-group r */
         if (kt > 0) wb_arrive_pair(empty);

@@ -65,11 +65,7 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
         wg_proxy_fence();
         local const float *as = S + s * WG_STAGE + grp * 64 * WG_BK, *bs = S + s * WG_STAGE + WG_ASZ;
         const ulong da = wg_desc(as, WG_SW), db = wg_desc(bs, WG_SW);
-        WG_FENCE(d);
-#pragma unroll
-        for (int kk = 0; kk < WG_BK / 8; kk++) WG_MMA(d, da + 2 * kk, db + 2 * kk);
-        wg_commit();
-        WG_WAIT1(d);                                    /* tile kt - 1's group is done: its stage is free */
+        WG_GROUP(d, da, db);                    /* ... and the group of kt - 1 is done */
         if (kt > 0) wg_bar_arrive(tc_saddr((local float *)&bars[WG_STAGES + (kt - 1) % WG_STAGES]));
     }
     WG_WAIT0(d);
@@ -77,11 +73,5 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
 }
 
 #undef WG_CW
-#undef WG_THREADS
-#undef WG_SW
-#undef WG_CH
-#undef WG_ASZ
-#undef WG_STAGE
-#undef WG_NC
 #include "matmul_wg_end.h"
 #undef WG_PW
