@@ -4,9 +4,10 @@
  * TL_TEST_HOOKS) takes every product it can, on any device, at any size. The configuration table mirrors
  * matmul_sg.cl's: production rows first, biggest tiles first; rows marked sweep exist only in a build with
  * -DSG_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/sweep_sgemm.py. A product takes the first production row
- * whose grid fills the device `waves` times (work-groups >= waves x compute units; 128x64x16 wants 8,
- * the others 1), else the last, unless even that gives fewer
- * work-groups than half the compute units: then the tiers run it (they have smaller tiles and split-K).
+ * whose grid fills the device (tl_grid_fills: the row's share of the compute units, and for the 128x128x16
+ * row, two work-groups an SM, waves at least 80 % full: on the H200 it ran 31 TFLOP/s at 1.3 waves where
+ * 128x64x16 ran 37, and 44-45 at 0.97 and at 3.9), else the last, unless even that gives fewer work-groups
+ * than half the compute units: then the tiers run it (they have smaller tiles and split-K).
  * _gemm_sg("tag") forces a row at every size, for sweeps. The kernels' fast path needs 16-byte aligned
  * float4 loads along a unit stride (matmul_sg.cl's banner); other products keep the tiers. */
 #include "gemm_sg.h"
@@ -18,28 +19,29 @@
 enum { SG_NN, SG_NT, SG_TN, SG_TT, SG_LAYOUTS };
 typedef struct {
     const char *tag;
-    int bm, bn, tmn, sweep, waves;               /* tmn: outputs a work-item; waves: taken only when its grid
-                                                  * fills the device this often */
+    int bm, bn, tmn, sweep, fill, slots;         /* tmn: outputs a work-item; fill, slots: tl_grid_fills() */
     tl_kernel k[SG_LAYOUTS];
 } sg_config;
 
-#define SG_ROW(tag, bm, bn, tmn, sweep, waves)                                                              \
-    {tag, bm, bn, tmn, sweep, waves,                                                                         \
+#define SG_ROW(tag, bm, bn, tmn, sweep, fill, slots)                                                        \
+    {tag, bm, bn, tmn, sweep, fill, slots,                                                                   \
      {TL_KERNEL("matmul_sg", "tl_gemm_sg_nn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_nt_" tag "_f32"), \
       TL_KERNEL("matmul_sg", "tl_gemm_sg_tn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_tt_" tag "_f32")}}
 static sg_config configs[] = {
-    SG_ROW("128x64x16", 128, 64, 64, 0, 8),       /* H100: 41-43 TFLOP/s at 4096 against 38-39 for 128x128x8 */
-    SG_ROW("128x128x8", 128, 128, 64, 0, 1),      /* ... and 38 at 2048, where 128x64x16 ran 32 */
-    SG_ROW("128x64x8", 128, 64, 64, 0, 1),
-    SG_ROW("64x64x8", 64, 64, 64, 0, 1),
-    SG_ROW("128x128x16", 128, 128, 64, 1, 1),
-    SG_ROW("64x128x8", 64, 128, 64, 1, 1),
-    SG_ROW("64x64x16", 64, 64, 64, 1, 1),
-    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 1),   /* 16x8 or 8x16 outputs a work-item, not yet timed */
-    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 1),
-    SG_ROW("128x128x16t16x8", 128, 128, 128, 1, 1),
-    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 1),
-    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 1),
+    /* H200, TFLOP/s (cuBLAS 49-51): 43-45 at 2048 and 4096 against 38-41 for the 8x8 rows */
+    SG_ROW("128x128x16t16x8", 128, 128, 128, 0, 180, 2),
+    /* 31-39 from 1024 to 512 x 4096 x 11008, where the 128x128 rows ran 15-27, but 32 at 2048 */
+    SG_ROW("128x64x16", 128, 64, 64, 0, 90, 0),
+    SG_ROW("128x128x8", 128, 128, 64, 0, 100, 0),
+    SG_ROW("128x64x8", 128, 64, 64, 0, 100, 0),
+    SG_ROW("64x64x8", 64, 64, 64, 0, 100, 0),
+    SG_ROW("128x128x16", 128, 128, 64, 1, 100, 0),
+    SG_ROW("64x128x8", 64, 128, 64, 1, 100, 0),
+    SG_ROW("64x64x16", 64, 64, 64, 1, 100, 0),
+    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 100, 0),   /* 16x8 or 8x16 outputs a work-item */
+    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 100, 0),
+    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 100, 0),
+    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 100, 0),
 };
 enum { SG_NCONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -109,7 +111,7 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
                         (size_t)((N + configs[i].bn - 1) / configs[i].bn);
         int last = 1;
         for (int j = i + 1; j < SG_NCONFIGS; j++) last &= configs[j].sweep;
-        if (groups >= (size_t)configs[i].waves * rt->info.compute_units || last) c = &configs[i];
+        if (tl_grid_fills(groups, rt->info.compute_units, configs[i].fill, configs[i].slots) || last) c = &configs[i];
         if (c != NULL && mode == 1 && groups < rt->info.compute_units / 2) return 0;   /* the tiers' smaller tiles */
     }
     const size_t threads = (size_t)c->bm * (size_t)c->bn / (size_t)c->tmn;

@@ -1,5 +1,5 @@
 /* gemm_tc.c: matmul precision ("highest" float32, "high" TF32 on tensor cores) and the choice of the
- * tensor-core kernel (see gemm_tc.h). Two kinds of rows, built only on a device that passes tc_capable()
+ * tensor-core kernel (see gemm_tc.h). Three kinds of rows, built only on a device that passes tc_capable()
  * (the NVIDIA platform and CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV >= 8, cl_nv_device_attribute_query),
  * since their kernels are inline PTX that no other compiler takes; elsewhere the setting is stored and
  * ignored:
@@ -7,12 +7,19 @@
  *  - wgmma rows (kernels/matmul_wg.cl, "wg" tags: sm_90a code reached through ptx_patch.h), for x @ w.T
  *    (both operands along k, the only TF32 layout wgmma reads) on compute capability 9.0, unless
  *    TLGPU_TC_WGMMA=0; if their family fails to build, the reason is kept (_gemm_tc()["wgmma_error"]) and
- *    the mma.sync rows run from then on.
+ *    the mma.sync rows run from then on;
+ *  - packed wgmma rows (kernels/matmul_wgb.cl, "wgb" tags) for any layout on compute capability 9.0: both
+ *    operands packed into the stage images, then bulk copies; taken first where their grid fills the
+ *    device (pick()), since the packs cost a read and a write of both operands (H200: 237 TFLOP/s at 4096
+ *    against 137 for matmul_wg.cl's best; at 1024, 76 against 90). A build failure there is kept apart
+ *    (_gemm_tc()["packed_error"]) and the other rows run.
  * The table mirrors the kernel files': production rows first, biggest tiles first; rows marked sweep exist
  * only in a build with -DTC_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/bench_gemm.py --tc-sweep. A
- * product takes the first production row of its kind whose grid fills the device (work-groups >= compute
- * units), else the last, unless even that gives fewer work-groups than half the compute units: then the
- * float32 kernels run it (smaller tiles; the MLP step's 256-row products were slower in TF32);
+ * product takes the first production row of its kind whose grid fills the device (tl_grid_fills: at least
+ * the row's share of the compute units, and whole waves where several work-groups share an SM), else the
+ * last, unless even that gives fewer work-groups than half the compute units: then the float32 kernels
+ * run it (smaller tiles; the MLP step's 256-row products were slower in TF32); the packed rows have no
+ * such fallback: where none fills the device, the other kinds run the product.
  * _gemm_tc("tag") forces a row, for tuning. */
 #include "gemm_tc.h"
 #include "cl_runtime.h"
@@ -29,26 +36,27 @@ typedef struct {
     const char *tag;
     int bm, bn, warps, sweep, wg;                /* wg: a wgmma row, nt kernel only: 1 matmul_wg.cl, 2 (3: paired) matmul_wgb.cl */
     int bk;                                      /* wg 2, 3: the k of a tile (the operands' packing) */
+    int fill, slots;                             /* the size rule's tl_grid_fills(): % of the units, per SM */
     tl_kernel k[TC_LAYOUTS];
 } tc_config;
 
 #define TC_ROWF(fam, tag, bm, bn, warps, sweep)                                                             \
-    {tag, bm, bn, warps, sweep, 0, 0,                                                                       \
+    {tag, bm, bn, warps, sweep, 0, 0, 100, 0,                                                               \
      {TL_KERNEL(fam, "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_nt_" tag "_f32"),                  \
       TL_KERNEL(fam, "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_tt_" tag "_f32")}}
 #define TC_ROW(tag, bm, bn, warps, sweep) TC_ROWF("matmul_tc", tag, bm, bn, warps, sweep)
 #define TC_ROWWK(tag, bm, bn, warps, sweep)  /* a wgmma row: the nt kernel alone */                       \
-    {"wg" tag, bm, bn, warps, sweep, 1, 0,                                                                  \
+    {"wg" tag, bm, bn, warps, sweep, 1, 0, 100, 0,                                                          \
      {TL_KERNEL("matmul_wg", ""), TL_KERNEL("matmul_wg", "tl_gemm_wg_nt_" tag "_f32"), TL_KERNEL("matmul_wg", ""), \
       TL_KERNEL("matmul_wg", "")}}
 #define TC_ROWW(tag, bm, bn, sweep) TC_ROWWK(tag, bm, bn, (bm) / 16, sweep)   /* bm / 64 warpgroups */
-#define TC_ROWWP(tag, bm, bn, pw) TC_ROWWK(tag, bm, bn, (bm) / 16 + (pw), 1)   /* + pw producer warps */
-#define TC_ROWWBK(pre, tag, bm, bn, bk, wg)   /* packed operands, bulk copies: bm / 64 warpgroups + 1 warp */ \
-    {pre tag, bm, bn, (bm) / 16 + 1, 1, wg, bk,                                                            \
+/* packed operands, bulk copies (matmul_wgb.cl): bm / 64 warpgroups + 1 warp */
+#define TC_ROWWBK(pre, tag, bm, bn, bk, wg, sweep, fill, slots)                                             \
+    {pre tag, bm, bn, (bm) / 16 + 1, sweep, wg, bk, fill, slots,                                           \
      {TL_KERNEL("matmul_wgb", ""), TL_KERNEL("matmul_wgb", "tl_gemm_" pre "_" tag "_f32"), TL_KERNEL("matmul_wgb", ""), \
       TL_KERNEL("matmul_wgb", "")}}
-#define TC_ROWWB(tag, bm, bn, bk) TC_ROWWBK("wgb", tag, bm, bn, bk, 2)
-#define TC_ROWWC(tag, bm, bn, bk) TC_ROWWBK("wgc", tag, bm, bn, bk, 3)   /* work-groups in clusters of two */
+#define TC_ROWWB(tag, bm, bn, bk, sweep, fill, slots) TC_ROWWBK("wgb", tag, bm, bn, bk, 2, sweep, fill, slots)
+#define TC_ROWWC(tag, bm, bn, bk) TC_ROWWBK("wgc", tag, bm, bn, bk, 3, 1, 100, 0)   /* clusters of two */
 static tc_config configs[] = {
     TC_ROW("128x128x16w2x2s2", 128, 128, 4, 0),
     TC_ROW("64x64x32w2x2s2", 64, 64, 4, 0),
@@ -70,16 +78,12 @@ static tc_config configs[] = {
     TC_ROWW("128x128x8s6", 128, 128, 1),
     TC_ROWW("128x128x8s5", 128, 128, 1),
     TC_ROWW("64x128x8s8", 64, 128, 1),
-    TC_ROWWP("128x128x16s2p", 128, 128, 1),
-    TC_ROWWP("128x128x16s2p4", 128, 128, 4),
-    TC_ROWWP("128x128x8s5p", 128, 128, 1),
-    TC_ROWWP("64x128x16s3p", 64, 128, 1),
-    TC_ROWWP("128x64x16s3p", 128, 64, 1),
-    TC_ROWWB("128x128x16s2", 128, 128, 16),
-    TC_ROWWB("128x128x8s5", 128, 128, 8),
-    TC_ROWWB("128x64x16s3", 128, 64, 16),
-    TC_ROWWB("64x128x16s3", 64, 128, 16),
-    TC_ROWWB("256x128x8s3", 256, 128, 8),
+    /* H200: 237 TFLOP/s at 4096 (cuBLAS TF32 401), two work-groups an SM: wanted at 1.8 waves or more */
+    TC_ROWWB("128x128x8s5", 128, 128, 8, 0, 180, 2),
+    TC_ROWWB("64x128x16s3", 64, 128, 16, 0, 100, 0),
+    TC_ROWWB("128x128x16s2", 128, 128, 16, 1, 100, 0),
+    TC_ROWWB("128x64x16s3", 128, 64, 16, 1, 100, 0),
+    TC_ROWWB("256x128x8s3", 256, 128, 8, 1, 100, 0),
     TC_ROWWC("128x128x16s2", 128, 128, 16),
     TC_ROWWC("128x128x8s5", 128, 128, 8),
     TC_ROWWC("256x128x8s3", 256, 128, 8),
@@ -90,7 +94,8 @@ static int tf32;                                  /* 0: "highest" (float32), 1: 
 static int forced = -1;                           /* _gemm_tc(tag): this row at every size */
 static int capable = -1;                          /* -1 unknown, 0 no, else compute capability * 10 */
 static char wg_error[1200];                        /* why the wgmma family could not be built here */
-static long wg_launches;                          /* products given to the wgmma rows (tests) */
+static char pk_error[1200];                        /* ... or the packed rows' (matmul_wgb.cl) */
+static long wg_launches, pk_launches;             /* products given to the wgmma rows, the packed ones (tests) */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* 1 when the device runs matmul_tc.cl, 0 when not, -1 with an exception set. */
@@ -118,8 +123,10 @@ tc_capable(void)
     return cc > 0;
 }
 
-/* The row a product takes among the production rows of one kind (wgmma or mma.sync): the first whose grid
- * fills the device, else the last; -1 when even that leaves more than half the compute units idle. */
+/* The row a product takes among the production rows of one kind (wg: 0 mma.sync, 1 wgmma, 2 packed): the
+ * first whose grid fills the device (tl_grid_fills), else the last; -1 when even that leaves more than half
+ * the compute units idle, and for the packed rows (their two packs cost most on small grids) when none fills
+ * it. */
 static size_t
 tiles(const tc_config *c, int M, int N)
 {
@@ -131,11 +138,12 @@ pick(int M, int N, int batch, int wg, size_t units)
 {
     int last = -1;
     for (int i = 0; i < TC_NCONFIGS; i++) {
-        if (configs[i].sweep || configs[i].wg != wg) continue;
-        if ((size_t)batch * tiles(&configs[i], M, N) >= units) return i;
+        const tc_config *c = &configs[i];
+        if (c->sweep || c->wg != wg) continue;
+        if (tl_grid_fills((size_t)batch * tiles(c, M, N), units, c->fill, c->slots)) return i;
         last = i;
     }
-    if (last < 0 || (size_t)batch * tiles(&configs[last], M, N) < units / 2)
+    if (last < 0 || wg == 2 || (size_t)batch * tiles(&configs[last], M, N) < units / 2)
         return -1;                                     /* the float32 tiers (smaller tiles) were faster there */
     return last;
 }
@@ -150,15 +158,17 @@ wg_usable(void)
 }
 
 /* 1 when wgmma row i's kernel is built; 0 when its family failed to build (the reason kept in wg_error:
- * the mma.sync rows run from now on); -1 with an exception when i is the forced row (a sweep asked for it). */
+ * the mma.sync rows run from now on; for a packed row in pk_error: the other wgmma rows do); -1 with an
+ * exception when i is the forced row (a sweep asked for it). */
 static int
 wg_prepare(int i)
 {
     tl_err err = {0};
     if (tl_kernel_prepare(&configs[i].k[TC_NT], &err) == TL_OK) return 1;
     if (i == forced) return tl_raise(&err);
+    char *why = configs[i].wg >= 2 ? pk_error : wg_error;
     pthread_mutex_lock(&lock);
-    snprintf(wg_error, sizeof wg_error, "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
+    snprintf(why, sizeof wg_error, "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
     pthread_mutex_unlock(&lock);
     tl_err_clear(&err);
     return 0;
@@ -279,7 +289,7 @@ packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, tl
         const void *val[8] = {&M, &N, &KT, &pa->storage->mem, &sa, &pb->storage->mem, &sb, &(*out)->storage->mem};
         tl_storage *st[3] = {(*out)->storage, pa->storage, pb->storage};
         if (launch(&c->k[TC_NT], 8, sz, val, gws, lws, st, 3) < 0) Py_CLEAR(*out);
-        else wg_launches++;
+        else wg_launches++, pk_launches++;
     }
     Py_XDECREF(pa);
     Py_XDECREF(pb);
@@ -316,14 +326,20 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
 int
 tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out)
 {
+    const tl_runtime *rt;
+    tl_err err = {0};
     int ok;
-    if (!tf32 || forced < 0 || configs[forced].wg < 2 || M < 2 || N < 2 || K < 1 || a->ndim < 2 || a->ndim > 3 ||
-        b->ndim < 2 || b->ndim > 3)
+    if (!tf32 || (forced >= 0 && configs[forced].wg < 2) || M < 2 || N < 2 || K < 1 || a->ndim < 2 ||
+        a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
         return 0;
     if ((ok = tc_capable()) <= 0) return ok;
-    if (!wg_usable()) return 0;
-    if ((ok = wg_prepare(forced)) <= 0) return ok;
-    return packed_product(&configs[forced], a, b, M, N, K, out);
+    if (!wg_usable() || (forced < 0 && pk_error[0] != '\0')) return 0;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    const Py_ssize_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
+    const int i = forced >= 0 ? forced : pick(M, N, (int)(ba > bb ? ba : bb), 2, rt->info.compute_units);
+    if (i < 0) return 0;
+    if ((ok = wg_prepare(i)) <= 0) return ok;
+    return packed_product(&configs[i], a, b, M, N, K, out);
 }
 
 PyObject *
@@ -375,10 +391,11 @@ tl_gemm_tc_info(PyObject *Py_UNUSED(m), PyObject *args)
         if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
         Py_DECREF(s);
     }
-    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:l}", "capability", capable, "active", ok && tf32 ? Py_True : Py_False,
-                      "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL, "wgmma",
-                      wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL,
-                      "wgmma_launches", wg_launches);
+    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l}", "capability", capable, "active",
+                      ok && tf32 ? Py_True : Py_False, "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL,
+                      "wgmma", wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL,
+                      "packed_error", pk_error[0] ? pk_error : NULL, "wgmma_launches", wg_launches,
+                      "packed_launches", pk_launches);
     return r;
 }
 

@@ -27,4 +27,15 @@ int  tl_is_dense(const tl_tensor *t);                              /* contiguous
 int  tl_require_grad_new(const char *op, tl_tensor *t);            /* a new leaf: float32 only, TypeError else */
 int  tl_check_writable(const char *op, const tl_tensor *t);        /* refuses expanded (stride-0) views */
 tl_tensor *tl_unalias(tl_tensor *dst, tl_tensor *src);             /* new ref: src, or a copy if it overlaps dst */
+
+/* The GEMM size rules (gemm_sg.c, gemm_tc.c): 1 when a grid of `groups` work-groups fills `units` compute
+ * units as a tile row asks: at least fill percent of the units and, when `slots` of its work-groups share
+ * an SM (0: no such check), waves at least 80 % full on average (1.3 waves run as slowly as 2). */
+static inline int
+tl_grid_fills(size_t groups, size_t units, int fill, int slots)
+{
+    const size_t wave = (size_t)slots * units;
+    if (groups * 100 < (size_t)fill * units) return 0;
+    return slots == 0 || groups * 5 >= (groups + wave - 1) / wave * wave * 4;
+}
 #endif

@@ -387,7 +387,7 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *
     p.sBk = to_int(b->strides[bv ? 0 : b->ndim - 2]);
     p.sBn = bv ? 0 : to_int(b->strides[b->ndim - 1]);
     if (mm_batch(op, a, av ? 0 : a->ndim - 2, b, bv ? 0 : b->ndim - 2, &p, shape, &nshape) < 0) return NULL;
-    tl_tensor *a2 = NULL, *b2 = NULL;                    /* TF32 on wgmma (gemm_tc.h): a forced packed row */
+    tl_tensor *a2 = NULL, *b2 = NULL;                    /* TF32 on wgmma (gemm_tc.h): the packed rows */
     int kc = av || bv ? 0 : tl_gemm_tc_packed(a, b, p.M, p.N, p.K, &a2);
     if (kc != 0) return kc < 0 ? NULL : (PyObject *)a2;
     kc = av || bv ? 0 : tl_gemm_tc_kmajor(a, b, p.M, p.N, p.K, &a2, &b2);   /* ... or K-major copies */

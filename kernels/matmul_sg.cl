@@ -26,10 +26,12 @@
  * element by element with bounds checks. The operands are restrict (C is always a fresh tensor; A and B,
  * which may be one buffer, are only read), so NVIDIA may read them through the non-coherent cache.
  * Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD, SG_GROUP, SG_LN, SG_SWEEP (the sweep-only tags);
- * csrc/gemm_sg.c holds the same tag table. Sweep-only, on a generalised body (sg_gemm_x; the production
- * rows keep sg_gemm, whose code they were timed with): tags ending t16x8 / t8x16 (16x8 or 8x16 outputs a
- * work-item, quadrants a quarter tile apart), SG_RDB=1 (register double-buffered fragments), SG_T4=1
- * (float4 local stores of k-contiguous tiles after a 4x4 transpose), SG_GEN=1 (the 8x8 tags on it too). */
+ * csrc/gemm_sg.c holds the same tag table. On a generalised body (sg_gemm_x; the 8x8 production rows keep
+ * sg_gemm, whose code they were timed with): tags ending t16x8 / t8x16 (16x8 or 8x16 outputs a work-item,
+ * quadrants a quarter tile apart; 128x128x16t16x8 is the first production row, the others sweep-only), and
+ * the sweep knobs SG_RDB=1 (register double-buffered fragments), SG_T4=1 (float4 local stores of
+ * k-contiguous tiles after a 4x4 transpose), SG_GEN=1 (the 8x8 tags on it too): on the H200 none gained
+ * more than 2 % on 128x128x16t16x8 in both layouts (SG_T4: +2 % nn, -7 % nt; benchmarks/NOTES.md). */
 
 #ifndef SG_PAD
 #define SG_PAD 4
@@ -363,6 +365,13 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
 
 /* tags: BM x BN x BK. Production rows first (csrc/gemm_sg.c picks the first whose grid fills the device);
  * SG_SWEEP adds the ones only benchmarks/sweep_sgemm.py times. */
+#define SG_TAG 128x128x16t16x8
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 16
+#define SG_TM 16
+#include "matmul_sg.h"
+
 #define SG_TAG 128x64x16
 #define SG_BM 128
 #define SG_BN 64
@@ -419,13 +428,6 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
 #define SG_BN 128
 #define SG_BK 8
 #define SG_TN 16
-#include "matmul_sg.h"
-
-#define SG_TAG 128x128x16t16x8
-#define SG_BM 128
-#define SG_BN 128
-#define SG_BK 16
-#define SG_TM 16
 #include "matmul_sg.h"
 
 #define SG_TAG 256x128x8t16x8

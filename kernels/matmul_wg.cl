@@ -119,45 +119,4 @@ tl_wg_transpose_f32(int R, int C, global const float *X, int offX, int sXb, int 
 #define WG_BK 8
 #define WG_STAGES 8
 #include "matmul_wg.h"
-#if !TC_EMULATE      /* producer and consumer warps (matmul_wgp.h): never emulated */
-#define WG_TAG 128x128x16s2p
-#define WG_BM 128
-#define WG_BN 128
-#define WG_BK 16
-#define WG_STAGES 2
-#define WG_PW 1
-#include "matmul_wgp.h"
-
-#define WG_TAG 128x128x16s2p4
-#define WG_BM 128
-#define WG_BN 128
-#define WG_BK 16
-#define WG_STAGES 2
-#define WG_PW 4
-#include "matmul_wgp.h"
-
-#define WG_TAG 128x128x8s5p
-#define WG_BM 128
-#define WG_BN 128
-#define WG_BK 8
-#define WG_STAGES 5
-#define WG_PW 1
-#include "matmul_wgp.h"
-
-#define WG_TAG 64x128x16s3p
-#define WG_BM 64
-#define WG_BN 128
-#define WG_BK 16
-#define WG_STAGES 3
-#define WG_PW 1
-#include "matmul_wgp.h"
-
-#define WG_TAG 128x64x16s3p
-#define WG_BM 128
-#define WG_BN 64
-#define WG_BK 16
-#define WG_STAGES 3
-#define WG_PW 1
-#include "matmul_wgp.h"
-#endif
 #endif

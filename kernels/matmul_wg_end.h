@@ -1,4 +1,4 @@
-/* matmul_wg_end.h: the end of one configuration of a wgmma kernel header (matmul_wg.h, matmul_wgp.h,
+/* matmul_wg_end.h: the end of one configuration of a wgmma kernel header (matmul_wg.h,
  * matmul_wgb.h): undefines the includer's configuration and the names the headers derive from it. */
 #undef WG_THREADS
 #undef WG_SW

@@ -59,7 +59,7 @@ wg_proxy_fence(void)
     TC_ASM volatile("//TLPTX fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-/* mbarriers in local memory (shared-window address bar), for matmul_wgp.h's producer and consumer warps */
+/* mbarriers in local memory (shared-window address bar), for matmul_wgb.h's producer and consumer warps */
 static inline void
 wg_bar_init(uint bar, int count)
 {
@@ -80,12 +80,6 @@ static inline void
 wg_bar_arrive(uint bar)
 {
     TC_ASM volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
-}
-
-static inline void
-wg_bar_arrive_copies(uint bar)                      /* once this work-item's cp.async copies have landed */
-{
-    TC_ASM volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 #else
 static inline void

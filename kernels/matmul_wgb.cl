@@ -1,6 +1,7 @@
-/* matmul_wgb.cl: TF32 GEMM on Hopper's wgmma with packed operands and bulk copies (sweep-only rows, tags
- * "wgb...", until an H100 sweep says whether they beat matmul_wg.cl's; csrc/gemm_tc.c forces them through
- * _gemm_tc(tag)). The cp.async rows spend most of a k-tile on the copies' issue, their waits and the
+/* matmul_wgb.cl: TF32 GEMM on Hopper's wgmma with packed operands and bulk copies (tags "wgb...": the
+ * production TF32 rows for products that fill the device, every layout, csrc/gemm_tc.c; "wgc..." rows, in
+ * clusters of two, are sweep-only and failed to launch on the H200, benchmarks/NOTES.md). The cp.async
+ * rows of matmul_wg.cl spend most of a k-tile on the copies' issue, their waits and the
  * barrier (benchmarks/NOTES.md): here the operands are first packed (tl_wg_pack_f32 below) into exactly
  * the local-memory image a stage needs, so one work-item moves a whole stage with two 1-D bulk copies
  * (cp.async.bulk, sm_90: no tensor map) that complete on an mbarrier, and no barrier runs in the loop.
@@ -110,25 +111,11 @@ wb_cluster_sync(void)                                   /* every work-item of bo
 }
 #endif
 
-#define WG_TAG 128x128x16s2
-#define WG_BM 128
-#define WG_BN 128
-#define WG_BK 16
-#define WG_STAGES 2
-#include "matmul_wgb.h"
-
 #define WG_TAG 128x128x8s5
 #define WG_BM 128
 #define WG_BN 128
 #define WG_BK 8
 #define WG_STAGES 5
-#include "matmul_wgb.h"
-
-#define WG_TAG 128x64x16s3
-#define WG_BM 128
-#define WG_BN 64
-#define WG_BK 16
-#define WG_STAGES 3
 #include "matmul_wgb.h"
 
 #define WG_TAG 64x128x16s3
@@ -138,6 +125,21 @@ wb_cluster_sync(void)                                   /* every work-item of bo
 #define WG_STAGES 3
 #include "matmul_wgb.h"
 
+#ifdef TC_SWEEP
+#define WG_TAG 128x128x16s2
+#define WG_BM 128
+#define WG_BN 128
+#define WG_BK 16
+#define WG_STAGES 2
+#include "matmul_wgb.h"
+
+#define WG_TAG 128x64x16s3
+#define WG_BM 128
+#define WG_BN 64
+#define WG_BK 16
+#define WG_STAGES 3
+#include "matmul_wgb.h"
+
 #define WG_TAG 256x128x8s3
 #define WG_BM 256
 #define WG_BN 128
@@ -168,3 +170,4 @@ wb_cluster_sync(void)                                   /* every work-item of bo
 #define WG_STAGES 3
 #define WB_PAIR 1
 #include "matmul_wgb.h"
+#endif

@@ -274,7 +274,8 @@ def test_emulated_packed_rows():
     each. The mbarrier handoffs between the producer warp and the consumers run on the GPU only."""
     import json
     from conftest import run_python
-    r = run_python(PACKED, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1"}, timeout=600)
+    r = run_python(PACKED, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWEEP"},
+                   timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout.split("RESULT ")[-1])
     if "skip" in res:
@@ -287,29 +288,39 @@ WGMMA_RULE = EMULATED_PROLOGUE + """
 rng, out = np.random.default_rng(3), {"wgmma": info["wgmma"]}
 a = rng.integers(-3, 4, (128, 64)).astype(np.float32)      # 2 work-groups of 64x128: PoCL has 2 units here
 w = rng.integers(-3, 4, (128, 64)).astype(np.float32)
-ta, tw = tlgpu.tensor(a), tlgpu.tensor(w)
+s = rng.integers(-3, 4, (64, 128)).astype(np.float32)      # 64 x 128 results: 1 work-group, the device not full
+ta, tw, ts = tlgpu.tensor(a), tlgpu.tensor(w), tlgpu.tensor(s)
 x = rng.integers(-3, 4, (3, 1025, 24)).astype(np.float32)            # big enough for the K-major copies
 y = rng.integers(-3, 4, (3, 24, 1030)).astype(np.float32)
 tx, ty = tlgpu.tensor(x), tlgpu.tensor(y)
 txt = tlgpu.tensor(np.ascontiguousarray(x[0].T))                        # [24, 1025]: x[0] along m
 cases = [("nt", lambda: ta @ tw.T, a @ w.T), ("nn", lambda: ta @ tw.T.contiguous(), a @ w.T),
+         ("small_nt", lambda: ts @ ts.T[:, :64], s @ s.T[:, :64]), ("small_nn", lambda: ts @ ta, s @ a),
          ("big_nn", lambda: tx[0] @ ty[0], x[0] @ y[0]), ("big_tn", lambda: txt.T @ ty[0], x[0] @ y[0]),
          ("big_tt", lambda: txt.T @ tlgpu.tensor(np.ascontiguousarray(y[0].T)).T, x[0] @ y[0]),
          ("big_batched_nn", lambda: tx @ ty, x @ y), ("big_nn_view", lambda: tx[1, 1:] @ ty[2, :, 3:], x[1, 1:] @ y[2, :, 3:])]
-for name, f, ref in cases if info["wgmma"] else cases[:2]:   # the emulation builds no big mma.sync row
-    before = tlgpu._C._gemm_tc()["wgmma_launches"]
-    got = f().numpy()
-    out[name] = [tlgpu._C._gemm_tc()["wgmma_launches"] - before, bool(np.array_equal(got, ref.astype(np.float64)))]
+for row in [None, "wg64x128x16s4"]:                 # the size rule (packed rows), then K-major copies on wgmma
+    tlgpu._C._gemm_tc(row)
+    for name, f, ref in cases if info["wgmma"] else cases[:4]:   # the emulation builds no big mma.sync row
+        if row is not None and not name.startswith("big"):
+            continue
+        before = [tlgpu._C._gemm_tc()[k] for k in ("wgmma_launches", "packed_launches")]
+        got = f().numpy()
+        out[name + ("" if row is None else "_copies")] = [
+            tlgpu._C._gemm_tc()[k] - b for k, b in zip(("wgmma_launches", "packed_launches"), before)] + [
+            bool(np.array_equal(got, ref.astype(np.float64)))]
 print("RESULT " + json.dumps(out))
 """
 
 
 @pytest.mark.parametrize("switch", ["1", "0"])
 def test_wgmma_rule(switch):
-    """Where the wgmma rows may run (emulated on any device), an x @ w.T big enough to fill the device with
-    their tiles takes them, and exactly; a @ b, a.T @ b and a.T @ b.T from 1024 rows up do too, on K-major
-    copies (tiled transposes), batched and on strided views; a 128-row a @ b stays on mma.sync (the copy
-    would cost more than it saves); TLGPU_TC_WGMMA=0 keeps every product on the mma.sync rows."""
+    """Where the wgmma rows may run (emulated on any device; PoCL here has 2 compute units), a product of
+    any layout whose grid fills the device takes the packed rows (a launch each, exact: 2-D, batched,
+    strided views); an x @ w.T too small for them takes matmul_wg.cl's rows, an a @ b that small stays on
+    mma.sync (a K-major copy would cost more than it saves); with a matmul_wg.cl row forced, a @ b,
+    a.T @ b and a.T @ b.T from 1024 rows up run on K-major copies (tiled transposes); TLGPU_TC_WGMMA=0
+    keeps every product on the mma.sync rows."""
     import json
     from conftest import run_python
     r = run_python(WGMMA_RULE, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1",
@@ -319,30 +330,34 @@ def test_wgmma_rule(switch):
     if "skip" in res:
         pytest.skip(res["skip"])
     on = 1 if switch == "1" else 0
-    assert res["wgmma"] is (switch == "1")
-    assert res.pop("nt") == [on, True]
-    assert res.pop("nn") == [0, True]                  # 128 rows: a copy of B would cost more than it saves
-    assert all(v == [on, True] for k, v in res.items() if k.startswith("big")), res
+    assert res.pop("wgmma") is (switch == "1")
+    assert res.pop("nt") == [on, on, True] and res.pop("nn") == [on, on, True]
+    assert res.pop("small_nt") == [on, 0, True] and res.pop("small_nn") == [0, 0, True]
+    assert all(v == [on, 0 if k.endswith("_copies") else on, True] for k, v in res.items()), res
+    assert len(res) == (10 if on else 0), res
 
 
-def test_wgmma_build_failure_falls_back(tmp_path):
-    """A wgmma family that does not build (here: a kernel directory whose matmul_wg.cl is broken, emulated
-    on any device) leaves x @ w.T to the mma.sync rows, exactly, and keeps the reason where
-    _gemm_tc() shows it; the rows are not tried again."""
+@pytest.mark.parametrize("broken", ["matmul_wg.cl", "matmul_wgb.cl"])
+def test_wgmma_build_failure_falls_back(tmp_path, broken):
+    """A wgmma family that does not build (here: a kernel directory with that file broken, emulated on any
+    device) leaves its products to the other rows, exactly, and keeps the reason where _gemm_tc() shows
+    it; the rows are not tried again. matmul_wg.cl broken: x @ w.T too small for the packed rows runs on
+    mma.sync; matmul_wgb.cl broken: one big enough for them runs on matmul_wg.cl's rows."""
     import json
     import shutil
     from conftest import ROOT, run_python
     kd = tmp_path / "kernels"
     shutil.copytree(ROOT + "/kernels", kd)
-    (kd / "matmul_wg.cl").write_text((kd / "matmul_wg.cl").read_text() + "\nthis does not compile\n")
-    code = EMULATED_PROLOGUE + """
+    (kd / broken).write_text((kd / broken).read_text() + "\nthis does not compile\n")
+    m = 64 if broken == "matmul_wg.cl" else 128                # 1 work-group of 64x128, or 2 (2 PoCL units)
+    code = EMULATED_PROLOGUE + f"""
 rng = np.random.default_rng(5)
-a = rng.integers(-3, 4, (128, 40)).astype(np.float32)
-w = rng.integers(-3, 4, (64, 40)).astype(np.float32)
+a = rng.integers(-3, 4, ({m}, 40)).astype(np.float32)
+w = rng.integers(-3, 4, (128, 40)).astype(np.float32)
 ok = [bool(np.array_equal((tlgpu.tensor(a) @ tlgpu.tensor(w).T).numpy(), a.astype(np.float64) @ w.T)) for _ in range(2)]
 info = tlgpu._C._gemm_tc()
-print("RESULT " + json.dumps({"ok": ok, "wgmma": info["wgmma"], "error": info["wgmma_error"],
-                              "launches": info["wgmma_launches"]}))
+print("RESULT " + json.dumps({{"ok": ok, "wgmma": info["wgmma"], "error": info["wgmma_error"],
+                              "packed_error": info["packed_error"], "launches": info["wgmma_launches"]}}))
 """
     r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1",
                               "TLGPU_KERNEL_DIR": str(kd), "TLGPU_CACHE_DIR": ""}, timeout=600)
@@ -350,8 +365,13 @@ print("RESULT " + json.dumps({"ok": ok, "wgmma": info["wgmma"], "error": info["w
     res = json.loads(r.stdout.split("RESULT ")[-1])
     if "skip" in res:
         pytest.skip(res["skip"])
-    assert res["ok"] == [True, True] and res["wgmma"] is False and res["launches"] == 0
-    assert "matmul_wg" in res["error"]
+    assert res["ok"] == [True, True]
+    if broken == "matmul_wg.cl":
+        assert res["wgmma"] is False and res["launches"] == 0 and res["packed_error"] is None
+        assert "matmul_wg" in res["error"]
+    else:
+        assert res["wgmma"] is True and res["launches"] == 2 and res["error"] is None
+        assert "matmul_wgb" in res["packed_error"]
 
 
 PTX = """//
