@@ -33,7 +33,9 @@ BIG = "128x128x8t16x8,128x128x8t8x16,128x128x16t16x8,256x128x8t16x8,128x256x8t8x
 DEFAULT_VARIANTS = ["", f"-DSG_RDB=1@128x64x16,128x128x8,{BIG}", f"-DSG_T4=1@128x64x16,128x128x8,{BIG}",
                     f"-DSG_LN=4@128x64x16,128x128x8,{BIG}", "-DSG_GEN=1@128x64x16,128x128x8",
                     # 168-189 registers locally for the 8x8 rows: one 256-item work-group an SM; 128, two
-                    "-DSG_MAXNREG=128@128x64x16,128x128x8,128x64x8"]
+                    "-DSG_MAXNREG=128@128x64x16,128x128x8,128x64x8",
+                    # cp.async for nn's B and tt's A (on by default on NVIDIA sm_80+): without it, and for both of tn's
+                    "-DSG_ASYNC=0@128x128x16t16x8", "-DSG_ASYNC=2@128x128x16t16x8"]
 
 
 def regs_lines(log, names):

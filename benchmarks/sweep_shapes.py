@@ -1,5 +1,5 @@
 """GEMM rows on the shapes real models use (not only squares), for the size rules of csrc/gemm_tc.c and
-csrc/gemm_sg.c: each shape (M x K x N, a layout: nn a @ b, nt a @ w.T, tn g.T @ x, optionally batched)
+csrc/gemm_sg.c: each shape (M x K x N, a layout: nn a @ b, nt a @ w.T, tn g.T @ x, tt, optionally batched)
 timed with the row the size rule picks ("auto") and with each listed row forced, in TF32 and in float32,
 beside PyTorch CUDA (TF32 off and on) when torch is importable. Rows that exist only in sweep builds need
 TLGPU_BUILD_OPTIONS="-DTC_SWEEP -DSG_SWEEP". One table line and one JSON line per measurement.
@@ -26,7 +26,7 @@ SHAPES = ["1024x1024x1024nt", "1536x1536x1536nt", "2048x2048x2048nn", "2048x2048
 
 
 def parse(s):
-    m = re.fullmatch(r"(?:(\d+)x)?(\d+)x(\d+)x(\d+)(nn|nt|tn)", s)
+    m = re.fullmatch(r"(?:(\d+)x)?(\d+)x(\d+)x(\d+)(nn|nt|tn|tt)", s)
     if m is None:
         sys.exit(f"sweep_shapes: bad shape {s!r} (e.g. 512x4096x11008nt, 8x1024x1024x1024nn)")
     b, M, K, N, lay = m.groups()
@@ -36,16 +36,12 @@ def parse(s):
 def operands(rng, batch, M, K, N, lay):
     pre = (batch,) if batch else ()
     a = rng.standard_normal(pre + ((K, M) if lay == "tn" else (M, K)), dtype=np.float32)
-    b = rng.standard_normal(pre + ((N, K) if lay == "nt" else (K, N)), dtype=np.float32)
+    b = rng.standard_normal(pre + ((N, K) if lay in ("nt", "tt") else (K, N)), dtype=np.float32)
     return a, b
 
 
 def product(x, y, lay):
-    if lay == "nt":
-        return x @ y.transpose(-1, -2) if hasattr(y, "transpose") else x @ y.T
-    if lay == "tn":
-        return x.transpose(-1, -2) @ y
-    return x @ y
+    return (x.transpose(-1, -2) if lay[0] == "t" else x) @ (y.transpose(-1, -2) if lay[1] == "t" else y)
 
 
 def main():

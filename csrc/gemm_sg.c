@@ -28,7 +28,7 @@ typedef struct {
      {TL_KERNEL("matmul_sg", "tl_gemm_sg_nn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_nt_" tag "_f32"), \
       TL_KERNEL("matmul_sg", "tl_gemm_sg_tn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_tt_" tag "_f32")}}
 static sg_config configs[] = {
-    /* H200, TFLOP/s (cuBLAS 49-51): 43-45 at 2048 and 4096 against 38-41 for the 8x8 rows */
+    /* H200, TFLOP/s (cuBLAS 48-52): 45-47 at 2048 and 4096, every layout, against 38-41 for the 8x8 rows */
     SG_ROW("128x128x16t16x8", 128, 128, 128, 0, 180, 2),
     /* 31-39 from 1024 to 512 x 4096 x 11008, where the 128x128 rows ran 15-27, but 32 at 2048 */
     SG_ROW("128x64x16", 128, 64, 64, 0, 90, 0),

@@ -95,6 +95,12 @@ family_options(const tl_runtime *rt, const char *family, const char *incdir, cha
         tl_gemm_params_options(&rt->info, tier > 0 ? tier : 0, gemm, sizeof gemm);
         k += snprintf(out + k, cap - (size_t)k, "%s", gemm);
     }
+    cl_uint cc = 0;                                   /* NVIDIA's compute capability (major), sm_80 asm */
+    if (strcmp(family, "matmul_sg") == 0 && strstr(rt->info.platform, "NVIDIA") != NULL &&
+        (extra == NULL || strstr(extra, "-DSG_ASYNC") == NULL) &&         /* a sweep's own setting */
+        clGetDeviceInfo(rt->device, 0x4000 /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV */, sizeof cc, &cc, NULL) ==
+            CL_SUCCESS && cc >= 8)
+        k += snprintf(out + k, cap - (size_t)k, " -DSG_ASYNC=1");   /* cp.async: matmul_sg.cl's banner */
     if (fast != NULL && strcmp(fast, "1") == 0)
         k += snprintf(out + k, cap - (size_t)k, " -cl-mad-enable -cl-fast-relaxed-math");
     if (extra != NULL && *extra != '\0') k += snprintf(out + k, cap - (size_t)k, " %s", extra);

@@ -31,7 +31,12 @@
  * quadrants a quarter tile apart; 128x128x16t16x8 is the first production row, the others sweep-only), and
  * the sweep knobs SG_RDB=1 (register double-buffered fragments), SG_T4=1 (float4 local stores of
  * k-contiguous tiles after a 4x4 transpose), SG_GEN=1 (the 8x8 tags on it too): on the H200 none gained
- * more than 2 % on 128x128x16t16x8 in both layouts (SG_T4: +2 % nn, -7 % nt; benchmarks/NOTES.md). */
+ * more than 2 % on 128x128x16t16x8 in both layouts (SG_T4: +2 % nn, -7 % nt; benchmarks/NOTES.md).
+ * SG_ASYNC=1, which csrc/programs.c sets on NVIDIA devices of compute capability 8.0 and up (its asm is
+ * PTX no other compiler takes): in sg_gemm_x, an operand not along k whose partner is (nn: B; tt: A)
+ * goes from global to local memory by 16-byte cp.async, without registers on the way. Those two layouts
+ * had hit the 255-register cap (ptxas), and ran 43-44 TFLOP/s on the H200 where nt and tn ran 45-47;
+ * with it, 45-46 (SG_ASYNC=2, both operands of tn too, lost 2 % there). */
 
 #ifndef SG_PAD
 #define SG_PAD 4
@@ -53,6 +58,12 @@
 #endif
 #ifndef SG_T4
 #define SG_T4 0                                   /* 1: k-contiguous tiles stored as float4 after a 4x4 transpose */
+#endif
+#ifndef SG_ASYNC
+#define SG_ASYNC 0                                /* sm_80+ asm: operands not along k copied by cp.async, */
+#endif                                            /* 1: where the other one is along k (nn, tt), 2: always */
+#if SG_ASYNC != 0 && SG_ASYNC != 1 && SG_ASYNC != 2
+#error "matmul_sg.cl: SG_ASYNC is 0, 1 or 2"
 #endif
 #ifndef SG_GEN
 #define SG_GEN 0                                  /* 1: the 8x8 tags on sg_gemm_x too (its code, no knob) */
@@ -218,17 +229,47 @@ sg_frag(float *a, float *c, local const float *as, local const float *bs, int k,
     }
 }
 
-/* For sg_gemm and sg_gemm_x (their locals): both operands' k-tile at k0 into registers ra, rb; then from
- * there into the local tiles at la, lb. */
-#define SG_FETCH(k0)                                                                                \
+/* SG_ASYNC: an operand's k-tile at k0 not along k (X[k * s + row], the layout of the local tile) copied
+ * into L by 16-byte cp.async, no registers on the way; k past K zero-filled (a source size of 0). */
+static inline void
+sg_async(local float *L, global const float *X, int s, int rows, int r0, int K, int k0, int BR, int BK, int NT,
+         int tid)
+{
+#if SG_ASYNC
+    const int ld = BR + SG_PAD;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        if (i >= BR * BK / 4 / NT) break;
+        const int q = tid + i * NT, row = min(r0 + (q % (BR / 4)) * 4, rows - 4), k = k0 + q / (BR / 4);
+        const uint d = (uint)(uintptr_t)(L + (q / (BR / 4)) * ld + (q % (BR / 4)) * 4);   /* .shared offset */
+        SG_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d),
+                        "l"((ulong)(uintptr_t)(X + (k < K ? k * s + row : 0))), "r"(k < K ? 16 : 0) : "memory");
+    }
+#endif
+}
+
+static inline void
+sg_async_wait(void)
+{
+#if SG_ASYNC
+    SG_ASM volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+/* For sg_gemm and sg_gemm_x (their locals; da, db: A, B copied by sg_async): both operands' k-tile at k0
+ * into registers ra, rb, or straight into the local tiles la, lb; then from the registers into them. */
+#define SG_FETCH(k0, la, lb)                                                                        \
     do {                                                                                            \
-        sg_load(ra, A, sa, M, m0, K, (k0), BM, BK, NT, ak, tid);                                    \
-        sg_load(rb, B, sb, N, n0, K, (k0), BN, BK, NT, !bn, tid);                                   \
+        if (da) sg_async((la), A, sa, M, m0, K, (k0), BM, BK, NT, tid);                             \
+        else sg_load(ra, A, sa, M, m0, K, (k0), BM, BK, NT, ak, tid);                               \
+        if (db) sg_async((lb), B, sb, N, n0, K, (k0), BN, BK, NT, tid);                             \
+        else sg_load(rb, B, sb, N, n0, K, (k0), BN, BK, NT, !bn, tid);                              \
     } while (0)
 #define SG_STAGE(la, lb)                                                                            \
     do {                                                                                            \
-        sg_store((la), ra, BM, BK, NT, ak, tid);                                                    \
-        sg_store((lb), rb, BN, BK, NT, !bn, tid);                                                   \
+        if (!da) sg_store((la), ra, BM, BK, NT, ak, tid);                                           \
+        if (!db) sg_store((lb), rb, BN, BK, NT, !bn, tid);                                          \
+        if (da || db) sg_async_wait();                                                              \
     } while (0)
 
 /* The work-group's tile of C = A @ B; sa, sb: A's and B's strides other than the unit one. */
@@ -237,7 +278,7 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
         int calign, local float *As, local float *Bs, const int BM, const int BN, const int BK, const int ak,
         const int bn)
 {
-    const int NT = BM * BN / 64, tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD;
+    const int NT = BM * BN / 64, tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD, da = 0, db = 0;
     const int warp = tid / 32, lane = tid % 32, wn = BN / (8 * SG_LN);    /* warps along n */
     const int tm = (warp / wn) * (32 / SG_LN) + lane / SG_LN, tn = (warp % wn) * SG_LN + lane % SG_LN;
     int pm, pn;
@@ -250,13 +291,13 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
 #pragma unroll
         for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
 
-    SG_FETCH(0);
+    SG_FETCH(0, As, Bs);
     SG_STAGE(As, Bs);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kt = 0; kt < nk; kt++) {
         const int cur = kt & 1, more = kt + 1 < nk;
         if (more) {                                   /* the next k-tile, in flight during the FMAs */
-            SG_FETCH((kt + 1) * BK);
+            SG_FETCH((kt + 1) * BK, As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);
         }
         local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
         for (int k8 = 0; k8 < BK; k8 += 8) {          /* BK / 8 steps of 8 k, each fully unrolled */
@@ -301,6 +342,7 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
           const int BK, const int TM, const int TN, const int ak, const int bn)
 {
     const int NT = BM * BN / (TM * TN), tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD;
+    const int asy = SG_ASYNC, da = !ak && (asy == 2 || (asy == 1 && !bn)), db = bn && (asy == 2 || (asy == 1 && ak));
     const int warp = tid / 32, lane = tid % 32, wn = BN / (TN * SG_LN);    /* warps along n */
     const int tm = (warp / wn) * (32 / SG_LN) + lane / SG_LN, tn = (warp % wn) * SG_LN + lane % SG_LN;
     int pm, pn;
@@ -313,13 +355,13 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
 #pragma unroll
         for (int j = 0; j < 16; j++) acc[i][j] = 0.0f;
 
-    SG_FETCH(0);
+    SG_FETCH(0, As, Bs);
     SG_STAGE(As, Bs);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kt = 0; kt < nk; kt++) {
         const int cur = kt & 1, more = kt + 1 < nk;
         if (more) {                                   /* the next k-tile, in flight during the FMAs */
-            SG_FETCH((kt + 1) * BK);
+            SG_FETCH((kt + 1) * BK, As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);
         }
         local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
         float a[2][16], c[2][16];                     /* SG_RDB: k + 1's fragments loaded before k's FMAs */
