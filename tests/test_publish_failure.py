@@ -258,7 +258,11 @@ time.sleep(300)
 
 
 def start_learner(name):
-    child = subprocess.Popen([sys.executable, "-c", LEARNER, name], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    # the default device: on the NVIDIA machine, a child of a process that has loaded NVIDIA's OpenCL platform
+    # does not see that platform (raw OpenCL too, benchmarks/NOTES.md), so TLGPU_DEVICE=nvidia would fail there
+    env = {k: v for k, v in os.environ.items() if k != "TLGPU_DEVICE"}
+    child = subprocess.Popen([sys.executable, "-c", LEARNER, name], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                             env=env)
     assert child.stdout.readline().strip() == "ready"
     return child
 
