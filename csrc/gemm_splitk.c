@@ -71,15 +71,27 @@ tl_gemm_splitk_mode(void)
 }
 
 int
+tl_gemm_splitk_reduce(tl_tensor *part, int S, int n, tl_tensor *out, int offC)
+{
+    static tl_kernel reduce = TL_KERNEL("matmul", "tl_gemm_splitk_reduce_f32");
+    const size_t I = sizeof(int), Mm = sizeof(cl_mem);
+    if (tl_kernel_py(&reduce) == NULL ||
+        tl_set_args(reduce.k, 0, 5, (size_t[]){I, I, Mm, Mm, I},
+                    (const void *[]){&n, &S, &part->storage->mem, &out->storage->mem, &offC}) < 0)
+        return -1;
+    tl_storage *rst[2] = {out->storage, part->storage};
+    return tl_launch_1d(&reduce, (size_t)n, rst, 2, 1u);
+}
+
+int
 tl_gemm_splitk_launch(const tl_splitk_problem *p, int S, int ks, tl_kernel *kh, const size_t *gws,
                       const size_t *lws, tl_tensor *a, tl_tensor *b, tl_tensor *out)
 {
-    static tl_kernel reduce = TL_KERNEL("matmul", "tl_gemm_splitk_reduce_f32");
     const int last = p->K - (S - 1) * ks, n = p->batch * p->M * p->N;
     tl_err err = {0};
     tl_tensor *part = NULL;
     int rc = -1;
-    if (tl_kernel_py(&reduce) == NULL || tl_kernel_py(kh) == NULL) return -1;
+    if (tl_kernel_py(kh) == NULL) return -1;
     if ((part = tl_tensor_empty(TL_F32, 1, (Py_ssize_t[]){(Py_ssize_t)S * n})) == NULL) return -1;
     tl_storage *st[3] = {part->storage, a->storage, b->storage};
     for (int l = 0; l < 2; l++) {                        /* the slices of length ks, then a last one of `last` */
@@ -97,12 +109,7 @@ tl_gemm_splitk_launch(const tl_splitk_problem *p, int S, int ks, tl_kernel *kh, 
         if (tl_stream_launch(kh->k, 3, g, lw, st, 3, 1u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
         n_launches++;
     }
-    const size_t I = sizeof(int), Mm = sizeof(cl_mem);
-    if (tl_set_args(reduce.k, 0, 5, (size_t[]){I, I, Mm, Mm, I},
-                    (const void *[]){&n, &S, &part->storage->mem, &out->storage->mem, &p->offC}) < 0)
-        goto done;
-    tl_storage *rst[2] = {out->storage, part->storage};
-    if (tl_launch_1d(&reduce, (size_t)n, rst, 2, 1u) < 0) goto done;
+    if (tl_gemm_splitk_reduce(part, S, n, out, p->offC) < 0) goto done;
     n_products++;
     rc = 0;
 done:

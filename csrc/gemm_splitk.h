@@ -23,6 +23,10 @@ typedef struct { int M, N, K, batch, sAm, sAk, sBk, sBn, sAb, sBb, offA, offB, o
 int tl_gemm_splitk_launch(const tl_splitk_problem *p, int S, int ks, tl_kernel *kh, const size_t *gws,
                           const size_t *lws, tl_tensor *a, tl_tensor *b, tl_tensor *out);
 
+/* out[offC + i] = the sum over s of part[s * n + i], in slice order (one launch; the TF32 packed rows' split,
+ * gemm_tc.c, uses it too). -1 with an exception set. */
+int tl_gemm_splitk_reduce(tl_tensor *part, int S, int n, tl_tensor *out, int offC);
+
 PyObject *tl_gemm_splitk_py(PyObject *m, PyObject *args);        /* _gemm_splitk([S]): the switch, counts */
 PyObject *tl_gemm_splitk_rule_py(PyObject *m, PyObject *args);   /* _gemm_splitk_rule(...): (S, ks) */
 #endif

@@ -19,10 +19,14 @@
  * the row's share of the compute units, and whole waves where several work-groups share an SM), else the
  * last, unless even that gives fewer work-groups than half the compute units: then the float32 kernels
  * run it (smaller tiles; the MLP step's 256-row products were slower in TF32); the packed rows have no
- * such fallback: where none fills the device, the other kinds run the product.
+ * such fallback: where none fills the device, the other kinds run the product, unless matmul_wg.cl's rows
+ * would not take it either (their grid, or a K-major copy too dear): then the smallest packed row runs it
+ * split in K (packed_split: up to 8 slices that fill the device, gemm_splitk's reduction; H200, 128 to 256
+ * rows by 1024 to 4096: 1.4 to 2 x the mma.sync or float32 kernels that ran them before).
  * _gemm_tc("tag") forces a row, for tuning. */
 #include "gemm_tc.h"
 #include "cl_runtime.h"
+#include "gemm_splitk.h"
 #include "ptx_patch.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -90,12 +94,16 @@ static tc_config configs[] = {
 };
 enum { TC_NCONFIGS = sizeof configs / sizeof configs[0] };
 
+/* a K-major copy of B costs about 240 / M of the wgmma product's time on the H100 (of A, 240 / N), which runs
+ * in two thirds of mma.sync's: worth it from 1024 up */
+#define TC_COPY_MIN 1024
+
 static int tf32;                                  /* 0: "highest" (float32), 1: "high" (TF32) */
 static int forced = -1;                           /* _gemm_tc(tag): this row at every size */
 static int capable = -1;                          /* -1 unknown, 0 no, else compute capability * 10 */
 static char wg_error[1200];                        /* why the wgmma family could not be built here */
 static char pk_error[1200];                        /* ... or the packed rows' (matmul_wgb.cl) */
-static long wg_launches, pk_launches;             /* products given to the wgmma rows, the packed ones (tests) */
+static long wg_launches, pk_launches, pk_splits;  /* products given to the wgmma rows, the packed ones, split */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* 1 when the device runs matmul_tc.cl, 0 when not, -1 with an exception set. */
@@ -265,11 +273,34 @@ pack(tl_tensor *t, int rd, int kd, int R, int K, int KT, int BR, int bk, size_t 
     return y;
 }
 
-/* a @ b on packed row c: a [.., M, K] and b [.., K, N] (2 or 3 dims, batches equal or 1) packed into
- * temporaries, then one launch into *out. 1 with *out set, 0 when the operands do not fit that (the other
- * paths run the product), -1 with an exception set. */
+/* The split-K slice count of a product on packed row c (*KS k-tiles a slice; 1: no split). gemm_splitk's
+ * switch TLGPU_GEMM_SPLITK=S forces S (tests), "off" none; else `fill` asks for the fewest slices, at most
+ * 8 of 4 k-tiles or more, whose work-groups fill the device, and not past 64 MiB of partials. -1 with an
+ * exception set (a bad switch). */
 static int
-packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out)
+packed_split(const tc_config *c, int M, int N, int K, int batch, int fill, size_t units, int *KS)
+{
+    const int KT = (K + c->bk - 1) / c->bk, mode = tl_gemm_splitk_mode();
+    const size_t T = (size_t)batch * tiles(c, M, N), part = (size_t)batch * (size_t)M * (size_t)N * 4;
+    int S = 1;
+    if (mode < 0) return -1;
+    if (mode >= 2) {
+        S = mode;
+    } else if (mode == 0 && fill && T < units) {
+        S = (int)((units + T - 1) / T);
+        if (S > 8 || KT < 4 * S || (size_t)S * part > ((size_t)64 << 20)) S = 1;
+    }
+    S = S < KT ? S : KT;
+    *KS = (KT + S - 1) / S;
+    return (KT + *KS - 1) / *KS;                          /* every slice at least one k-tile */
+}
+
+/* a @ b on packed row c: a [.., M, K] and b [.., K, N] (2 or 3 dims, batches equal or 1) packed into
+ * temporaries, then one launch into *out, or (S > 1, KS k-tiles a slice) into partials that gemm_splitk's
+ * reduction sums into *out. 1 with *out set, 0 when the operands do not fit that (the other paths run the
+ * product), -1 with an exception set. */
+static int
+packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, int S, int KS, tl_tensor **out)
 {
     const int ba = a->ndim == 3 ? (int)a->shape[0] : 1, bb = b->ndim == 3 ? (int)b->shape[0] : 1;
     const int batch = ba > bb ? ba : bb, KT = (K + c->bk - 1) / c->bk;
@@ -282,15 +313,22 @@ packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, tl
     Py_ssize_t shape[3] = {batch, M, N};
     const int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
     *out = pb != NULL ? tl_tensor_empty(TL_F32, nd, shape + 3 - nd) : NULL;
+    const int n = batch * M * N;
+    tl_tensor *part = *out != NULL && S > 1 ? tl_tensor_empty(TL_F32, 1, (Py_ssize_t[]){(Py_ssize_t)S * n}) : NULL;
+    if (S > 1 && part == NULL) Py_CLEAR(*out);
     if (*out != NULL) {
+        tl_tensor *dst = S > 1 ? part : *out;
         const int sa = ba > 1 ? (int)sPA : 0, sb = bb > 1 ? (int)sPB : 0;
         const size_t I = sizeof(int), Mm = sizeof(cl_mem), lws[3] = {(size_t)c->warps * 32, 1, 1};
-        const size_t gws[3] = {tm * tn * lws[0], (size_t)batch, 1}, sz[8] = {I, I, I, Mm, I, Mm, I, Mm};
-        const void *val[8] = {&M, &N, &KT, &pa->storage->mem, &sa, &pb->storage->mem, &sb, &(*out)->storage->mem};
-        tl_storage *st[3] = {(*out)->storage, pa->storage, pb->storage};
-        if (launch(&c->k[TC_NT], 8, sz, val, gws, lws, st, 3) < 0) Py_CLEAR(*out);
-        else wg_launches++, pk_launches++;
+        const size_t gws[3] = {tm * tn * lws[0], (size_t)batch * (size_t)S, 1}, sz[9] = {I, I, I, I, Mm, I, Mm, I, Mm};
+        const void *val[9] = {&M, &N, &KT, &KS, &pa->storage->mem, &sa, &pb->storage->mem, &sb, &dst->storage->mem};
+        tl_storage *st[3] = {dst->storage, pa->storage, pb->storage};
+        if (launch(&c->k[TC_NT], 9, sz, val, gws, lws, st, 3) < 0 || (S > 1 && tl_gemm_splitk_reduce(part, S, n, *out, 0) < 0))
+            Py_CLEAR(*out);
+        else
+            wg_launches++, pk_launches++, pk_splits += S > 1;
     }
+    Py_XDECREF(part);
     Py_XDECREF(pa);
     Py_XDECREF(pb);
     return *out != NULL ? 1 : -1;
@@ -309,9 +347,7 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     const Py_ssize_t sBk = b->strides[b->ndim - 2], sBn = b->strides[b->ndim - 1];
     const int ca = sAk != 1 && sAm == 1, cb = sBk != 1 && sBn == 1;   /* the operands to copy */
     if ((sAk != 1 && !ca) || (sBk != 1 && !cb) || (!ca && !cb)) return 0;
-    /* a copy of B costs about 240 / M of the wgmma product's time on the H100 (of A, 240 / N), which runs
-     * in two thirds of mma.sync's: worth it from 1024 up */
-    if ((cb && M < 1024) || (ca && N < 1024)) return 0;
+    if ((cb && M < TC_COPY_MIN) || (ca && N < TC_COPY_MIN)) return 0;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     const Py_ssize_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
     const int batch = (int)(ba > bb ? ba : bb);
@@ -336,10 +372,19 @@ tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **o
     if (!wg_usable() || (forced < 0 && pk_error[0] != '\0')) return 0;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     const Py_ssize_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
-    const int i = forced >= 0 ? forced : pick(M, N, (int)(ba > bb ? ba : bb), 2, rt->info.compute_units);
-    if (i < 0) return 0;
+    const int batch = (int)(ba > bb ? ba : bb), units = (int)rt->info.compute_units;
+    int i = forced >= 0 ? forced : pick(M, N, batch, 2, units), fill = 0, KS, S;
+    const int ca = a->strides[a->ndim - 1] != 1, cb = b->strides[b->ndim - 2] != 1;   /* not along k */
+    if (i < 0 && forced < 0 && (pick(M, N, batch, 1, units) < 0 || (ca && N < TC_COPY_MIN) ||
+                                (cb && M < TC_COPY_MIN))) {
+        for (int j = 0; j < TC_NCONFIGS; j++)             /* none fills, nor do matmul_wg.cl's rows take it: */
+            if (!configs[j].sweep && configs[j].wg == 2) i = j;   /* the last (smallest), split in K */
+        fill = 1;
+    }
+    if (i < 0 || (S = packed_split(&configs[i], M, N, K, batch, fill, (size_t)units, &KS)) < 0) return i < 0 ? 0 : -1;
+    if (fill && S < 2) return 0;                          /* too small even so: the other rows */
     if ((ok = wg_prepare(i)) <= 0) return ok;
-    return packed_product(&configs[i], a, b, M, N, K, out);
+    return packed_product(&configs[i], a, b, M, N, K, S, KS, out);
 }
 
 PyObject *
@@ -391,11 +436,11 @@ tl_gemm_tc_info(PyObject *Py_UNUSED(m), PyObject *args)
         if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
         Py_DECREF(s);
     }
-    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l}", "capability", capable, "active",
+    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l,s:l}", "capability", capable, "active",
                       ok && tf32 ? Py_True : Py_False, "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL,
                       "wgmma", wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL,
                       "packed_error", pk_error[0] ? pk_error : NULL, "wgmma_launches", wg_launches,
-                      "packed_launches", pk_launches);
+                      "packed_launches", pk_launches, "packed_splits", pk_splits);
     return r;
 }
 

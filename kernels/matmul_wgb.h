@@ -2,7 +2,9 @@
  * tl_gemm_wgc_<tag>_f32), for the configuration the includer sets (WG_TAG, WG_BM = 64 x consumer warpgroups,
  * WG_BN = the wgmma width N, WG_BK, WG_STAGES >= 2, optional WB_PAIR).
  * C[b] = A[b] @ B[b]^T from the packed A [M, K] (PA + b * sPA) and B [N, K] (PB + b * sPB), KT k-tiles;
- * C contiguous [M, N] a batch. Launch: (tiles x WB_THREADS, batches), work-groups of WB_THREADS.
+ * C contiguous [M, N] a batch. Launch: (tiles x WB_THREADS, batches x S), work-groups of WB_THREADS. With
+ * S = ceil(KT / KS) > 1 (split-K), work-group (., b * S + s) takes k-tiles s KS .. s KS + KS - 1 and writes
+ * the partial C[s][b] ([S, batches, M, N]), which gemm_splitk's reduction sums.
  * WB_PAIR: work-groups run as clusters of two (.reqnctapercluster, added by the PTX patch) on tile rows 2p
  * and 2p + 1 of one tile column (the packed A padded to an even number of tile rows): each loads its own A
  * and multicasts its half of the shared B tile into both, so the pair reads 3/4 of the bytes from L2; each
@@ -30,10 +32,12 @@
 #endif
 
 kernel __attribute__((reqd_work_group_size(WB_THREADS, 1, 1))) void
-WB_NAME(int M, int N, int KT, global const float *PA, int sPA, global const float *PB, int sPB, global float *C)
+WB_NAME(int M, int N, int KT, int KS, global const float *PA, int sPA, global const float *PB, int sPB,
+        global float *C)
 {
     local float S[WG_STAGES * WB_STAGE] __attribute__((aligned(1024)));
-    const int tid = get_local_id(0), b = get_group_id(1);
+    const int nsl = (KT + KS - 1) / KS, sl = get_group_id(1) % nsl, b = get_group_id(1) / nsl;
+    const int tid = get_local_id(0), kt0 = sl * KS;
     const int tm = (M + WG_BM - 1) / WG_BM, tn = (N + WG_BN - 1) / WG_BN;
     int pm, pn;
 #if WB_PAIR
@@ -47,9 +51,10 @@ WB_NAME(int M, int N, int KT, global const float *PA, int sPA, global const floa
     tc_tile_order(get_group_id(0), tm, tn, &pm, &pn);
 #endif
     const int m0 = pm * WG_BM, n0 = pn * WG_BN;
-    global const float *pa = PA + (size_t)b * sPA + (size_t)pm * KT * WB_ASZ;   /* this tile row's k-tiles */
-    global const float *pb = PB + (size_t)b * sPB + (size_t)pn * KT * WB_BSZ;
-    C += (size_t)b * M * N;
+    global const float *pa = PA + (size_t)b * sPA + ((size_t)pm * KT + kt0) * WB_ASZ;   /* this tile row's */
+    global const float *pb = PB + (size_t)b * sPB + ((size_t)pn * KT + kt0) * WB_BSZ;   /* k-tiles, slice sl's */
+    C += ((size_t)sl * (get_num_groups(1) / nsl) + b) * M * N;
+    KT = min(KS, KT - kt0);                             /* from here: this slice's k-tiles */
     float d[WG_BN / 2];
     for (int i = 0; i < WG_BN / 2; i++) d[i] = 0.0f;
 #if TC_EMULATE

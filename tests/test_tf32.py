@@ -137,10 +137,10 @@ def test_packed_rows_on_hopper(rng, tag):
     mbarrier handoffs): exact on integer operands in every layout at tile edges and K below one k-tile,
     batched, broadcast and on strided views; one launch a product; random data within TF32's error (the
     pack rounds to nearest, as cuBLAS does: 2.9e-4 relative on the H200, against 7.8e-4 for the rows that
-    truncate)."""
+    truncate). Under the size rule, a 256-row product too small for any row's grid runs split in K."""
     tlgpu.set_matmul_precision("tf32")
     tlgpu._C._gemm_tc(tag)
-    before = tlgpu._C._gemm_tc()["packed_launches"]
+    before, splits = tlgpu._C._gemm_tc()["packed_launches"], tlgpu._C._gemm_tc()["packed_splits"]
     shapes = [(131, 77, 65), (300, 64, 260), (270, 8, 260)] if tag else [(2048, 72, 2100), (1030, 40, 2050)]
     for m, k, n in shapes:
         for f, ref in layouts(rng, m, k, n, True):
@@ -151,6 +151,10 @@ def test_packed_rows_on_hopper(rng, tag):
     np.testing.assert_array_equal((tx @ ty).numpy(), x.astype(np.float64) @ y)
     np.testing.assert_array_equal((tx[1, 3:, 1:] @ ty[1:, 5:]).numpy(), x[1, 3:, 1:].astype(np.float64) @ y[1:, 5:])
     assert tlgpu._C._gemm_tc()["packed_launches"] - before == 4 * len(shapes) + 2
+    if tag is None:                                    # 32 work-groups of 64x128 on 132 units: 5 slices of K
+        a, w = rng.integers(-3, 4, (256, 1024)).astype(np.float32), rng.integers(-3, 4, (1024, 1024)).astype(np.float32)
+        np.testing.assert_array_equal((tlgpu.tensor(a) @ tlgpu.tensor(w).T).numpy(), a.astype(np.float64) @ w.T)
+        assert tlgpu._C._gemm_tc()["packed_splits"] - splits == 1
     a, b = rng.standard_normal((2048, 1024), dtype=np.float32), rng.standard_normal((1024, 2048), dtype=np.float32)
     ref = a.astype(np.float64) @ b
     err = np.linalg.norm((tlgpu.tensor(a) @ tlgpu.tensor(b)).numpy() - ref) / np.linalg.norm(ref)
@@ -290,26 +294,29 @@ for i, tag in enumerate(t for t in info["configs"] if t.startswith(("wgb", "wgc"
         if got.shape != ref.shape or not np.array_equal(got, ref.astype(np.float64)):
             bad.append(f"{tag} {name}")
 print("RESULT " + json.dumps({"bad": bad, "launches": tlgpu._C._gemm_tc()["wgmma_launches"] - n0,
+                              "splits": tlgpu._C._gemm_tc()["packed_splits"],
                               "tags": sum(t.startswith(("wgb", "wgc")) for t in info["configs"])}))
 """
 
 
-def test_emulated_packed_rows():
-    """The sweep-only packed rows (kernels/matmul_wgb.cl: operands packed into swizzled, zero-padded tiles,
-    then 1-D bulk copies, "wgc" in clusters of two; forced with _gemm_tc(tag)), emulated: the pack of
-    every layout (a @ b, a @ b.T,
-    a.T @ b, a.T @ b.T), batches (broadcast too), strided views and tile edges exact, one product launch
-    each. The mbarrier handoffs between the producer warp and the consumers run on the GPU only."""
+@pytest.mark.parametrize("split", ["auto", "3"])
+def test_emulated_packed_rows(split):
+    """Every packed row (kernels/matmul_wgb.cl: operands packed into swizzled, zero-padded tiles, then 1-D
+    bulk copies, "wgc" in clusters of two; forced with _gemm_tc(tag)), emulated: the pack of every layout
+    (a @ b, a @ b.T, a.T @ b, a.T @ b.T), batches (broadcast too), strided views and tile edges exact, one
+    product launch each; with TLGPU_GEMM_SPLITK=3 the same split in K (partials, then their sum). The
+    mbarrier handoffs between the producer warp and the consumers run on the GPU only."""
     import json
     from conftest import run_python
-    r = run_python(PACKED, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWEEP"},
-                   timeout=600)
+    r = run_python(PACKED, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWEEP",
+                                "TLGPU_GEMM_SPLITK": split}, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout.split("RESULT ")[-1])
     if "skip" in res:
         pytest.skip(res["skip"])
     assert res["bad"] == [] and res["tags"] == 8
     assert res["launches"] == 4 * 3 * 4 + 4 * 2 * 4 + 8 * 3     # one per product, the pack launches apart
+    assert (res["splits"] > 40) if split == "3" else res["splits"] == 0   # forced rows split only when told
 
 
 WGMMA_RULE = EMULATED_PROLOGUE + """
@@ -332,11 +339,11 @@ for row in [None, "wg64x128x16s4"]:                 # the size rule (packed rows
     for name, f, ref in cases if info["wgmma"] else cases[:4]:   # the emulation builds no big mma.sync row
         if row is not None and not name.startswith("big"):
             continue
-        before = [tlgpu._C._gemm_tc()[k] for k in ("wgmma_launches", "packed_launches")]
+        keys = ("wgmma_launches", "packed_launches", "packed_splits")
+        before = [tlgpu._C._gemm_tc()[k] for k in keys]
         got = f().numpy()
         out[name + ("" if row is None else "_copies")] = [
-            tlgpu._C._gemm_tc()[k] - b for k, b in zip(("wgmma_launches", "packed_launches"), before)] + [
-            bool(np.array_equal(got, ref.astype(np.float64)))]
+            tlgpu._C._gemm_tc()[k] - b for k, b in zip(keys, before)] + [bool(np.array_equal(got, ref.astype(np.float64)))]
 print("RESULT " + json.dumps(out))
 """
 
@@ -345,10 +352,11 @@ print("RESULT " + json.dumps(out))
 def test_wgmma_rule(switch):
     """Where the wgmma rows may run (emulated on any device; PoCL here has 2 compute units), a product of
     any layout whose grid fills the device takes the packed rows (a launch each, exact: 2-D, batched,
-    strided views); an x @ w.T too small for them takes matmul_wg.cl's rows, an a @ b that small stays on
-    mma.sync (a K-major copy would cost more than it saves); with a matmul_wg.cl row forced, a @ b,
-    a.T @ b and a.T @ b.T from 1024 rows up run on K-major copies (tiled transposes); TLGPU_TC_WGMMA=0
-    keeps every product on the mma.sync rows."""
+    strided views); an x @ w.T too small for them takes matmul_wg.cl's rows; an a @ b that small, which
+    those rows would take only through a K-major copy of B (from 1024 rows), runs on the packed rows split
+    in K (2 slices, then their sum); with a matmul_wg.cl row forced, a @ b, a.T @ b and a.T @ b.T from
+    1024 rows up run on K-major copies (tiled transposes); TLGPU_TC_WGMMA=0 keeps every product on the
+    mma.sync rows. Entries: [wgmma launches, packed launches, packed splits, exact]."""
     import json
     from conftest import run_python
     r = run_python(WGMMA_RULE, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1",
@@ -359,9 +367,9 @@ def test_wgmma_rule(switch):
         pytest.skip(res["skip"])
     on = 1 if switch == "1" else 0
     assert res.pop("wgmma") is (switch == "1")
-    assert res.pop("nt") == [on, on, True] and res.pop("nn") == [on, on, True]
-    assert res.pop("small_nt") == [on, 0, True] and res.pop("small_nn") == [0, 0, True]
-    assert all(v == [on, 0 if k.endswith("_copies") else on, True] for k, v in res.items()), res
+    assert res.pop("nt") == [on, on, 0, True] and res.pop("nn") == [on, on, 0, True]
+    assert res.pop("small_nt") == [on, 0, 0, True] and res.pop("small_nn") == [on, on, on, True]
+    assert all(v == [on, 0 if k.endswith("_copies") else on, 0, True] for k, v in res.items()), res
     assert len(res) == (10 if on else 0), res
 
 
