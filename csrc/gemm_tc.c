@@ -323,7 +323,8 @@ packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, in
         const size_t gws[3] = {tm * tn * lws[0], (size_t)batch * (size_t)S, 1}, sz[9] = {I, I, I, I, Mm, I, Mm, I, Mm};
         const void *val[9] = {&M, &N, &KT, &KS, &pa->storage->mem, &sa, &pb->storage->mem, &sb, &dst->storage->mem};
         tl_storage *st[3] = {dst->storage, pa->storage, pb->storage};
-        if (launch(&c->k[TC_NT], 9, sz, val, gws, lws, st, 3) < 0 || (S > 1 && tl_gemm_splitk_reduce(part, S, n, *out, 0) < 0))
+        if (launch(&c->k[TC_NT], 9, sz, val, gws, lws, st, 3) < 0 ||
+            (S > 1 && tl_gemm_splitk_reduce(part, S, n, *out, 0) < 0))
             Py_CLEAR(*out);
         else
             wg_launches++, pk_launches++, pk_splits += S > 1;
@@ -437,7 +438,8 @@ tl_gemm_tc_info(PyObject *Py_UNUSED(m), PyObject *args)
         Py_DECREF(s);
     }
     r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l,s:l}", "capability", capable, "active",
-                      ok && tf32 ? Py_True : Py_False, "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL,
+                      ok && tf32 ? Py_True : Py_False, "configs", tags, "forced",
+                      forced >= 0 ? configs[forced].tag : NULL,
                       "wgmma", wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL,
                       "packed_error", pk_error[0] ? pk_error : NULL, "wgmma_launches", wg_launches,
                       "packed_launches", pk_launches, "packed_splits", pk_splits);
