@@ -253,17 +253,31 @@ kmajor_copy(tl_tensor *t, int is_b)
 }
 
 /* Operand t packed for a wgmma row of matmul_wgb.cl (its banner: BR x bk tiles, swizzled, zero-padded):
- * rows along dim rd, k along dim kd (of the last two), KT k-tiles, tiles of R rows per batch (sP floats). */
+ * rows along dim rd, k along dim kd (of the last two), KT k-tiles, tiles of R rows per batch (sP floats).
+ * Along k with aligned 16-byte chunks, one float4 a work-item (tl_wg_pack4_f32), else a local transpose. */
 static tl_tensor *
 pack(tl_tensor *t, int rd, int kd, int R, int K, int KT, int BR, int bk, size_t sP)
 {
-    static tl_kernel kh = TL_KERNEL("matmul_wgb", "tl_wg_pack_f32");
+    static tl_kernel kh = TL_KERNEL("matmul_wgb", "tl_wg_pack_f32"), k4 = TL_KERNEL("matmul_wgb", "tl_wg_pack4_f32");
     const int nd = t->ndim, batch = nd == 3 ? (int)t->shape[0] : 1, sb = nd == 3 ? (int)t->strides[0] : 0;
     const int sr = (int)t->strides[nd - 2 + rd], sk = (int)t->strides[nd - 2 + kd], off = (int)t->offset;
     const int sp = (int)sP;
     Py_ssize_t n = (Py_ssize_t)sP * batch;
     tl_tensor *y = tl_tensor_empty(TL_F32, 1, &n);
     if (y == NULL) return NULL;
+    int vec = sk == 1 && sr % 4 == 0 && off % 4 == 0 && sb % 4 == 0 && K % 4 == 0;   /* aligned along k */
+#ifdef TL_TEST_HOOKS
+    const char *env = getenv("TLGPU_TC_PACK4");           /* "0": the local-transpose pack always (tests, A/B) */
+    vec &= !(env != NULL && strcmp(env, "0") == 0);
+#endif
+    if (vec) {
+        const size_t I = sizeof(int), Mm = sizeof(cl_mem), gws[3] = {tl_round_up(sP / 4, 256), (size_t)batch, 1};
+        const size_t lws[3] = {256, 1, 1}, sz[11] = {I, I, I, I, I, Mm, I, I, I, Mm, I};
+        const void *val[11] = {&R, &K, &KT, &BR, &bk, &t->storage->mem, &off, &sb, &sr, &y->storage->mem, &sp};
+        tl_storage *st[2] = {y->storage, t->storage};
+        if (launch(&k4, 11, sz, val, gws, lws, st, 2) < 0) Py_CLEAR(y);
+        return y;
+    }
     const size_t I = sizeof(int), Mm = sizeof(cl_mem), lws[3] = {32, 8, 1};
     const size_t gws[3] = {tl_round_up((size_t)KT * (size_t)bk, 32), sP / ((size_t)KT * (size_t)bk) / 4, (size_t)batch};
     const size_t sz[12] = {I, I, I, I, I, Mm, I, I, I, I, Mm, I};

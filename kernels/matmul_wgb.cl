@@ -50,6 +50,23 @@ tl_wg_pack_f32(int R, int K, int KT, int BR, int BK, global const float *X, int 
     *(global float4 *)(P + ((size_t)(rb * KT + kb) * BR + rr) * BK + 4 * (c ^ wg_swz(rr, 4 * BK))) = v;
 }
 
+/* tl_wg_pack_f32 for an X along k whose 16-byte chunks are aligned (sXk 1; offX, sXr, sXb and K multiples of
+ * 4): work-item q writes P's chunk q (consecutive stores) from one float4 load, no local memory. */
+kernel void
+tl_wg_pack4_f32(int R, int K, int KT, int BR, int BK, global const float *X, int offX, int sXb, int sXr,
+                global float *P, int sP)
+{
+    const size_t q = get_global_id(0);
+    const int b = get_global_id(1), cpr = BK / 4, row = (int)(q / (size_t)cpr), cpos = (int)(q % (size_t)cpr);
+    const int rb = row / (KT * BR), kb = row / BR % KT, rr = row % BR, r = rb * BR + rr;
+    const int k = kb * BK + 4 * (cpos ^ wg_swz(rr, 4 * BK));
+    if (q >= (size_t)sP / 4) return;
+    X += offX + b * sXb;
+    float4 v = r < R && k < K ? *(global const float4 *)(X + (size_t)r * sXr + k) : (float4)(0.0f);
+    v = as_float4((uint4)(tc_tf32(v.x), tc_tf32(v.y), tc_tf32(v.z), tc_tf32(v.w)));
+    *(global float4 *)(P + (size_t)b * sP + 4 * q) = v;
+}
+
 #if !TC_EMULATE
 /* The stage's "full" barrier expects `bytes` more from copies, and this work-item's arrival counts. */
 static inline void
