@@ -321,7 +321,8 @@ packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, in
     size_t tm = (size_t)(M + c->bm - 1) / (size_t)c->bm, tn = (size_t)(N + c->bn - 1) / (size_t)c->bn;
     tm += c->wg == 3 && tm % 2;                        /* pairs of tile rows: A padded with a zero tile row */
     const size_t sPA = tm * (size_t)c->bm * (size_t)KT * (size_t)c->bk, sPB = tn * (size_t)c->bn * (size_t)KT * (size_t)c->bk;
-    if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch) || sPA * (size_t)ba > INT_MAX || sPB * (size_t)bb > INT_MAX)
+    if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch) || sPA * (size_t)ba > INT_MAX || sPB * (size_t)bb > INT_MAX ||
+        (size_t)S * (size_t)batch * (size_t)M * (size_t)N > INT_MAX)   /* the kernels' int indices */
         return 0;
     tl_tensor *pa = pack(a, 0, 1, M, K, KT, c->bm, c->bk, sPA), *pb = pa ? pack(b, 1, 0, N, K, KT, c->bn, c->bk, sPB) : NULL;
     Py_ssize_t shape[3] = {batch, M, N};
