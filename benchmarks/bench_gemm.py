@@ -3,7 +3,7 @@ the host and PyTorch CUDA float32 (TF32 off), all measured in the same run. On C
 in a native kernel (docs/cpu.md) the OpenCL kernels are measured too (tlgpu_opencl_gflops, the path off). On devices with tlgpu's TF32
 tensor-core path (NVIDIA, compute capability >= 8.0) also tlgpu with set_matmul_precision("tf32") and
 PyTorch with TF32 on (allow_tf32), with each TF32 result's relative Frobenius error against float64 and which
-tensor-core kernel ran (tf32_kernel: wgmma or mma.sync). The tier column says "sg" where the NVIDIA float32
+tensor-core kernel ran (tf32_kernel: wgmma packed [, split-K], wgmma or mma.sync). The tier column says "sg" where the NVIDIA float32
 kernel (kernels/matmul_sg.cl) ran, else the GEMM tier (mv, blas: the other paths).
 
 Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 1.0] [--skip-numpy] [--json]
@@ -172,9 +172,12 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
         tlgpu.set_matmul_precision("tf32")
         try:
             row["tlgpu_tf32_gflops"] = round(flops / best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize) / 1e9, 2)
-            wg = tlgpu._C._gemm_tc()["wgmma_launches"]
+            keys = ("wgmma_launches", "packed_launches", "packed_splits")
+            before = [tlgpu._C._gemm_tc()[k] for k in keys]
             row["tlgpu_tf32_err"] = rel_fro((ta @ tbb).numpy(), ref)
-            row["tf32_kernel"] = "wgmma" if tlgpu._C._gemm_tc()["wgmma_launches"] > wg else "mma.sync"
+            wg, pk, sp = (tlgpu._C._gemm_tc()[k] > b for k, b in zip(keys, before))
+            row["tf32_kernel"] = ("wgmma packed, split-K" if sp else "wgmma packed" if pk else "wgmma" if wg
+                                  else "mma.sync")
         finally:
             tlgpu.set_matmul_precision("highest")
         if torch is not None:
