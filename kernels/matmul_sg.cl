@@ -272,6 +272,24 @@ sg_async_wait(void)
         if (da || db) sg_async_wait();                                                              \
     } while (0)
 
+/* For sg_gemm and sg_gemm_x (their locals): the double-buffered pipeline over the nk k-tiles, around the
+ * FMAs of one local k-tile (whose fragments start at `as`, `bs`) written between SG_LOOP_BEGIN and
+ * SG_LOOP_END: the first k-tile staged; per k-tile the next one fetched (in flight during the FMAs), the
+ * FMAs, the next one staged into the other buffers, one barrier. (OpenCL C has no variadic macros, so the
+ * loop is opened and closed by two.) */
+#define SG_LOOP_BEGIN                                                                               \
+    SG_FETCH(0, As, Bs);                                                                            \
+    SG_STAGE(As, Bs);                                                                               \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
+    for (int kt = 0; kt < nk; kt++) {                                                               \
+        const int cur = kt & 1, more = kt + 1 < nk;                                                 \
+        if (more) SG_FETCH((kt + 1) * BK, As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);    \
+        local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
+#define SG_LOOP_END                                                                                 \
+        if (more) SG_STAGE(As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+    }
+
 /* The work-group's tile of C = A @ B; sa, sb: A's and B's strides other than the unit one. */
 static inline void
 sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *B, int sb, global float *C,
@@ -291,15 +309,7 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
 #pragma unroll
         for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
 
-    SG_FETCH(0, As, Bs);
-    SG_STAGE(As, Bs);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int kt = 0; kt < nk; kt++) {
-        const int cur = kt & 1, more = kt + 1 < nk;
-        if (more) {                                   /* the next k-tile, in flight during the FMAs */
-            SG_FETCH((kt + 1) * BK, As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);
-        }
-        local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
+    SG_LOOP_BEGIN
         for (int k8 = 0; k8 < BK; k8 += 8) {          /* BK / 8 steps of 8 k, each fully unrolled */
 #pragma unroll
             for (int k = k8; k < k8 + 8; k++) {
@@ -314,11 +324,7 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
                     for (int j = 0; j < 8; j++) acc[i][j] = mad(a[i], c[j], acc[i][j]);
             }
         }
-        if (more) {
-            SG_STAGE(As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    SG_LOOP_END
 
     const int whole = calign && m0 + BM <= M && n0 + BN <= N;
 #pragma unroll
@@ -331,7 +337,8 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
     }
 }
 
-/* sg_gemm generalised (the sweep-only tags and knobs; the production rows keep sg_gemm): each work-item
+/* sg_gemm generalised (the t16x8 / t8x16 tags, 128x128x16t16x8 among the production rows, and the sweep
+ * knobs; the 8x8 production rows keep sg_gemm, which ran them faster on the H200): each work-item
  * owns TM x TN outputs (8 or 16 each) in 4x4 quadrants 4 BM / TM rows and 4 BN / TN columns apart; SG_RDB
  * loads k + 1's fragments before k's FMAs, SG_T4 stores k-contiguous tiles as float4. LLVM optimises this
  * body before inlining it (TM, TN unknown) and fully unrolls a loop of unknown count only up to 8, so the
@@ -355,15 +362,7 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
 #pragma unroll
         for (int j = 0; j < 16; j++) acc[i][j] = 0.0f;
 
-    SG_FETCH(0, As, Bs);
-    SG_STAGE(As, Bs);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int kt = 0; kt < nk; kt++) {
-        const int cur = kt & 1, more = kt + 1 < nk;
-        if (more) {                                   /* the next k-tile, in flight during the FMAs */
-            SG_FETCH((kt + 1) * BK, As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);
-        }
-        local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
+    SG_LOOP_BEGIN
         float a[2][16], c[2][16];                     /* SG_RDB: k + 1's fragments loaded before k's FMAs */
         if (SG_RDB) sg_frag(a[0], c[0], as, bs, 0, lda, ldb, BM, BN, TM, TN);
         for (int k8 = 0; k8 < BK; k8 += 8) {          /* BK / 8 steps of 8 k, each fully unrolled */
@@ -384,11 +383,7 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
                 }
             }
         }
-        if (more) {
-            SG_STAGE(As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    SG_LOOP_END
 
     const int whole = calign && m0 + BM <= M && n0 + BN <= N;
 #pragma unroll

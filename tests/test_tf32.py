@@ -220,6 +220,19 @@ if info["capability"] != 1:
     raise SystemExit
 tlgpu.set_matmul_precision("tf32")
 """
+def emulated_run(code, env):
+    """code's RESULT line (JSON) from a child process with the emulated kernels (env added to that), or the
+    test skipped when the child says so (no test hooks, or a real TF32 device)."""
+    import json
+    from conftest import run_python
+    r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1", **env}, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.split("RESULT ")[-1])
+    if "skip" in res:
+        pytest.skip(res["skip"])
+    return res
+
+
 EMULATED = EMULATED_PROLOGUE + """
 rng, bad = np.random.default_rng(7), []
 WG = 1 if "wg" in str(TAGS) else 0           # a wgmma row: x @ w.T only (emulation builds one mma.sync row)
@@ -306,14 +319,7 @@ def test_emulated_packed_rows(split):
     (a @ b, a @ b.T, a.T @ b, a.T @ b.T), batches (broadcast too), strided views and tile edges exact, one
     product launch each; with TLGPU_GEMM_SPLITK=3 the same split in K (partials, then their sum). The
     mbarrier handoffs between the producer warp and the consumers run on the GPU only."""
-    import json
-    from conftest import run_python
-    r = run_python(PACKED, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWEEP",
-                                "TLGPU_GEMM_SPLITK": split}, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads(r.stdout.split("RESULT ")[-1])
-    if "skip" in res:
-        pytest.skip(res["skip"])
+    res = emulated_run(PACKED, {"TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWEEP", "TLGPU_GEMM_SPLITK": split})
     assert res["bad"] == [] and res["tags"] == 8
     assert res["launches"] == 4 * 3 * 4 + 4 * 2 * 4 + 8 * 3     # one per product, the pack launches apart
     assert (res["splits"] > 40) if split == "3" else res["splits"] == 0   # forced rows split only when told
@@ -357,14 +363,7 @@ def test_wgmma_rule(switch):
     in K (2 slices, then their sum); with a matmul_wg.cl row forced, a @ b, a.T @ b and a.T @ b.T from
     1024 rows up run on K-major copies (tiled transposes); TLGPU_TC_WGMMA=0 keeps every product on the
     mma.sync rows. Entries: [wgmma launches, packed launches, packed splits, exact]."""
-    import json
-    from conftest import run_python
-    r = run_python(WGMMA_RULE, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1",
-                                    "TLGPU_TC_WGMMA": switch}, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads(r.stdout.split("RESULT ")[-1])
-    if "skip" in res:
-        pytest.skip(res["skip"])
+    res = emulated_run(WGMMA_RULE, {"TLGPU_TC_WGMMA": switch})
     on = 1 if switch == "1" else 0
     assert res.pop("wgmma") is (switch == "1")
     assert res.pop("nt") == [on, on, 0, True] and res.pop("nn") == [on, on, 0, True]
@@ -379,9 +378,8 @@ def test_wgmma_build_failure_falls_back(tmp_path, broken):
     device) leaves its products to the other rows, exactly, and keeps the reason where _gemm_tc() shows
     it; the rows are not tried again. matmul_wg.cl broken: x @ w.T too small for the packed rows runs on
     mma.sync; matmul_wgb.cl broken: one big enough for them runs on matmul_wg.cl's rows."""
-    import json
     import shutil
-    from conftest import ROOT, run_python
+    from conftest import ROOT
     kd = tmp_path / "kernels"
     shutil.copytree(ROOT + "/kernels", kd)
     (kd / broken).write_text((kd / broken).read_text() + "\nthis does not compile\n")
@@ -395,12 +393,7 @@ info = tlgpu._C._gemm_tc()
 print("RESULT " + json.dumps({{"ok": ok, "wgmma": info["wgmma"], "error": info["wgmma_error"],
                               "packed_error": info["packed_error"], "launches": info["wgmma_launches"]}}))
 """
-    r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1",
-                              "TLGPU_KERNEL_DIR": str(kd), "TLGPU_CACHE_DIR": ""}, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads(r.stdout.split("RESULT ")[-1])
-    if "skip" in res:
-        pytest.skip(res["skip"])
+    res = emulated_run(code, {"TLGPU_KERNEL_DIR": str(kd), "TLGPU_CACHE_DIR": ""})
     assert res["ok"] == [True, True]
     if broken == "matmul_wg.cl":
         assert res["wgmma"] is False and res["launches"] == 0 and res["packed_error"] is None
@@ -450,13 +443,7 @@ def test_ptx_patch():
 
 
 def emulated(code, env):
-    import json
-    from conftest import run_python
-    r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1", **env}, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads(r.stdout.split("RESULT ")[-1])
-    if "skip" in res:
-        pytest.skip(res["skip"])
+    res = emulated_run(code, env)
     assert res["bad"] == []
     assert 3e-5 < res["err"] < 2e-3
 
