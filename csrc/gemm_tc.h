@@ -22,8 +22,9 @@ int tl_gemm_tc_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk,
 int tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a2, tl_tensor **b2);
 
 /* Under TF32 where the packed wgmma rows run (compute capability 9.0; kernels/matmul_wgb.cl), for a product
- * whose grid fills the device on one of them, or with one forced (_gemm_tc("wgb..."), sweeps): a @ b of any
- * layout (2-D or 3-D operands, batches equal or 1) run there: both operands packed, one launch. 1 with the
+ * whose grid fills the device on one of them, one that no other wgmma row would take (then split in K, with
+ * gemm_splitk's reduction), or with one forced (_gemm_tc("wgb..."), sweeps): a @ b of any layout (2-D or 3-D
+ * operands, batches equal or 1) run there: both operands packed, one launch (two when split). 1 with the
  * result in *out (a bias is the caller's to add), 0 to leave the product alone, -1 with an exception set. */
 int tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out);
 
