@@ -4,10 +4,11 @@
  * TL_TEST_HOOKS) takes every product it can, on any device, at any size. The configuration table mirrors
  * matmul_sg.cl's: production rows first, biggest tiles first; rows marked sweep exist only in a build with
  * -DSG_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/sweep_sgemm.py. A product takes the first production row
- * whose grid fills the device (tl_grid_fills: the row's share of the compute units, and for the 128x128x16
- * row, two work-groups an SM, waves at least 80 % full: on the H200 it ran 31 TFLOP/s at 1.3 waves where
- * 128x64x16 ran 37, and 44-45 at 0.97 and at 3.9), else the last, unless even that gives fewer work-groups
- * than half the compute units: then the tiers run it (they have smaller tiles and split-K).
+ * its layout may take (the multistage 128x128x8t16x8s4 is tn's only) whose grid fills the device
+ * (tl_grid_fills: the row's share of the compute units, and for the 128x128x16 row, two work-groups an SM,
+ * waves at least 80 % full: on the H200 it ran 31 TFLOP/s at 1.3 waves where 128x64x16 ran 37, and 44-45
+ * at 0.97 and at 3.9), else the last, unless even that gives fewer work-groups than half the compute
+ * units: then the tiers run it (they have smaller tiles and split-K).
  * _gemm_sg("tag") forces a row at every size, for sweeps. The kernels' fast path needs 16-byte aligned
  * float4 loads along a unit stride (matmul_sg.cl's banner); other products keep the tiers. */
 #include "gemm_sg.h"
@@ -20,34 +21,45 @@ enum { SG_NN, SG_NT, SG_TN, SG_TT, SG_LAYOUTS };
 typedef struct {
     const char *tag;
     int bm, bn, tmn, sweep, fill, slots;         /* tmn: outputs a work-item; fill, slots: tl_grid_fills() */
+    int lays;                                     /* the layouts (1 << SG_NN ..) the size rule gives it */
     tl_kernel k[SG_LAYOUTS];
 } sg_config;
 
-#define SG_ROW(tag, bm, bn, tmn, sweep, fill, slots)                                                        \
-    {tag, bm, bn, tmn, sweep, fill, slots,                                                                   \
+#define SG_ALL 15
+#define SG_ROW(tag, bm, bn, tmn, sweep, fill, slots, lays)                                                  \
+    {tag, bm, bn, tmn, sweep, fill, slots, lays,                                                             \
      {TL_KERNEL("matmul_sg", "tl_gemm_sg_nn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_nt_" tag "_f32"), \
       TL_KERNEL("matmul_sg", "tl_gemm_sg_tn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_tt_" tag "_f32")}}
 static sg_config configs[] = {
+    /* tn (both operands along m or n: 16-byte cp.async only), 4 stages: 47.0 / 47.8 / 48.1 at 2048 / 4096 /
+     * 8192 against 46.0 / 46.7 / 46.8 for the next row, and better at 0.5-2.2 waves too (3072: 42.0 where
+     * the rule's pick ran 36.3); nn, nt, tt lose with it (4-byte copies for the operand along k) */
+    SG_ROW("128x128x8t16x8s4", 128, 128, 128, 0, 90, 0, 1 << SG_TN),
     /* H200, TFLOP/s (cuBLAS 48-52): 45-47 at 2048 and 4096, every layout, against 38-41 for the 8x8 rows */
-    SG_ROW("128x128x16t16x8", 128, 128, 128, 0, 180, 2),
+    SG_ROW("128x128x16t16x8", 128, 128, 128, 0, 180, 2, SG_ALL),
     /* 31-39 from 1024 to 512 x 4096 x 11008, where the 128x128 rows ran 15-27, but 32 at 2048 */
-    SG_ROW("128x64x16", 128, 64, 64, 0, 90, 0),
-    SG_ROW("128x128x8", 128, 128, 64, 0, 100, 0),
-    SG_ROW("128x64x8", 128, 64, 64, 0, 100, 0),
-    SG_ROW("64x64x8", 64, 64, 64, 0, 100, 0),
-    SG_ROW("128x128x16", 128, 128, 64, 1, 100, 0),
-    SG_ROW("64x128x8", 64, 128, 64, 1, 100, 0),
-    SG_ROW("64x64x16", 64, 64, 64, 1, 100, 0),
-    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 100, 0),   /* 16x8 or 8x16 outputs a work-item */
-    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 100, 0),
-    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 100, 0),
-    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 100, 0),
+    SG_ROW("128x64x16", 128, 64, 64, 0, 90, 0, SG_ALL),
+    SG_ROW("128x128x8", 128, 128, 64, 0, 100, 0, SG_ALL),
+    SG_ROW("128x64x8", 128, 64, 64, 0, 100, 0, SG_ALL),
+    SG_ROW("64x64x8", 64, 64, 64, 0, 100, 0, SG_ALL),
+    SG_ROW("128x128x16", 128, 128, 64, 1, 100, 0, SG_ALL),
+    SG_ROW("64x128x8", 64, 128, 64, 1, 100, 0, SG_ALL),
+    SG_ROW("64x64x16", 64, 64, 64, 1, 100, 0, SG_ALL),
+    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 100, 0, SG_ALL),   /* 16x8 or 8x16 outputs a work-item */
+    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 100, 0, SG_ALL),
+    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 100, 0, SG_ALL),
+    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 100, 0, SG_ALL),
+    SG_ROW("256x128x8t16x8s3", 256, 128, 128, 1, 100, 0, SG_ALL),  /* multistage: cp.async, 3 or 4 stages */
+    SG_ROW("128x256x8t8x16s3", 128, 256, 128, 1, 100, 0, SG_ALL),
+    SG_ROW("128x128x8t16x8s3", 128, 128, 128, 1, 100, 0, SG_ALL),
+    SG_ROW("128x128x8t16x8s5", 128, 128, 128, 1, 100, 0, SG_ALL),
 };
 enum { SG_NCONFIGS = sizeof configs / sizeof configs[0] };
 
 static int forced = -1;                           /* _gemm_sg(tag): this row at every size */
 static int nvidia = -1;                           /* -1 unknown, else whether the device is an NVIDIA GPU */
 static long launches;                             /* products given to matmul_sg (tests, sweeps) */
+static const char *last;                          /* the row of the latest of them */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* TLGPU_SG: 0 "off", 2 "force" (test builds), 1 otherwise (NVIDIA GPUs only). */
@@ -106,11 +118,11 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     sg_config *c = forced >= 0 ? &configs[forced] : NULL;
     for (int i = 0; c == NULL && i < SG_NCONFIGS; i++) {
-        if (configs[i].sweep) continue;
+        if (configs[i].sweep || !(configs[i].lays >> lay & 1)) continue;
         size_t groups = (size_t)batch * (size_t)((M + configs[i].bm - 1) / configs[i].bm) *
                         (size_t)((N + configs[i].bn - 1) / configs[i].bn);
         int last = 1;
-        for (int j = i + 1; j < SG_NCONFIGS; j++) last &= configs[j].sweep;
+        for (int j = i + 1; j < SG_NCONFIGS; j++) last &= configs[j].sweep || !(configs[j].lays >> lay & 1);
         if (tl_grid_fills(groups, rt->info.compute_units, configs[i].fill, configs[i].slots) || last) c = &configs[i];
         if (c != NULL && mode == 1 && groups < rt->info.compute_units / 2) return 0;   /* the tiers' smaller tiles */
     }
@@ -122,13 +134,15 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     *gws0 = (size_t)((M + c->bm - 1) / c->bm) * (size_t)((N + c->bn - 1) / c->bn) * threads;
     pthread_mutex_lock(&lock);
     launches++;
+    last = c->tag;
     pthread_mutex_unlock(&lock);
     return 1;
 }
 
 /* _gemm_sg(): {"nvidia": the device runs matmul_sg by default, "mode": TLGPU_SG's reading ("off", "auto",
- * "force"), "configs": [tags], "forced": tag or None, "launches": products run so far}; _gemm_sg(tag)
- * forces that row (None: the size rule again). */
+ * "force"), "configs": [{tag, bm, bn, threads, sweep, layouts: 4 bools, nn nt tn tt, where the size rule
+ * may give it}], "forced": tag or None, "launches": products run so far, "last": the latest one's row or
+ * None}; _gemm_sg(tag) forces that row (None: the size rule again). */
 PyObject *
 tl_gemm_sg_info(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -147,15 +161,19 @@ tl_gemm_sg_info(PyObject *Py_UNUSED(m), PyObject *args)
     int nv = sg_nvidia();
     if (nv < 0 || (tags = PyList_New(0)) == NULL) return NULL;
     for (int i = 0; i < SG_NCONFIGS; i++) {
-        PyObject *s = Py_BuildValue("{s:s,s:i,s:i,s:i,s:O}", "tag", configs[i].tag, "bm", configs[i].bm, "bn",
-                                    configs[i].bn, "threads", configs[i].bm * configs[i].bn / configs[i].tmn,
-                                    "sweep", configs[i].sweep ? Py_True : Py_False);
+        PyObject *s = Py_BuildValue("{s:s,s:i,s:i,s:i,s:O,s:[OOOO]}", "tag", configs[i].tag, "bm", configs[i].bm,
+                                    "bn", configs[i].bn, "threads", configs[i].bm * configs[i].bn / configs[i].tmn,
+                                    "sweep", configs[i].sweep ? Py_True : Py_False, "layouts",
+                                    configs[i].lays & 1 ? Py_True : Py_False, configs[i].lays & 2 ? Py_True : Py_False,
+                                    configs[i].lays & 4 ? Py_True : Py_False, configs[i].lays & 8 ? Py_True : Py_False);
         if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
         Py_DECREF(s);
     }
     pthread_mutex_lock(&lock);
     long n = launches;
+    const char *row = last;
     pthread_mutex_unlock(&lock);
-    return Py_BuildValue("{s:O,s:s,s:N,s:s,s:l}", "nvidia", nv ? Py_True : Py_False, "mode", modes[sg_mode()],
-                         "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL, "launches", n);
+    return Py_BuildValue("{s:O,s:s,s:N,s:s,s:l,s:s}", "nvidia", nv ? Py_True : Py_False, "mode", modes[sg_mode()],
+                         "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL, "launches", n, "last",
+                         row);
 }

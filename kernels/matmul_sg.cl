@@ -36,7 +36,12 @@
  * PTX no other compiler takes): in sg_gemm_x, an operand not along k whose partner is (nn: B; tt: A)
  * goes from global to local memory by 16-byte cp.async, without registers on the way. Those two layouts
  * had hit the 255-register cap (ptxas), and ran 43-44 TFLOP/s on the H200 where nt and tn ran 45-47;
- * with it, 45-46 (SG_ASYNC=2, both operands of tn too, lost 2 % there). */
+ * with it, 45-46 (SG_ASYNC=2, both operands of tn too, lost 2 % there).
+ * Multistage rows (tags ending s<ST>, SG_ST 3 to 5 stages of BK 8; the pipeline of CUTLASS's sm80 SIMT
+ * sgemm, which cuBLAS runs for float32 on the H200): both operands by cp.async only (sg_async; an operand
+ * along k by 4-byte copies that transpose it), ST - 1 k-tiles in flight, one barrier a k-tile. On PoCL the
+ * copies are plain stores, so the stage logic runs in the tests. 128x128x8t16x8s4 is tn's production row
+ * (47.0 / 47.8 TFLOP/s at 2048 / 4096 against 46.0 / 46.7); in nn, nt and tt the 4-byte copies lose. */
 
 #ifndef SG_PAD
 #define SG_PAD 4
@@ -229,23 +234,42 @@ sg_frag(float *a, float *c, local const float *as, local const float *bs, int k,
     }
 }
 
-/* SG_ASYNC: an operand's k-tile at k0 not along k (X[k * s + row], the layout of the local tile) copied
- * into L by 16-byte cp.async, no registers on the way; k past K zero-filled (a source size of 0). */
+/* An operand's k-tile at k0 copied into its local tile without registers on the way (SG_ASYNC: cp.async,
+ * else plain copies, e.g. on PoCL): alongk 0, not along k (X[k * s + row]), by 16-byte copies to L[k][row];
+ * alongk 1 (X[row * s + k], the multistage rows only) by 4-byte ones to L[k][row], 8 lanes along k and 4
+ * rows a warp (32-byte sectors read whole; the stores k * ld + row fall on distinct banks for BK 8 and
+ * ld % 32 == 4). Rows clamped into the matrix, k past K zero-filled (a source size of 0). */
 static inline void
 sg_async(local float *L, global const float *X, int s, int rows, int r0, int K, int k0, int BR, int BK, int NT,
-         int tid)
+         int alongk, int tid)
 {
-#if SG_ASYNC
     const int ld = BR + SG_PAD;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        if (i >= BR * BK / 4 / NT) break;
-        const int q = tid + i * NT, row = min(r0 + (q % (BR / 4)) * 4, rows - 4), k = k0 + q / (BR / 4);
-        const uint d = (uint)(uintptr_t)(L + (q / (BR / 4)) * ld + (q % (BR / 4)) * 4);   /* .shared offset */
-        SG_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d),
-                        "l"((ulong)(uintptr_t)(X + (k < K ? k * s + row : 0))), "r"(k < K ? 16 : 0) : "memory");
-    }
+        if (alongk) {
+            if (i >= BR * BK / NT) break;
+            const int q = tid + i * NT, row = min(r0 + q / BK, rows - 1), k = k0 + q % BK;
+            local float *d = L + (q % BK) * ld + q / BK;
+            global const float *x = X + (k < K ? row * s + k : 0);
+#if SG_ASYNC
+            SG_ASM volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((uint)(uintptr_t)d),
+                            "l"((ulong)(uintptr_t)x), "r"(k < K ? 4 : 0) : "memory");
+#else
+            *d = k < K ? *x : 0.0f;
 #endif
+        } else {
+            if (i >= BR * BK / 4 / NT) break;
+            const int q = tid + i * NT, row = min(r0 + (q % (BR / 4)) * 4, rows - 4), k = k0 + q / (BR / 4);
+            local float *d = L + (q / (BR / 4)) * ld + (q % (BR / 4)) * 4;
+            global const float *x = X + (k < K ? k * s + row : 0);
+#if SG_ASYNC
+            SG_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(uintptr_t)d),   /* .shared */
+                            "l"((ulong)(uintptr_t)x), "r"(k < K ? 16 : 0) : "memory");
+#else
+            *(local float4 *)d = k < K ? *(global const float4 *)x : (float4)(0.0f);
+#endif
+        }
+    }
 }
 
 static inline void
@@ -256,13 +280,33 @@ sg_async_wait(void)
 #endif
 }
 
+/* The multistage rows' copy groups: one committed a k-tile; wait until at most `pending` (a constant, 1
+ * to 3: stages - 2) are in flight. */
+static inline void
+sg_commit(void)
+{
+#if SG_ASYNC
+    SG_ASM volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+static inline void
+sg_wait(int pending)
+{
+#if SG_ASYNC
+    if (pending == 1) SG_ASM volatile("cp.async.wait_group 1;" ::: "memory");
+    else if (pending == 2) SG_ASM volatile("cp.async.wait_group 2;" ::: "memory");
+    else SG_ASM volatile("cp.async.wait_group 3;" ::: "memory");
+#endif
+}
+
 /* For sg_gemm and sg_gemm_x (their locals; da, db: A, B copied by sg_async): both operands' k-tile at k0
  * into registers ra, rb, or straight into the local tiles la, lb; then from the registers into them. */
 #define SG_FETCH(k0, la, lb)                                                                        \
     do {                                                                                            \
-        if (da) sg_async((la), A, sa, M, m0, K, (k0), BM, BK, NT, tid);                             \
+        if (da) sg_async((la), A, sa, M, m0, K, (k0), BM, BK, NT, 0, tid);                                   \
         else sg_load(ra, A, sa, M, m0, K, (k0), BM, BK, NT, ak, tid);                               \
-        if (db) sg_async((lb), B, sb, N, n0, K, (k0), BN, BK, NT, tid);                             \
+        if (db) sg_async((lb), B, sb, N, n0, K, (k0), BN, BK, NT, 0, tid);                                   \
         else sg_load(rb, B, sb, N, n0, K, (k0), BN, BK, NT, !bn, tid);                              \
     } while (0)
 #define SG_STAGE(la, lb)                                                                            \
@@ -272,22 +316,48 @@ sg_async_wait(void)
         if (da || db) sg_async_wait();                                                              \
     } while (0)
 
-/* For sg_gemm and sg_gemm_x (their locals): the double-buffered pipeline over the nk k-tiles, around the
- * FMAs of one local k-tile (whose fragments start at `as`, `bs`) written between SG_LOOP_BEGIN and
- * SG_LOOP_END: the first k-tile staged; per k-tile the next one fetched (in flight during the FMAs), the
- * FMAs, the next one staged into the other buffers, one barrier. (OpenCL C has no variadic macros, so the
+/* The multistage rows (ST > 2): k-tile t's copies of both operands into stage t % ST, one commit group. */
+#define SG_MS_FETCH(t)                                                                              \
+    do {                                                                                            \
+        sg_async(As + ((t) % ST) * BK * lda, A, sa, M, m0, K, (t) * BK, BM, BK, NT, ak, tid);           \
+        sg_async(Bs + ((t) % ST) * BK * ldb, B, sb, N, n0, K, (t) * BK, BN, BK, NT, !bn, tid);      \
+    } while (0)
+
+/* For sg_gemm and sg_gemm_x (their locals): the pipeline over the nk k-tiles, around the FMAs of one
+ * local k-tile (whose fragments start at `as`, `bs`) written between SG_LOOP_BEGIN and SG_LOOP_END. ST 2,
+ * double buffering: the first k-tile staged; per k-tile the next one fetched (in flight during the FMAs),
+ * the FMAs, the next one staged into the other buffers, one barrier. ST 3 or 4, multistage (both operands
+ * by cp.async, in the way of CUTLASS's sm80 SIMT sgemm that cuBLAS runs): ST - 1 k-tiles in flight; per
+ * k-tile a wait for the oldest, one barrier (its stage complete for all, the stage read last free), the
+ * copies of k-tile kt + ST - 1 into that free stage, the FMAs. (OpenCL C has no variadic macros, so the
  * loop is opened and closed by two.) */
 #define SG_LOOP_BEGIN                                                                               \
-    SG_FETCH(0, As, Bs);                                                                            \
-    SG_STAGE(As, Bs);                                                                               \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                   \
+    if (ST > 2) {                                                                                   \
+        for (int t = 0; t < ST - 1; t++) {                                                          \
+            if (t < nk) SG_MS_FETCH(t);                                                             \
+            sg_commit();                                                                            \
+        }                                                                                           \
+    } else {                                                                                        \
+        SG_FETCH(0, As, Bs);                                                                        \
+        SG_STAGE(As, Bs);                                                                           \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+    }                                                                                               \
     for (int kt = 0; kt < nk; kt++) {                                                               \
-        const int cur = kt & 1, more = kt + 1 < nk;                                                 \
-        if (more) SG_FETCH((kt + 1) * BK, As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);    \
+        const int cur = ST > 2 ? kt % ST : kt & 1, more = kt + 1 < nk;                              \
+        if (ST > 2) {                                                                               \
+            sg_wait(ST - 2);                                                                        \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+            if (kt + ST - 1 < nk) SG_MS_FETCH(kt + ST - 1);                                         \
+            sg_commit();                                                                            \
+        } else if (more) {                                                                          \
+            SG_FETCH((kt + 1) * BK, As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);          \
+        }                                                                                           \
         local const float *as = As + cur * BK * lda + tm * 4, *bs = Bs + cur * BK * ldb + tn * 4;
 #define SG_LOOP_END                                                                                 \
-        if (more) SG_STAGE(As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);                   \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                               \
+        if (ST == 2) {                                                                              \
+            if (more) SG_STAGE(As + (cur ^ 1) * BK * lda, Bs + (cur ^ 1) * BK * ldb);               \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                           \
+        }                                                                                           \
     }
 
 /* The work-group's tile of C = A @ B; sa, sb: A's and B's strides other than the unit one. */
@@ -297,6 +367,7 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
         const int bn)
 {
     const int NT = BM * BN / 64, tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD, da = 0, db = 0;
+    const int ST = 2;
     const int warp = tid / 32, lane = tid % 32, wn = BN / (8 * SG_LN);    /* warps along n */
     const int tm = (warp / wn) * (32 / SG_LN) + lane / SG_LN, tn = (warp % wn) * SG_LN + lane % SG_LN;
     int pm, pn;
@@ -346,7 +417,7 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
 static inline __attribute__((always_inline)) void    /* constant tiles in each kernel: never a call */
 sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float *B, int sb,
           global float *C, int calign, local float *As, local float *Bs, const int BM, const int BN,
-          const int BK, const int TM, const int TN, const int ak, const int bn)
+          const int BK, const int TM, const int TN, const int ST, const int ak, const int bn)
 {
     const int NT = BM * BN / (TM * TN), tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD;
     const int asy = SG_ASYNC, da = !ak && (asy == 2 || (asy == 1 && !bn)), db = bn && (asy == 2 || (asy == 1 && ak));
@@ -433,6 +504,16 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
 #define SG_BK 8
 #include "matmul_sg.h"
 
+/* Multistage (cp.async, 4 stages of BK 8): the production row of tn, where both operands go by 16-byte
+ * copies (the other layouts need 4-byte ones for an operand along k, and lose; benchmarks/NOTES.md). */
+#define SG_TAG 128x128x8t16x8s4
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 8
+#define SG_TM 16
+#define SG_ST 4
+#include "matmul_sg.h"
+
 #ifdef SG_SWEEP
 #define SG_TAG 128x128x16
 #define SG_BM 128
@@ -479,5 +560,39 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
 #define SG_BN 256
 #define SG_BK 8
 #define SG_TN 16
+#include "matmul_sg.h"
+/* More multistage rows (ST stages of BK 8, both operands without registers), after cuBLAS's own picks on
+ * the H200: 256x128x8 and 128x256x8 (3 stages for 256 work-items: 37.6 KB of local memory of 48) and
+ * 128x128x8 (128 work-items, two an SM), 3 and 5 stages. */
+#define SG_TAG 256x128x8t16x8s3
+#define SG_BM 256
+#define SG_BN 128
+#define SG_BK 8
+#define SG_TM 16
+#define SG_ST 3
+#include "matmul_sg.h"
+
+#define SG_TAG 128x256x8t8x16s3
+#define SG_BM 128
+#define SG_BN 256
+#define SG_BK 8
+#define SG_TN 16
+#define SG_ST 3
+#include "matmul_sg.h"
+
+#define SG_TAG 128x128x8t16x8s3
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 8
+#define SG_TM 16
+#define SG_ST 3
+#include "matmul_sg.h"
+
+#define SG_TAG 128x128x8t16x8s5
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 8
+#define SG_TM 16
+#define SG_ST 5
 #include "matmul_sg.h"
 #endif

@@ -104,10 +104,27 @@ def child_checks(tags):
     return launches()
 
 
+def test_size_rule_by_layout():
+    """The multistage row is tn's (both operands by 16-byte copies) where its grid reaches 90 % of the compute
+    units; the other layouts never get it, and a grid below that share goes to the next row."""
+    rows = {c["tag"]: c["layouts"] for c in CONFIGS}
+    assert rows["128x128x8t16x8s4"] == [False, False, True, False]
+    assert all(rows[t] == [True] * 4 for t in PRODUCTION if t != "128x128x8t16x8s4")
+    cu = tlgpu.device().compute_units
+    for m, lay, want in [(128 * cu, "tn", "128x128x8t16x8s4"), (128 * cu, "nn", None), (128 * cu, "nt", None),
+                         (128 * cu, "tt", None)] + ([(64, "tn", None)] if cu >= 2 else []):
+        fn, ref = layouts(np.random.default_rng(m), m, 40, 128 if m > 64 else 64)[lay]
+        check(fn, ref)
+        got = _C._gemm_sg()["last"]
+        assert (got == want) if want else got != "128x128x8t16x8s4", (m, lay, got)
+
+
 def test_new_rows_listed():
     """The bigger work-item tiles are sweep rows, launched with BM BN / (TM TN) work-items."""
     want = {"128x128x8t16x8": 128, "128x128x8t8x16": 128, "128x128x16t16x8": 128, "256x128x8t16x8": 256,
-            "128x256x8t8x16": 256, "128x128x8": 256, "128x64x16": 128}
+            "128x256x8t8x16": 256, "128x128x8": 256, "128x64x16": 128, "256x128x8t16x8s3": 256,
+            "128x256x8t8x16s3": 256, "128x128x8t16x8s3": 128, "128x128x8t16x8s4": 128,
+            "128x128x8t16x8s5": 128}
     assert {c["tag"]: c["threads"] for c in CONFIGS if c["tag"] in want} == want
     assert set(want) - set(PRODUCTION) == set(BIG)
 
