@@ -7,7 +7,7 @@
  * its layout may take (the multistage 128x128x8t16x8s4 is tn's only) whose grid fills the device
  * (tl_grid_fills: the row's share of the compute units, and for the 128x128x16 row, two work-groups an SM,
  * waves at least 80 % full: on the H200 it ran 31 TFLOP/s at 1.3 waves where 128x64x16 ran 37, and 44-45
- * at 0.97 and at 3.9), else the last, unless even that gives fewer work-groups than half the compute
+ * at 0.97 and at 3.9; sg_fits: the multistage row's own share of waves), else the last, unless even that gives fewer work-groups than half the compute
  * units: then the tiers run it (they have smaller tiles and split-K).
  * _gemm_sg("tag") forces a row at every size, for sweeps. The kernels' fast path needs 16-byte aligned
  * float4 loads along a unit stride (matmul_sg.cl's banner); other products keep the tiers. */
@@ -22,37 +22,39 @@ typedef struct {
     const char *tag;
     int bm, bn, tmn, sweep, fill, slots;         /* tmn: outputs a work-item; fill, slots: tl_grid_fills() */
     int lays;                                     /* the layouts (1 << SG_NN ..) the size rule gives it */
+    int wmin;                                     /* else 0: past one wave of two an SM, waves wmin % full */
     tl_kernel k[SG_LAYOUTS];
 } sg_config;
 
 #define SG_ALL 15
-#define SG_ROW(tag, bm, bn, tmn, sweep, fill, slots, lays)                                                  \
-    {tag, bm, bn, tmn, sweep, fill, slots, lays,                                                             \
+#define SG_ROW(tag, bm, bn, tmn, sweep, fill, slots, lays, wmin)                                            \
+    {tag, bm, bn, tmn, sweep, fill, slots, lays, wmin,                                                       \
      {TL_KERNEL("matmul_sg", "tl_gemm_sg_nn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_nt_" tag "_f32"), \
       TL_KERNEL("matmul_sg", "tl_gemm_sg_tn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_tt_" tag "_f32")}}
 static sg_config configs[] = {
     /* tn (both operands along m or n: 16-byte cp.async only), 4 stages: 47.0 / 47.8 / 48.1 at 2048 / 4096 /
-     * 8192 against 46.0 / 46.7 / 46.8 for the next row, and better at 0.5-2.2 waves too (3072: 42.0 where
-     * the rule's pick ran 36.3); nn, nt, tt lose with it (4-byte copies for the operand along k) */
-    SG_ROW("128x128x8t16x8s4", 128, 128, 128, 0, 90, 0, 1 << SG_TN),
+     * 8192 against 46.0 / 46.7 / 46.8 for the next row, and better from 0.48 to 1 wave of 264 and at 1.5 and
+     * 2.2 (3072: 42.0 where the rule's pick ran 36.3), but not at 1.3 (512 x 4096 x 11008: 34.1 against 36.2
+     * for 128x64x16), hence waves 70 % full; nn, nt, tt lose with it (4-byte copies for the operand along k) */
+    SG_ROW("128x128x8t16x8s4", 128, 128, 128, 0, 90, 0, 1 << SG_TN, 70),
     /* H200, TFLOP/s (cuBLAS 48-52): 45-47 at 2048 and 4096, every layout, against 38-41 for the 8x8 rows */
-    SG_ROW("128x128x16t16x8", 128, 128, 128, 0, 180, 2, SG_ALL),
+    SG_ROW("128x128x16t16x8", 128, 128, 128, 0, 180, 2, SG_ALL, 0),
     /* 31-39 from 1024 to 512 x 4096 x 11008, where the 128x128 rows ran 15-27, but 32 at 2048 */
-    SG_ROW("128x64x16", 128, 64, 64, 0, 90, 0, SG_ALL),
-    SG_ROW("128x128x8", 128, 128, 64, 0, 100, 0, SG_ALL),
-    SG_ROW("128x64x8", 128, 64, 64, 0, 100, 0, SG_ALL),
-    SG_ROW("64x64x8", 64, 64, 64, 0, 100, 0, SG_ALL),
-    SG_ROW("128x128x16", 128, 128, 64, 1, 100, 0, SG_ALL),
-    SG_ROW("64x128x8", 64, 128, 64, 1, 100, 0, SG_ALL),
-    SG_ROW("64x64x16", 64, 64, 64, 1, 100, 0, SG_ALL),
-    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 100, 0, SG_ALL),   /* 16x8 or 8x16 outputs a work-item */
-    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 100, 0, SG_ALL),
-    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 100, 0, SG_ALL),
-    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 100, 0, SG_ALL),
-    SG_ROW("256x128x8t16x8s3", 256, 128, 128, 1, 100, 0, SG_ALL),  /* multistage: cp.async, 3 or 4 stages */
-    SG_ROW("128x256x8t8x16s3", 128, 256, 128, 1, 100, 0, SG_ALL),
-    SG_ROW("128x128x8t16x8s3", 128, 128, 128, 1, 100, 0, SG_ALL),
-    SG_ROW("128x128x8t16x8s5", 128, 128, 128, 1, 100, 0, SG_ALL),
+    SG_ROW("128x64x16", 128, 64, 64, 0, 90, 0, SG_ALL, 0),
+    SG_ROW("128x128x8", 128, 128, 64, 0, 100, 0, SG_ALL, 0),
+    SG_ROW("128x64x8", 128, 64, 64, 0, 100, 0, SG_ALL, 0),
+    SG_ROW("64x64x8", 64, 64, 64, 0, 100, 0, SG_ALL, 0),
+    SG_ROW("128x128x16", 128, 128, 64, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("64x128x8", 64, 128, 64, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("64x64x16", 64, 64, 64, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 100, 0, SG_ALL, 0),   /* 16x8 or 8x16 outputs a work-item */
+    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("256x128x8t16x8s3", 256, 128, 128, 1, 100, 0, SG_ALL, 0),  /* multistage: cp.async, 3 or 4 stages */
+    SG_ROW("128x256x8t8x16s3", 128, 256, 128, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("128x128x8t16x8s3", 128, 128, 128, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("128x128x8t16x8s5", 128, 128, 128, 1, 100, 0, SG_ALL, 0),
 };
 enum { SG_NCONFIGS = sizeof configs / sizeof configs[0] };
 
@@ -103,6 +105,16 @@ sg_layout(int M, int N, int K, int sAm, int sAk, int sBk, int sBn, int alignA, i
     return a + b;
 }
 
+/* Whether row c takes a grid of `groups` work-groups on `units` compute units (the size rule above). */
+static int
+sg_fits(const sg_config *c, size_t groups, size_t units)
+{
+    const size_t wave = 2 * units;                /* wmin: two work-groups an SM */
+    if (c->wmin == 0) return tl_grid_fills(groups, units, c->fill, c->slots);
+    return groups * 100 >= (size_t)c->fill * units &&
+           (groups <= wave || groups * 100 >= (groups + wave - 1) / wave * wave * (size_t)c->wmin);
+}
+
 int
 tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, int alignA, int alignB,
                   tl_kernel **kh, size_t *gws0, size_t *lws0)
@@ -123,7 +135,7 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
                         (size_t)((N + configs[i].bn - 1) / configs[i].bn);
         int last = 1;
         for (int j = i + 1; j < SG_NCONFIGS; j++) last &= configs[j].sweep || !(configs[j].lays >> lay & 1);
-        if (tl_grid_fills(groups, rt->info.compute_units, configs[i].fill, configs[i].slots) || last) c = &configs[i];
+        if (sg_fits(&configs[i], groups, rt->info.compute_units) || last) c = &configs[i];
         if (c != NULL && mode == 1 && groups < rt->info.compute_units / 2) return 0;   /* the tiers' smaller tiles */
     }
     const size_t threads = (size_t)c->bm * (size_t)c->bn / (size_t)c->tmn;

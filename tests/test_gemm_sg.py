@@ -106,14 +106,17 @@ def child_checks(tags):
 
 def test_size_rule_by_layout():
     """The multistage row is tn's (both operands by 16-byte copies) where its grid reaches 90 % of the compute
-    units; the other layouts never get it, and a grid below that share goes to the next row."""
+    units and, past one wave of two work-groups a unit, fills its waves 70 % on average; the other layouts
+    never get it, and a grid below those shares goes to the next row."""
     rows = {c["tag"]: c["layouts"] for c in CONFIGS}
     assert rows["128x128x8t16x8s4"] == [False, False, True, False]
     assert all(rows[t] == [True] * 4 for t in PRODUCTION if t != "128x128x8t16x8s4")
     cu = tlgpu.device().compute_units
-    for m, lay, want in [(128 * cu, "tn", "128x128x8t16x8s4"), (128 * cu, "nn", None), (128 * cu, "nt", None),
-                         (128 * cu, "tt", None)] + ([(64, "tn", None)] if cu >= 2 else []):
-        fn, ref = layouts(np.random.default_rng(m), m, 40, 128 if m > 64 else 64)[lay]
+    s4 = "128x128x8t16x8s4"
+    for m, lay, want in [(128 * cu, "tn", s4), (128 * cu, "nn", None), (128 * cu, "nt", None),
+                         (128 * cu, "tt", None), (128 * 3 * cu, "tn", s4),        # 1.5 waves: 75 % full
+                         (128 * (2 * cu + 1), "tn", None)] + ([(64, "tn", None)] if cu >= 2 else []):
+        fn, ref = layouts(np.random.default_rng(m), m, 12, 128 if m > 64 else 64)[lay]
         check(fn, ref)
         got = _C._gemm_sg()["last"]
         assert (got == want) if want else got != "128x128x8t16x8s4", (m, lay, got)
