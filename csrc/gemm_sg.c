@@ -13,6 +13,8 @@
  * float4 loads along a unit stride (matmul_sg.cl's banner); other products keep the tiers. */
 #include "gemm_sg.h"
 #include "cl_runtime.h"
+#include "gemm_tc.h"
+#include "ops.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,7 @@ typedef struct {
     {tag, bm, bn, tmn, sweep, fill, slots, lays, wmin,                                                       \
      {TL_KERNEL("matmul_sg", "tl_gemm_sg_nn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_nt_" tag "_f32"), \
       TL_KERNEL("matmul_sg", "tl_gemm_sg_tn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_tt_" tag "_f32")}}
-static sg_config configs[] = {
+static sg_config configs[] = {         /* row 0: tn's multistage row (tl_gemm_sg_copy_a) */
     /* tn (both operands along m or n: 16-byte cp.async only), 4 stages: 47.0 / 47.8 / 48.1 at 2048 / 4096 /
      * 8192 against 46.0 / 46.7 / 46.8 for the next row, and better from 0.48 to 1 wave of 264 and at 1.5 and
      * 2.2 (3072: 42.0 where the rule's pick ran 36.3), but not at 1.3 (512 x 4096 x 11008: 34.1 against 36.2
@@ -56,11 +58,12 @@ static sg_config configs[] = {
     SG_ROW("128x128x8t16x8s3", 128, 128, 128, 1, 100, 0, SG_ALL, 0),
     SG_ROW("128x128x8t16x8s5", 128, 128, 128, 1, 100, 0, SG_ALL, 0),
 };
-enum { SG_NCONFIGS = sizeof configs / sizeof configs[0] };
+enum { SG_NCONFIGS = sizeof configs / sizeof configs[0], SG_COPY_MIN = 2048 };
 
 static int forced = -1;                           /* _gemm_sg(tag): this row at every size */
 static int nvidia = -1;                           /* -1 unknown, else whether the device is an NVIDIA GPU */
 static long launches;                             /* products given to matmul_sg (tests, sweeps) */
+static long copies;                               /* transposed copies of A (tl_gemm_sg_copy_a) */
 static const char *last;                          /* the row of the latest of them */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -151,10 +154,39 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     return 1;
 }
 
+int
+tl_gemm_sg_copy_a(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a2)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    const char *env = getenv("TLGPU_SG_COPY");
+    const int mode = sg_mode();
+    int ok;
+    if (mode == 0 || forced >= 0 || tl_gemm_tc_tf32() || (env != NULL && strcmp(env, "off") == 0)) return 0;
+    if (a->ndim != 2 || b->ndim != 2 || a->strides[1] != 1 || b->strides[1] != 1 || N < SG_COPY_MIN || M < 4)
+        return 0;                                   /* M >= 4: the copy's strides are (1, M), never nn again */
+    if (mode == 1 && (ok = sg_nvidia()) <= 0) return ok;
+    if (sg_layout(M, N, K, 1, M, (int)b->strides[0], 1, 0, (int)b->offset) != SG_TN) return 0;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    const size_t groups = (size_t)((M + configs[0].bm - 1) / configs[0].bm) *
+                          (size_t)((N + configs[0].bn - 1) / configs[0].bn);
+    if (!sg_fits(&configs[0], groups, rt->info.compute_units)) return 0;
+    tl_tensor *t = (tl_tensor *)tl_transpose(a, 0, 1), *c = t != NULL ? tl_tensor_contiguous(t) : NULL;
+    Py_XDECREF(t);                                    /* c: a.T, [K, M] contiguous (a tiled transpose) */
+    *a2 = c != NULL ? (tl_tensor *)tl_transpose(c, 0, 1) : NULL;
+    Py_XDECREF(c);
+    if (*a2 == NULL) return -1;
+    pthread_mutex_lock(&lock);
+    copies++;
+    pthread_mutex_unlock(&lock);
+    return 1;
+}
+
 /* _gemm_sg(): {"nvidia": the device runs matmul_sg by default, "mode": TLGPU_SG's reading ("off", "auto",
  * "force"), "configs": [{tag, bm, bn, threads, sweep, layouts: 4 bools, nn nt tn tt, where the size rule
  * may give it}], "forced": tag or None, "launches": products run so far, "last": the latest one's row or
- * None}; _gemm_sg(tag) forces that row (None: the size rule again). */
+ * None, "copies": transposed copies of A made so far}; _gemm_sg(tag) forces that row (None: the size rule
+ * again). */
 PyObject *
 tl_gemm_sg_info(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -182,10 +214,10 @@ tl_gemm_sg_info(PyObject *Py_UNUSED(m), PyObject *args)
         Py_DECREF(s);
     }
     pthread_mutex_lock(&lock);
-    long n = launches;
+    long n = launches, nc = copies;
     const char *row = last;
     pthread_mutex_unlock(&lock);
-    return Py_BuildValue("{s:O,s:s,s:N,s:s,s:l,s:s}", "nvidia", nv ? Py_True : Py_False, "mode", modes[sg_mode()],
-                         "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL, "launches", n, "last",
-                         row);
+    return Py_BuildValue("{s:O,s:s,s:N,s:s,s:l,s:s,s:l}", "nvidia", nv ? Py_True : Py_False, "mode",
+                         modes[sg_mode()], "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL,
+                         "launches", n, "last", row, "copies", nc);
 }

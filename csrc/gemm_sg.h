@@ -13,5 +13,11 @@
 int tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, int alignA, int alignB,
                       tl_kernel **kh, size_t *gws0, size_t *lws0);
 
+/* a @ b with both operands 2-D, A along k and B along n (nn), where the multistage tn row would take a.T.T @ b
+ * (the size rule, N >= 2048 so the copy costs under ~3 % of the product; float32 precision, TLGPU_SG_COPY
+ * not "off", no row forced): A's transposed copy in *a2 (a new reference: the [M, K] view of a contiguous
+ * [K, M]), for the caller to multiply instead. 1 with *a2 set, 0 to leave the product alone, -1 raised. */
+int tl_gemm_sg_copy_a(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a2);
+
 PyObject *tl_gemm_sg_info(PyObject *m, PyObject *args);    /* _gemm_sg([config]): state, forced config */
 #endif

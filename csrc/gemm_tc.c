@@ -27,6 +27,7 @@
 #include "gemm_tc.h"
 #include "cl_runtime.h"
 #include "gemm_splitk.h"
+#include "ops.h"
 #include "ptx_patch.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -225,30 +226,16 @@ launch(tl_kernel *kh, int n, const size_t *sz, const void **val, const size_t *g
 
 /* A K-major copy of operand t ([.., rows, cols], 2 or 3 dims) whose stride-1 dim is the one the product does
  * not contract: b ([.., K, N], sBn == 1) becomes the view [.., K, N] of a contiguous [.., N, K] (stride 1
- * along K), a ([.., M, K], sAm == 1) a contiguous [.., M, K]. One tiled transpose launch. */
+ * along K), a ([.., M, K], sAm == 1) a contiguous [.., M, K]. One tiled transpose (tl_copy_into's). */
 static tl_tensor *
 kmajor_copy(tl_tensor *t, int is_b)
 {
-    static tl_kernel kh = TL_KERNEL("matmul_wg", "tl_wg_transpose_f32");
-    const int nd = t->ndim, batch = nd == 3 ? (int)t->shape[0] : 1;
-    const int R = (int)t->shape[nd - (is_b ? 2 : 1)], C = (int)t->shape[nd - (is_b ? 1 : 2)];
-    const int sR = (int)t->strides[nd - (is_b ? 2 : 1)], sC = (int)t->strides[nd - (is_b ? 1 : 2)];
-    const int sb = nd == 3 ? (int)t->strides[0] : 0, off = (int)t->offset;
-    Py_ssize_t shape[3] = {batch, C, R}, vshape[3], vstr[3];
-    tl_tensor *y = tl_tensor_empty(TL_F32, nd, shape + 3 - nd), *v;
-    if (y == NULL) return NULL;
-    const size_t I = sizeof(int), Mm = sizeof(cl_mem), gws[3] = {tl_round_up((size_t)C, 32),
-                                                                    tl_round_up((size_t)R, 32) / 4, (size_t)batch};
-    const size_t sz[8] = {I, I, Mm, I, I, I, I, Mm}, lws[3] = {32, 8, 1};
-    const void *val[8] = {&R, &C, &t->storage->mem, &off, &sb, &sR, &sC, &y->storage->mem};
-    tl_storage *st[2] = {y->storage, t->storage};
-    if (launch(&kh, 8, sz, val, gws, lws, st, 2) < 0) { Py_DECREF(y); return NULL; }
-    if (!is_b) return y;
-    for (int d = 0; d < nd; d++) { vshape[d] = t->shape[d]; vstr[d] = y->strides[d]; }
-    vstr[nd - 2] = 1;                                   /* [.., K, N] over y's [.., N, K] */
-    vstr[nd - 1] = R;
-    v = tl_tensor_view(y, nd, vshape, vstr, 0);
-    Py_DECREF(y);
+    const int nd = t->ndim;
+    if (!is_b) return tl_tensor_contiguous(t);
+    tl_tensor *v = (tl_tensor *)tl_transpose(t, nd - 2, nd - 1), *y = v != NULL ? tl_tensor_contiguous(v) : NULL;
+    Py_XDECREF(v);
+    v = y != NULL ? (tl_tensor *)tl_transpose(y, nd - 2, nd - 1) : NULL;
+    Py_XDECREF(y);
     return v;
 }
 
@@ -368,7 +355,7 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     const Py_ssize_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
     const int batch = (int)(ba > bb ? ba : bb);
     const int i = forced >= 0 ? forced : pick(M, N, batch, 1, rt->info.compute_units);
-    if (i < 0 || (ok = wg_prepare(i)) <= 0) return ok < 0 ? -1 : 0;   /* the family built: the copy kernel too */
+    if (i < 0 || (ok = wg_prepare(i)) <= 0) return ok < 0 ? -1 : 0;   /* the family built */
     *a2 = ca ? kmajor_copy(a, 0) : (tl_tensor *)Py_NewRef(a);
     *b2 = *a2 == NULL ? NULL : cb ? kmajor_copy(b, 1) : (tl_tensor *)Py_NewRef(b);
     if (*b2 == NULL) { Py_CLEAR(*a2); return -1; }
@@ -420,6 +407,12 @@ tl_gemm_tc_set_precision(PyObject *Py_UNUSED(m), PyObject *arg)
     }
     return PyErr_Format(PyExc_ValueError, "set_matmul_precision: '%s' is not one of 'highest' (float32), 'high' "
                         "or 'tf32' (TF32 tensor cores where the device has them)", s);
+}
+
+int
+tl_gemm_tc_tf32(void)
+{
+    return tf32;
 }
 
 PyObject *

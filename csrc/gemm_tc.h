@@ -28,6 +28,9 @@ int tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor
  * result in *out (a bias is the caller's to add), 0 to leave the product alone, -1 with an exception set. */
 int tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out);
 
+/* 1 when set_matmul_precision asks for TF32 ("high" / "tf32"), else 0. */
+int tl_gemm_tc_tf32(void);
+
 PyObject *tl_gemm_tc_set_precision(PyObject *m, PyObject *arg);
 PyObject *tl_gemm_tc_get_precision(PyObject *m, PyObject *noargs);
 PyObject *tl_gemm_tc_info(PyObject *m, PyObject *args);    /* _gemm_tc([config]): state, forced config */

@@ -158,6 +158,30 @@ tl_parse_dtype(PyObject *obj, int dflt)
     return -1;
 }
 
+/* dst (contiguous, 2 or 3 dims) = src whose dim -2 has stride 1 (a transposed view, x.T.contiguous()): one
+ * tiled transpose (tl_transpose_u32) instead of strided reads. 1 done, 0 not that case, -1 raised. */
+static int
+copy_transposed(tl_tensor *dst, tl_tensor *src)
+{
+    static tl_kernel kh = TL_KERNEL("elementwise", "tl_transpose_u32");
+    tl_err err = {0};
+    const int nd = src->ndim;
+    if (nd < 2 || nd > 3 || src->strides[nd - 2] != 1 || src->shape[nd - 2] < 2 || src->shape[nd - 1] < 2 ||
+        !tl_tensor_is_contig(dst) || tl_tensor_numel(src) > INT_MAX)
+        return 0;
+    const int R = (int)src->shape[nd - 1], C = (int)src->shape[nd - 2], sR = (int)src->strides[nd - 1];
+    const int sb = nd == 3 ? (int)src->strides[0] : 0, offX = (int)src->offset, offY = (int)dst->offset;
+    const size_t si = sizeof(int), sm = sizeof(cl_mem), sz[8] = {si, si, sm, si, si, si, sm, si}, lws[3] = {32, 8, 1};
+    const size_t gws[3] = {tl_round_up((size_t)C, 32), tl_round_up((size_t)R, 32) / 4,
+                           nd == 3 ? (size_t)src->shape[0] : 1};
+    const void *val[8] = {&R, &C, &src->storage->mem, &offX, &sb, &sR, &dst->storage->mem, &offY};
+    tl_storage *st[2] = {dst->storage, src->storage};
+    cl_kernel k = tl_kernel_py(&kh);
+    if (k == NULL || tl_set_args(k, 0, 8, sz, val) < 0) return -1;
+    if (tl_stream_launch(k, 3, gws, lws, st, 2, 1u, kh.name, &err) != TL_OK) return tl_raise(&err);
+    return 1;
+}
+
 int
 tl_copy_into(tl_tensor *dst, tl_tensor *src)
 {
@@ -165,7 +189,9 @@ tl_copy_into(tl_tensor *dst, tl_tensor *src)
     tl_layout L;
     tl_tensor *ops[2] = {dst, src};
     cl_kernel k;
+    int t;
     if (dst->storage == NULL) return 0;                  /* zero-size: nothing to do */
+    if ((t = copy_transposed(dst, src)) != 0) return t < 0 ? -1 : 0;
     if ((k = tl_kernel_py(&kh)) == NULL) return -1;
     tl_layout_make(&L, dst->ndim, dst->shape, ops, 2);
     const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem)};

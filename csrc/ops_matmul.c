@@ -397,6 +397,12 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *
         Py_XDECREF(b2);
         return r;
     }
+    kc = av || bv ? 0 : tl_gemm_sg_copy_a(a, b, p.M, p.N, p.K, &a2);     /* NVIDIA float32: a @ b as tn */
+    if (kc != 0) {
+        PyObject *r = kc < 0 ? NULL : mm_forward_res(op, a2, b, res, fused);
+        Py_XDECREF(a2);
+        return r;
+    }
     if (!av) shape[nshape++] = p.M;
     if (!bv) shape[nshape++] = p.N;
     if (nshape > TL_MAX_DIMS) return shapes_error(op, a, b, "give a result of too many dims");

@@ -247,6 +247,25 @@ tl_copy_u32(tl_layout L, global uint *o, global const uint *a)
     o[ix.s0] = a[ix.s1];
 }
 
+/* Y = X^T per batch for 4-byte elements (tl_copy_into's transposed views): X [R, C] at offX + b * sXb + r * sXr
+ * + c (its columns contiguous), Y the contiguous [C, R] of batch b at offY. 32 x 32 tiles through local memory
+ * (rows padded by one: conflict-free both ways), 32 x 8 work-items, reads and writes along rows; batch in
+ * dim 2. */
+kernel __attribute__((reqd_work_group_size(32, 8, 1))) void
+tl_transpose_u32(int R, int C, global const uint *X, int offX, int sXb, int sXr, global uint *Y, int offY)
+{
+    local uint t[32][33];
+    const int lx = get_local_id(0), ly = get_local_id(1), c0 = get_group_id(0) * 32, r0 = get_group_id(1) * 32;
+    const int b = get_global_id(2);
+    X += offX + b * sXb;
+    Y += offY + (size_t)b * R * C;
+    for (int j = ly; j < 32; j += 8)
+        if (r0 + j < R && c0 + lx < C) t[j][lx] = X[(r0 + j) * sXr + c0 + lx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int j = ly; j < 32; j += 8)
+        if (c0 + j < C && r0 + lx < R) Y[(size_t)(c0 + j) * R + r0 + lx] = t[lx][j];
+}
+
 kernel void
 tl_fill_u32(tl_layout L, global uint *o, uint v)
 {

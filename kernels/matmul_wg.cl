@@ -2,7 +2,7 @@
  * tlgpu.set_matmul_precision("high") on devices of compute capability 9.0: C[b] = A[b] @ B[b] with the
  * arguments of matmul.cl's tl_gemm_f32, for the layout whose operands both run along k (x @ w.T: A with
  * sAk == 1, B with sBk == 1), since wgmma reads TF32 operands only K-major; csrc/gemm_tc.c gives other
- * layouts a K-major copy first (tl_wg_transpose_f32 below).
+ * layouts a K-major copy first (elementwise.cl's tl_transpose_u32).
  *  - A work-group is WG_BM / 64 warpgroups of 128 work-items; warpgroup g computes rows 64g.. of the
  *    WG_BM x WG_BN tile with one m64nNk8 wgmma per 8 of k (N = WG_BN), both operands read from local
  *    memory through matrix descriptors, N/2 float accumulators a work-item.
@@ -29,24 +29,6 @@
  * Local memory, stages x (BM + BN) x BK x 4 bytes, at most 48 KiB (OpenCL's limit on NVIDIA). */
 
 #include "matmul_wg_lib.h"
-
-/* Y[b] = X[b]^T, Y contiguous [C, R] per batch, X [R, C] at (offX + b * sXb + r * sXr + c * sXc): the
- * K-major copy of an operand that runs along m or n (csrc/gemm_tc.c, before a @ b or a gradient goes to
- * the wgmma rows). 32 x 32 tiles through local memory (rows padded by 1), 32 x 8 work-items. */
-kernel __attribute__((reqd_work_group_size(32, 8, 1))) void
-tl_wg_transpose_f32(int R, int C, global const float *X, int offX, int sXb, int sXr, int sXc, global float *Y)
-{
-    local float t[32][33];
-    const int lx = get_local_id(0), ly = get_local_id(1), c0 = get_group_id(0) * 32, r0 = get_group_id(1) * 32;
-    const int b = get_global_id(2);
-    X += offX + b * sXb;
-    Y += (size_t)b * R * C;
-    for (int j = ly; j < 32; j += 8)
-        t[j][lx] = r0 + j < R && c0 + lx < C ? X[(r0 + j) * sXr + (c0 + lx) * sXc] : 0.0f;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int j = ly; j < 32; j += 8)
-        if (c0 + j < C && r0 + lx < R) Y[(size_t)(c0 + j) * R + r0 + lx] = t[lx][j];
-}
 
 /* Production rows first; TC_SWEEP adds the rest (bench_gemm.py --tc-sweep). */
 #define WG_TAG 128x128x16s3

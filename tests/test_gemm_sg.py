@@ -122,6 +122,55 @@ def test_size_rule_by_layout():
         assert (got == want) if want else got != "128x128x8t16x8s4", (m, lay, got)
 
 
+def test_nn_takes_the_tn_row_through_a_transposed_copy(monkeypatch):
+    """a @ b (2-D, nn) from 2048 columns, where the multistage tn row takes a.T.T @ b: A's tiled transposed
+    copy (one launch), then the tn row; not with TLGPU_SG_COPY=off, a forced row, TF32 asked for, fewer
+    columns or a batched A (grids the tn row does not take: test_size_rule_by_layout). Exact either way,
+    and in the gradients."""
+    rng = np.random.default_rng(11)
+    cu = tlgpu.device().compute_units
+    m = 128 * 3 * min(cu, 4)                  # the tn row's grid: >= 0.9 of the units, waves >= 70 % full
+    a, b = draw(rng, m, 12), draw(rng, 12, 2048)
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    ref = a.astype(np.float64) @ b
+
+    def run(want_copy, fn=lambda: ta @ tb, want=ref):
+        c0, n0 = _C._gemm_sg()["copies"], tlgpu.stream_stats()["enqueued"]
+        check(fn, want)
+        info = _C._gemm_sg()
+        assert info["copies"] - c0 == want_copy
+        assert (info["last"] == "128x128x8t16x8s4") == bool(want_copy)
+        assert tlgpu.stream_stats()["enqueued"] - n0 >= 1 + want_copy
+
+    run(1)
+    monkeypatch.setenv("TLGPU_SG_COPY", "off")
+    run(0)
+    monkeypatch.delenv("TLGPU_SG_COPY")
+    _C._gemm_sg("128x128x16t16x8")
+    run(0)
+    _C._gemm_sg(None)
+    tlgpu.set_matmul_precision("high")
+    try:
+        if _C._gemm_tc()["active"]:                               # tensor cores take it: no copy either
+            c0 = _C._gemm_sg()["copies"]
+            assert np.abs((ta @ tb).numpy() - ref).max() / np.abs(ref).max() < 1e-2
+            assert _C._gemm_sg()["copies"] == c0
+        else:
+            run(0)
+    finally:
+        tlgpu.set_matmul_precision("highest")
+    run(0, lambda: ta @ tlgpu.tensor(b[:, :2044]), a.astype(np.float64) @ b[:, :2044])   # N < 2048
+    a3 = draw(rng, 2, m, 12)
+    run(0, lambda: tlgpu.tensor(a3) @ tb, a3.astype(np.float64) @ b)
+    x = tlgpu.tensor(a, requires_grad=True)
+    w = tlgpu.tensor(b, requires_grad=True)
+    g = draw(rng, m, 2048)
+    (x @ w).backward(tlgpu.tensor(g))
+    g64 = g.astype(np.float64)
+    for got, want in [(x.grad.numpy(), g64 @ b.T.astype(np.float64)), (w.grad.numpy(), a.T.astype(np.float64) @ g64)]:
+        assert np.abs(got - want).max() / np.abs(want).max() < TOL
+
+
 def test_new_rows_listed():
     """The bigger work-item tiles are sweep rows, launched with BM BN / (TM TN) work-items."""
     want = {"128x128x8t16x8": 128, "128x128x8t8x16": 128, "128x128x16t16x8": 128, "256x128x8t16x8": 256,

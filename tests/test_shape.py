@@ -120,6 +120,28 @@ def test_transpose_sizes_and_elementwise(rng, n):
     check(tt[:, ::-1].contiguous(), np.ascontiguousarray(a.T[:, ::-1]))
 
 
+@pytest.mark.parametrize("shape", [(2, 2), (31, 33), (32, 64), (65, 7), (3, 130, 45)], ids=str)
+def test_transposed_copy_is_one_tiled_launch(rng, shape):
+    """contiguous() of a view whose last two dims are swapped (stride 1 along dim -2): one launch of the tiled
+    transpose, exact for float32 and int32, with tile edges, batches, an offset, a row stride past the
+    width and an expanded batch."""
+    a = rand(rng, *shape)
+    t = tlgpu.tensor(a)
+    view = t.transpose(-1, -2)
+    n0 = enqueued()
+    got = view.contiguous()
+    assert enqueued() - n0 == 1 and got.is_contiguous()
+    assert np.array_equal(got.numpy(), np.swapaxes(a, -1, -2))
+    ints = rng.integers(-2**31, 2**31 - 1, shape, dtype=np.int64).astype(np.int32)
+    assert np.array_equal(tlgpu.tensor(ints).transpose(-1, -2).contiguous().numpy(), np.swapaxes(ints, -1, -2))
+    wide = rand(rng, *shape[:-1], shape[-1] + 6)
+    sub = tlgpu.tensor(wide)[..., 3:3 + shape[-1]]               # offset 3, rows 6 floats longer
+    assert np.array_equal(sub.transpose(-1, -2).numpy(), np.swapaxes(wide[..., 3:3 + shape[-1]], -1, -2))
+    if len(shape) == 2:
+        e = t.unsqueeze(0).expand(3, *shape).transpose(1, 2)      # batch stride 0
+        assert np.array_equal(e.contiguous().numpy(), np.broadcast_to(a.T, (3,) + a.T.shape))
+
+
 @pytest.mark.parametrize("perm", [(0, 1, 2), (2, 0, 1), (1, 2, 0), (-1, 0, -2), (2, 1, 0)])
 def test_permute(rng, perm):
     a = rand(rng, 2, 3, 5)
