@@ -7,8 +7,10 @@
  * its layout may take (the multistage 128x128x8t16x8s4 is tn's only) whose grid fills the device
  * (tl_grid_fills: the row's share of the compute units, and for the 128x128x16 row, two work-groups an SM,
  * waves at least 80 % full: on the H200 it ran 31 TFLOP/s at 1.3 waves where 128x64x16 ran 37, and 44-45
- * at 0.97 and at 3.9; sg_fits: the multistage row's own share of waves), else the last, unless even that gives fewer work-groups than half the compute
- * units: then the tiers run it (they have smaller tiles and split-K).
+ * at 0.97 and at 3.9; sg_fits: the multistage row's own share of waves), else the last, unless even that
+ * gives fewer work-groups than half the compute units: then the tiers run it (they have smaller tiles and
+ * split-K). a @ b (nn) where tn's row would take it runs as a.T.T @ b after a transposed copy of A
+ * (tl_gemm_sg_copy_a, called by ops_matmul.c before the launch).
  * _gemm_sg("tag") forces a row at every size, for sweeps. The kernels' fast path needs 16-byte aligned
  * float4 loads along a unit stride (matmul_sg.cl's banner); other products keep the tiers. */
 #include "gemm_sg.h"

@@ -391,16 +391,12 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *
     int kc = av || bv ? 0 : tl_gemm_tc_packed(a, b, p.M, p.N, p.K, &a2);
     if (kc != 0) return kc < 0 ? NULL : (PyObject *)a2;
     kc = av || bv ? 0 : tl_gemm_tc_kmajor(a, b, p.M, p.N, p.K, &a2, &b2);   /* ... or K-major copies */
+    if (kc == 0 && !av && !bv && (kc = tl_gemm_sg_copy_a(a, b, p.M, p.N, p.K, &a2)) > 0)
+        b2 = (tl_tensor *)Py_NewRef(b);                  /* NVIDIA float32: a @ b as tn (gemm_sg.h) */
     if (kc != 0) {
         PyObject *r = kc < 0 ? NULL : mm_forward_res(op, a2, b2, res, fused);
         Py_XDECREF(a2);
         Py_XDECREF(b2);
-        return r;
-    }
-    kc = av || bv ? 0 : tl_gemm_sg_copy_a(a, b, p.M, p.N, p.K, &a2);     /* NVIDIA float32: a @ b as tn */
-    if (kc != 0) {
-        PyObject *r = kc < 0 ? NULL : mm_forward_res(op, a2, b, res, fused);
-        Py_XDECREF(a2);
         return r;
     }
     if (!av) shape[nshape++] = p.M;
