@@ -9,9 +9,10 @@
  * 1-D launch over dim 0; dims 1 and 2 are the caller's, dim 2 the batch), 0 to keep the float32 kernels
  * (not an NVIDIA GPU, TLGPU_SG=off, a product too small to fill the device, an operand with no unit stride
  * or not 16-byte aligned), -1 with an exception set. alignA (alignB): A's (B's) offset and batch strides
- * ORed together, for the float4 loads' alignment. */
+ * ORed together, for the float4 loads' alignment. *S, *ks (S NULL: no split wanted): the split in K
+ * (gemm_splitk.h's launch; *S 1 for none), for grids that leave most of the last wave empty. */
 int tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int sBn, int alignA, int alignB,
-                      tl_kernel **kh, size_t *gws0, size_t *lws0);
+                      tl_kernel **kh, size_t *gws0, size_t *lws0, int *S, int *ks);
 
 /* a @ b with both operands 2-D, A along k and B along n (nn), where the multistage tn row would take a.T.T @ b
  * (the size rule, N >= 2048 so the copy costs under ~3 % of the product; float32 precision, TLGPU_SG_COPY

@@ -230,7 +230,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     }
     size_t tc_gws = 0, tc_lws = 0;                      /* TF32 on tensor cores where asked for (gemm_tc.h) */
     tl_kernel *kh = NULL;
-    int tc = 0;
+    int tc = 0, *split = p->nbd > 1 || (p->nbd && p->bst[0][0] != p->M * p->N) ? NULL : &S;   /* sg: split-K */
     if (plain && p->M > 1 && p->N > 1 &&
         (tc = tl_gemm_tc_choose(p->M, p->N, p->K, batch_size(p), p->sAm, p->sAk, p->sBk, p->sBn, &kh, &tc_gws,
                                 &tc_lws)) < 0)
@@ -238,7 +238,7 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     int al[3] = {p->off[0], p->off[1], p->off[2]};      /* NVIDIA float32: matmul_sg.cl (gemm_sg.h) */
     for (int d = 0; d < p->nbd; d++) { al[1] |= p->bst[1][d]; al[2] |= p->bst[2][d]; }
     if (plain && p->M > 1 && p->N > 1 && !tc && (tc = tl_gemm_sg_choose(p->M, p->N, p->K, batch_size(p), p->sAm,
-            p->sAk, p->sBk, p->sBn, al[1], al[2], &kh, &tc_gws, &tc_lws)) < 0)
+            p->sAk, p->sBk, p->sBn, al[1], al[2], &kh, &tc_gws, &tc_lws, split, &ks)) < 0)
         return -1;
     const int blas = cpu && plain && !tc ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk,
                                                                         p->sBn},

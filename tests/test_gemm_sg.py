@@ -171,6 +171,30 @@ def test_nn_takes_the_tn_row_through_a_transposed_copy(monkeypatch):
         assert np.abs(got - want).max() / np.abs(want).max() < TOL
 
 
+def test_split_in_k_where_the_grid_leaves_waves_empty(monkeypatch):
+    """A product whose 128x128 grid is too small for its rule takes that row split in K (2, 4 or 8 slices,
+    gemm_splitk's partials and reduction) when the split grid fills its waves and slices keep 512 of K: here
+    cu / 2 tiles, 4 slices (2 would not reach 1.8 x the units). Exact; not with slices under 512 of K, and
+    TLGPU_SG_SPLIT=1 turns it off."""
+    cu = tlgpu.device().compute_units
+    if cu % 2:
+        pytest.skip("an odd number of compute units")
+    rng = np.random.default_rng(12)
+
+    def run(k, want_split):
+        a, w = draw(rng, 128, k), draw(rng, 64 * cu, k)
+        s0 = _C._gemm_splitk()["products"]
+        check(lambda: tlgpu.tensor(a) @ tlgpu.tensor(w).T, a.astype(np.float64) @ w.T.astype(np.float64))
+        assert _C._gemm_splitk()["products"] - s0 == want_split
+        if want_split:
+            assert _C._gemm_sg()["last"] == "128x128x16t16x8"
+
+    run(4096, 1)
+    run(1024, 0)                                                  # 4 slices of 256: too short
+    monkeypatch.setenv("TLGPU_SG_SPLIT", "1")
+    run(4096, 0)
+
+
 def test_new_rows_listed():
     """The bigger work-item tiles are sweep rows, launched with BM BN / (TM TN) work-items."""
     want = {"128x128x8t16x8": 128, "128x128x8t8x16": 128, "128x128x16t16x8": 128, "256x128x8t16x8": 256,
