@@ -133,7 +133,8 @@ sg_slices(const sg_config *c, size_t groups, int M, int N, int K, int batch, siz
 {
     if (c->slots == 0 && c->wmin == 0) return 1;
     for (int s = 2; s <= 8; s *= 2) {
-        if (K / s < SG_SPLIT_MIN_K || (size_t)s * (size_t)batch * (size_t)M * (size_t)N * 4 > SG_SPLIT_MAX_BYTES) break;
+        const size_t part = (size_t)s * (size_t)batch * (size_t)M * (size_t)N * sizeof(float);
+        if (K / s < SG_SPLIT_MIN_K || part > SG_SPLIT_MAX_BYTES) break;
         if (sg_fits(c, groups * (size_t)s, units)) return s;
     }
     return 1;
@@ -158,9 +159,9 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
         if (configs[i].sweep || !(configs[i].lays >> lay & 1)) continue;
         size_t groups = (size_t)batch * (size_t)((M + configs[i].bm - 1) / configs[i].bm) *
                         (size_t)((N + configs[i].bn - 1) / configs[i].bn);
-        int last = 1;
-        for (int j = i + 1; j < SG_NCONFIGS; j++) last &= configs[j].sweep || !(configs[j].lays >> lay & 1);
-        if (sg_fits(&configs[i], groups, rt->info.compute_units) || last) c = &configs[i];
+        int tail = 1;                             /* no production row of this layout after it */
+        for (int j = i + 1; j < SG_NCONFIGS; j++) tail &= configs[j].sweep || !(configs[j].lays >> lay & 1);
+        if (sg_fits(&configs[i], groups, rt->info.compute_units) || tail) c = &configs[i];
         else if (S != NULL && (*S = sg_slices(&configs[i], groups, M, N, K, batch, rt->info.compute_units)) > 1)
             c = &configs[i];                      /* split in K: its grid fills the waves */
         if (c != NULL && mode == 1 && groups * (size_t)(S != NULL ? *S : 1) < rt->info.compute_units / 2)
@@ -178,7 +179,8 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
 #endif
     if (S != NULL && *S > 1) {                    /* whole k-tiles of 16 (float4-aligned), the last one shorter */
         *ks = (K / *S + 15) / 16 * 16;
-        *S = *ks >= K || (size_t)*S * (size_t)batch * (size_t)M * (size_t)N > (size_t)INT_MAX ? 1 : (K + *ks - 1) / *ks;
+        const size_t n = (size_t)*S * (size_t)batch * (size_t)M * (size_t)N;
+        *S = *ks >= K || n > (size_t)INT_MAX ? 1 : (K + *ks - 1) / *ks;
     }
     pthread_mutex_lock(&lock);
     launches++;
