@@ -5,12 +5,12 @@
  * matmul_sg.cl's: production rows first, biggest tiles first; rows marked sweep exist only in a build with
  * -DSG_SWEEP (TLGPU_BUILD_OPTIONS), for benchmarks/sweep_sgemm.py. A product takes the first production row
  * its layout may take (the multistage 128x128x8t16x8s4 is tn's only) whose grid fills the device
- * (tl_grid_fills: the row's share of the compute units, and for the 128x128x16 row, two work-groups an SM,
- * waves at least 80 % full: on the H200 it ran 31 TFLOP/s at 1.3 waves where 128x64x16 ran 37, and 44-45
- * at 0.97 and at 3.9; sg_fits: the multistage row's own share of waves), else the last, unless even that
- * gives fewer work-groups than half the compute units: then the tiers run it (they have smaller tiles and
- * split-K). a @ b (nn) where tn's row would take it runs as a.T.T @ b after a transposed copy of A
- * (tl_gemm_sg_copy_a, called by ops_matmul.c before the launch).
+ * (tl_grid_fills: the row's share of the compute units and, for the 128x128 rows, two work-groups an SM,
+ * past one wave, waves 80 % full on average (the multistage row 70 %): on the H200 128x128x16t16x8 ran 31
+ * TFLOP/s at 1.3 waves where 128x64x16 ran 37, and 44-45 at 0.97 and at 3.9), or that fills it split in K
+ * (sg_slices), else the last, unless even that gives fewer work-groups than half the compute units: then
+ * the tiers run it (they have smaller tiles and split-K). a @ b (nn) where the rule gives a.T @ b a row of
+ * tn's own runs as a.T.T @ b after a transposed copy of A (tl_gemm_sg_copy_a, called by ops_matmul.c).
  * _gemm_sg("tag") forces a row at every size, for sweeps. The kernels' fast path needs 16-byte aligned
  * float4 loads along a unit stride (matmul_sg.cl's banner); other products keep the tiers. */
 #include "gemm_sg.h"
@@ -25,41 +25,40 @@
 enum { SG_NN, SG_NT, SG_TN, SG_TT, SG_LAYOUTS };
 typedef struct {
     const char *tag;
-    int bm, bn, tmn, sweep, fill, slots;         /* tmn: outputs a work-item; fill, slots: tl_grid_fills() */
+    int bm, bn, tmn, sweep, fill, slots, pct;    /* tmn: outputs a work-item; fill, slots, pct: tl_grid_fills() */
     int lays;                                     /* the layouts (1 << SG_NN ..) the size rule gives it */
-    int wmin;                                     /* else 0: past one wave of two an SM, waves wmin % full */
     tl_kernel k[SG_LAYOUTS];
 } sg_config;
 
 #define SG_ALL 15
-#define SG_ROW(tag, bm, bn, tmn, sweep, fill, slots, lays, wmin)                                            \
-    {tag, bm, bn, tmn, sweep, fill, slots, lays, wmin,                                                       \
+#define SG_ROW(tag, bm, bn, tmn, sweep, fill, slots, pct, lays)                                             \
+    {tag, bm, bn, tmn, sweep, fill, slots, pct, lays,                                                        \
      {TL_KERNEL("matmul_sg", "tl_gemm_sg_nn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_nt_" tag "_f32"), \
       TL_KERNEL("matmul_sg", "tl_gemm_sg_tn_" tag "_f32"), TL_KERNEL("matmul_sg", "tl_gemm_sg_tt_" tag "_f32")}}
-static sg_config configs[] = {         /* row 0: tn's multistage row (tl_gemm_sg_copy_a) */
+static sg_config configs[] = {
     /* tn (both operands along m or n: 16-byte cp.async only), 4 stages: 47.0 / 47.8 / 48.1 at 2048 / 4096 /
      * 8192 against 46.0 / 46.7 / 46.8 for the next row, and better from 0.48 to 1 wave of 264 and at 1.5 and
      * 2.2 (3072: 42.0 where the rule's pick ran 36.3), but not at 1.3 (512 x 4096 x 11008: 34.1 against 36.2
      * for 128x64x16), hence waves 70 % full; nn, nt, tt lose with it (4-byte copies for the operand along k) */
-    SG_ROW("128x128x8t16x8s4", 128, 128, 128, 0, 90, 0, 1 << SG_TN, 70),
+    SG_ROW("128x128x8t16x8s4", 128, 128, 128, 0, 90, 2, 70, 1 << SG_TN),
     /* H200, TFLOP/s (cuBLAS 48-52): 45-47 at 2048 and 4096, every layout, against 38-41 for the 8x8 rows */
-    SG_ROW("128x128x16t16x8", 128, 128, 128, 0, 180, 2, SG_ALL, 0),
+    SG_ROW("128x128x16t16x8", 128, 128, 128, 0, 180, 2, 80, SG_ALL),
     /* 31-39 from 1024 to 512 x 4096 x 11008, where the 128x128 rows ran 15-27, but 32 at 2048 */
-    SG_ROW("128x64x16", 128, 64, 64, 0, 90, 0, SG_ALL, 0),
-    SG_ROW("128x128x8", 128, 128, 64, 0, 100, 0, SG_ALL, 0),
-    SG_ROW("128x64x8", 128, 64, 64, 0, 100, 0, SG_ALL, 0),
-    SG_ROW("64x64x8", 64, 64, 64, 0, 100, 0, SG_ALL, 0),
-    SG_ROW("128x128x16", 128, 128, 64, 1, 100, 0, SG_ALL, 0),
-    SG_ROW("64x128x8", 64, 128, 64, 1, 100, 0, SG_ALL, 0),
-    SG_ROW("64x64x16", 64, 64, 64, 1, 100, 0, SG_ALL, 0),
-    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 100, 0, SG_ALL, 0),   /* 16x8 or 8x16 outputs a work-item */
-    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 100, 0, SG_ALL, 0),
-    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 100, 0, SG_ALL, 0),
-    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 100, 0, SG_ALL, 0),
-    SG_ROW("256x128x8t16x8s3", 256, 128, 128, 1, 100, 0, SG_ALL, 0),  /* multistage: cp.async, 3 or 4 stages */
-    SG_ROW("128x256x8t8x16s3", 128, 256, 128, 1, 100, 0, SG_ALL, 0),
-    SG_ROW("128x128x8t16x8s3", 128, 128, 128, 1, 100, 0, SG_ALL, 0),
-    SG_ROW("128x128x8t16x8s5", 128, 128, 128, 1, 100, 0, SG_ALL, 0),
+    SG_ROW("128x64x16", 128, 64, 64, 0, 90, 0, 0, SG_ALL),
+    SG_ROW("128x128x8", 128, 128, 64, 0, 100, 0, 0, SG_ALL),
+    SG_ROW("128x64x8", 128, 64, 64, 0, 100, 0, 0, SG_ALL),
+    SG_ROW("64x64x8", 64, 64, 64, 0, 100, 0, 0, SG_ALL),
+    SG_ROW("128x128x16", 128, 128, 64, 1, 100, 0, 0, SG_ALL),
+    SG_ROW("64x128x8", 64, 128, 64, 1, 100, 0, 0, SG_ALL),
+    SG_ROW("64x64x16", 64, 64, 64, 1, 100, 0, 0, SG_ALL),
+    SG_ROW("128x128x8t16x8", 128, 128, 128, 1, 100, 0, 0, SG_ALL),   /* 16x8 or 8x16 outputs a work-item */
+    SG_ROW("128x128x8t8x16", 128, 128, 128, 1, 100, 0, 0, SG_ALL),
+    SG_ROW("256x128x8t16x8", 256, 128, 128, 1, 100, 0, 0, SG_ALL),
+    SG_ROW("128x256x8t8x16", 128, 256, 128, 1, 100, 0, 0, SG_ALL),
+    SG_ROW("256x128x8t16x8s3", 256, 128, 128, 1, 100, 0, 0, SG_ALL),  /* multistage: cp.async, 3 or 4 stages */
+    SG_ROW("128x256x8t8x16s3", 128, 256, 128, 1, 100, 0, 0, SG_ALL),
+    SG_ROW("128x128x8t16x8s3", 128, 128, 128, 1, 100, 0, 0, SG_ALL),
+    SG_ROW("128x128x8t16x8s5", 128, 128, 128, 1, 100, 0, 0, SG_ALL),
 };
 enum { SG_NCONFIGS = sizeof configs / sizeof configs[0], SG_COPY_MIN = 2048, SG_SPLIT_MIN_K = 512 };
 #define SG_SPLIT_MAX_BYTES ((size_t)256 << 20)
@@ -116,10 +115,7 @@ sg_layout(int M, int N, int K, int sAm, int sAk, int sBk, int sBn, int alignA, i
 static int
 sg_fits(const sg_config *c, size_t groups, size_t units)
 {
-    const size_t wave = 2 * units;                /* wmin: two work-groups an SM */
-    if (c->wmin == 0) return tl_grid_fills(groups, units, c->fill, c->slots);
-    return groups * 100 >= (size_t)c->fill * units &&
-           (groups <= wave || groups * 100 >= (groups + wave - 1) / wave * wave * (size_t)c->wmin);
+    return tl_grid_fills(groups, units, c->fill, c->slots, c->pct);
 }
 
 /* The slice count (1: none) that row c (the 128x128 rows: two work-groups an SM) takes for a product of K
@@ -131,13 +127,37 @@ sg_fits(const sg_config *c, size_t groups, size_t units)
 static int
 sg_slices(const sg_config *c, size_t groups, int M, int N, int K, int batch, size_t units)
 {
-    if (c->slots == 0 && c->wmin == 0) return 1;
+    if (c->slots == 0) return 1;
     for (int s = 2; s <= 8; s *= 2) {
         const size_t part = (size_t)s * (size_t)batch * (size_t)M * (size_t)N * sizeof(float);
         if (K / s < SG_SPLIT_MIN_K || part > SG_SPLIT_MAX_BYTES) break;
         if (sg_fits(c, groups * (size_t)s, units)) return s;
     }
     return 1;
+}
+
+static size_t
+groups_of(const sg_config *c, int M, int N, int batch)
+{
+    return (size_t)batch * (size_t)((M + c->bm - 1) / c->bm) * (size_t)((N + c->bn - 1) / c->bn);
+}
+
+/* The size rule: the first production row of layout `lay` whose grid fits (sg_fits), or split in K fits
+ * (S not NULL: *S slices), else the layout's last row. */
+static int
+sg_pick(int lay, int M, int N, int K, int batch, size_t units, int *S)
+{
+    int last = -1;
+    if (S != NULL) *S = 1;
+    for (int i = 0; i < SG_NCONFIGS; i++) {
+        const sg_config *c = &configs[i];
+        if (c->sweep || !(c->lays >> lay & 1)) continue;
+        const size_t groups = groups_of(c, M, N, batch);
+        if (sg_fits(c, groups, units)) return i;
+        if (S != NULL && (*S = sg_slices(c, groups, M, N, K, batch, units)) > 1) return i;   /* split in K */
+        last = i;
+    }
+    return last;
 }
 
 int
@@ -153,20 +173,11 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     const int lay = sg_layout(M, N, K, sAm, sAk, sBk, sBn, alignA, alignB);
     if (lay < 0) return 0;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    sg_config *c = forced >= 0 ? &configs[forced] : NULL;
-    if (S != NULL) *S = 1;
-    for (int i = 0; c == NULL && i < SG_NCONFIGS; i++) {
-        if (configs[i].sweep || !(configs[i].lays >> lay & 1)) continue;
-        size_t groups = (size_t)batch * (size_t)((M + configs[i].bm - 1) / configs[i].bm) *
-                        (size_t)((N + configs[i].bn - 1) / configs[i].bn);
-        int tail = 1;                             /* no production row of this layout after it */
-        for (int j = i + 1; j < SG_NCONFIGS; j++) tail &= configs[j].sweep || !(configs[j].lays >> lay & 1);
-        if (sg_fits(&configs[i], groups, rt->info.compute_units) || tail) c = &configs[i];
-        else if (S != NULL && (*S = sg_slices(&configs[i], groups, M, N, K, batch, rt->info.compute_units)) > 1)
-            c = &configs[i];                      /* split in K: its grid fills the waves */
-        if (c != NULL && mode == 1 && groups * (size_t)(S != NULL ? *S : 1) < rt->info.compute_units / 2)
-            return 0;                             /* the tiers' smaller tiles */
-    }
+    int i = forced >= 0 ? forced : sg_pick(lay, M, N, K, batch, rt->info.compute_units, S);
+    if (i < 0 || (mode == 1 && groups_of(&configs[i], M, N, batch) * (size_t)(S != NULL ? *S : 1) <
+                                   rt->info.compute_units / 2))
+        return 0;                                 /* the tiers' smaller tiles */
+    sg_config *c = &configs[i];
     const size_t threads = (size_t)c->bm * (size_t)c->bn / (size_t)c->tmn;
     *kh = &c->k[lay];
     if (tl_kernel_py(*kh) == NULL) return -1;
@@ -203,14 +214,9 @@ tl_gemm_sg_copy_a(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     if (mode == 1 && (ok = sg_nvidia()) <= 0) return ok;
     if (sg_layout(M, N, K, 1, M, (int)b->strides[0], 1, 0, (int)b->offset) != SG_TN) return 0;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    const size_t groups = (size_t)((M + configs[0].bm - 1) / configs[0].bm) *
-                          (size_t)((N + configs[0].bn - 1) / configs[0].bn);
-    if (!sg_fits(&configs[0], groups, rt->info.compute_units)) return 0;
-    tl_tensor *t = (tl_tensor *)tl_transpose(a, 0, 1), *c = t != NULL ? tl_tensor_contiguous(t) : NULL;
-    Py_XDECREF(t);                                    /* c: a.T, [K, M] contiguous (a tiled transpose) */
-    *a2 = c != NULL ? (tl_tensor *)tl_transpose(c, 0, 1) : NULL;
-    Py_XDECREF(c);
-    if (*a2 == NULL) return -1;
+    const int i = sg_pick(SG_TN, M, N, K, 1, rt->info.compute_units, NULL);
+    if (i < 0 || (configs[i].lays & 1 << SG_NN)) return 0;   /* a row a @ b takes as it is */
+    if ((*a2 = tl_copy_flipped(a)) == NULL) return -1;       /* [M, K] over a contiguous [K, M] */
     pthread_mutex_lock(&lock);
     copies++;
     pthread_mutex_unlock(&lock);

@@ -27,7 +27,6 @@
 #include "gemm_tc.h"
 #include "cl_runtime.h"
 #include "gemm_splitk.h"
-#include "ops.h"
 #include "ptx_patch.h"
 #include <pthread.h>
 #include <stdlib.h>
@@ -149,7 +148,7 @@ pick(int M, int N, int batch, int wg, size_t units)
     for (int i = 0; i < TC_NCONFIGS; i++) {
         const tc_config *c = &configs[i];
         if (c->sweep || c->wg != wg) continue;
-        if (tl_grid_fills((size_t)batch * tiles(c, M, N), units, c->fill, c->slots)) return i;
+        if (tl_grid_fills((size_t)batch * tiles(c, M, N), units, c->fill, c->slots, 80)) return i;
         last = i;
     }
     if (last < 0 || wg == 2 || (size_t)batch * tiles(&configs[last], M, N) < units / 2)
@@ -222,21 +221,6 @@ launch(tl_kernel *kh, int n, const size_t *sz, const void **val, const size_t *g
     if (k == NULL || tl_set_args(k, 0, n, sz, val) < 0) return -1;
     if (tl_stream_launch(k, 3, gws, lws, st, nst, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
     return 0;
-}
-
-/* A K-major copy of operand t ([.., rows, cols], 2 or 3 dims) whose stride-1 dim is the one the product does
- * not contract: b ([.., K, N], sBn == 1) becomes the view [.., K, N] of a contiguous [.., N, K] (stride 1
- * along K), a ([.., M, K], sAm == 1) a contiguous [.., M, K]. One tiled transpose (tl_copy_into's). */
-static tl_tensor *
-kmajor_copy(tl_tensor *t, int is_b)
-{
-    const int nd = t->ndim;
-    if (!is_b) return tl_tensor_contiguous(t);
-    tl_tensor *v = (tl_tensor *)tl_transpose(t, nd - 2, nd - 1), *y = v != NULL ? tl_tensor_contiguous(v) : NULL;
-    Py_XDECREF(v);
-    v = y != NULL ? (tl_tensor *)tl_transpose(y, nd - 2, nd - 1) : NULL;
-    Py_XDECREF(y);
-    return v;
 }
 
 /* Operand t packed for a wgmma row of matmul_wgb.cl (its banner: BR x bk tiles, swizzled, zero-padded):
@@ -356,8 +340,8 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
     const int batch = (int)(ba > bb ? ba : bb);
     const int i = forced >= 0 ? forced : pick(M, N, batch, 1, rt->info.compute_units);
     if (i < 0 || (ok = wg_prepare(i)) <= 0) return ok < 0 ? -1 : 0;   /* the family built */
-    *a2 = ca ? kmajor_copy(a, 0) : (tl_tensor *)Py_NewRef(a);
-    *b2 = *a2 == NULL ? NULL : cb ? kmajor_copy(b, 1) : (tl_tensor *)Py_NewRef(b);
+    *a2 = ca ? tl_copy_flipped(a) : (tl_tensor *)Py_NewRef(a);    /* K-major copies: one tiled transpose */
+    *b2 = *a2 == NULL ? NULL : cb ? tl_copy_flipped(b) : (tl_tensor *)Py_NewRef(b);
     if (*b2 == NULL) { Py_CLEAR(*a2); return -1; }
     return 1;
 }

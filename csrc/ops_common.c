@@ -3,6 +3,7 @@
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
+#include "ops.h"
 #include <numpy/arrayobject.h>
 
 cl_kernel
@@ -180,6 +181,18 @@ copy_transposed(tl_tensor *dst, tl_tensor *src)
     if (k == NULL || tl_set_args(k, 0, 8, sz, val) < 0) return -1;
     if (tl_stream_launch(k, 3, gws, lws, st, 2, 1u, kh.name, &err) != TL_OK) return tl_raise(&err);
     return 1;
+}
+
+tl_tensor *
+tl_copy_flipped(tl_tensor *t)
+{
+    const int nd = t->ndim;
+    if (t->strides[nd - 2] == 1) return tl_tensor_contiguous(t);
+    tl_tensor *v = (tl_tensor *)tl_transpose(t, nd - 2, nd - 1), *y = v != NULL ? tl_tensor_contiguous(v) : NULL;
+    Py_XDECREF(v);
+    v = y != NULL ? (tl_tensor *)tl_transpose(y, nd - 2, nd - 1) : NULL;
+    Py_XDECREF(y);
+    return v;
 }
 
 int

@@ -28,14 +28,20 @@ int  tl_require_grad_new(const char *op, tl_tensor *t);            /* a new leaf
 int  tl_check_writable(const char *op, const tl_tensor *t);        /* refuses expanded (stride-0) views */
 tl_tensor *tl_unalias(tl_tensor *dst, tl_tensor *src);             /* new ref: src, or a copy if it overlaps dst */
 
+/* A copy of t (2 or 3 dims, 4-byte elements) with its last two dims stored the other way round (the GEMMs'
+ * operand copies): where dim -2 has stride 1, contiguous(t); else the [.., R, C] view of a contiguous
+ * [.., C, R] (t.T.contiguous().T). One tiled transpose either way (tl_copy_into). New reference or NULL. */
+tl_tensor *tl_copy_flipped(tl_tensor *t);
+
 /* The GEMM size rules (gemm_sg.c, gemm_tc.c): 1 when a grid of `groups` work-groups fills `units` compute
  * units as a tile row asks: at least fill percent of the units and, when `slots` of its work-groups share
- * an SM (0: no such check), waves at least 80 % full on average (1.3 waves run as slowly as 2). */
+ * an SM (0: no such check), past one wave of slots x units, waves at least pct % full on average (1.3 waves
+ * can run as slowly as 2). */
 static inline int
-tl_grid_fills(size_t groups, size_t units, int fill, int slots)
+tl_grid_fills(size_t groups, size_t units, int fill, int slots, int pct)
 {
     const size_t wave = (size_t)slots * units;
     if (groups * 100 < (size_t)fill * units) return 0;
-    return slots == 0 || groups * 5 >= (groups + wave - 1) / wave * wave * 4;
+    return slots == 0 || groups <= wave || groups * 100 >= (groups + wave - 1) / wave * wave * (size_t)pct;
 }
 #endif

@@ -234,6 +234,29 @@ sg_frag(float *a, float *c, local const float *as, local const float *bs, int k,
     }
 }
 
+/* One copy of 16 (4) bytes from x to d, or zeros where !ok (sg_async). */
+static inline void
+sg_cp16(local float *d, global const float *x, int ok)
+{
+#if SG_ASYNC
+    SG_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(uintptr_t)d),   /* .shared */
+                    "l"((ulong)(uintptr_t)x), "r"(ok ? 16 : 0) : "memory");
+#else
+    *(local float4 *)d = ok ? *(global const float4 *)x : (float4)(0.0f);
+#endif
+}
+
+static inline void
+sg_cp4(local float *d, global const float *x, int ok)
+{
+#if SG_ASYNC
+    SG_ASM volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((uint)(uintptr_t)d),
+                    "l"((ulong)(uintptr_t)x), "r"(ok ? 4 : 0) : "memory");
+#else
+    *d = ok ? *x : 0.0f;
+#endif
+}
+
 /* An operand's k-tile at k0 copied into its local tile without registers on the way (SG_ASYNC: cp.async,
  * else plain copies, e.g. on PoCL): alongk 0, not along k (X[k * s + row]), by 16-byte copies to L[k][row];
  * alongk 1 (X[row * s + k], the multistage rows only) by 4-byte ones to L[k][row], 8 lanes along k and 4
@@ -249,25 +272,11 @@ sg_async(local float *L, global const float *X, int s, int rows, int r0, int K, 
         if (alongk) {
             if (i >= BR * BK / NT) break;
             const int q = tid + i * NT, row = min(r0 + q / BK, rows - 1), k = k0 + q % BK;
-            local float *d = L + (q % BK) * ld + q / BK;
-            global const float *x = X + (k < K ? row * s + k : 0);
-#if SG_ASYNC
-            SG_ASM volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"((uint)(uintptr_t)d),
-                            "l"((ulong)(uintptr_t)x), "r"(k < K ? 4 : 0) : "memory");
-#else
-            *d = k < K ? *x : 0.0f;
-#endif
+            sg_cp4(L + (q % BK) * ld + q / BK, X + (k < K ? row * s + k : 0), k < K);
         } else {
             if (i >= BR * BK / 4 / NT) break;
             const int q = tid + i * NT, row = min(r0 + (q % (BR / 4)) * 4, rows - 4), k = k0 + q / (BR / 4);
-            local float *d = L + (q / (BR / 4)) * ld + (q % (BR / 4)) * 4;
-            global const float *x = X + (k < K ? k * s + row : 0);
-#if SG_ASYNC
-            SG_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(uintptr_t)d),   /* .shared */
-                            "l"((ulong)(uintptr_t)x), "r"(k < K ? 16 : 0) : "memory");
-#else
-            *(local float4 *)d = k < K ? *(global const float4 *)x : (float4)(0.0f);
-#endif
+            sg_cp16(L + (q / (BR / 4)) * ld + (q % (BR / 4)) * 4, X + (k < K ? k * s + row : 0), k < K);
         }
     }
 }
@@ -304,9 +313,9 @@ sg_wait(int pending)
  * into registers ra, rb, or straight into the local tiles la, lb; then from the registers into them. */
 #define SG_FETCH(k0, la, lb)                                                                        \
     do {                                                                                            \
-        if (da) sg_async((la), A, sa, M, m0, K, (k0), BM, BK, NT, 0, tid);                                   \
+        if (da) sg_async((la), A, sa, M, m0, K, (k0), BM, BK, NT, 0, tid);                         \
         else sg_load(ra, A, sa, M, m0, K, (k0), BM, BK, NT, ak, tid);                               \
-        if (db) sg_async((lb), B, sb, N, n0, K, (k0), BN, BK, NT, 0, tid);                                   \
+        if (db) sg_async((lb), B, sb, N, n0, K, (k0), BN, BK, NT, 0, tid);                         \
         else sg_load(rb, B, sb, N, n0, K, (k0), BN, BK, NT, !bn, tid);                              \
     } while (0)
 #define SG_STAGE(la, lb)                                                                            \
@@ -319,14 +328,14 @@ sg_wait(int pending)
 /* The multistage rows (ST > 2): k-tile t's copies of both operands into stage t % ST, one commit group. */
 #define SG_MS_FETCH(t)                                                                              \
     do {                                                                                            \
-        sg_async(As + ((t) % ST) * BK * lda, A, sa, M, m0, K, (t) * BK, BM, BK, NT, ak, tid);           \
+        sg_async(As + ((t) % ST) * BK * lda, A, sa, M, m0, K, (t) * BK, BM, BK, NT, ak, tid);       \
         sg_async(Bs + ((t) % ST) * BK * ldb, B, sb, N, n0, K, (t) * BK, BN, BK, NT, !bn, tid);      \
     } while (0)
 
 /* For sg_gemm and sg_gemm_x (their locals): the pipeline over the nk k-tiles, around the FMAs of one
  * local k-tile (whose fragments start at `as`, `bs`) written between SG_LOOP_BEGIN and SG_LOOP_END. ST 2,
  * double buffering: the first k-tile staged; per k-tile the next one fetched (in flight during the FMAs),
- * the FMAs, the next one staged into the other buffers, one barrier. ST 3 or 4, multistage (both operands
+ * the FMAs, the next one staged into the other buffers, one barrier. ST 3 to 5, multistage (both operands
  * by cp.async, in the way of CUTLASS's sm80 SIMT sgemm that cuBLAS runs): ST - 1 k-tiles in flight; per
  * k-tile a wait for the oldest, one barrier (its stage complete for all, the stage read last free), the
  * copies of k-tile kt + ST - 1 into that free stage, the FMAs. (OpenCL C has no variadic macros, so the

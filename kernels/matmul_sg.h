@@ -19,8 +19,7 @@
     (SG_BM * SG_BK / 16) % 32 != 0 || (SG_BN * SG_BK / 16) % 32 != 0 || SG_BM * SG_BK / 16 > 2 * SG_NT ||  \
     SG_BN * SG_BK / 16 > 2 * SG_NT || SG_ST < 2 || SG_ST > 5 ||                                            \
     (SG_ST > 2 && (SG_BK != 8 || SG_BM * SG_BK / SG_NT > 8 || SG_BN * SG_BK / SG_NT > 8 || SG_TM * SG_TN == 64))
-#error "matmul_sg.h: TM, TN 8 or 16, whole warps, BK 8 or 16, whole float4 loads (<= 8 a work-item; SG_T4: <= 2 blocks)"
-#error "matmul_sg.h: SG_ST 2 to 5; multistage (ST > 2) rows: BK 8, <= 8 copies a work-item, sg_gemm_x (not 8x8)"
+#error "matmul_sg.h: TM, TN 8 or 16, whole warps, BK 8 or 16, float4 loads <= 8 a work-item, ST 2-5 (> 2: BK 8, not 8x8)"
 #endif
 /* As and Bs: SG_ST k-tiles each, rows padded by SG_PAD floats; float4 for alignment. */
 #define SG_KERNEL(lay, ak, bn)                                                                            \
