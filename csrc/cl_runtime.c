@@ -1,7 +1,10 @@
 /* cl_runtime.c: platform/device selection, context and the two queues.
- * Selection (TLGPU_DEVICE): case-insensitive substring of "platform device" names, then an optional
- * ":index" among the matches; unset means the first GPU, else the first device of any type.
- * An unknown selector is a TL_E_NODEVICE error whose text lists every device. The runtime is built
+ * Selection (TLGPU_DEVICE): a device type ("cpu", "gpu", "accelerator") matches that type exactly; any
+ * other text is a case-insensitive substring of the platform's name, vendor or version or the device's
+ * name or vendor (PoCL calls its platform "Portable Computing Language": "pocl" is in its version and
+ * vendor strings). An optional ":index" picks among the matches; unset means the first GPU, else the
+ * first device of any type. An unknown selector is a TL_E_NODEVICE error whose text says what was
+ * searched and lists every device. The runtime is built
  * once under a mutex and never torn down: queues outlive every storage, so late releases stay valid. */
 #include "cl_runtime.h"
 #include <ctype.h>
@@ -9,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MAX_DEVS 32
 
@@ -38,6 +42,8 @@ enumerate(dev_ref *refs, tl_device_info *infos, int cap, int *n, tl_err *err)
             cl_bool unified = CL_FALSE;
             memset(d, 0, sizeof *d);
             clGetPlatformInfo(plats[i], CL_PLATFORM_NAME, sizeof d->platform - 1, d->platform, NULL);
+            clGetPlatformInfo(plats[i], CL_PLATFORM_VENDOR, sizeof d->platform_vendor - 1,
+                              d->platform_vendor, NULL);
             clGetPlatformInfo(plats[i], CL_PLATFORM_VERSION, sizeof d->platform_version - 1,
                               d->platform_version, NULL);
             clGetDeviceInfo(devs[j], CL_DEVICE_NAME, sizeof d->name - 1, d->name, NULL);
@@ -88,6 +94,16 @@ contains_ci(const char *hay, const char *needle)
     return nl == 0;
 }
 
+static int
+matches(const tl_device_info *d, const char *pat)
+{
+    static const char *types[] = {"cpu", "gpu", "accelerator"};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+        if (strcasecmp(pat, types[t]) == 0) return strcmp(tl_device_type_name(d->type), types[t]) == 0;
+    return contains_ci(d->platform, pat) || contains_ci(d->platform_vendor, pat) ||
+           contains_ci(d->platform_version, pat) || contains_ci(d->name, pat) || contains_ci(d->vendor, pat);
+}
+
 /* Picks the device index for the selector; -1 when nothing matches. */
 static int
 select_device(const tl_device_info *infos, int n, const char *sel)
@@ -108,11 +124,8 @@ select_device(const tl_device_info *infos, int n, const char *sel)
         want = (int)v;
         *colon = '\0';
     }
-    for (int i = 0, seen = 0; i < n; i++) {
-        if (contains_ci(infos[i].platform, pat) || contains_ci(infos[i].name, pat)) {
-            if (seen++ == want) return i;
-        }
-    }
+    for (int i = 0, seen = 0; i < n; i++)
+        if (matches(&infos[i], pat) && seen++ == want) return i;
     return -1;
 }
 
@@ -120,10 +133,13 @@ static tl_status
 no_match(const tl_device_info *infos, int n, const char *sel, tl_err *err)
 {
     char text[sizeof err->what];
-    int k = snprintf(text, sizeof text, "TLGPU_DEVICE='%s' matches no device; devices:", sel);
+    int k = snprintf(text, sizeof text, "TLGPU_DEVICE='%s' matches no device (searched: the device type "
+                     "cpu/gpu/accelerator, platform name, vendor and version, device name and vendor); devices:",
+                     sel);
     for (int i = 0; i < n && k > 0 && (size_t)k < sizeof text; i++)
-        k += snprintf(text + k, sizeof text - (size_t)k, " [%d] %s / %s (%s);", i, infos[i].platform,
-                      infos[i].name, tl_device_type_name(infos[i].type));
+        k += snprintf(text + k, sizeof text - (size_t)k, " [%d] %s (%s; %s) / %s (%s, %s);", i,
+                      infos[i].platform, infos[i].platform_vendor, infos[i].platform_version, infos[i].name,
+                      infos[i].vendor, tl_device_type_name(infos[i].type));
     return tl_err_set(err, TL_E_NODEVICE, "tl_runtime_get", text);
 }
 

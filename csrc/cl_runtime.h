@@ -1,12 +1,13 @@
 /* cl_runtime.h: the process-global OpenCL runtime: one device, its context, the in-order compute queue
  * (q0: every kernel) and the in-order transfer queue (q1: uploads and background downloads), and the
- * device limits the ops need. Chosen once, on first use, by TLGPU_DEVICE ("substring[:index]"). */
+ * device limits the ops need. Chosen once, on first use, by TLGPU_DEVICE ("selector[:index]", see cl_runtime.c). */
 #ifndef TL_CL_RUNTIME_H
 #define TL_CL_RUNTIME_H
 #include "errors.h"
 
 typedef struct {
     char platform[128], name[128], vendor[128], version[128], driver[64], platform_version[128];
+    char platform_vendor[128];
     cl_device_type type;
     cl_ulong global_mem, max_alloc, local_mem;
     size_t max_wg;

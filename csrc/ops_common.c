@@ -118,7 +118,8 @@ int
 tl_parse_shape(const char *op, PyObject *args, int *ndim, Py_ssize_t *shape)
 {
     PyObject *seq = args;
-    if (PyTuple_GET_SIZE(args) == 1 && !PyLong_Check(PyTuple_GET_ITEM(args, 0))) seq = PyTuple_GET_ITEM(args, 0);
+    /* f(n) and f((n, m)) both: anything with __index__ (numpy integers too) is one size */
+    if (PyTuple_GET_SIZE(args) == 1 && !PyIndex_Check(PyTuple_GET_ITEM(args, 0))) seq = PyTuple_GET_ITEM(args, 0);
     PyObject *fast = PySequence_Fast(seq, "shape must be ints or a sequence of ints");
     if (fast == NULL) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);

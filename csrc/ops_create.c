@@ -27,15 +27,15 @@ dtype_for(int num, int requested, const char *op)
 {
     int is_float = num == NPY_FLOAT32 || num == NPY_FLOAT64;
     int is_int = num == NPY_INT32 || num == NPY_INT64;
-    if (requested >= 0 && (is_float || is_int || num == NPY_INT16 || num == NPY_INT8 || num == NPY_UINT8 ||
+    if (requested >= 0 && (is_float || is_int || num == NPY_BOOL || num == NPY_INT16 || num == NPY_INT8 || num == NPY_UINT8 ||
                            num == NPY_UINT16 || num == NPY_UINT32 || num == NPY_UINT64 || num == NPY_FLOAT16))
         return requested;                            /* an explicit dtype converts like numpy's astype */
-    if (is_float) return TL_F32;
+    if (is_float || num == NPY_BOOL) return TL_F32;   /* bools are float32 masks, like comparisons' */
     if (is_int) return TL_I32;
     PyArray_Descr *d = PyArray_DescrFromType(num);
     PyErr_Format(PyExc_TypeError,
                  "%s: numpy dtype %s is not supported; tlgpu takes float32/float64 (stored as float32) and "
-                 "int32/int64 (stored as int32), or pass dtype= explicitly", op, d ? d->typeobj->tp_name : "?");
+                 "int32/int64 (stored as int32), bool (a float32 mask), or pass dtype= explicitly", op, d ? d->typeobj->tp_name : "?");
     Py_XDECREF(d);
     return -1;
 }
