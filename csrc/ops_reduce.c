@@ -51,13 +51,16 @@ axis_error(const char *op, PyObject *axis, const tl_tensor *x)
 static int
 one_axis(const char *op, const tl_tensor *x, PyObject *o, int allow_tuple, int *out)
 {
-    if (!PyLong_Check(o)) {
+    if (!PyIndex_Check(o)) {                         /* ints and numpy integers (anything with __index__) */
         PyErr_Format(PyExc_TypeError, "%s: axis must be None, an int%s, got %s", op,
                      allow_tuple ? " or a tuple of ints" : "", Py_TYPE(o)->tp_name);
         return -1;
     }
     int overflow = 0;
-    long a = PyLong_AsLongAndOverflow(o, &overflow);
+    PyObject *i = PyNumber_Index(o);
+    if (i == NULL) return -1;
+    long a = PyLong_AsLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
     if (a == -1 && PyErr_Occurred()) return -1;
     if (overflow || a < -x->ndim || a >= x->ndim) return axis_error(op, o, x);
     *out = (int)(a < 0 ? a + x->ndim : a);
@@ -74,7 +77,7 @@ parse_axes(const char *op, const tl_tensor *x, PyObject *o, int allow_tuple, uns
         *mask = (1u << x->ndim) - 1u;
         return 0;
     }
-    if (PyLong_Check(o) || !allow_tuple || !(PyTuple_Check(o) || PyList_Check(o))) {
+    if (PyIndex_Check(o) || !allow_tuple || !(PyTuple_Check(o) || PyList_Check(o))) {
         if (one_axis(op, x, o, allow_tuple, &a) < 0) return -1;
         *mask = 1u << a;
         return 0;

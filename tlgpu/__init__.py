@@ -15,6 +15,12 @@ from ._version import __version__  # noqa: F401
 try:
     from . import _C
 except ImportError as _exc:  # the extension links libOpenCL.so.1: say which package provides it
+    import glob as _glob
+    import os as _os
+    if not _glob.glob(_os.path.join(_os.path.dirname(__file__), "_C.*")):  # a source checkout never built
+        raise ImportError("tlgpu's C extension (tlgpu/_C) is not built: in the source checkout run `make` "
+                          "(or `python3 setup.py build_ext --inplace`), or install the package with "
+                          "`pip install .`") from None
     if "libOpenCL" not in str(_exc):
         raise
     _msg = (f"tlgpu needs an OpenCL ICD loader ({_exc}); on Debian/Ubuntu: "
@@ -59,7 +65,10 @@ int32 = _np.dtype("int32")
 class Device:
     """The OpenCL device tlgpu runs on (chosen by TLGPU_DEVICE)."""
     name: str
+    vendor: str
     platform: str
+    platform_vendor: str
+    platform_version: str
     type: str
     version: str
     driver: str

@@ -46,16 +46,21 @@ max_result = collections.namedtuple("max", ["values", "indices"])   # torch.retu
 min_result = collections.namedtuple("min", ["values", "indices"])
 
 
+def _is_int(v):
+    """An int, or anything that is one (numpy integers: __index__), as PyTorch and numpy take for a size or dim."""
+    return isinstance(v, int) or (hasattr(type(v), "__index__") and not isinstance(v, _Tensor))
+
+
 def _dims(op, dim, ndim):
     """dim (None, int or a sequence of ints) as a sorted tuple of non-negative axes."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = (dim,) if _is_int(dim) else tuple(dim)
     out = []
     for d in dims:
-        if not isinstance(d, int) or not -max(ndim, 1) <= d < max(ndim, 1):
+        if not _is_int(d) or not -max(ndim, 1) <= d < max(ndim, 1):
             raise IndexError(f"{op}: dim {d!r} is out of range for a tensor with {ndim} dimensions")
-        out.append(d % max(ndim, 1))
+        out.append(int(d) % max(ndim, 1))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: dim {dim!r} repeats an axis")
     return tuple(sorted(out))
@@ -110,8 +115,9 @@ def _minmax(name, c_fn, c_arg, result, elementwise):
         if torch_form is None:
             return c_fn(self, *args, **kwargs)
         dim, keepdim = torch_form
-        if not isinstance(dim, int):
+        if not _is_int(dim):
             raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+        dim = int(dim)
         return result(c_fn(self, axis=dim, keepdims=keepdim), c_arg(self, axis=dim, keepdims=keepdim))
     fn.__name__ = name
     fn.__doc__ = (f"{name}(dim=d, keepdim=False) -> named tuple (values, indices) like torch; "
@@ -124,9 +130,10 @@ def repeat(self, *sizes):
     """Tile the tensor: sizes[i] copies along dim i (extra leading sizes add dims), like torch's repeat."""
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    if len(sizes) < self.ndim or not all(isinstance(r, int) and r >= 0 for r in sizes):
+    if len(sizes) < self.ndim or not all(_is_int(r) and r >= 0 for r in sizes):
         raise ValueError(f"repeat: sizes {sizes} must be non-negative ints, at least one per dimension of a "
                          f"tensor of shape {self.shape}")
+    sizes = tuple(int(r) for r in sizes)
     shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
     inter = tuple(v for s in shape for v in (1, s))
     big = tuple(v for r, s in zip(sizes, shape) for v in (r, s))

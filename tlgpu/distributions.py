@@ -33,7 +33,7 @@ def _as_tensor(v, name, dist):
 
 
 def _shape(sample_shape):
-    if isinstance(sample_shape, int):
+    if hasattr(type(sample_shape), "__index__"):        # an int or a numpy integer
         return (sample_shape,)
     return tuple(sample_shape)
 

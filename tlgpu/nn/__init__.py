@@ -441,7 +441,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
-        if isinstance(normalized_shape, int):
+        if hasattr(type(normalized_shape), "__index__"):     # an int or a numpy integer
             normalized_shape = (normalized_shape,)
         self.normalized_shape, self.eps = tuple(int(d) for d in normalized_shape), eps
         self.elementwise_affine = elementwise_affine

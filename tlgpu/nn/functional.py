@@ -77,7 +77,7 @@ def _conv_padding(padding, weight, dilation, stride):
         return 0
     if padding != "same":
         raise ValueError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', not {padding!r}")
-    d = (dilation, dilation) if isinstance(dilation, int) else tuple(dilation)
+    d = (dilation, dilation) if hasattr(type(dilation), "__index__") else tuple(dilation)
     if stride not in (1, (1, 1), [1, 1]):
         raise ValueError(f"conv2d: padding='same' needs stride 1, got {stride}")
     total = [d[i] * (weight.shape[2 + i] - 1) for i in range(2)]
