@@ -288,8 +288,16 @@ fn_linspace(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     static tl_kernel kh = TL_KERNEL("elementwise", "tl_linspace_f32");
     double start, end;
     Py_ssize_t n;
-    PyObject *dtype = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "ddn|O:linspace", kw, &start, &end, &n, &dtype)) return NULL;
+    PyObject *dtype = Py_None, *a, *b, *c;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O:linspace", kw, &a, &b, &c, &dtype)) return NULL;
+    start = PyFloat_AsDouble(a);
+    end = PyErr_Occurred() ? 0.0 : PyFloat_AsDouble(b);
+    if (PyErr_Occurred())
+        return PyErr_Format(PyExc_TypeError, "linspace(%R, %R, %R): start and end must be numbers", a, b, c);
+    if (!PyLong_Check(c) || ((n = PyLong_AsSsize_t(c)) == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "linspace(%R, %R, %R): steps must be an int", a, b, c);
+    }
     int td = tl_parse_dtype(dtype, TL_F32);
     if (td < 0) return NULL;
     if (td != TL_F32) return PyErr_Format(PyExc_TypeError, "linspace: dtype must be float32");

@@ -579,8 +579,11 @@ static PyObject *
 m_leaky_relu(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"negative_slope", NULL};
-    double slope = 0.01;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|d:leaky_relu", kw, &slope)) return NULL;
+    PyObject *o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:leaky_relu", kw, &o)) return NULL;
+    double slope = o != NULL ? PyFloat_AsDouble(o) : 0.01;
+    if (slope == -1.0 && PyErr_Occurred())
+        return PyErr_Format(PyExc_TypeError, "leaky_relu: negative_slope must be a number, got %s", Py_TYPE(o)->tp_name);
     PyObject *s = PyFloat_FromDouble(slope), *res = s ? ew(TL_EW_LEAKY_RELU, "leaky_relu", self, s, NULL, NULL) : NULL;
     Py_XDECREF(s);
     return res;

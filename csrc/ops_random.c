@@ -286,12 +286,17 @@ random_inplace(PyObject *self, PyObject *args, PyObject *kwargs, int normal)
 {
     static char *kwu[] = {"a", "b", NULL}, *kwn[] = {"mean", "std", NULL};
     const char *op = normal ? "normal_" : "uniform_";
-    double p0 = 0.0, p1 = 1.0;
+    double p[2] = {0.0, 1.0};
     tl_tensor *t = tl_tensor_CAST(self);
-    PyObject *me = self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, normal ? "|dd:normal_" : "|dd:uniform_", normal ? kwn : kwu,
-                                     &p0, &p1))
+    PyObject *me = self, *o[2] = {NULL, NULL};
+    char **kw = normal ? kwn : kwu;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, normal ? "|OO:normal_" : "|OO:uniform_", kw, &o[0], &o[1]))
         return NULL;
+    for (int i = 0; i < 2; i++) {
+        if (o[i] != NULL && (p[i] = PyFloat_AsDouble(o[i])) == -1.0 && PyErr_Occurred())
+            return PyErr_Format(PyExc_TypeError, "%s: %s must be a number, got %s", op, kw[i], Py_TYPE(o[i])->tp_name);
+    }
+    const double p0 = p[0], p1 = p[1];
     if (tl_check_dtype(op, t, TL_F32) < 0) return NULL;
     if (!normal && !(p0 <= p1)) {
         char a[32], b[32];
@@ -339,7 +344,12 @@ m_multinomial(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_ssize_t k, shape[2];
     int repl = 0;
     char s[128];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|p:multinomial", kw, &k, &repl)) return NULL;
+    PyObject *k_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:multinomial", kw, &k_o, &repl)) return NULL;
+    if (!PyLong_Check(k_o) || ((k = PyLong_AsSsize_t(k_o)) == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "multinomial: num_samples must be an int, got %s", Py_TYPE(k_o)->tp_name);
+    }
     tl_shape_str(p->shape, p->ndim, s, sizeof s);
     if (tl_check_dtype("multinomial", p, TL_F32) < 0) return NULL;
     if (p->ndim != 1 && p->ndim != 2)

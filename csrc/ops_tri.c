@@ -47,8 +47,14 @@ static PyObject *
 tri_method(PyObject *self, PyObject *args, PyObject *kwargs, int upper)
 {
     static char *kw[] = {"diagonal", NULL};
+    PyObject *o = NULL;
     long long d = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, upper ? "|L:triu" : "|L:tril", kw, &d)) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, upper ? "|O:triu" : "|O:tril", kw, &o)) return NULL;
+    if (o != NULL && (!PyIndex_Check(o) || ((d = PyLong_AsLongLong(o)) == -1 && PyErr_Occurred()))) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "%s: diagonal must be an int, got %s", upper ? "triu" : "tril",
+                            Py_TYPE(o)->tp_name);
+    }
     return tri(self, d < INT_MIN ? INT_MIN : d > INT_MAX ? INT_MAX : (int)d, upper);
 }
 
