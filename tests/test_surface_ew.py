@@ -1,5 +1,7 @@
 """PyTorch names for the CleanRL / nanoGPT ports: ceil/floor/round, leaky_relu, uniform_/normal_ in place,
 normal, linspace, tril/triu and multinomial, against float64 numpy references on random inputs."""
+import os
+
 import numpy as np
 import pytest
 
@@ -353,7 +355,8 @@ def test_multinomial_repeatable_and_lazy():
     tlgpu.synchronize()
     tlgpu.reset_stream_stats()
     a = [w.multinomial(2), w.multinomial(5, replacement=True), w.multinomial(1)]
-    assert tlgpu.stream_stats()["waits"] == 0                             # no host sync
+    if os.environ.get("TLGPU_SYNC") != "1":                               # (that mode waits after every op)
+        assert tlgpu.stream_stats()["waits"] == 0                         # no host sync
     a = [as_np(x) for x in a]
     tlgpu.manual_seed(4)
     b = [as_np(w.multinomial(2)), as_np(w.multinomial(5, replacement=True)), as_np(w.multinomial(1))]
