@@ -47,6 +47,7 @@ enum {
     TL_OP_GATHER, TL_OP_SETITEM,                                                       /* ops_index.c */
     TL_OP_GRU_GATES, TL_OP_LSTM_GATES,                                                 /* ops_rnn.c */
     TL_OP_GRU_SEQ, TL_OP_LSTM_SEQ,                                                     /* ops_rnn_seq.c */
+    TL_OP_TRI,                                                                         /* ops_tri.c */
     TL_OP_COUNT
 };
 
@@ -91,4 +92,5 @@ int tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /
 int tl_lstm_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_gru_seq_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);      /* ops_rnn_seq.c */
 int tl_lstm_seq_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_tri_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);          /* ops_tri.c */
 #endif
