@@ -59,7 +59,8 @@ sort_core(tl_tensor *x, int dim, Py_ssize_t k, int desc, tl_tensor **vals, tl_te
     for (int d = 0; d < nd - 1; d++) rows *= xt->shape[d];
     memcpy(shape, xt->shape, sizeof shape);
     shape[nd - 1] = k;
-    if ((ov = tl_tensor_empty(TL_F32, nd, shape)) == NULL || (oi = tl_tensor_empty(TL_I32, nd, shape)) == NULL)
+    if ((vals != NULL && (ov = tl_tensor_empty(TL_F32, nd, shape)) == NULL) ||
+        (oi = tl_tensor_empty(TL_I32, nd, shape)) == NULL)
         goto done;
     if (oi->storage != NULL) {                                /* rows > 0 and k > 0 (so n > 0) */
         Py_ssize_t P = 1;
@@ -72,9 +73,9 @@ sort_core(tl_tensor *x, int dim, Py_ssize_t k, int desc, tl_tensor **vals, tl_te
         cl_mem none = NULL;
         const size_t cm = sizeof(cl_mem), sz[10] = {4, 4, 4, 4, cm, 4, cm, cm, cm, cm};
         const void *v[10] = {&ni, &Pi, &ki_, &desc, &xc->storage->mem, &xoff, &kv->storage->mem, &ki->storage->mem,
-                             vals != NULL ? (const void *)&ov->storage->mem : (const void *)&none,
+                             ov != NULL ? (const void *)&ov->storage->mem : (const void *)&none,
                              &oi->storage->mem};
-        tl_storage *st[5] = {kv->storage, ki->storage, ov->storage, oi->storage, xc->storage};
+        tl_storage *st[5] = {kv->storage, ki->storage, ov != NULL ? ov->storage : NULL, oi->storage, xc->storage};
         size_t lws = k_sort.wg, gws = (size_t)rows * lws;
         tl_err err = {0};
         if (tl_set_args(k_sort.k, 0, 10, sz, v) < 0) goto done;

@@ -128,6 +128,13 @@ def test_index_add_errors(rng):
         tlgpu.zeros(0, 3).index_add_(0, i2, src)
 
 
+def test_index_add_scalar_index_and_source():
+    t = tlgpu.zeros(3)
+    t.index_add_(0, tlgpu.tensor(np.int32(-1)), tlgpu.tensor(np.float32(1.5)))
+    t.index_add_(0, [2], tlgpu.tensor(np.array([0.25], np.float32)), alpha=2.0)
+    np.testing.assert_array_equal(t.numpy(), np.array([0, 0, 2.0], np.float32))
+
+
 def test_index_add_zero_size_enqueues_nothing():
     t = tlgpu.zeros(4, 3)
     tlgpu.synchronize()
