@@ -1,6 +1,6 @@
 """Grad-mode switches (grad mode is per thread, kept in C; these only flip it and restore it), and the Tensor
 methods that are compositions of differentiable C ops: var/std, repeat, masked_fill, max/min with dim=, size,
-dim, __format__ (attached to Tensor at import)."""
+dim, __format__, and the named tuples of topk/sort (attached to Tensor at import)."""
 import collections
 import functools
 
@@ -44,6 +44,16 @@ _Tensor = _C.Tensor
 _c_max, _c_min, _c_argmax, _c_argmin = _Tensor.max, _Tensor.min, _Tensor.argmax, _Tensor.argmin
 max_result = collections.namedtuple("max", ["values", "indices"])   # torch.return_types.max
 min_result = collections.namedtuple("min", ["values", "indices"])
+topk_result = collections.namedtuple("topk", ["values", "indices"])  # torch.return_types.topk
+sort_result = collections.namedtuple("sort", ["values", "indices"])
+_c_topk, _c_sort = _Tensor.topk, _Tensor.sort
+
+
+def _named(c_fn, result):
+    @functools.wraps(c_fn)
+    def fn(self, *args, **kwargs):
+        return result(*c_fn(self, *args, **kwargs))
+    return fn
 
 
 def _is_int(v):
@@ -188,7 +198,8 @@ def _install():
     methods = dict(var=var, std=std, repeat=repeat, masked_fill=masked_fill, masked_fill_=masked_fill_,
                    size=size, dim=dim, __format__=__format__,
                    max=_minmax("max", _c_max, _c_argmax, max_result, maximum),
-                   min=_minmax("min", _c_min, _c_argmin, min_result, minimum))
+                   min=_minmax("min", _c_min, _c_argmin, min_result, minimum),
+                   topk=_named(_c_topk, topk_result), sort=_named(_c_sort, sort_result))
     for name, fn in methods.items():
         setattr(_Tensor, name, fn)
     return methods
