@@ -283,6 +283,123 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return y if bias is None else y + bias
 
 
+def _causal_blocked(L, S):
+    """float mask (L, S), 1 where key j comes after query i: torch's is_causal (tril(ones(L, S)), top-left
+    aligned, so with L > S the last queries see every key and with L < S the last keys are never seen)."""
+    return _C.arange(S) > _C.arange(L).reshape(L, 1)
+
+
+def _sdpa_mask(mask, kind, shape):
+    """attn_mask as (blocked, bias): blocked a float mask (1 = the key does not take part), or bias added to the
+    scores. tlgpu has no bool dtype, so a float32 tensor could be either torch meaning: mask_kind says which."""
+    op = "scaled_dot_product_attention"
+    if kind not in (None, "bool", "additive"):
+        raise ValueError(f"{op}: mask_kind must be None, 'bool' or 'additive', not {kind!r}")
+    if not isinstance(mask, _C.Tensor):
+        arr = np.asarray(mask)
+        if arr.dtype == np.bool_:
+            if kind == "additive":
+                raise TypeError(f"{op}: a bool attn_mask cannot be additive (it would add 1/0 to the scores)")
+            mask, kind = _C.tensor(~arr), "blocked"
+        elif np.issubdtype(arr.dtype, np.floating):
+            mask, kind = _C.tensor(arr.astype(np.float32)), kind or "additive"
+        else:
+            raise TypeError(f"{op}: attn_mask must be a bool or float array or a tlgpu Tensor, got {arr.dtype}")
+    elif kind is None:
+        if mask.dtype == np.float32:
+            raise TypeError(f"{op}: a float32 attn_mask is ambiguous in tlgpu, which has no bool dtype "
+                            "(comparisons give float32 1/0 masks). Pass mask_kind='bool' (nonzero = takes part, "
+                            "torch's bool mask; or mask.int(), or a numpy bool array) or mask_kind='additive' "
+                            "(added to the scores, torch's float mask)")
+        kind = "bool"                                   # int32: nonzero takes part (torch has no int masks)
+    elif kind == "additive" and mask.dtype != np.float32:
+        raise TypeError(f"{op}: an additive attn_mask must be float32, got {mask.dtype}")
+    try:
+        ok = np.broadcast_shapes(tuple(mask.shape), shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{op}: attn_mask of shape {tuple(mask.shape)} does not broadcast to the scores {shape}")
+    if kind == "blocked":
+        return mask, None
+    return (mask == 0, None) if kind == "bool" else (None, mask)
+
+
+def _gqa(query, t, name):
+    """torch's enable_gqa: each of t's Hkv heads serves Hq / Hkv consecutive query heads (repeat_interleave
+    over dim -3), by an expanded view and one copy."""
+    hq, hk = query.shape[-3], t.shape[-3]
+    if hk == 0 or hq % hk:
+        raise ValueError(f"scaled_dot_product_attention: enable_gqa needs {name}'s heads ({hk}) to divide the "
+                         f"query's ({hq})")
+    if hq == hk:
+        return t
+    lead, tail = tuple(t.shape[:-3]), tuple(t.shape[-2:])
+    return t.unsqueeze(-3).expand(*lead, hk, hq // hk, *tail).reshape(*lead, hq, *tail)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False, *, mask_kind=None):
+    """softmax(query @ key^T * scale + mask) @ value, torch's semantics: query (..., L, E), key (..., S, E),
+    value (..., S, Ev), batch dims broadcast; scale defaults to 1/sqrt(E). attn_mask broadcasts to (..., L, S):
+    a numpy bool array or an int32 tensor (nonzero = the key takes part), a float array (added to the scores),
+    or a float32 tensor with mask_kind='bool' / 'additive' (tlgpu-only keyword: a float32 tensor is both a
+    comparison mask and a float mask here). is_causal: the top-left aligned causal mask (key j <= query i), not
+    combinable with attn_mask. A row whose keys are all masked gives zeros (torch's _safe_softmax), not NaN.
+    dropout_p > 0 drops attention weights with the device RNG whenever it is given (as torch: pass
+    dropout_p=p if training else 0). Differentiable wrt query, key, value (and a float mask) through matmul,
+    masked_fill, softmax and dropout; with no graph recorded and no mask, the row softmax is the fused
+    softmax_rows kernel (scale and causal folded in)."""
+    op = "scaled_dot_product_attention"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        _check_tensor(t, op, name)
+        if t.dtype != np.float32 or t.ndim < 2:
+            raise ValueError(f"{op}: {name} must be float32 with at least 2 dims, got {t.dtype} {tuple(t.shape)}")
+    L, E, S = query.shape[-2], query.shape[-1], key.shape[-2]
+    if key.shape[-1] != E or value.shape[-2] != S:
+        raise ValueError(f"{op}: query (..., L, E), key (..., S, E) and value (..., S, Ev) disagree: "
+                         f"{tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{op}: is_causal=True with an attn_mask; fold the causal mask into attn_mask instead")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p}")
+    if enable_gqa:
+        if query.ndim < 3 or key.ndim < 3 or value.ndim < 3:
+            raise ValueError(f"{op}: enable_gqa needs (..., heads, L, E) inputs")
+        key, value = _gqa(query, key, "key"), _gqa(query, value, "value")
+    scale = (1.0 / math.sqrt(E) if E else 1.0) if scale is None else float(scale)
+    try:
+        batch = tuple(np.broadcast_shapes(tuple(query.shape[:-2]), tuple(key.shape[:-2]),
+                                          tuple(value.shape[:-2])))
+    except ValueError:
+        raise ValueError(f"{op}: batch dims of query {tuple(query.shape)}, key {tuple(key.shape)} and value "
+                         f"{tuple(value.shape)} do not broadcast") from None
+    blocked = bias = None
+    if attn_mask is not None:
+        blocked, bias = _sdpa_mask(attn_mask, mask_kind, batch + (L, S))
+    kt = key.transpose(-2, -1)
+    if attn_mask is None and S > 0 and (not is_causal or L == S) and not _recording(query, key, value):
+        p = _C.softmax_rows(query @ kt, scale, bool(is_causal))     # fused row softmax (no graph)
+    else:
+        s, dead = (query * scale) @ kt, None
+        if is_causal:
+            s = s.masked_fill(_causal_blocked(L, S), float("-inf"))
+        elif blocked is not None:
+            s = s.masked_fill(blocked, float("-inf"))
+            dead = blocked.min(-1, keepdims=True) if S > 0 else None
+        elif bias is not None:
+            s = s + bias
+            dead = (s == float("-inf")).min(-1, keepdims=True) if S > 0 else None
+        if dead is not None:                          # all keys masked: softmax of zeros, then zeroed (no NaN)
+            s = _C.where(dead, 0.0, s)
+        p = s.softmax(-1)
+        if dead is not None:
+            p = _C.where(dead, 0.0, p)
+    if dropout_p > 0.0:
+        p = _C.dropout(p, dropout_p, True)
+    return p @ value
+
+
 def rms_norm(x, weight=None, eps=1e-6):
     """x / sqrt(mean(x**2, last axis) + eps) * weight: the fused kernel, or differentiable ops when a graph is
     being recorded."""
