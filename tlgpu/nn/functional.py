@@ -190,11 +190,16 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             raise ValueError(f"cross_entropy: weight must be ({c},) for input {tuple(input.shape)}, got "
                              f"{tuple(weight.shape)}")
     if target.dtype == np.float32:
+        if tuple(target.shape) != tuple(input.shape):
+            raise TypeError(f"cross_entropy: class-index targets must be int32 (float32 targets are class "
+                            f"probabilities of the input's shape {tuple(input.shape)}), got float32 "
+                            f"{tuple(target.shape)}")
         return _ce_probs(input, target, weight, ignore_index, reduction, label_smoothing, cdim)
     want = tuple(input.shape[:cdim]) + tuple(input.shape[cdim + 1:])
     if tuple(target.shape) != want:
-        raise ValueError(f"cross_entropy: input {tuple(input.shape)} wants class-index targets of shape {want} "
-                         f"(or class probabilities of the input's shape), got {tuple(target.shape)}")
+        raise ValueError(f"cross_entropy: logits (N, C) (or (C,), (N, C, d...)) {tuple(input.shape)} want class-index "
+                         f"targets of shape {want} (or class probabilities of the logits' shape), got "
+                         f"{tuple(target.shape)}")
     if input.ndim == 2:
         x2, t1 = input, target
     elif input.ndim == 1:
@@ -231,9 +236,6 @@ def _ce_weighted(x, t, weight, ignore_index, reduction, smoothing):
 def _ce_probs(input, target, weight, ignore_index, reduction, smoothing, cdim):
     """Class-probability targets: -sum_c w_c t_c logp_c over the class dim; the mean is over the other elements
     (not weighted), as torch."""
-    if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"cross_entropy: float32 targets are class probabilities and must have the input's shape "
-                         f"{tuple(input.shape)}, got {tuple(target.shape)} (class indices are int32)")
     if ignore_index >= 0:
         raise ValueError("cross_entropy: ignore_index is not supported for probability (float32) targets")
     c = input.shape[cdim]
