@@ -152,8 +152,8 @@ def mse_loss(input, target, reduction="mean", *, size_average=None, reduce=None)
     input with a (N,) target is an (N, N) loss): so does this. reduction is the third positional argument
     (torch's third is the deprecated size_average, which is keyword-only here)."""
     reduction = _reduction(size_average, reduce, reduction, "mse_loss")
-    ts = getattr(target, "shape", np.shape(target))
-    if tuple(ts) != tuple(input.shape):
+    ts = getattr(target, "shape", None)                  # a tensor or an array; a Python number broadcasts
+    if ts is not None and tuple(ts) != tuple(input.shape):
         warnings.warn(f"mse_loss: target size {tuple(ts)} differs from input size {tuple(input.shape)}; they "
                       "are broadcast, which is likely wrong (as torch warns)", stacklevel=2)
     return _reduce((input - target).square(), reduction, "mse_loss")
