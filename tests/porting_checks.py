@@ -192,6 +192,42 @@ def _():
     np.testing.assert_array_equal(tlgpu.randn(100).numpy(), a)
 
 
+@row('`torch.backends.cudnn.deterministic = True`, `cudnn.benchmark`')
+def _():
+    tlgpu.backends.cudnn.deterministic = True
+    tlgpu.backends.cudnn.benchmark = False
+    assert tlgpu.backends.cudnn.deterministic is True and tlgpu.backends.cudnn.benchmark is False
+    r = rng()
+    a, b, up = r.standard_normal((70, 90)), r.standard_normal((90, 50)), r.standard_normal(70)
+
+    def run():
+        tlgpu.manual_seed(5)
+        x = T(a, requires_grad=True)
+        y = ((x @ T(b)).tanh() + tlgpu.randn(70, 50)).sum(dim=1).softmax(dim=0)
+        (y * T(up)).sum().backward()
+        return y.numpy(), x.grad.numpy()
+    (y1, g1), (y2, g2) = run(), run()
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(g1, g2)
+    close(y1.sum(), 1.0, 1e-5)
+
+
+@row('`torch.backends.cuda.matmul.allow_tf32 = True`, `torch.set_float32_matmul_precision("high")`')
+def _():
+    r = rng()
+    a, b = r.standard_normal((64, 96)), r.standard_normal((96, 32))
+    try:
+        tlgpu.backends.cuda.matmul.allow_tf32 = True
+        assert tlgpu.get_matmul_precision() == "high" and tlgpu.backends.cuda.matmul.allow_tf32
+        close(T(a) @ T(b), a @ b, 2e-2, 5e-2)                    # TF32 where the device has it
+        tlgpu.set_float32_matmul_precision("highest")
+        assert not tlgpu.backends.cuda.matmul.allow_tf32 and tlgpu.get_float32_matmul_precision() == "highest"
+        close(T(a) @ T(b), a @ b, 1e-4, 1e-4)
+    finally:
+        tlgpu.set_matmul_precision("highest")
+    raises(AttributeError, "matmul.allow_tf32", lambda: setattr(tlgpu.backends.cudnn, "allow_tf32", True))
+
+
 @row('`x.detach().cpu().numpy()`')
 def _():
     a = rng().standard_normal((2, 3))

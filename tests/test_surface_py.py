@@ -393,3 +393,28 @@ def test_inplace_activations_write_their_input_and_keep_gradients(rng):
     t = tlgpu.tensor(a)                                  # no graph: written in place directly
     assert tlgpu.nn.ReLU(inplace=True)(t) is t
     np.testing.assert_array_equal(t.numpy(), np.maximum(a, 0))
+
+
+def test_backends_switches():
+    cudnn = tlgpu.backends.cudnn
+    cudnn.deterministic, cudnn.benchmark = True, True
+    assert cudnn.deterministic is True and cudnn.benchmark is True
+    cudnn.deterministic, cudnn.benchmark = False, False
+    with pytest.raises(AttributeError, match="no setting"):
+        cudnn.determinstic = True                                  # a typo is an error, not a new attribute
+    with pytest.raises(AttributeError, match="matmul.allow_tf32"):
+        cudnn.allow_tf32 = True
+    try:
+        tlgpu.backends.cuda.matmul.allow_tf32 = True
+        assert tlgpu.get_matmul_precision() == "high"
+    finally:
+        tlgpu.backends.cuda.matmul.allow_tf32 = False
+    assert tlgpu.get_matmul_precision() == "highest"
+
+
+def test_star_import_keeps_the_builtins():
+    ns = {}
+    exec("from tlgpu import *", ns)
+    assert "float" not in ns and "int" not in ns and "bool" not in ns
+    assert ns["long"] == np.int32 and ns["zeros"] is tlgpu.zeros and ns["Tensor"] is tlgpu.Tensor
+    assert tlgpu.float is tlgpu.float32 and tlgpu.int is tlgpu.int32 and tlgpu.bool == np.bool_

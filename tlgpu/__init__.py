@@ -111,10 +111,14 @@ from ._torch_compat import (FloatTensor, IntTensor, LongTensor, as_tensor, equal
 globals().update(_torch_compat.CREATORS)
 globals().update(_torch_compat.LIKE)
 _torch_compat.install()
+from . import backends  # noqa: E402,F401
 norm = _method_alias("norm")
 clip = _method_alias("clip")
+set_float32_matmul_precision, get_float32_matmul_precision = set_matmul_precision, get_matmul_precision  # noqa: F405
 # torch's other dtype names. Last in this file: `float`, `int` and `bool` shadow the builtins in this module's
 # namespace, so no code of this module may run after them expecting the builtins.
 half, double, bool = float16, float64, _torch_compat.bool_
 long = int64 = int = int32
 float = float32
+# `from tlgpu import *` must not shadow the caller's builtins
+__all__ = [_n for _n in globals() if not _n.startswith("_") and _n not in ("float", "int", "bool")]
