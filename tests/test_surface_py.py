@@ -402,13 +402,21 @@ def test_backends_switches():
     cudnn.deterministic, cudnn.benchmark = False, False
     with pytest.raises(AttributeError, match="no setting"):
         cudnn.determinstic = True                                  # a typo is an error, not a new attribute
-    with pytest.raises(AttributeError, match="matmul.allow_tf32"):
-        cudnn.allow_tf32 = True
+    assert cudnn.allow_tf32 is True                               # torch's default
     try:
-        tlgpu.backends.cuda.matmul.allow_tf32 = True
+        tlgpu.backends.cuda.matmul.allow_tf32 = True              # nanoGPT's two lines
+        cudnn.allow_tf32 = True
         assert tlgpu.get_matmul_precision() == "high"
+        with pytest.raises(ValueError, match="matmul.allow_tf32 = False first"):
+            cudnn.allow_tf32 = False                              # the convolutions would still use TF32
+        tlgpu.backends.cuda.matmul.allow_tf32 = False
+        cudnn.allow_tf32 = False
+        with pytest.raises(ValueError, match="cudnn.allow_tf32 is False"):
+            tlgpu.backends.cuda.matmul.allow_tf32 = True
+        assert tlgpu.get_matmul_precision() == "highest"
     finally:
         tlgpu.backends.cuda.matmul.allow_tf32 = False
+        cudnn.allow_tf32 = True
     assert tlgpu.get_matmul_precision() == "highest"
 
 

@@ -7,25 +7,29 @@
 - cuda.matmul.allow_tf32: tlgpu.set_matmul_precision('high' if True else 'highest'), read back from
   get_matmul_precision(): TF32 tensor cores for matmul, addmm, Linear and the convolutions' GEMMs on NVIDIA
   devices that have them (ignored elsewhere).
-- cudnn.allow_tf32 (torch: convolutions only): tlgpu's convolutions are GEMMs under the matmul precision, so
-  there is no separate switch: setting it raises, saying to use cuda.matmul.allow_tf32.
+- cudnn.allow_tf32 (torch: convolutions; True by default): tlgpu's convolutions are GEMMs under the matmul
+  precision, so it has no switch of its own. True (nanoGPT sets it) permits what the matmul switch does; False
+  is refused while matmul.allow_tf32 is on, and matmul.allow_tf32 = True is refused while it is False, since
+  the convolutions would then use the TF32 that was forbidden to them.
 """
 from . import _C
 
 
+_SETTINGS = ("deterministic", "benchmark", "enabled", "allow_tf32")
+
+
 class _Cudnn:
     def __init__(self):
-        object.__setattr__(self, "deterministic", False)
-        object.__setattr__(self, "benchmark", False)
-        object.__setattr__(self, "enabled", True)
+        for name, value in zip(_SETTINGS, (False, False, True, True)):
+            object.__setattr__(self, name, value)
 
     def __setattr__(self, name, value):
-        if name == "allow_tf32":
-            raise AttributeError("tlgpu.backends.cudnn.allow_tf32: tlgpu's convolutions run as GEMMs under the "
-                                 "matmul precision; set tlgpu.backends.cuda.matmul.allow_tf32 (or "
-                                 "tlgpu.set_matmul_precision) instead")
-        if name not in ("deterministic", "benchmark", "enabled"):
+        if name not in _SETTINGS:
             raise AttributeError(f"tlgpu.backends.cudnn has no setting {name!r}")
+        if name == "allow_tf32" and not value and _C.get_matmul_precision() != "highest":
+            raise ValueError("tlgpu.backends.cudnn.allow_tf32 = False: tlgpu's convolutions are GEMMs under the "
+                             "matmul precision, which allows TF32 now; set tlgpu.backends.cuda.matmul.allow_tf32 "
+                             "= False first")
         object.__setattr__(self, name, bool(value))
 
     @staticmethod
@@ -40,6 +44,9 @@ class _Matmul:
 
     @allow_tf32.setter
     def allow_tf32(self, value):
+        if value and not cudnn.allow_tf32:
+            raise ValueError("tlgpu.backends.cuda.matmul.allow_tf32 = True: tlgpu's convolutions are GEMMs under "
+                             "the same switch, and cudnn.allow_tf32 is False; set it True first")
         _C.set_matmul_precision("high" if value else "highest")
 
 
