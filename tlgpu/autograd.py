@@ -1,6 +1,7 @@
-"""Grad-mode switches (grad mode is per thread, kept in C; these only flip it and restore it), and the Tensor
-methods that are compositions of differentiable C ops: var/std, repeat, masked_fill, max/min with dim=, size,
-dim, __format__, and the named tuples of topk/sort (attached to Tensor at import)."""
+"""Grad-mode switches (no_grad, enable_grad, inference_mode, set_grad_enabled: grad mode is per thread, kept in
+C; these only flip it and restore it), and the Tensor methods that are compositions of differentiable C ops:
+var/std, repeat, masked_fill, max/min with dim=, size, dim, __format__, and the named tuples of topk/sort
+(attached to Tensor at import)."""
 import collections
 import functools
 
@@ -11,6 +12,14 @@ from . import _C
 
 class _GradMode:
     _enabled = True
+    _bare = True          # @no_grad without parentheses decorates too (torch 2.x)
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        if cls._bare and not kwargs and len(args) == 1 and callable(args[0]) and not isinstance(args[0], bool):
+            self.__init__()
+            return self(args[0])
+        return self
 
     def __enter__(self):
         self._prev = _C._set_grad_enabled(self._enabled)
@@ -36,6 +45,51 @@ class no_grad(_GradMode):
 class enable_grad(_GradMode):
     """Context manager and decorator: turn grad mode back on inside a no_grad region."""
     _enabled = True
+
+
+class inference_mode(_GradMode):
+    """inference_mode(mode=True): context manager and decorator. tlgpu has no separate inference mode (no
+    version counters or views to skip), so mode=True is no_grad() and mode=False leaves grad mode as it is."""
+
+    def __init__(self, mode=True):
+        self._mode = bool(mode)
+
+    def __enter__(self):
+        self._prev = _C._set_grad_enabled(False) if self._mode else _C.is_grad_enabled()
+        return self
+
+    def __call__(self, fn):
+        mode = self._mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class set_grad_enabled(_GradMode):
+    """set_grad_enabled(mode): sets grad mode at once (this thread), like torch; used as a context manager or
+    decorator it restores the previous mode on exit."""
+
+    _bare = False
+
+    def __init__(self, mode):
+        self._prev = _C._set_grad_enabled(bool(mode))
+        self._enabled = bool(mode)
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, fn):
+        _C._set_grad_enabled(self._prev)             # as a decorator, the call above set nothing for good
+        mode = self._enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+        return wrapper
 
 
 # ---- Tensor methods composed of differentiable C ops (their gradients come from those ops' backwards) ----
