@@ -56,32 +56,6 @@ from .serialization import load, save  # noqa: F401,E402
 # and keep the graph (torch's choice; __array_ufunc__ = None would also break np.exp(t) on a tensor).
 Tensor.__array_priority__ = 1000
 
-def normal(mean, std=1.0, size=None):
-    """torch.normal's forms: tensor mean and/or std (broadcast together; the sample is differentiable in them,
-    mean + std * randn), or numbers with size=. Float32; std >= 0 is checked only where it is a number (a
-    tensor's values would need a sync)."""
-    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
-    for name, v, is_t in (("mean", mean, mt), ("std", std, st)):
-        if is_t and v.dtype != float32:
-            raise TypeError(f"normal: {name} must be a float32 tensor, got {v.dtype} with shape {v.shape}")
-        if not is_t and not isinstance(v, (int, float)):
-            raise TypeError(f"normal: {name} must be a Tensor or a number, got {type(v).__name__}")
-    if not st and not std >= 0:
-        raise ValueError(f"normal: std must be >= 0, got {std}")
-    if not mt and not st:
-        if size is None:
-            raise TypeError("normal: with a number mean and std, give the shape as size=")
-        return empty(*((size,) if isinstance(size, int) else tuple(size))).normal_(float(mean), float(std))
-    if size is not None:
-        raise TypeError("normal: size= goes with number mean and std; a tensor mean or std gives the shape")
-    try:
-        shape = _np.broadcast_shapes(mean.shape if mt else (), std.shape if st else ())
-    except ValueError:
-        raise ValueError(f"normal: mean of shape {mean.shape if mt else ()} and std of shape "
-                         f"{std.shape if st else ()} cannot be broadcast together") from None
-    return empty(*shape).normal_() * std + mean
-
-
 # Binary ops whose functional form takes a scalar first, as torch.add(2, t) does: Python's operator then
 # reaches the Tensor's reflected method.
 _BINARY_OPERATORS = {"add": _operator.add, "sub": _operator.sub, "mul": _operator.mul, "div": _operator.truediv,
@@ -138,7 +112,7 @@ Tensor.__rmatmul__ = _rmatmul
 # and friends. The creation wrappers replace the C functions of the same names in this namespace.
 from . import _torch_compat  # noqa: E402
 from ._device import Device, cuda, device  # noqa: E402,F401
-from ._torch_compat import (FloatTensor, IntTensor, LongTensor, as_tensor, equal, randint,  # noqa: E402,F401
+from ._torch_compat import (FloatTensor, IntTensor, LongTensor, as_tensor, equal, normal, randint,  # noqa: E402,F401,E501
                             float32, int32, float16, bfloat16, uint8, float64)
 globals().update(_torch_compat.CREATORS)
 globals().update(_torch_compat.LIKE)

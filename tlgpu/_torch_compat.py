@@ -7,6 +7,7 @@ tlgpu). Argument sugar over the C ops, nothing computed here:
   float32; float16/half, bfloat16, uint8, float64/double and bool exist as names, and asking for one raises
   TypeError (no storage yet, or none planned) instead of converting silently;
 - legacy constructors Tensor(data_or_sizes), FloatTensor, LongTensor, IntTensor;
+- normal(mean, std, size) in torch's forms;
 - Tensor methods: to, cpu, cuda, device, pin_memory, type, long, view_as, ravel, clip, norm, data; and equal.
 """
 import math
@@ -118,6 +119,33 @@ def as_tensor(data, dtype=None, device=None):
         check_device(device, "as_tensor")
         return data if dtype is None else _to_dtype(data, as_dtype(dtype, "as_tensor"), False)
     return tensor(data, dtype=dtype, device=device)
+
+
+def normal(mean, std=1.0, size=None):
+    """torch.normal's forms: tensor mean and/or std (broadcast together; the sample is differentiable in them,
+    mean + std * randn), or numbers with size=. Float32; std >= 0 is checked only where it is a number (a
+    tensor's values would need a sync)."""
+    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    for name, v, is_t in (("mean", mean, mt), ("std", std, st)):
+        if is_t and v.dtype != float32:
+            raise TypeError(f"normal: {name} must be a float32 tensor, got {v.dtype} with shape {v.shape}")
+        if not is_t and not isinstance(v, (int, float)):
+            raise TypeError(f"normal: {name} must be a Tensor or a number, got {type(v).__name__}")
+    if not st and not std >= 0:
+        raise ValueError(f"normal: std must be >= 0, got {std}")
+    if not mt and not st:
+        if size is None:
+            raise TypeError("normal: with a number mean and std, give the shape as size=")
+        shape = (size,) if hasattr(type(size), "__index__") else tuple(size)
+        return _C.empty(*shape).normal_(float(mean), float(std))
+    if size is not None:
+        raise TypeError("normal: size= goes with number mean and std; a tensor mean or std gives the shape")
+    try:
+        shape = np.broadcast_shapes(mean.shape if mt else (), std.shape if st else ())
+    except ValueError:
+        raise ValueError(f"normal: mean of shape {mean.shape if mt else ()} and std of shape "
+                         f"{std.shape if st else ()} cannot be broadcast together") from None
+    return _C.empty(*shape).normal_() * std + mean
 
 
 def _like_dtype(t, dtype, op):
