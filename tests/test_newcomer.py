@@ -125,3 +125,36 @@ def test_unbuilt_checkout_says_how_to_build(tmp_path):
     assert r.returncode != 0
     assert "is not built" in r.stderr and "make" in r.stderr and "pip install ." in r.stderr, r.stderr
     assert "circular import" not in r.stderr
+
+
+CHILD_SEES_SAME = r"""
+import ctypes, json, subprocess, sys
+import tlgpu
+names = [d["name"] for d in tlgpu.devices()]
+libc = ctypes.CDLL(None)
+libc.getenv.restype = ctypes.c_char_p
+env_now = libc.getenv(b"OCL_ICD_FILENAMES")
+# env=None: the child gets the C environment as it is now, as os.system, multiprocessing and most launchers do
+child = subprocess.run([sys.executable, "-c", "import json, tlgpu; print(json.dumps([d['name'] for d in tlgpu.devices()]))"],
+                       capture_output=True, text=True)
+print(json.dumps({"parent": names, "child": json.loads(child.stdout or "null"), "err": child.stderr[-500:],
+                  "env_now": env_now.decode() if env_now else None}))
+"""
+
+
+def test_child_of_a_tlgpu_process_sees_the_same_devices():
+    """CUDA's ICD loader splits OCL_ICD_FILENAMES in place, so a child of a process that had enumerated the
+    platforms saw PoCL alone on the NVIDIA machine (python -m tlgpu's cache check failed there): cl_runtime.c
+    puts the value back. Here the variable lists PoCL's ICD and one that does not exist, as there."""
+    import json
+    icd = "/etc/OpenCL/vendors/pocl.icd"
+    value = os.environ.get("OCL_ICD_FILENAMES")
+    if value is None:
+        if not os.path.exists(icd):
+            pytest.skip("no OCL_ICD_FILENAMES and no PoCL ICD file to build one from")
+        value = open(icd).read().strip() + ":libtlgpu-no-such-icd.so"
+    r = run_python(CHILD_SEES_SAME, env={"OCL_ICD_FILENAMES": value})
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["env_now"] == value
+    assert got["child"] == got["parent"] and got["parent"], got
