@@ -9,6 +9,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAN_DIR := build/sanitize
 FUZZ_EXAMPLES ?= 5000
 
+.DEFAULT_GOAL := build
+
 .PHONY: test test-sanitize fuzz demo build deps check-size bench clean
 
 deps:

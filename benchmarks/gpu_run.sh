@@ -3,7 +3,9 @@
 # Usage (on that machine, repo root): bash benchmarks/gpu_run.sh [pytest-args...]; logs go to $OUT (or /tmp/out).
 # .deps/root (Debian's ICD loader + headers, git-ignored) is used only when the machine lacks them.
 # WHEELS=dir: wheels installed first (--no-deps, into /tmp/pyx on PYTHONPATH: gymnasium and ale-py there);
-# AFTER="commands": run last, with the same environment.
+# BEFORE="commands": run after the build, before the suite; AFTER="commands": run last (same environment).
+# PYTEST_X=: run the whole suite past failures (default -x stops at the first).
+# TLGPU_WHEELHOUSE=dir: wheels (numpy, setuptools, wheel) test_package installs fresh venvs from (no network).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)
@@ -25,7 +27,8 @@ fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 $PY setup.py -q build_ext --inplace > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 $PY -c "import tlgpu; print(tlgpu.devices()); print(tlgpu.device())" 2>&1 | tee "$OUT/device.txt"
-$PY -m pytest -q -x "${@:-tests}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?"; tail -5 "$OUT/pytest.log"
+[ -n "${BEFORE:-}" ] && eval "$BEFORE"
+$PY -m pytest -q ${PYTEST_X--x} "${@:-tests}" -p no:cacheprovider > "$OUT/pytest.log" 2>&1; echo "pytest rc=$?"; tail -5 "$OUT/pytest.log"
 for b in ${BENCHES:-bench_dispatch bench_elementwise}; do
     timeout ${BENCH_TIMEOUT:-300} $PY benchmarks/$b.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/$b.txt"
 done

@@ -40,6 +40,9 @@ static const tl_op_info TL_OPS[TL_OP_COUNT] = {
     [TL_OP_LSTM_GATES] = {"LstmGatesBackward", tl_lstm_gates_backward},
     [TL_OP_GRU_SEQ] = {"GruSequenceBackward", tl_gru_seq_backward},
     [TL_OP_LSTM_SEQ] = {"LstmSequenceBackward", tl_lstm_seq_backward},
+    [TL_OP_TRI] = {"TriBackward", tl_tri_backward},
+    [TL_OP_INDEX_ADD] = {"IndexAddBackward", tl_index_add_backward},
+    [TL_OP_TOPK] = {"TopkBackward", tl_topk_backward},
 };
 _Static_assert(sizeof TL_OPS / sizeof TL_OPS[0] == TL_OP_COUNT, "one row per op");
 

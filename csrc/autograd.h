@@ -47,6 +47,8 @@ enum {
     TL_OP_GATHER, TL_OP_SETITEM,                                                       /* ops_index.c */
     TL_OP_GRU_GATES, TL_OP_LSTM_GATES,                                                 /* ops_rnn.c */
     TL_OP_GRU_SEQ, TL_OP_LSTM_SEQ,                                                     /* ops_rnn_seq.c */
+    TL_OP_TRI,                                                                         /* ops_tri.c */
+    TL_OP_INDEX_ADD, TL_OP_TOPK,                                        /* ops_index_add.c, ops_sort.c */
     TL_OP_COUNT
 };
 
@@ -91,4 +93,7 @@ int tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /
 int tl_lstm_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
 int tl_gru_seq_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);      /* ops_rnn_seq.c */
 int tl_lstm_seq_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
+int tl_tri_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);          /* ops_tri.c */
+int tl_index_add_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);     /* ops_index_add.c */
+int tl_topk_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);          /* ops_sort.c */
 #endif

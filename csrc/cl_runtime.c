@@ -22,13 +22,35 @@ static int rt_ready;
 
 typedef struct { cl_platform_id p; cl_device_id d; } dev_ref;
 
+/* The ICD loader that CUDA ships (seen on the NVIDIA machines here, with OCL_ICD_FILENAMES set to
+ * "libpocl.so.2:libnvidia-opencl.so.1") splits that variable in place: afterwards the process's environment
+ * holds its first entry alone, and every child process started from it lists PoCL only. The loader reads it
+ * on the first call; put the whole value back after it. */
+static cl_int
+platform_ids(cl_platform_id *plats, cl_uint *np)
+{
+    static const char *vars[] = {"OCL_ICD_FILENAMES", "OCL_ICD_VENDORS"};
+    char *saved[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL) saved[i] = strdup(v);
+    }
+    cl_int rc = clGetPlatformIDs(16, plats, np);
+    for (int i = 0; i < 2; i++) {
+        const char *now = getenv(vars[i]);
+        if (saved[i] != NULL && (now == NULL || strcmp(now, saved[i]) != 0)) setenv(vars[i], saved[i], 1);
+        free(saved[i]);
+    }
+    return rc;
+}
+
 static tl_status
 enumerate(dev_ref *refs, tl_device_info *infos, int cap, int *n, tl_err *err)
 {
     cl_platform_id plats[16];
     cl_uint np = 0;
     *n = 0;
-    cl_int rc = clGetPlatformIDs(16, plats, &np);
+    cl_int rc = platform_ids(plats, &np);
     if (rc == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || np == 0)
         return tl_err_set(err, TL_E_NODEVICE, "clGetPlatformIDs",
                           "no OpenCL platform found (install pocl-opencl-icd or a GPU driver's ICD)");

@@ -25,6 +25,7 @@ PyObject *tl_exp(tl_tensor *x);
 PyObject *tl_eq(tl_tensor *a, tl_tensor *b);                            /* float32 mask, broadcast */
 PyObject *tl_clone(tl_tensor *x);                                       /* a contiguous copy, differentiable */
 int       tl_add_(tl_tensor *acc, tl_tensor *x);                        /* acc += x in place; 0 or -1 */
+int       tl_record_overwrite(tl_tensor *t);      /* after an in-place write of new values (fill_): 0 or -1 */
 
 /* ops_matmul.c */
 PyObject *tl_matmul(tl_tensor *a, tl_tensor *b);                       /* a @ b, numpy rules, not recorded */

@@ -37,8 +37,8 @@ static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 static int
 pair_item(PyObject *it, int *out)
 {
-    long v = PyLong_Check(it) ? PyLong_AsLong(it) : -1;
-    if (!PyLong_Check(it) || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return -1; }
+    long v = PyIndex_Check(it) ? PyLong_AsLong(it) : -1;     /* PyLong_AsLong takes __index__ */
+    if (!PyIndex_Check(it) || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return -1; }
     *out = v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v;
     return 0;
 }
@@ -50,7 +50,7 @@ parse_pair(const char *op, const char *name, PyObject *o, int dflt, int lo, int 
     int ok;
     out[0] = out[1] = dflt;
     if (o == NULL || o == Py_None) return 0;
-    if (PyLong_Check(o)) {
+    if (PyIndex_Check(o)) {
         ok = pair_item(o, &out[0]) == 0;
         out[1] = out[0];
     } else {

@@ -1,5 +1,5 @@
 /* ops_create.c: tensor creation: from Python data and numpy arrays (float64 -> float32, int64 -> int32
- * with a range check, anything else refused), zeros/ones/full/empty and arange. Uploads go to the
+ * with a range check, anything else refused), zeros/ones/full/empty, arange and linspace. Uploads go to the
  * transfer queue and return at once; the first compute command that reads the tensor waits for them. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
@@ -280,6 +280,42 @@ fn_arange(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     return (PyObject *)t;
 }
 
+/* linspace(start, end, steps, dtype=None): float32, `steps` points from start to end inclusive. */
+static PyObject *
+fn_linspace(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"start", "end", "steps", "dtype", NULL};
+    static tl_kernel kh = TL_KERNEL("elementwise", "tl_linspace_f32");
+    double start, end;
+    Py_ssize_t n;
+    PyObject *dtype = Py_None, *a, *b, *c;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O:linspace", kw, &a, &b, &c, &dtype)) return NULL;
+    start = PyFloat_AsDouble(a);
+    end = PyErr_Occurred() ? 0.0 : PyFloat_AsDouble(b);
+    if (PyErr_Occurred())
+        return PyErr_Format(PyExc_TypeError, "linspace(%R, %R, %R): start and end must be numbers", a, b, c);
+    if (!PyLong_Check(c) || ((n = PyLong_AsSsize_t(c)) == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "linspace(%R, %R, %R): steps must be an int", a, b, c);
+    }
+    int td = tl_parse_dtype(dtype, TL_F32);
+    if (td < 0) return NULL;
+    if (td != TL_F32) return PyErr_Format(PyExc_TypeError, "linspace: dtype must be float32");
+    if (n < 0 || n > INT32_MAX)
+        return PyErr_Format(PyExc_ValueError, "linspace: steps must be in [0, 2**31-1], got %zd", n);
+    tl_tensor *t = tl_tensor_empty(TL_F32, 1, &n);
+    if (t == NULL || n == 0) return (PyObject *)t;
+    cl_kernel k = tl_kernel_py(&kh);
+    int n32 = (int)n;
+    float fs = (float)start, fe = (float)(n == 1 ? start : end);
+    float fst = n > 1 ? (float)((end - start) / (double)(n - 1)) : 0.0f;
+    const size_t sz[5] = {sizeof n32, sizeof(cl_mem), 4, 4, 4};
+    const void *v[5] = {&n32, &t->storage->mem, &fs, &fe, &fst};
+    if (k == NULL || tl_set_args(k, 0, 5, sz, v) < 0 || tl_launch_1d(&kh, (size_t)n, &t->storage, 1, 1u) < 0)
+        Py_CLEAR(t);
+    return (PyObject *)t;
+}
+
 #define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef create_functions[] = {
     {"tensor", KW(fn_tensor), "tensor(data, dtype=None, requires_grad=False): copy data to the device."},
@@ -289,6 +325,7 @@ static const PyMethodDef create_functions[] = {
     {"empty", KW(fn_empty), "empty(*shape, dtype=None): uninitialised."},
     {"full", KW(fn_full), "full(shape, value, dtype=None)"},
     {"arange", KW(fn_arange), "arange([start,] stop[, step], dtype=None)"},
+    {"linspace", KW(fn_linspace), "linspace(start, end, steps, dtype=None): float32, end included."},
     {NULL, NULL, 0, NULL},
 };
 

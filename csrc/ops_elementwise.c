@@ -27,7 +27,7 @@ static const unsigned char EW_INT[TL_EW_COUNT] = {
     [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_FLOORDIV] = 1, [TL_EW_MOD] = 1, [TL_EW_MAXIMUM] = 1,
     [TL_EW_MINIMUM] = 1, [TL_EW_LT] = 1, [TL_EW_LE] = 1, [TL_EW_GT] = 1, [TL_EW_GE] = 1, [TL_EW_EQ] = 1,
     [TL_EW_NE] = 1, [TL_EW_NEG] = 1, [TL_EW_ABS] = 1, [TL_EW_SIGN] = 1, [TL_EW_RELU] = 1, [TL_EW_SQUARE] = 1,
-    [TL_EW_CLAMP] = 1, [TL_EW_COPY] = 1, [TL_EW_POW] = 1,
+    [TL_EW_CLAMP] = 1, [TL_EW_COPY] = 1, [TL_EW_POW] = 1, [TL_EW_CEIL] = 1, [TL_EW_FLOOR] = 1, [TL_EW_ROUND] = 1,
 };
 #define IS_CMP(op) ((op) >= TL_EW_LT && (op) <= TL_EW_NE)
 
@@ -105,7 +105,7 @@ static const unsigned char EW_SAVE[TL_EW_COUNT] = {
     [TL_EW_SIN] = SA, [TL_EW_COS] = SA, [TL_EW_SQUARE] = SA, [TL_EW_RECIPROCAL] = SO, [TL_EW_SIGN] = ND,
     [TL_EW_WHERE] = SA, [TL_EW_CLAMP] = SA | SB | SC, [TL_EW_RELU_GRAD] = ND, [TL_EW_SILU_GRAD] = ND,
     [TL_EW_GELU_GRAD] = ND, [TL_EW_TANH_GRAD] = ND, [TL_EW_SIGMOID_GRAD] = ND, [TL_EW_INRANGE] = ND,
-    [TL_EW_FLOORDIV] = ND, [TL_EW_MOD] = SA | SB,
+    [TL_EW_FLOORDIV] = ND, [TL_EW_MOD] = SA | SB, [TL_EW_LEAKY_RELU] = SA | SB, [TL_EW_LEAKY_RELU_GRAD] = ND,
 };
 
 /* A graph node for out = OP(ins) that saves the operands EW_SAVE asks for (not the output: that is saved by
@@ -475,6 +475,12 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_TANH: gin[0] = ew2(TL_EW_TANH_GRAD, out, g); break;
     case TL_EW_SIGMOID: gin[0] = ew2(TL_EW_SIGMOID_GRAD, out, g); break;
     case TL_EW_RELU: gin[0] = ew2(TL_EW_RELU_GRAD, a, g); break;
+    case TL_EW_LEAKY_RELU: gin[0] = ew(TL_EW_LEAKY_RELU_GRAD, "backward", a, g, b, NULL); break;
+    case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND:   /* zeros, like torch (not g * 0: inf * 0 is NaN) */
+        if ((t = (PyObject *)tl_tensor_empty(TL_F32, tl_tensor_CAST(g)->ndim, tl_tensor_CAST(g)->shape)) != NULL &&
+            tl_tensor_fill(tl_tensor_CAST(t), 0.0) == 0)
+            gin[0] = Py_NewRef(t);
+        break;
     case TL_EW_SILU: gin[0] = ew2(TL_EW_SILU_GRAD, a, g); break;
     case TL_EW_GELU: gin[0] = ew2(TL_EW_GELU_GRAD, a, g); break;
     case TL_EW_ABS:
@@ -521,6 +527,7 @@ fail:
 UNARY(neg, NEG) UNARY(exp, EXP) UNARY(log, LOG) UNARY(sqrt, SQRT) UNARY(rsqrt, RSQRT) UNARY(tanh, TANH)
 UNARY(sigmoid, SIGMOID) UNARY(relu, RELU) UNARY(silu, SILU) UNARY(gelu, GELU) UNARY(abs, ABS) UNARY(sin, SIN)
 UNARY(cos, COS) UNARY(clone, COPY) UNARY(square, SQUARE) UNARY(reciprocal, RECIPROCAL) UNARY(sign, SIGN)
+UNARY(ceil, CEIL) UNARY(floor, FLOOR) UNARY(round, ROUND)
 #undef UNARY
 
 #define BINARY(pyname, OP)                                                                     \
@@ -564,6 +571,21 @@ clamp(PyObject *self, PyObject *args, PyObject *kwargs, const char *name, tl_ten
     if (lo_o != NULL && hi_o != NULL) res = ew(TL_EW_CLAMP, name, self, lo_o, hi_o, into);
     Py_XDECREF(lo_o);
     Py_XDECREF(hi_o);
+    return res;
+}
+
+/* leaky_relu(negative_slope=0.01): x where x > 0, else negative_slope * x (torch's rule, also at 0). */
+static PyObject *
+m_leaky_relu(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"negative_slope", NULL};
+    PyObject *o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:leaky_relu", kw, &o)) return NULL;
+    double slope = o != NULL ? PyFloat_AsDouble(o) : 0.01;
+    if (slope == -1.0 && PyErr_Occurred())
+        return PyErr_Format(PyExc_TypeError, "leaky_relu: negative_slope must be a number, got %s", Py_TYPE(o)->tp_name);
+    PyObject *s = PyFloat_FromDouble(slope), *res = s ? ew(TL_EW_LEAKY_RELU, "leaky_relu", self, s, NULL, NULL) : NULL;
+    Py_XDECREF(s);
     return res;
 }
 
@@ -618,6 +640,8 @@ record_overwrite(tl_tensor *t, PyObject *src)
     tl_node_attach(nd, t);
     return 0;
 }
+
+int tl_record_overwrite(tl_tensor *t) { return record_overwrite(t, NULL); }
 
 static PyObject *
 fill_inplace(PyObject *self, double v, const char *op)
@@ -714,6 +738,10 @@ static const PyMethodDef ew_methods[] = {
     U(tanh, "tanh"), U(sigmoid, "1/(1+e**-x)"), U(relu, "max(x, 0)"), U(silu, "x*sigmoid(x)"),
     U(gelu, "exact (erf) GELU"), U(abs, "|x|"), U(sin, "sin"), U(cos, "cos"), U(square, "x*x"),
     U(reciprocal, "1/x"), U(sign, "-1, 0 or 1"), U(clone, "a contiguous copy (differentiable)"),
+    U(ceil, "round up (int32: unchanged; zero gradient)"), U(floor, "round down (int32: unchanged; zero gradient)"),
+    U(round, "round half to even (int32: unchanged; zero gradient)"),
+    {"leaky_relu", (PyCFunction)(void (*)(void))m_leaky_relu, METH_VARARGS | METH_KEYWORDS,
+     "leaky_relu(negative_slope=0.01): x if x > 0 else negative_slope * x"},
     B(add, "self + other"), B(sub, "self - other"), B(mul, "self * other"), B(div, "self / other"),
     B(pow, "self ** other"), B(floor_divide, "self // other (rounds toward -inf, like Python)"),
     B(remainder, "self % other (the divisor's sign, like Python)"), B(maximum, "elementwise max (NaN propagates)"), B(minimum, "elementwise min"),
@@ -750,4 +778,4 @@ static const PyType_Slot ew_slots[] = {
 const tl_family tl_family_elementwise = {
     ew_functions, ew_methods, ew_slots, NULL,
     "neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign add sub mul div pow "
-    "lt le gt ge eq ne clamp clone floor_divide remainder"};
+    "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu"};

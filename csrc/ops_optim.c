@@ -98,11 +98,31 @@ fn_adam_step(PyObject *Py_UNUSED(m), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* RAdam: the step's scalars (step_size, adaptive: rho_t > 5) come from the host (tlgpu/optim). */
+static PyObject *
+fn_radam_step(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh = TL_KERNEL("optim", "tl_radam_f32");
+    PyObject *ts[4];
+    float lr, b1, b2, eps, wd, step_size;
+    int decoupled, adaptive;
+    if (!PyArg_ParseTuple(args, "OOOOfffffpfp:_radam_step", &ts[0], &ts[1], &ts[2], &ts[3], &lr, &b1, &b2, &eps, &wd,
+                          &decoupled, &step_size, &adaptive))
+        return NULL;
+    if (check_group("radam", ts, 4, 0u) < 0) return NULL;
+    const size_t sz[8] = {4, 4, 4, 4, 4, 4, 4, 4};
+    const void *v[8] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &step_size, &adaptive};
+    if (launch(&kh, ts, 4, sz, v, 8, 5) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static const PyMethodDef optim_functions[] = {
     {"_sgd_step", fn_sgd_step, METH_VARARGS,
      "_sgd_step(p, g, buf|None, lr, momentum, dampening, weight_decay, nesterov, first): one fused SGD step."},
     {"_adam_step", fn_adam_step, METH_VARARGS,
      "_adam_step(p, g, m, v, vmax|None, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2, amsgrad)."},
+    {"_radam_step", fn_radam_step, METH_VARARGS,
+     "_radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, adaptive)."},
     {NULL, NULL, 0, NULL},
 };
 

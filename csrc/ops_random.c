@@ -1,6 +1,6 @@
 /* ops_random.c: random tensors from the device's Philox4x32-10 stream (kernels/random.cl): rand, randn,
- * randint, rand_like, randn_like, dropout_mask, dropout, and the generator state (manual_seed, seed,
- * initial_seed, get_rng_state, set_rng_state).
+ * randint, rand_like, randn_like, dropout_mask, dropout, the in-place fills uniform_ and normal_ (any strided
+ * view), multinomial, and the generator state (manual_seed, seed, initial_seed, get_rng_state, set_rng_state).
  * The generator is (seed, offset): offset counts the 32-bit values consumed so far and is always a
  * multiple of 4 (one Philox block). Each call takes the next range of the stream, [offset, offset + used)
  * with used rounded up to a whole block, so consecutive calls differ and a seed replays the same sequence
@@ -8,6 +8,8 @@
  * the same way it orders their enqueues; no other lock is needed. Without manual_seed a process starts
  * from TL_RNG_DEFAULT_SEED (deterministic by default; seed() draws a fresh one from os.urandom). */
 #include "ops_common.h"
+#include "ops.h"
+#include "autograd.h"
 
 #define TL_RNG_DEFAULT_SEED 0x853c49e6748fea9bULL
 
@@ -256,7 +258,160 @@ fn_set_rng_state(PyObject *Py_UNUSED(m), PyObject *state)
     Py_RETURN_NONE;
 }
 
+/* Element i of the row-major walk over t (any strides) gets lo + scale * stream value i. */
+static int
+fill_into(int normal, tl_tensor *t, float lo, float scale)
+{
+    static tl_kernel ku = TL_KERNEL("random", "tl_philox_uniform_into_f32"),
+                     kn = TL_KERNEL("random", "tl_philox_normal_into_f32");
+    tl_kernel *kh = normal ? &kn : &ku;
+    tl_layout L;
+    if (t->storage == NULL) return 0;                    /* zero-size: consumes nothing */
+    cl_kernel k = tl_kernel_py(kh);
+    if (k == NULL) return -1;
+    tl_layout_make(&L, t->ndim, t->shape, &t, 1);
+    size_t blocks = ((size_t)L.n + 3) / 4;
+    cl_ulong seed = rng_seed, block0 = rng_offset / 4;
+    const size_t sz[6] = {sizeof L, sizeof(cl_mem), sizeof seed, sizeof block0, 4, 4};
+    const void *v[6] = {&L, &t->storage->mem, &seed, &block0, &lo, &scale};
+    if (tl_set_args(k, 0, 6, sz, v) < 0 || tl_launch_1d(kh, blocks, &t->storage, 1, 1u) < 0) return -1;
+    rng_offset += 4 * blocks;
+    return 0;
+}
+
+/* uniform_(a=0, b=1) / normal_(mean=0, std=1): float32 only, returns self; refused where other in-place ops
+ * are (leaves requiring grad in grad mode, expanded views); a recorded non-leaf passes a zero gradient back. */
+static PyObject *
+random_inplace(PyObject *self, PyObject *args, PyObject *kwargs, int normal)
+{
+    static char *kwu[] = {"a", "b", NULL}, *kwn[] = {"mean", "std", NULL};
+    const char *op = normal ? "normal_" : "uniform_";
+    double p[2] = {0.0, 1.0};
+    tl_tensor *t = tl_tensor_CAST(self);
+    PyObject *me = self, *o[2] = {NULL, NULL};
+    char **kw = normal ? kwn : kwu;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, normal ? "|OO:normal_" : "|OO:uniform_", kw, &o[0], &o[1]))
+        return NULL;
+    for (int i = 0; i < 2; i++) {
+        if (o[i] != NULL && (p[i] = PyFloat_AsDouble(o[i])) == -1.0 && PyErr_Occurred())
+            return PyErr_Format(PyExc_TypeError, "%s: %s must be a number, got %s", op, kw[i], Py_TYPE(o[i])->tp_name);
+    }
+    const double p0 = p[0], p1 = p[1];
+    if (tl_check_dtype(op, t, TL_F32) < 0) return NULL;
+    if (!normal && !(p0 <= p1)) {
+        char a[32], b[32];
+        snprintf(a, sizeof a, "%g", p0);
+        snprintf(b, sizeof b, "%g", p1);
+        return PyErr_Format(PyExc_ValueError, "uniform_: expects a <= b, got a=%s, b=%s", a, b);
+    }
+    if (normal && !(p1 >= 0.0)) {
+        char b[32];
+        snprintf(b, sizeof b, "%g", p1);
+        return PyErr_Format(PyExc_ValueError, "normal_: std must be >= 0, got %s", b);
+    }
+    if (tl_check_writable(op, t) < 0 || tl_check_recorded_inplace(op, t, tl_autograd_wanted(&me, 1)) < 0)
+        return NULL;
+    tl_mark_write(t, op);
+    if (fill_into(normal, t, (float)p0, (float)(normal ? p1 : p1 - p0)) < 0 || tl_record_overwrite(t) < 0)
+        return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *
+m_uniform_(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return random_inplace(self, args, kwargs, 0);
+}
+
+static PyObject *
+m_normal_(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return random_inplace(self, args, kwargs, 1);
+}
+
+/* multinomial(num_samples, replacement=False): rows of unnormalised weights (1-D or 2-D float32) -> int32
+ * category indices, (k,) or (rows, k). Nothing is read back: weights are not checked (torch raises on a row
+ * without positive weights, or without replacement with fewer of them than k; those samples are -1 here).
+ * One sample per row without replacement is the same draw as with it, so it takes the O(n / rows) path. */
+static PyObject *
+m_multinomial(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"num_samples", "replacement", NULL};
+    static tl_kernel kr = TL_KERNEL("random", "tl_multinomial_rep_f32"),
+                     kn = TL_KERNEL("random", "tl_multinomial_norep_f32");
+    tl_tensor *p = tl_tensor_CAST(self), *out = NULL, *scratch = NULL;
+    PyObject *cdf = NULL;
+    Py_ssize_t k, shape[2];
+    int repl = 0;
+    char s[128];
+    PyObject *k_o;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|p:multinomial", kw, &k_o, &repl)) return NULL;
+    if (!PyLong_Check(k_o) || ((k = PyLong_AsSsize_t(k_o)) == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return PyErr_Format(PyExc_TypeError, "multinomial: num_samples must be an int, got %s", Py_TYPE(k_o)->tp_name);
+    }
+    tl_shape_str(p->shape, p->ndim, s, sizeof s);
+    if (tl_check_dtype("multinomial", p, TL_F32) < 0) return NULL;
+    if (p->ndim != 1 && p->ndim != 2)
+        return PyErr_Format(PyExc_ValueError, "multinomial: probabilities must be 1-D or 2-D, got shape %s", s);
+    Py_ssize_t rows = p->ndim == 2 ? p->shape[0] : 1, n = p->shape[p->ndim - 1];
+    if (k <= 0) return PyErr_Format(PyExc_ValueError, "multinomial: cannot sample %zd <= 0 samples", k);
+    if (n == 0) return PyErr_Format(PyExc_ValueError, "multinomial: no categories to sample from (shape %s)", s);
+    if (!repl && k > n)
+        return PyErr_Format(PyExc_ValueError, "multinomial: cannot sample %zd > %zd categories (shape %s) without "
+                            "replacement", k, n, s);
+    if (rows * k > INT32_MAX || rows * n > INT32_MAX)
+        return PyErr_Format(PyExc_ValueError, "multinomial: %zd x %zd samples or shape %s exceed 2**31-1", rows, k, s);
+    shape[0] = rows;
+    shape[1] = k;
+    if ((out = tl_tensor_empty(TL_I32, p->ndim, shape + (p->ndim == 1))) == NULL || out->storage == NULL)
+        return (PyObject *)out;                          /* zero rows: nothing enqueued */
+    int r32 = (int)rows, n32 = (int)n, k32 = (int)k;
+    cl_ulong seed = rng_seed, block0 = rng_offset / 4;
+    size_t blocks;
+    if (repl || k == 1) {
+        int prev = tl_grad_set(0), m = r32 * k32;
+        cdf = tl_cumsum(self, -1, 0);
+        tl_grad_set(prev);
+        cl_kernel kk = cdf != NULL ? tl_kernel_py(&kr) : NULL;
+        if (kk == NULL) goto fail;
+        blocks = ((size_t)m + 3) / 4;
+        const size_t sz[7] = {4, 4, 4, sizeof(cl_mem), sizeof(cl_mem), sizeof seed, sizeof block0};
+        const void *v[7] = {&m, &n32, &k32, TL_MEM(tl_tensor_CAST(cdf)), &out->storage->mem, &seed, &block0};
+        tl_storage *st[2] = {out->storage, tl_tensor_CAST(cdf)->storage};
+        if (tl_set_args(kk, 0, 7, sz, v) < 0 || tl_launch_1d(&kr, blocks, st, 2, 1u) < 0) goto fail;
+    } else {
+        cl_kernel kk = tl_kernel_py(&kn);
+        if (kk == NULL || (scratch = tl_tensor_empty(TL_F32, 2, shape)) == NULL) goto fail;
+        int off = (int)p->offset, cs = (int)p->strides[p->ndim - 1], rs = p->ndim == 2 ? (int)p->strides[0] : 0;
+        blocks = (size_t)rows * (((size_t)n + 3) / 4);
+        const size_t sz[11] = {4, 4, 4, sizeof(cl_mem), 4, 4, 4, sizeof(cl_mem), sizeof(cl_mem), sizeof seed,
+                               sizeof block0};
+        const void *v[11] = {&r32, &n32, &k32, &p->storage->mem, &off, &rs, &cs, &out->storage->mem,
+                             &scratch->storage->mem, &seed, &block0};
+        tl_storage *st[3] = {out->storage, p->storage, scratch->storage};
+        if (tl_set_args(kk, 0, 11, sz, v) < 0 || tl_launch_1d(&kn, (size_t)rows, st, 3, 5u) < 0) goto fail;
+    }
+    rng_offset += 4 * (uint64_t)blocks;
+    Py_XDECREF(cdf);
+    Py_XDECREF(scratch);
+    return (PyObject *)out;
+fail:
+    Py_XDECREF(cdf);
+    Py_XDECREF(scratch);
+    Py_DECREF(out);
+    return NULL;
+}
+
 #define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
+static const PyMethodDef random_methods[] = {
+    {"uniform_", KW(m_uniform_), "uniform_(a=0.0, b=1.0): fill in place from U[a, b) (the rand stream); self."},
+    {"normal_", KW(m_normal_), "normal_(mean=0.0, std=1.0): fill in place from N(mean, std**2); self."},
+    {"multinomial", KW(m_multinomial),
+     "multinomial(num_samples, replacement=False): int32 category indices drawn from rows of weights."},
+    {NULL, NULL, 0, NULL},
+};
+
 static const PyMethodDef random_functions[] = {
     {"rand", KW(fn_rand), "rand(*shape, dtype=None, requires_grad=False): uniform on [0, 1), float32."},
     {"randn", KW(fn_randn), "randn(*shape, dtype=None, requires_grad=False): standard normal, float32."},
@@ -273,4 +428,4 @@ static const PyMethodDef random_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_random = {random_functions, NULL, NULL, NULL, NULL};
+const tl_family tl_family_random = {random_functions, random_methods, NULL, NULL, "multinomial"};

@@ -1,4 +1,4 @@
-/* ops_reduce.c: reductions over axes (sum mean max min argmax argmin logsumexp, numpy semantics:
+/* ops_reduce.c: reductions over axes (sum mean max min argmax argmin logsumexp prod, numpy semantics:
  * axis None/int/negative/tuple, keepdims, dim= and keepdim= as synonyms) and softmax/log_softmax
  * along one axis, float32 only. Every reduction becomes [rows, cols]: when the reduced axes are one
  * adjacent block the contiguous input is read in place (row r, element j at base(r) + j*inner, see
@@ -16,9 +16,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE };    /* = kernels/reduce.cl's R_* */
-static const char *const R_NAME[] = {"sum", "mean", "max", "min", "argmax", "argmin", "logsumexp"};
-_Static_assert(sizeof R_NAME / sizeof R_NAME[0] == R_LSE + 1, "op names");
+enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE, R_PROD };    /* = kernels/reduce.cl's R_* */
+static const char *const R_NAME[] = {"sum", "mean", "max", "min", "argmax", "argmin", "logsumexp", "prod"};
+_Static_assert(sizeof R_NAME / sizeof R_NAME[0] == R_PROD + 1, "op names");
 
 static tl_kernel k_reduce = TL_KERNEL("reduce", "tl_reduce_f32");
 static tl_kernel k_softmax = TL_KERNEL("reduce", "tl_softmax_f32");
@@ -51,13 +51,16 @@ axis_error(const char *op, PyObject *axis, const tl_tensor *x)
 static int
 one_axis(const char *op, const tl_tensor *x, PyObject *o, int allow_tuple, int *out)
 {
-    if (!PyLong_Check(o)) {
+    if (!PyIndex_Check(o)) {                         /* ints and numpy integers (anything with __index__) */
         PyErr_Format(PyExc_TypeError, "%s: axis must be None, an int%s, got %s", op,
                      allow_tuple ? " or a tuple of ints" : "", Py_TYPE(o)->tp_name);
         return -1;
     }
     int overflow = 0;
-    long a = PyLong_AsLongAndOverflow(o, &overflow);
+    PyObject *i = PyNumber_Index(o);
+    if (i == NULL) return -1;
+    long a = PyLong_AsLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
     if (a == -1 && PyErr_Occurred()) return -1;
     if (overflow || a < -x->ndim || a >= x->ndim) return axis_error(op, o, x);
     *out = (int)(a < 0 ? a + x->ndim : a);
@@ -74,7 +77,7 @@ parse_axes(const char *op, const tl_tensor *x, PyObject *o, int allow_tuple, uns
         *mask = (1u << x->ndim) - 1u;
         return 0;
     }
-    if (PyLong_Check(o) || !allow_tuple || !(PyTuple_Check(o) || PyList_Check(o))) {
+    if (PyIndex_Check(o) || !allow_tuple || !(PyTuple_Check(o) || PyList_Check(o))) {
         if (one_axis(op, x, o, allow_tuple, &a) < 0) return -1;
         *mask = 1u << a;
         return 0;
@@ -271,7 +274,7 @@ reduce_fwd(int op, tl_tensor *x, unsigned mask, int keepdims)
     if ((out = tl_tensor_empty(arg ? TL_I32 : TL_F32, ond, oshape)) == NULL || out->storage == NULL)
         return (PyObject *)out;                       /* zero-size result: enqueue nothing */
     if (cols == 0) {
-        double fill = op == R_MEAN ? NAN : op == R_LSE ? -INFINITY : 0.0;
+        double fill = op == R_MEAN ? NAN : op == R_LSE ? -INFINITY : op == R_PROD ? 1.0 : 0.0;
         if (tl_tensor_fill(out, fill) < 0) Py_CLEAR(out);
         return (PyObject *)out;
     }
@@ -302,7 +305,8 @@ reduce_impl(int op, tl_tensor *x, unsigned mask, int keepdims)
     int needs = op == R_MAX || op == R_MIN || op == R_LSE;
     if (tl_check_dtype(R_NAME[op], x, TL_F32) < 0) return NULL;
     mask &= (1u << x->ndim) - 1u;
-    return record(reduce_fwd(op, x, mask, keepdims), (PyObject *)x, TL_OP_REDUCE, op, mask, keepdims, needs, needs);
+    return record(reduce_fwd(op, x, mask, keepdims), (PyObject *)x, TL_OP_REDUCE, op, mask, keepdims,
+                  needs || op == R_PROD, needs);
 }
 
 PyObject *
@@ -335,7 +339,7 @@ reduce_method(int op, PyObject *self, PyObject *args, PyObject *kwargs)
         return reduce_method(OP, self, args, kwargs);                                           \
     }
 REDUCER(sum, R_SUM) REDUCER(mean, R_MEAN) REDUCER(max, R_MAX) REDUCER(min, R_MIN) REDUCER(argmax, R_ARGMAX)
-REDUCER(argmin, R_ARGMIN) REDUCER(logsumexp, R_LSE)
+REDUCER(argmin, R_ARGMIN) REDUCER(logsumexp, R_LSE) REDUCER(prod, R_PROD)
 #undef REDUCER
 
 /* ---- softmax ---- */
@@ -440,6 +444,44 @@ saved_or_null(tl_node *nd, int which)
     return nd->iarg[which] >= 0 ? (PyObject *)tl_node_saved(nd, nd->iarg[which]) : Py_NewRef(Py_None);
 }
 
+/* prod: d out / d x_i is the product of the others (PyTorch's rule, exact with zeros): with z the number of
+ * zeros in x_i's reduction and p the product of its non-zero elements, it is p / x_i when z == 0, p at the
+ * zero when z == 1, and 0 otherwise. From masks: m = (x == 0), xs = x + m (zeros become 1), p = prod(xs),
+ * grad = g * p * ((1 - m) * (z == 0) / xs + m * (z == 1)). */
+static int
+prod_grad(PyObject *x, PyObject *gk, unsigned mask, PyObject **gin)
+{
+    PyObject *zero = NULL, *one = NULL, *m = NULL, *xs = NULL, *p = NULL, *z = NULL, *z0 = NULL, *z1 = NULL,
+             *a = NULL, *b = NULL;
+    tl_tensor *zt = NULL;
+    int rc = -1;
+    Py_ssize_t one_shape[1] = {1};
+    if ((zt = tl_tensor_empty(TL_F32, 0, one_shape)) == NULL || tl_tensor_fill(zt, 0.0) < 0) goto done;
+    zero = (PyObject *)zt;
+    zt = NULL;
+    if ((one = PyFloat_FromDouble(1.0)) == NULL ||
+        (m = tl_eq(tl_tensor_CAST(x), tl_tensor_CAST(zero))) == NULL || (xs = PyNumber_Add(x, m)) == NULL ||
+        (p = reduce_impl(R_PROD, tl_tensor_CAST(xs), mask, 1)) == NULL ||
+        (z = reduce_impl(R_SUM, tl_tensor_CAST(m), mask, 1)) == NULL ||
+        (z0 = tl_eq(tl_tensor_CAST(z), tl_tensor_CAST(zero))) == NULL)
+        goto done;
+    Py_SETREF(z, PyNumber_Subtract(z, one));                         /* z - 1 == 0: one zero */
+    if (z == NULL || (z1 = tl_eq(tl_tensor_CAST(z), tl_tensor_CAST(zero))) == NULL ||
+        (a = PyNumber_Subtract(one, m)) == NULL)
+        goto done;
+    Py_SETREF(a, PyNumber_Multiply(a, z0));
+    if (a != NULL) Py_SETREF(a, PyNumber_TrueDivide(a, xs));
+    if (a == NULL || (b = PyNumber_Multiply(m, z1)) == NULL) goto done;
+    Py_SETREF(a, PyNumber_Add(a, b));
+    if (a != NULL) Py_SETREF(a, PyNumber_Multiply(a, p));
+    if (a != NULL) *gin = PyNumber_Multiply(a, gk);
+    rc = *gin != NULL ? 0 : -1;
+done:
+    Py_XDECREF(zero); Py_XDECREF(one); Py_XDECREF(m); Py_XDECREF(xs); Py_XDECREF(p); Py_XDECREF(z);
+    Py_XDECREF(z0); Py_XDECREF(z1); Py_XDECREF(a); Py_XDECREF(b);
+    return rc;
+}
+
 /* sum: g broadcast back; mean: / count; max/min: shared evenly among the elements equal to the extreme;
  * logsumexp: g * exp(x - lse). The engine keeps every result contiguous-or-temporary. */
 int
@@ -451,6 +493,7 @@ tl_reduce_backward(tl_node *nd, PyObject *g, PyObject **gin)
     PyObject *x = saved_or_null(nd, 3), *out = x ? saved_or_null(nd, 4) : NULL;
     PyObject *gk = NULL, *ok = NULL, *t = NULL, *u = NULL;
     Py_ssize_t count = 1;
+    int rc_prod = 0;
     for (int d = 0; d < e->ndim; d++) if (mask >> d & 1u) count *= e->shape[d];
     if (out == NULL || (gk = keep_dims(g, e, mask, keep)) == NULL) goto done;
     if (op == R_SUM || op == R_MEAN) {
@@ -466,6 +509,8 @@ tl_reduce_backward(tl_node *nd, PyObject *g, PyObject **gin)
             (u = tl_exp(tl_tensor_CAST(t))) == NULL)
             goto done;
         gin[0] = PyNumber_Multiply(u, gk);
+    } else if (op == R_PROD) {
+        rc_prod = prod_grad(x, gk, mask, &gin[0]);
     } else {                                          /* R_MAX / R_MIN: the gradient splits among ties */
         if ((ok = keep_dims(out, e, mask, keep)) == NULL ||
             (t = tl_eq(tl_tensor_CAST(x), tl_tensor_CAST(ok))) == NULL ||
@@ -476,7 +521,7 @@ tl_reduce_backward(tl_node *nd, PyObject *g, PyObject **gin)
     }
 done:
     Py_XDECREF(x); Py_XDECREF(out); Py_XDECREF(gk); Py_XDECREF(ok); Py_XDECREF(t); Py_XDECREF(u);
-    return PyErr_Occurred() ? -1 : 0;
+    return rc_prod < 0 || PyErr_Occurred() ? -1 : 0;
 }
 
 /* softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g), sums over the softmax axis */
@@ -511,6 +556,8 @@ static const PyMethodDef reduce_methods[] = {
     KW(argmax, "argmax(axis=None, keepdims=False): int32 index of the first maximum (flat when axis=None)"),
     KW(argmin, "argmin(axis=None, keepdims=False): int32 index of the first minimum (flat when axis=None)"),
     KW(logsumexp, "logsumexp(axis=None, keepdims=False): log(sum(exp(x))) computed stably (max subtracted)"),
+    KW(prod, "prod(axis=None, keepdims=False): product over axes (1 over an empty axis); the gradient is the "
+       "product of the other elements, exact where x has zeros"),
     KW(softmax, "softmax(axis=-1): exp(x - max) / sum(exp(x - max)) along one axis (None: all elements)"),
     KW(log_softmax, "log_softmax(axis=-1): x - logsumexp(x) along one axis (None: all elements)"),
     {NULL, NULL, 0, NULL},
@@ -518,4 +565,4 @@ static const PyMethodDef reduce_methods[] = {
 #undef KW
 
 const tl_family tl_family_reduce = {NULL, reduce_methods, NULL, NULL,
-                                    "sum mean max min argmax argmin logsumexp softmax log_softmax"};
+                                    "sum mean max min argmax argmin logsumexp prod softmax log_softmax"};

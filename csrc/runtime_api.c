@@ -10,8 +10,10 @@
 static PyObject *
 device_dict(const tl_device_info *d, int index)
 {
-    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:K,s:K,s:K,s:n,s:I,s:O,s:i}", "name", d->name, "platform",
-                         d->platform, "type", tl_device_type_name(d->type), "version", d->version, "driver", d->driver,
+    return Py_BuildValue("{s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:s,s:K,s:K,s:K,s:n,s:I,s:O,s:i}", "name", d->name,
+                         "vendor", d->vendor, "platform", d->platform, "platform_vendor", d->platform_vendor,
+                         "platform_version", d->platform_version, "type", tl_device_type_name(d->type), "version",
+                         d->version, "driver", d->driver,
                          "global_mem_bytes", (unsigned long long)d->global_mem, "max_alloc_bytes",
                          (unsigned long long)d->max_alloc, "local_mem_bytes", (unsigned long long)d->local_mem,
                          "max_work_group_size", (Py_ssize_t)d->max_wg, "compute_units", d->compute_units,
@@ -112,6 +114,15 @@ fn_reset_peak(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
     tl_pool_reset_peak();
     Py_RETURN_NONE;
+}
+
+static PyObject *
+fn_pool_block_bytes(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    Py_ssize_t n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) return PyErr_Format(PyExc_ValueError, "_pool_block_bytes: negative size %zd", n);
+    return PyLong_FromSize_t(n == 0 ? 0 : tl_pool_round((size_t)n));   /* zero-size tensors own nothing */
 }
 
 static PyObject *
@@ -254,6 +265,8 @@ static const PyMethodDef runtime_functions[] = {
     {"memory_stats", fn_memory_stats, METH_NOARGS, "Pool statistics (bytes and counts)."},
     {"reset_peak_memory_stats", fn_reset_peak, METH_NOARGS, "Peak := live; zero the pool counters."},
     {"empty_cache", fn_empty_cache, METH_NOARGS, "Release every cached pool block to the device."},
+    {"_pool_block_bytes", fn_pool_block_bytes, METH_O,
+     "The bytes of the pool block (its size class) that a buffer of n bytes takes: what memory_stats() counts."},
     {"_program_stats", fn_program_stats, METH_NOARGS, "Kernel program builds and disk-cache counters."},
     {"_build_log", fn_build_log, METH_O, "_build_log(family): the compiler's log of that kernel program."},
     {"_bench_raw", fn_bench_raw, METH_VARARGS, "_bench_raw(mode, n, iters): raw OpenCL reference loop."},

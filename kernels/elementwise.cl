@@ -68,6 +68,11 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_TANH_GRAD: return y * (one - x * x);                                                  \
     case TL_EW_SIGMOID_GRAD: return y * x * (one - x);                                               \
     case TL_EW_INRANGE: return select(zero, one, (x >= y) & (x <= z));                               \
+    case TL_EW_CEIL: return ceil(x);                                                                 \
+    case TL_EW_FLOOR: return floor(x);                                                               \
+    case TL_EW_ROUND: return rint(x);                   /* halves to even, like torch.round */       \
+    case TL_EW_LEAKY_RELU: return select(x * y, x, x > zero);                                        \
+    case TL_EW_LEAKY_RELU_GRAD: return select(y * z, y, x > zero);                                   \
     default: return (T)(NAN);                                                                        \
     }                                                                                                \
 }
@@ -222,7 +227,7 @@ ew_apply_i32(int op, int x, int y, int z)
     case TL_EW_RELU: return max(x, 0);
     case TL_EW_SQUARE: return as_int(ux * ux);
     case TL_EW_CLAMP: return min(max(x, y), z);
-    case TL_EW_COPY: return x;
+    case TL_EW_COPY: case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND: return x;
     default: return 0;
     }
 }
@@ -305,4 +310,13 @@ tl_arange_i32(int n, global int *o, int start, int step)
 {
     int gid = get_global_id(0);
     if (gid < n) o[gid] = start + step * gid;
+}
+
+/* linspace: element i is start + i * step for the first half and end - (n - 1 - i) * step for the rest
+ * (torch's rule: both ends exact, the rounding error symmetric). */
+kernel void
+tl_linspace_f32(int n, global float *o, float start, float end, float step)
+{
+    int gid = get_global_id(0);
+    if (gid < n) o[gid] = gid < n / 2 ? start + step * (float)gid : end - step * (float)(n - 1 - gid);
 }

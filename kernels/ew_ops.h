@@ -10,7 +10,9 @@
     X(SILU, 1) X(GELU, 1) X(ABS, 1) X(SIN, 1) X(COS, 1) X(SQUARE, 1) X(RECIPROCAL, 1) X(SIGN, 1)       \
     X(COPY, 1) X(WHERE, 3) X(CLAMP, 3)                                                                 \
     /* backward helpers: (x or out, upstream grad) */                                                  \
-    X(RELU_GRAD, 2) X(SILU_GRAD, 2) X(GELU_GRAD, 2) X(TANH_GRAD, 2) X(SIGMOID_GRAD, 2) X(INRANGE, 3)
+    X(RELU_GRAD, 2) X(SILU_GRAD, 2) X(GELU_GRAD, 2) X(TANH_GRAD, 2) X(SIGMOID_GRAD, 2) X(INRANGE, 3)     \
+    /* rounding (zero gradient); leaky_relu(x, slope) and its backward helper (x, upstream grad, slope) */ \
+    X(CEIL, 1) X(FLOOR, 1) X(ROUND, 1) X(LEAKY_RELU, 2) X(LEAKY_RELU_GRAD, 3)
 
 #define TL_EW_ENUM(name, arity) TL_EW_##name,
 enum { TL_EW_OPS(TL_EW_ENUM) TL_EW_COUNT };

@@ -69,3 +69,71 @@ tl_index_add_f32(int pre, int rows, int post, int k, global float *out, global c
     for (int t = starts[j]; t < starts[j + 1]; t++) acc += g[(p * k + order[t]) * post + q];
     out[gid] = acc;
 }
+
+/* index_add_(dim, index, source, alpha), deterministic without float atomics. self is [pre, rows, post]
+ * (contiguous from ooff), source [pre, k, post] (contiguous from soff), the index k int32 (stride istride).
+ * Pass 1 (tl_index_add_bounds_i32): one work-item per block of IA_BLOCK index entries checks them (a bad one
+ * is reported like gather's and adds nothing) and writes the block's [min, max] position (min > max: none).
+ * Pass 2 (tl_index_add_scan_f32): one work-item per element of self walks the blocks in order, skips those
+ * whose range misses its row, and sums the matching source elements in index order, so the result is
+ * bit-identical run to run. Cost: numel(self) x k/IA_BLOCK bound reads, plus IA_BLOCK index reads per block
+ * whose range holds the row: about numel(self) x k for a random index, much less for a sorted or clustered
+ * one (C51's projection). */
+#define IA_BLOCK 64
+
+kernel void
+tl_index_add_bounds_i32(int k, int rows, global const int *idx, int ioff, int istride, global int *bounds,
+                        global int *chk, int chk_id)
+{
+    int b = get_global_id(0);
+    if (b >= (k + IA_BLOCK - 1) / IA_BLOCK) return;
+    int lo = INT_MAX, hi = -1;
+    for (int t = b * IA_BLOCK; t < min(k, (b + 1) * IA_BLOCK); t++) {
+        int i = idx[ioff + t * istride], j = i < 0 ? i + rows : i;
+        if (j < 0 || j >= rows) {
+            report_bad(chk, chk_id, i, rows);
+            continue;
+        }
+        lo = min(lo, j);
+        hi = max(hi, j);
+    }
+    bounds[2 * b] = lo;
+    bounds[2 * b + 1] = hi;
+}
+
+kernel void
+tl_index_add_scan_f32(int pre, int rows, int post, int k, float alpha, global float *out, int ooff,
+                      global const float *src, int soff, global const int *idx, int ioff, int istride,
+                      global const int *bounds)
+{
+    int gid = get_global_id(0);
+    if (gid >= pre * rows * post) return;
+    int q = gid % post, j = (gid / post) % rows, p = gid / (post * rows), nb = (k + IA_BLOCK - 1) / IA_BLOCK;
+    global const float *s = src + soff + p * k * post + q;
+    float acc = 0.0f;
+    int hit = 0;
+    for (int b = 0; b < nb; b++) {
+        if (j < bounds[2 * b] || j > bounds[2 * b + 1]) continue;
+        for (int t = b * IA_BLOCK; t < min(k, (b + 1) * IA_BLOCK); t++) {
+            int i = idx[ioff + t * istride];
+            if ((i < 0 ? i + rows : i) == j) {
+                acc += s[t * post];
+                hit = 1;
+            }
+        }
+    }
+    if (hit) out[ooff + gid] += alpha * acc;
+}
+
+/* index_add_'s gradient to source: out [pre, k, post] = alpha * g[p, index[t], q] (g contiguous
+ * [pre, rows, post]); an invalid entry (reported by the forward) gives 0. */
+kernel void
+tl_index_add_grad_f32(int pre, int rows, int post, int k, float alpha, global float *out, global const float *g,
+                      int goff, global const int *idx, int ioff, int istride)
+{
+    int gid = get_global_id(0);
+    if (gid >= pre * k * post) return;
+    int q = gid % post, t = (gid / post) % k, p = gid / (post * k);
+    int i = idx[ioff + t * istride], j = i < 0 ? i + rows : i;
+    out[gid] = j >= 0 && j < rows ? alpha * g[goff + (p * rows + j) * post + q] : 0.0f;
+}

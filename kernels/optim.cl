@@ -47,3 +47,24 @@ tl_adam_f32(int n, global float *p, global const float *g, global float *m, glob
 #endif
     p[i] = pi - lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
 }
+
+/* RAdam (torch.optim.RAdam): Adam's moments, then either the rectified adaptive step (rho_t > 5) or the
+ * un-adapted bias-corrected momentum. The host computes the step's scalars in double: step_size =
+ * lr * r_t * sqrt(1 - beta2^t) / (1 - beta1^t) with `adaptive`, else lr / (1 - beta1^t). decoupled: the
+ * weight decay multiplies p by (1 - lr * weight_decay) first (decoupled_weight_decay=True), else it is
+ * added to the gradient. */
+kernel void
+tl_radam_f32(int n, global float *p, global const float *g, global float *m, global float *v, float lr,
+             float beta1, float beta2, float eps, float weight_decay, int decoupled, float step_size, int adaptive)
+{
+    int i = get_global_id(0);
+    if (i >= n) return;
+    float pi = p[i], gi = g[i];
+    if (decoupled) pi -= lr * weight_decay * pi;
+    else gi += weight_decay * pi;
+    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = adaptive ? pi - step_size * mi / (sqrt(vi) + eps) : pi - step_size * mi;
+}

@@ -1,4 +1,4 @@
-/* reduce.cl: reductions (sum mean max min argmax argmin logsumexp) and row softmax / log_softmax.
+/* reduce.cl: reductions (sum mean max min argmax argmin logsumexp prod) and row softmax / log_softmax.
  * The host turns every reduction into [rows, cols] with a row stride pattern: element j of row r sits at
  * base(r) + j*inner, base(r) = (r / inner) * cols * inner + r % inner (inner = 1 when the reduced axes
  * are last). A work-group of L threads (L a power of two) holds L/G "units" of G lanes each (G a power
@@ -21,6 +21,7 @@
 #define R_ARGMAX 4
 #define R_ARGMIN 5
 #define R_LSE 6
+#define R_PROD 7
 
 /* Does candidate (vb, ib) replace (va, ia)? Index -1 marks an empty lane; ties keep the lower index. */
 inline bool
@@ -50,6 +51,7 @@ merge(int op, float *v, float *w, int *i, float v2, float w2, int i2)
 {
     switch (op) {
     case R_SUM: case R_MEAN: *v += v2; break;
+    case R_PROD: *v *= v2; break;
     case R_MAX: *v = (*v >= v2 || isnan(*v)) ? *v : v2; break;
     case R_MIN: *v = (*v <= v2 || isnan(*v)) ? *v : v2; break;
     case R_ARGMAX: case R_ARGMIN:
@@ -187,7 +189,7 @@ tl_reduce_f32(int op, int blocked, int rows, int cols, int inner, int chunk, int
     int j0 = s * chunk, j1 = min(cols, j0 + chunk);
     int base = (r / inner) * cols * inner + r % inner;
     global const float *p = x + xoff + base;
-    float v = op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : op == R_LSE ? -INFINITY : 0.0f;
+    float v = op == R_MAX ? -INFINITY : op == R_MIN ? INFINITY : op == R_LSE ? -INFINITY : op == R_PROD ? 1.0f : 0.0f;
     float w = 0.0f;
     int i = -1;
     int jb, je, js;
@@ -198,6 +200,8 @@ tl_reduce_f32(int op, int blocked, int rows, int cols, int inner, int chunk, int
         v = contig_run(op == R_MEAN ? R_SUM : op, v, p, j0, j1, lane, G, blocked);
     } else if (op == R_SUM || op == R_MEAN) {
         for (int j = jb; j < je; j += js) v += p[j * inner];
+    } else if (op == R_PROD) {                        /* partials too (pass 2 reads them with inner = 1) */
+        for (int j = jb; j < je; j += js) v *= p[j * inner];
     } else if (op == R_MAX) {
         for (int j = jb; j < je; j += js) { float t = p[j * inner]; v = (v >= t || isnan(v)) ? v : t; }
     } else if (op == R_MIN) {

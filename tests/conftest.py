@@ -12,6 +12,10 @@ PKG_ROOT = os.path.abspath(os.environ.get("TLGPU_PKG_ROOT", ROOT))
 sys.path.insert(0, PKG_ROOT)
 os.environ["PYTHONPATH"] = PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")   # for subprocesses
 
+# A deadline in a test is only a hang guard: many times the normal time, so that a loaded machine (CI sharing
+# its 2 cores, say) is never a failure. Every subprocess, child and remote wait in the suite uses it.
+HANG_S = 3600
+
 # Shapes that are not multiples of any work-group size, plus zero-size and 0-d.
 ODD_SIZES = [1, 7, 33, 1025, 65537]
 
@@ -21,7 +25,7 @@ def rng():
     return np.random.default_rng(12345)
 
 
-def run_python(code, env=None, timeout=300):
+def run_python(code, env=None, timeout=HANG_S):
     """Runs code in a fresh interpreter (for tests of env-var behaviour read once per process)."""
     full_env = dict(os.environ)
     full_env.update(env or {})

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tlgpu
-from conftest import ROOT
+from conftest import HANG_S, ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 import dqn  # noqa: E402
@@ -68,7 +68,7 @@ def test_short_run_end_to_end(tmp_path):
         env["TLGPU_DEVICE"] = "Portable Computing Language"   # the script's logic is under test (see test_publish)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "dqn.py"), "--total-timesteps", "1500",
                         "--learning-starts", "300", "--log-every", "500", "--checkpoint", str(ckpt)],
-                       capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+                       capture_output=True, text=True, timeout=HANG_S, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "summary: 1500 steps, 120 updates" in r.stdout, r.stdout
     losses = [float(x) for x in re.findall(r"td_loss ([0-9.eE+-]+)", r.stdout)]

@@ -13,6 +13,7 @@ import pytest
 
 import tlgpu
 from tlgpu import _C
+from conftest import HANG_S
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 2e-5                                      # max |error| / max |reference|, float32 accumulation
@@ -227,7 +228,7 @@ def children():
 def test_sweep_builds(children, name):
     """The -DSG_SWEEP tags, the knobs (8 x 4 warps, unpadded tiles, another tile order), and the
     generalised body's knobs, each tag on child_checks' products."""
-    out, err = children[name].communicate(timeout=300)
+    out, err = children[name].communicate(timeout=HANG_S)
     assert children[name].returncode == 0, err[-3000:]
     assert out.split() == ["ok", str((4 * len(CHILD_SHAPES) + 2) * len(BUILDS[name][1]))]
 

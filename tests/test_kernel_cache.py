@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import PKG_ROOT
+from conftest import HANG_S, PKG_ROOT
 
 
 def run_python(code, env):
@@ -18,7 +18,7 @@ def run_python(code, env):
     test-sanitize: its cwd, which `python -c` puts first on sys.path)."""
     full = dict(os.environ, **env)
     full["PYTHONPATH"] = PKG_ROOT + os.pathsep + full.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True, timeout=HANG_S,
                           cwd=PKG_ROOT)
 
 CODE = """
@@ -87,7 +87,7 @@ def test_processes_filling_one_cache_at_once_leave_complete_entries(tmp_path):
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     procs = [subprocess.Popen([sys.executable, "-c", CODE], env=env, cwd=PKG_ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    outs = [p.communicate(timeout=300) for p in procs]
+    outs = [p.communicate(timeout=HANG_S) for p in procs]
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
         assert json.loads(out.strip().splitlines()[-1])["ok"]

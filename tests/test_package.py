@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import HANG_S, ROOT
 
 pytestmark = pytest.mark.skipif(os.environ.get("TLGPU_SANITIZE") == "1",
                                 reason="packaging is tested in the normal build, not under the sanitizer")
@@ -73,7 +73,7 @@ print("ok", len(found), "modules")
 """
 
 
-def run(cmd, cwd=None, env=None, timeout=600):
+def run(cmd, cwd=None, env=None, timeout=HANG_S):
     full = {k: v for k, v in os.environ.items()
             if k not in ("PYTHONPATH", "TLGPU_SANITIZE", "TLGPU_TEST_HOOKS", "LD_PRELOAD")}
     full.update(env or {})
@@ -82,12 +82,34 @@ def run(cmd, cwd=None, env=None, timeout=600):
     return p
 
 
-def install_in_fresh_venv(tmp_path, package):
-    """A fresh venv (no system site-packages) with `package` pip-installed (numpy comes from the package
-    index, as in a user's install); returns its python and an empty working directory outside the tree."""
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory):
+    """A folder of wheels for what a fresh venv needs to install tlgpu (numpy at the running interpreter's
+    version; setuptools and wheel for pip's isolated sdist build), so the installs below never reach a
+    package index. TLGPU_WHEELHOUSE names a prepared folder (the GPU machine has no network); otherwise
+    pip downloads them once. With neither an index nor such a folder the install tests skip, saying so."""
+    import numpy
+    given = os.environ.get("TLGPU_WHEELHOUSE")
+    if given:
+        if not list(Path(given).glob("numpy-*.whl")):
+            pytest.skip(f"TLGPU_WHEELHOUSE={given} holds no numpy wheel")
+        return Path(given)
+    out = tmp_path_factory.mktemp("wheelhouse")
+    p = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--timeout", "20",
+                        "--retries", "1", "-d", str(out), f"numpy=={numpy.__version__}", "setuptools>=61", "wheel"],
+                       capture_output=True, text=True, timeout=HANG_S)
+    if p.returncode != 0:
+        pytest.skip("no package index reachable and no TLGPU_WHEELHOUSE folder of wheels (numpy, setuptools, "
+                    f"wheel) to install from: {p.stderr.strip().splitlines()[-1:]}")
+    return out
+
+
+def install_in_fresh_venv(tmp_path, package, wheelhouse):
+    """A fresh venv (no system site-packages) with `package` pip-installed, its dependencies from the wheelhouse
+    and nothing from an index; returns its python and an empty working directory outside the tree."""
     run([sys.executable, "-m", "venv", str(tmp_path / "venv")])
     py = tmp_path / "venv" / "bin" / "python"
-    run([py, "-m", "pip", "install", "-q", str(package)])
+    run([py, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse), str(package)])
     outside = tmp_path / "work"
     outside.mkdir()
     return py, outside
@@ -140,17 +162,17 @@ def test_sdist_carries_sources(dist):
     assert need <= names, f"missing from the sdist: {sorted(need - names)}"
 
 
-def test_wheel_in_fresh_venv(dist, tmp_path):
-    py, outside = install_in_fresh_venv(tmp_path, dist[1])
+def test_wheel_in_fresh_venv(dist, tmp_path, wheelhouse):
+    py, outside = install_in_fresh_venv(tmp_path, dist[1], wheelhouse)
     p = run([py, "-c", USE_INSTALLED, ROOT], cwd=outside)
     assert p.stdout.startswith("ok"), p.stdout
     p = run([py, "-m", "tlgpu"], cwd=outside)
     assert "self-check passed" in p.stdout, p.stdout
 
 
-def test_sdist_in_fresh_venv(dist, tmp_path):
+def test_sdist_in_fresh_venv(dist, tmp_path, wheelhouse):
     """pip builds the .tar.gz from its own contents (in pip's isolated build environment)."""
-    py, outside = install_in_fresh_venv(tmp_path, dist[0])
+    py, outside = install_in_fresh_venv(tmp_path, dist[0], wheelhouse)
     p = run([py, "-c", "import tlgpu, numpy as np; a = tlgpu.tensor(np.arange(5.0)); "
                        "print(tlgpu.__file__, (a * a).sum().item())"], cwd=outside)
     path, value = p.stdout.split()
@@ -160,10 +182,12 @@ def test_sdist_in_fresh_venv(dist, tmp_path):
 def run_main(env=None, unshare_cmd=None):
     full = dict(os.environ, PYTHONPATH=ROOT)
     full.update(env or {})
+    if "OCL_ICD_VENDORS" in (env or {}):   # OCL_ICD_FILENAMES (set on the NVIDIA machine) would win over it
+        full.pop("OCL_ICD_FILENAMES", None)
     cmd = [sys.executable, "-m", "tlgpu"]
     if unshare_cmd is not None:
         cmd = ["unshare", "-m", "sh", "-c", unshare_cmd + " && exec " + " ".join(cmd)]
-    return subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=300, cwd=str(Path(ROOT).parent))
+    return subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=HANG_S, cwd=str(Path(ROOT).parent))
 
 
 def test_python_m_tlgpu_reports_devices_and_self_check():
@@ -213,7 +237,7 @@ def test_python_m_tlgpu_without_the_icd_loader(tmp_path):
     assert "ocl-icd-libopencl1" in p.stderr and "Traceback" not in p.stderr, p.stderr
     code = "import tlgpu"
     p = subprocess.run(["unshare", "-m", "sh", "-c", f'{hide} && exec {sys.executable} -c "{code}"'],
-                       env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120)
+                       env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=HANG_S)
     assert p.returncode == 1 and "ImportError: tlgpu needs an OpenCL ICD loader" in p.stderr, p.stderr
 
 

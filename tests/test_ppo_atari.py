@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import PKG_ROOT, ROOT
+from conftest import HANG_S, PKG_ROOT, ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 
@@ -81,7 +81,7 @@ def test_tiny_configuration_end_to_end(tmp_path):
     env["PYTHONPATH"] = PKG_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "ppo_atari.py"), "--tiny",
                            "--checkpoint", str(ckpt)], env=env, cwd=str(tmp_path), capture_output=True, text=True,
-                          timeout=240)
+                          timeout=HANG_S)
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     lines = [ln for ln in out.splitlines() if ln.startswith("update ")]

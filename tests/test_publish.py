@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tlgpu
-from conftest import ROOT
+from conftest import HANG_S, ROOT
 from tlgpu.publish import PublisherClosed, Subscriber, WeightPublisher
 
 
@@ -494,7 +494,7 @@ def test_rl_learner_demo_smoke():
     cmd = [sys.executable, os.path.join(root, "examples", "rl_learner.py"), "--actors", "1", "--envs", "4",
            "--horizon", "32", "--max-updates", "3"]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env)
-    out, err = child.communicate(timeout=300)
+    out, err = child.communicate(timeout=HANG_S)
     assert "summary: 3 updates" in out, out + err
     assert "published 4, delivered" in out
     assert not os.path.exists(f"/dev/shm/tlgpu_rl_{child.pid}")     # its own segment (others may run the demo too)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tlgpu
-from conftest import ROOT
+from conftest import HANG_S, ROOT
 from tlgpu.publish import PublisherClosed, Subscriber, WeightPublisher
 
 HDR, META, PAGE = 1344, 104, 4096          # header (with 64 ack slots), one tensor row, data-slot alignment
@@ -198,7 +198,7 @@ def test_fuzzed_segment_never_crashes_or_hangs(rng, tmp_path):
     data_off = struct.unpack_from("<Q", good, 40)[0]
     (tmp_path / "seg").write_bytes(good)
     r = subprocess.run([sys.executable, "-c", FUZZ, str(tmp_path / "seg"), shm_name("fuzz"), "20240611", "1500",
-                        str(data_off)], capture_output=True, text=True, timeout=240, cwd=ROOT)
+                        str(data_off)], capture_output=True, text=True, timeout=HANG_S, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     outcomes = json.loads(r.stdout)
     print(outcomes)

@@ -21,7 +21,7 @@ import tlgpu                                                   # noqa: E402
 from tlgpu.publish import (PublisherClosed, RaySink, RaySubscriber, ShmSink, Subscriber,  # noqa: E402
                            WeightPublisher)
 
-from conftest import ROOT, run_python                          # noqa: E402
+from conftest import HANG_S, ROOT, run_python                          # noqa: E402
 
 MB = 2 ** 20
 
@@ -53,7 +53,7 @@ class Reader:
     def node(self):
         return ray.get_runtime_context().get_node_id()
 
-    def read(self, base, until, timeout=600.0):
+    def read(self, base, until, timeout=HANG_S):
         """Versions up to `until`; the timeout is only a backstop (under ASan on two loaded cores a run of 40
         drained publishes took over 60 s in CI), a read returns as soon as it has `until`."""
         got, v = [], 0
@@ -101,7 +101,7 @@ def set_step(params, base, step):
         params[k].copy_(tlgpu.tensor(base[k] + np.float32(step)))
 
 
-def poll(fn, timeout=120.0):
+def poll(fn, timeout=HANG_S):
     """fn() once it is truthy (or its last value after `timeout` s). Generous: actors start on a loaded two-core
     machine, under the sanitizer build too (3 of them took over 30 s to register there)."""
     deadline = time.monotonic() + timeout
@@ -164,7 +164,7 @@ def test_delivery_order_whole_versions_on_the_remote_node(cluster, rng):
             time.sleep(0.01)
         assert pub.drain(30)
         assert pub.stats()["version"] == n
-        for got in ray.get(runs, timeout=600):
+        for got in ray.get(runs, timeout=HANG_S):
             versions = [v for v, _, _ in got]
             assert versions == sorted(set(versions)) and versions[-1] == n   # only up, ends at the newest
             assert all(step == 999 + v for v, step, _ in got)              # version v is publish v
@@ -224,12 +224,12 @@ def test_killed_actor_does_not_disturb_learner_or_others(cluster, rng):
                 # read's old 60 s deadline)
                 ray.kill(readers[0])
                 with pytest.raises(ray.exceptions.RayActorError):
-                    ray.get(runs[0], timeout=600)
+                    ray.get(runs[0], timeout=HANG_S)
             set_step(params, base, step)
             pub.publish(step)                                  # never raises for a dead actor
             assert pub.drain(30)
             time.sleep(0.02)
-        for got in ray.get(runs[1:], timeout=600):              # the others read on to the newest version
+        for got in ray.get(runs[1:], timeout=HANG_S):              # the others read on to the newest version
             assert got[-1][0] == n and all(whole for _, _, whole in got)
         alive = poll(lambda: len(ray_subs(pub)) == 2 and ray_subs(pub))
         assert alive and {s["actor_id"] for s in alive} == {r._actor_id.hex() for r in readers[1:]}
@@ -296,7 +296,7 @@ def test_wait_timeout_names_and_close(cluster, rng):
         assert ray.get(reader.node.remote()) == cluster.node_id              # registered
         waiting = reader.wait_closed.remote(1, 120.0)
         sink.close()                                                         # wakes the remote waiter
-        assert str(ray.get(waiting, timeout=180)).startswith("closed")
+        assert str(ray.get(waiting, timeout=HANG_S)).startswith("closed")
         with pytest.raises(PublisherClosed):
             sub.wait(1, timeout=5)
         params["w"].add_(1.0)
@@ -346,7 +346,7 @@ def test_rl_learner_demo_ray(cluster):
     script is a second driver; on its own it starts a two-node cluster the same way)."""
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "rl_learner.py"), "--ray", "--actors", "2",
                         "--envs", "4", "--horizon", "32", "--max-updates", "3", "--ray-address", cluster.address],
-                       capture_output=True, text=True, timeout=240, cwd=ROOT)
+                       capture_output=True, text=True, timeout=HANG_S, cwd=ROOT)
     out = r.stdout
     assert "summary: 3 updates" in out, out[-2000:] + r.stderr[-4000:]
     assert f"ray actors on node ['{cluster.node_id}']" in out

@@ -225,7 +225,7 @@ def emulated_run(code, env):
     test skipped when the child says so (no test hooks, or a real TF32 device)."""
     import json
     from conftest import run_python
-    r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1", **env}, timeout=900)
+    r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1", **env})
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout.split("RESULT ")[-1])
     if "skip" in res:

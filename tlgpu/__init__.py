@@ -6,7 +6,6 @@ See docs/ for the design and the environment variables.
 """
 import operator as _operator
 import sys as _sys
-from dataclasses import dataclass as _dataclass
 
 import numpy as _np
 
@@ -15,6 +14,12 @@ from ._version import __version__  # noqa: F401
 try:
     from . import _C
 except ImportError as _exc:  # the extension links libOpenCL.so.1: say which package provides it
+    import glob as _glob
+    import os as _os
+    if not _glob.glob(_os.path.join(_os.path.dirname(__file__), "_C.*")):  # a source checkout never built
+        raise ImportError("tlgpu's C extension (tlgpu/_C) is not built: in the source checkout run `make` "
+                          "(or `python3 setup.py build_ext --inplace`), or install the package with "
+                          "`pip install .`") from None
     if "libOpenCL" not in str(_exc):
         raise
     _msg = (f"tlgpu needs an OpenCL ICD loader ({_exc}); on Debian/Ubuntu: "
@@ -24,8 +29,8 @@ except ImportError as _exc:  # the extension links libOpenCL.so.1: say which pac
         raise SystemExit(2)
     raise ImportError(_msg) from None
 from ._C import *  # noqa: F401,F403  every public C function: each op family registers its own
-from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor, empty, full, ones, zeros
-from .autograd import enable_grad, no_grad  # noqa: F401
+from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor
+from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 from . import nn, optim, publish, quant  # noqa: F401,E402
 from . import distributions  # noqa: F401,E402
 
@@ -50,48 +55,6 @@ from .serialization import load, save  # noqa: F401,E402
 # `ndarray * t`, `ndarray - t`, `ndarray < t` and `ndarray @ t` run on the device through Tensor.__rmul__ etc.
 # and keep the graph (torch's choice; __array_ufunc__ = None would also break np.exp(t) on a tensor).
 Tensor.__array_priority__ = 1000
-
-float32 = _np.dtype("float32")
-int32 = _np.dtype("int32")
-
-
-@_dataclass(frozen=True)
-class Device:
-    """The OpenCL device tlgpu runs on (chosen by TLGPU_DEVICE)."""
-    name: str
-    platform: str
-    type: str
-    version: str
-    driver: str
-    global_mem_bytes: int
-    max_alloc_bytes: int
-    local_mem_bytes: int
-    max_work_group_size: int
-    compute_units: int
-    unified_memory: bool
-    index: int
-
-
-def device() -> Device:
-    """The current device; initialises the runtime on first call."""
-    return Device(**_C._device())
-
-
-def zeros_like(t, dtype=None):
-    return zeros(t.shape, dtype=t.dtype if dtype is None else dtype)
-
-
-def ones_like(t, dtype=None):
-    return ones(t.shape, dtype=t.dtype if dtype is None else dtype)
-
-
-def full_like(t, value, dtype=None):
-    return full(t.shape, value, dtype=t.dtype if dtype is None else dtype)
-
-
-def empty_like(t, dtype=None):
-    return empty(t.shape, dtype=t.dtype if dtype is None else dtype)
-
 
 # Binary ops whose functional form takes a scalar first, as torch.add(2, t) does: Python's operator then
 # reaches the Tensor's reflected method.
@@ -143,3 +106,25 @@ def _rmatmul(self, other):
 # Set on the type, these replace the C slot: numpy operands of @ stay on the device and keep the graph.
 Tensor.__matmul__ = Tensor.matmul = matmul
 Tensor.__rmatmul__ = _rmatmul
+
+
+# PyTorch's spellings (docs/porting.md): device arguments, creation with device=, legacy constructors, Tensor.to
+# and friends. The creation wrappers replace the C functions of the same names in this namespace.
+from . import _torch_compat  # noqa: E402
+from ._device import Device, cuda, device  # noqa: E402,F401
+from ._torch_compat import (FloatTensor, IntTensor, LongTensor, as_tensor, equal, normal, randint,  # noqa: E402,F401,E501
+                            float32, int32, float16, bfloat16, uint8, float64)
+globals().update(_torch_compat.CREATORS)
+globals().update(_torch_compat.LIKE)
+_torch_compat.install()
+from . import backends  # noqa: E402,F401
+norm = _method_alias("norm")
+clip = _method_alias("clip")
+set_float32_matmul_precision, get_float32_matmul_precision = set_matmul_precision, get_matmul_precision  # noqa: F405
+# torch's other dtype names. Last in this file: `float`, `int` and `bool` shadow the builtins in this module's
+# namespace, so no code of this module may run after them expecting the builtins.
+half, double, bool = float16, float64, _torch_compat.bool_
+long = int64 = int = int32
+float = float32
+# `from tlgpu import *` must not shadow the caller's builtins
+__all__ = [_n for _n in globals() if not _n.startswith("_") and _n not in ("float", "int", "bool")]

@@ -1,6 +1,7 @@
-"""Grad-mode switches (grad mode is per thread, kept in C; these only flip it and restore it), and the Tensor
-methods that are compositions of differentiable C ops: var/std, repeat, masked_fill, max/min with dim=, size,
-dim, __format__ (attached to Tensor at import)."""
+"""Grad-mode switches (no_grad, enable_grad, inference_mode, set_grad_enabled: grad mode is per thread, kept in
+C; these only flip it and restore it), and the Tensor methods that are compositions of differentiable C ops:
+var/std, repeat, masked_fill, max/min with dim=, size, dim, __format__, and the named tuples of topk/sort
+(attached to Tensor at import)."""
 import collections
 import functools
 
@@ -11,6 +12,14 @@ from . import _C
 
 class _GradMode:
     _enabled = True
+    _bare = True          # @no_grad without parentheses decorates too (torch 2.x)
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        if cls._bare and not kwargs and len(args) == 1 and callable(args[0]) and not isinstance(args[0], bool):
+            self.__init__()
+            return self(args[0])
+        return self
 
     def __enter__(self):
         self._prev = _C._set_grad_enabled(self._enabled)
@@ -38,24 +47,84 @@ class enable_grad(_GradMode):
     _enabled = True
 
 
+class inference_mode(_GradMode):
+    """inference_mode(mode=True): context manager and decorator. tlgpu has no separate inference mode (no
+    version counters or views to skip), so mode=True is no_grad() and mode=False leaves grad mode as it is."""
+
+    def __init__(self, mode=True):
+        self._mode = bool(mode)
+
+    def __enter__(self):
+        self._prev = _C._set_grad_enabled(False) if self._mode else _C.is_grad_enabled()
+        return self
+
+    def __call__(self, fn):
+        mode = self._mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+class set_grad_enabled(_GradMode):
+    """set_grad_enabled(mode): sets grad mode at once (this thread), like torch; used as a context manager or
+    decorator it restores the previous mode on exit."""
+
+    _bare = False
+
+    def __init__(self, mode):
+        self._prev = _C._set_grad_enabled(bool(mode))
+        self._enabled = bool(mode)
+
+    def __enter__(self):
+        return self
+
+    def __call__(self, fn):
+        _C._set_grad_enabled(self._prev)             # as a decorator, the call above set nothing for good
+        mode = self._enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
 # ---- Tensor methods composed of differentiable C ops (their gradients come from those ops' backwards) ----
 
 _Tensor = _C.Tensor
 _c_max, _c_min, _c_argmax, _c_argmin = _Tensor.max, _Tensor.min, _Tensor.argmax, _Tensor.argmin
 max_result = collections.namedtuple("max", ["values", "indices"])   # torch.return_types.max
 min_result = collections.namedtuple("min", ["values", "indices"])
+topk_result = collections.namedtuple("topk", ["values", "indices"])  # torch.return_types.topk
+sort_result = collections.namedtuple("sort", ["values", "indices"])
+_c_topk, _c_sort = _Tensor.topk, _Tensor.sort
+
+
+def _named(c_fn, result):
+    @functools.wraps(c_fn)
+    def fn(self, *args, **kwargs):
+        return result(*c_fn(self, *args, **kwargs))
+    return fn
+
+
+def _is_int(v):
+    """An int, or anything that is one (numpy integers: __index__), as PyTorch and numpy take for a size or dim."""
+    return isinstance(v, int) or (hasattr(type(v), "__index__") and not isinstance(v, _Tensor))
 
 
 def _dims(op, dim, ndim):
     """dim (None, int or a sequence of ints) as a sorted tuple of non-negative axes."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = (dim,) if _is_int(dim) else tuple(dim)
     out = []
     for d in dims:
-        if not isinstance(d, int) or not -max(ndim, 1) <= d < max(ndim, 1):
+        if not _is_int(d) or not -max(ndim, 1) <= d < max(ndim, 1):
             raise IndexError(f"{op}: dim {d!r} is out of range for a tensor with {ndim} dimensions")
-        out.append(d % max(ndim, 1))
+        out.append(int(d) % max(ndim, 1))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: dim {dim!r} repeats an axis")
     return tuple(sorted(out))
@@ -110,8 +179,9 @@ def _minmax(name, c_fn, c_arg, result, elementwise):
         if torch_form is None:
             return c_fn(self, *args, **kwargs)
         dim, keepdim = torch_form
-        if not isinstance(dim, int):
+        if not _is_int(dim):
             raise TypeError(f"{name}: dim must be an int, got {type(dim).__name__}")
+        dim = int(dim)
         return result(c_fn(self, axis=dim, keepdims=keepdim), c_arg(self, axis=dim, keepdims=keepdim))
     fn.__name__ = name
     fn.__doc__ = (f"{name}(dim=d, keepdim=False) -> named tuple (values, indices) like torch; "
@@ -124,9 +194,10 @@ def repeat(self, *sizes):
     """Tile the tensor: sizes[i] copies along dim i (extra leading sizes add dims), like torch's repeat."""
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
-    if len(sizes) < self.ndim or not all(isinstance(r, int) and r >= 0 for r in sizes):
+    if len(sizes) < self.ndim or not all(_is_int(r) and r >= 0 for r in sizes):
         raise ValueError(f"repeat: sizes {sizes} must be non-negative ints, at least one per dimension of a "
                          f"tensor of shape {self.shape}")
+    sizes = tuple(int(r) for r in sizes)
     shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
     inter = tuple(v for s in shape for v in (1, s))
     big = tuple(v for r, s in zip(sizes, shape) for v in (r, s))
@@ -181,7 +252,8 @@ def _install():
     methods = dict(var=var, std=std, repeat=repeat, masked_fill=masked_fill, masked_fill_=masked_fill_,
                    size=size, dim=dim, __format__=__format__,
                    max=_minmax("max", _c_max, _c_argmax, max_result, maximum),
-                   min=_minmax("min", _c_min, _c_argmin, min_result, minimum))
+                   min=_minmax("min", _c_min, _c_argmin, min_result, minimum),
+                   topk=_named(_c_topk, topk_result), sort=_named(_c_sort, sort_result))
     for name, fn in methods.items():
         setattr(_Tensor, name, fn)
     return methods

@@ -7,6 +7,9 @@ exact (up to the uniforms' 2**-24 grid) and needs no cumulative sum. log_prob pi
 on the device (arange == action) and where(), so masked logits of -inf give no NaN and the gradient wrt
 the logits is the usual onehot - softmax. Normal.rsample is loc + eps * scale (reparameterised:
 differentiable wrt loc and scale); sample() is the same draw outside the graph.
+
+kl_divergence(p, q) dispatches on the pair of types like torch.distributions.kl_divergence (register_kl adds
+pairs); Categorical-Categorical and Normal-Normal are torch's formulas, differentiable wrt both arguments.
 """
 import math
 
@@ -33,7 +36,7 @@ def _as_tensor(v, name, dist):
 
 
 def _shape(sample_shape):
-    if isinstance(sample_shape, int):
+    if hasattr(type(sample_shape), "__index__"):        # an int or a numpy integer
         return (sample_shape,)
     return tuple(sample_shape)
 
@@ -189,3 +192,57 @@ class Normal(Distribution):
     def __repr__(self):
         return f"Normal(batch_shape={self._batch_shape})"
 
+
+
+_KL = {}
+
+
+def register_kl(type_p, type_q):
+    """Decorator registering fn(p, q) as KL(p || q) for instances of type_p and type_q (torch's register_kl)."""
+    def deco(fn):
+        _KL[type_p, type_q] = fn
+        return fn
+    return deco
+
+
+def _kl_fn(tp, tq):
+    """The registered pair nearest to (tp, tq) in both MROs (exact match first), or None."""
+    best, rank = None, None
+    for (p, q), fn in _KL.items():
+        if issubclass(tp, p) and issubclass(tq, q):
+            r = (tp.__mro__.index(p), tq.__mro__.index(q))
+            if rank is None or r < rank:
+                best, rank = fn, r
+    return best
+
+
+def kl_divergence(p, q):
+    """KL(p || q) over the event, of shape batch_shape; NotImplementedError for pairs with no formula."""
+    fn = _kl_fn(type(p), type(q))
+    if fn is None:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
+                                  f"{type(q).__name__}")
+    return fn(p, q)
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p, q):
+    """sum p (log p - log q): +inf where q has a zero that p does not, 0 where p is 0 (torch's rule). Logits are
+    clamped to the finite range before the difference, so masked (-inf) logits give no NaN, not even in the
+    gradient."""
+    if p.param_shape[-1] != q.param_shape[-1]:
+        raise ValueError(f"kl_divergence: Categoricals over {p.param_shape[-1]} and {q.param_shape[-1]} "
+                         "categories")
+    pp = p.probs
+    t = pp * (p.logits.clamp(_F32_MIN) - q.logits.clamp(_F32_MIN))
+    t = _C.where(q.probs == 0, float("inf"), t)
+    return _C.where(pp == 0, 0.0, t).sum(-1)
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p, q):
+    """log(q.scale / p.scale) + (p.scale**2 + (p.loc - q.loc)**2) / (2 q.scale**2) - 1/2, written as torch
+    writes it: 0.5 (r + ((p.loc - q.loc) / q.scale)**2 - 1 - log r), r = (p.scale / q.scale)**2."""
+    var_ratio = (p.scale / q.scale).square()
+    t1 = ((p.loc - q.loc) / q.scale).square()
+    return (var_ratio + t1 - 1.0 - var_ratio.log()) * 0.5

@@ -18,6 +18,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import _C
+from ._device import check_device
 
 _TO_CODE = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}
 _FROM_CODE = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
@@ -109,10 +110,29 @@ def _array(name, entry, buf):
     return a.astype(np.int32)
 
 
-def load(path):
-    """Read a safetensors file: an OrderedDict name -> Tensor, or the optimizer state dict save() wrote."""
-    with open(path, "rb") as f:
-        data = f.read()
+def _check_map_location(map_location):
+    if isinstance(map_location, dict):
+        for k, v in map_location.items():
+            check_device(k, "load(map_location=)")
+            check_device(v, "load(map_location=)")
+    elif callable(map_location):
+        raise TypeError("load: map_location as a function has no meaning in tlgpu (one device, where every "
+                        "tensor is loaded); give a device ('cpu', 'cuda', tlgpu.device()) or None")
+    else:
+        check_device(map_location, "load(map_location=)")
+
+
+def load(path, map_location=None, weights_only=None, mmap=None):
+    """Read a safetensors file (a path or a binary file object): an OrderedDict name -> Tensor, or the optimizer
+    state dict save() wrote. map_location names tlgpu's one device ('cpu', 'cuda', 'cuda:0', a Device, None, or
+    a dict of such), where the tensors always go; weights_only and mmap are accepted as torch's are: a
+    safetensors file holds tensors and strings only, never code."""
+    _check_map_location(map_location)
+    if hasattr(path, "read"):
+        data = path.read()
+    else:
+        with open(path, "rb") as f:
+            data = f.read()
     if len(data) < 8:
         raise ValueError(f"load: {path}: {len(data)} bytes is too short for a safetensors file")
     n = struct.unpack("<Q", data[:8])[0]

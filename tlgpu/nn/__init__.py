@@ -10,7 +10,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import _C
+from .. import _C, _device
+from .. import _torch_compat as _compat
 from ..autograd import no_grad
 from . import functional, init, utils  # noqa: F401
 
@@ -173,6 +174,46 @@ class Module:
     def eval(self):
         return self.train(False)
 
+    def to(self, *args, device=None, dtype=None, non_blocking=False):
+        """to(device), to(dtype), to(device, dtype), to(tensor): self, after checking the device names tlgpu's
+        one device and the dtype is float32 (parameters are float32; int32 buffers stay int32, as torch leaves
+        integer buffers alone). Any other dtype raises TypeError: nothing is converted silently."""
+        if len(args) > 2:
+            raise TypeError(f"Module.to: at most a device and a dtype, got {len(args)} arguments")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif a is None or isinstance(a, (str, int, _device.Device)) and not isinstance(a, bool):
+                device = a
+            else:
+                dtype = a
+        _device.check_device(device, "Module.to")
+        if dtype is not None and np.dtype(_compat.as_dtype(dtype, "Module.to")) != np.float32:
+            raise TypeError(f"Module.to: dtype {dtype!r}: tlgpu modules hold float32 parameters (torch accepts "
+                            "only floating dtypes here too)")
+        return self
+
+    def cpu(self):
+        """self: the parameters already live on tlgpu's one device (see Module.to)."""
+        return self
+
+    def cuda(self, device=None):
+        """self, after checking that device names tlgpu's one device."""
+        return self.to(device)
+
+    def float(self):
+        """self: parameters are float32."""
+        return self
+
+    def half(self):
+        return self.to(_compat.float16)
+
+    def bfloat16(self):
+        return self.to(_compat.bfloat16)
+
+    def double(self):
+        return self.to(_compat.float64)
+
     def state_dict(self):
         """Name -> numpy array copy of every parameter and buffer (a sync point)."""
         out = OrderedDict((k, v.numpy()) for k, v in self.named_parameters())
@@ -255,9 +296,47 @@ class Sequential(Module):
         return x
 
 
+def _apply(fn, x, inplace):
+    """fn(x), or with inplace=True fn's result written into x and x returned, as torch does. Under autograd
+    fn reads a clone, so what fn's backward saved is not the tensor the write changes (torch's relu_ keeps its
+    result for the same reason); x's own producer may still refuse the write, as in torch."""
+    if not inplace:
+        return fn(x)
+    src = x.clone() if x.requires_grad and _C.is_grad_enabled() else x
+    return x.copy_(fn(src))
+
+
 class ReLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, x):
-        return x.relu()
+        return _apply(Tensor.relu, x, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+def _leaky_relu(x, slope):
+    leaky = getattr(_C, "leaky_relu", None)
+    if leaky is not None:
+        return leaky(x, slope)
+    return _C.where(x > 0, x, x * slope)          # until the C op is in this build: its values and gradient
+
+
+class LeakyReLU(Module):
+    """x where x > 0, negative_slope * x elsewhere (tlgpu.leaky_relu); NaN propagates."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, x):
+        return _apply(lambda t: _leaky_relu(t, self.negative_slope), x, self.inplace)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class Tanh(Module):
@@ -441,7 +520,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
-        if isinstance(normalized_shape, int):
+        if hasattr(type(normalized_shape), "__index__"):     # an int or a numpy integer
             normalized_shape = (normalized_shape,)
         self.normalized_shape, self.eps = tuple(int(d) for d in normalized_shape), eps
         self.elementwise_affine = elementwise_affine

@@ -6,7 +6,7 @@ from . import Module, _uniform, functional
 
 
 def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
+    return (v, v) if hasattr(type(v), "__index__") else tuple(v)     # an int or a numpy integer
 
 
 class Conv2d(Module):

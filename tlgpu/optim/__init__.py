@@ -151,3 +151,45 @@ class AdamW(Adam):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+
+
+class RAdam(Optimizer):
+    """RAdam as torch.optim.RAdam: Adam's moments with the variance rectification term r_t; while the
+    approximated SMA length rho_t <= 5 (the first steps) the update is the un-adapted bias-corrected
+    momentum. decoupled_weight_decay=True multiplies p by (1 - lr * weight_decay) instead of adding
+    weight_decay * p to the gradient. One fused kernel per parameter per step; the step's scalars are
+    computed here in double precision."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 decoupled_weight_decay=False):
+        if lr < 0 or eps < 0 or weight_decay < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"RAdam: invalid lr={lr}, eps={eps}, weight_decay={weight_decay} or betas={betas}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      decoupled_weight_decay=bool(decoupled_weight_decay)))
+
+    @staticmethod
+    def _scalars(lr, b1, b2, t):
+        """(step_size, adaptive) of step t, torch's formulas."""
+        bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+        rho_inf = 2 / (1 - b2) - 1
+        rho_t = rho_inf - 2 * t * b2 ** t / bc2
+        if rho_t > 5:
+            rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+            return lr * rect * bc2 ** 0.5 / bc1, True
+        return lr / bc1, False
+
+    def step(self):
+        for group in self.param_groups:
+            b1, b2 = group["betas"]
+            for p, g in self._grads(group):
+                st = self.state.get(p)
+                if st is None:
+                    st = self.state[p] = {"step": 0, "exp_avg": _C.zeros(*p.shape), "exp_avg_sq": _C.zeros(*p.shape)}
+                st["step"] += 1
+                step_size, adaptive = self._scalars(group["lr"], b1, b2, st["step"])
+                _C._radam_step(p, g, st["exp_avg"], st["exp_avg_sq"], group["lr"], b1, b2, group["eps"],
+                               group["weight_decay"], group["decoupled_weight_decay"], step_size, adaptive)
+
+    def _complete_state(self, entry, p):
+        entry["step"] = int(entry.get("step", 0))
+        return entry

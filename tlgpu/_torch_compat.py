@@ -1,0 +1,379 @@
+"""PyTorch's spellings that keep their meaning in tlgpu (issue 24: CleanRL and nanoGPT port by renaming torch to
+tlgpu). Argument sugar over the C ops, nothing computed here:
+
+- creation functions that take device= (checked against the one device, _device.py), requires_grad= and
+  torch's dtype names; randint(high, size);
+- dtype names: long/int64/int -> int32 (int64 data is range-checked into int32 at the boundary), float ->
+  float32; float16/half, bfloat16, uint8, float64/double and bool exist as names, and asking for one raises
+  TypeError (no storage yet, or none planned) instead of converting silently;
+- legacy constructors Tensor(data_or_sizes), FloatTensor, LongTensor, IntTensor;
+- normal(mean, std, size) in torch's forms;
+- Tensor methods: to, cpu, cuda, device, pin_memory, type, long, view_as, ravel, clip, norm, data; and equal.
+"""
+import math
+
+import numpy as np
+
+from . import _C
+from ._device import Device, check_device, device as _the_device
+
+Tensor = _C.Tensor
+float32 = np.dtype("float32")
+int32 = np.dtype("int32")
+
+try:                                     # the bfloat16 numpy dtype DESIGN names, when installed
+    from ml_dtypes import bfloat16 as _bf16
+    bfloat16 = np.dtype(_bf16)
+except ImportError:
+    class _Bfloat16Name:
+        def __repr__(self):
+            return "tlgpu.bfloat16"
+    bfloat16 = _Bfloat16Name()
+
+float16 = np.dtype("float16")
+uint8 = np.dtype("uint8")
+float64 = np.dtype("float64")
+bool_ = np.dtype("bool")
+
+_PRECISION_LATER = ("tlgpu has no {name} storage yet (float32 and int32 only; half-precision storage is a "
+                    "later issue); use tlgpu.float32 (x.float()): tlgpu does not convert silently")
+_REFUSED = {
+    float16: _PRECISION_LATER.format(name="float16"),
+    uint8: "tlgpu has no uint8 storage yet (a later issue); use tlgpu.int32, or tlgpu.float32 for pixels "
+           "(numpy uint8 data is converted at the boundary)",
+    float64: "tlgpu has no float64 tensors (OpenCL fp64 is optional and slow); use tlgpu.float32 (numpy float64 "
+             "data becomes float32 at the boundary)",
+    bool_: "tlgpu has no bool tensors: comparisons give float32 masks (1.0/0.0); use tlgpu.float32",
+}
+
+
+def _refusal(dt):
+    if dt is bfloat16:
+        return _PRECISION_LATER.format(name="bfloat16")
+    try:
+        return _REFUSED.get(np.dtype(dt))
+    except TypeError:
+        return None
+
+
+def as_dtype(dt, op):
+    """dt as float32/int32 for the C ops (a legacy class like FloatTensor gives its dtype); the refused
+    names raise TypeError saying what to use; anything else goes to C, which names what it accepts."""
+    if dt is None:
+        return None
+    dt = getattr(dt, "_tlgpu_dtype", dt)
+    why = _refusal(dt)
+    if why is not None:
+        raise TypeError(f"{op}: unsupported dtype {dt!r}: {why}")
+    return dt
+
+
+# ---- creation with device= ----
+
+def _creator(name, c_takes_grad):
+    c_fn = getattr(_C, name)
+
+    def fn(*args, dtype=None, device=None, requires_grad=False, pin_memory=False, **kwargs):
+        if device is not None:
+            check_device(device, name)
+        if dtype is not None:
+            kwargs["dtype"] = as_dtype(dtype, name)
+        if c_takes_grad:
+            return c_fn(*args, requires_grad=requires_grad, **kwargs)
+        t = c_fn(*args, **kwargs)
+        return t.requires_grad_() if requires_grad else t
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"{c_fn.__doc__}\n\ndevice= ('cpu', 'cuda', 'cuda:0', a Device or None: tlgpu's one device), "
+                  "requires_grad= and pin_memory= (tlgpu stages uploads itself) are accepted as in torch.")
+    return fn
+
+
+zeros = _creator("zeros", False)
+ones = _creator("ones", False)
+full = _creator("full", False)
+empty = _creator("empty", False)
+arange = _creator("arange", False)
+tensor = _creator("tensor", True)
+rand = _creator("rand", True)
+randn = _creator("randn", True)
+_c_randint = _creator("randint", False)
+CREATORS = dict(zeros=zeros, ones=ones, full=full, empty=empty, arange=arange, tensor=tensor, rand=rand,
+                randn=randn)
+for _name in ("linspace", "eye", "logspace"):    # creation ops other families may add in C
+    if hasattr(_C, _name):
+        CREATORS[_name] = _creator(_name, False)
+
+
+def randint(*args, size=None, dtype=None, device=None, **kwargs):
+    """randint(low, high, size) or torch's randint(high, size): int32 uniform on [low, high)."""
+    if size is not None:
+        args = args + (size,)
+    if len(args) == 2:
+        args = (0,) + args
+    return _c_randint(*args, dtype=dtype, device=device, **kwargs)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """A tensor as is (converted to dtype when given), anything else copied onto the device (tlgpu.tensor)."""
+    if isinstance(data, Tensor):
+        check_device(device, "as_tensor")
+        return data if dtype is None else _to_dtype(data, as_dtype(dtype, "as_tensor"), False)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def normal(mean, std=1.0, size=None):
+    """torch.normal's forms: tensor mean and/or std (broadcast together; the sample is differentiable in them,
+    mean + std * randn), or numbers with size=. Float32; std >= 0 is checked only where it is a number (a
+    tensor's values would need a sync)."""
+    mt, st = isinstance(mean, Tensor), isinstance(std, Tensor)
+    for name, v, is_t in (("mean", mean, mt), ("std", std, st)):
+        if is_t and v.dtype != float32:
+            raise TypeError(f"normal: {name} must be a float32 tensor, got {v.dtype} with shape {v.shape}")
+        if not is_t and not isinstance(v, (int, float)):
+            raise TypeError(f"normal: {name} must be a Tensor or a number, got {type(v).__name__}")
+    if not st and not std >= 0:
+        raise ValueError(f"normal: std must be >= 0, got {std}")
+    if not mt and not st:
+        if size is None:
+            raise TypeError("normal: with a number mean and std, give the shape as size=")
+        shape = (size,) if hasattr(type(size), "__index__") else tuple(size)
+        return _C.empty(*shape).normal_(float(mean), float(std))
+    if size is not None:
+        raise TypeError("normal: size= goes with number mean and std; a tensor mean or std gives the shape")
+    try:
+        shape = np.broadcast_shapes(mean.shape if mt else (), std.shape if st else ())
+    except ValueError:
+        raise ValueError(f"normal: mean of shape {mean.shape if mt else ()} and std of shape "
+                         f"{std.shape if st else ()} cannot be broadcast together") from None
+    return _C.empty(*shape).normal_() * std + mean
+
+
+def _like_dtype(t, dtype, op):
+    if dtype is not None:
+        return as_dtype(dtype, op)
+    if isinstance(t, Tensor):
+        return t.dtype
+    kind = np.asarray(t).dtype.kind                  # a numpy operand: the dtype tlgpu would convert it to
+    return int32 if kind in "iu" else float32
+
+
+def _like(name, make):
+    def fn(t, *args, dtype=None, device=None, requires_grad=False, memory_format=None, **kwargs):
+        check_device(device, name)
+        out = make(t, *args, dtype=_like_dtype(t, dtype, name), **kwargs)
+        return out.requires_grad_() if requires_grad else out
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(t, ...): like torch.{name}; device= must name tlgpu's device."
+    return fn
+
+
+zeros_like = _like("zeros_like", lambda t, dtype: _C.zeros(tuple(t.shape), dtype=dtype))
+ones_like = _like("ones_like", lambda t, dtype: _C.ones(tuple(t.shape), dtype=dtype))
+empty_like = _like("empty_like", lambda t, dtype: _C.empty(tuple(t.shape), dtype=dtype))
+full_like = _like("full_like", lambda t, value, dtype: _C.full(tuple(t.shape), value, dtype=dtype))
+rand_like = _like("rand_like", lambda t, dtype: _C.rand(tuple(t.shape), dtype=dtype))
+randn_like = _like("randn_like", lambda t, dtype: _C.randn(tuple(t.shape), dtype=dtype))
+LIKE = dict(zeros_like=zeros_like, ones_like=ones_like, empty_like=empty_like, full_like=full_like,
+            rand_like=rand_like, randn_like=randn_like)
+
+
+# ---- legacy constructors: torch.Tensor(x), torch.FloatTensor(x), torch.LongTensor(x) ----
+
+def _legacy_new(dt, what, args):
+    if not args:
+        return _C.zeros(0, dtype=dt)
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+        return _C.empty(*args, dtype=dt)            # Tensor(2, 3): sizes, uninitialised as in torch
+    if len(args) != 1:
+        raise TypeError(f"{what}(...): give sizes (ints) or one data argument, got {args!r}")
+    data = args[0]
+    if isinstance(data, Tensor):
+        return _to_dtype(data, dt, False)
+    return _C.tensor(data, dtype=dt)
+
+
+def _tensor_new(cls, *args, device=None, dtype=None):
+    """tlgpu.Tensor(data) / Tensor(*sizes): torch's legacy constructor, always float32 (as torch.Tensor is
+    torch.FloatTensor): numpy bool or int64 arrays, lists and scalars become float32; Tensor(2, 3) is an
+    uninitialised 2x3 tensor; Tensor() is empty."""
+    check_device(device, "Tensor")
+    if dtype is not None and as_dtype(dtype, "Tensor") != float32:
+        raise TypeError("Tensor(...) makes float32 tensors; use tlgpu.tensor(data, dtype=...) for another dtype")
+    return _legacy_new(float32, "Tensor", args)
+
+
+class _LegacyMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype == cls._tlgpu_dtype
+
+    def __repr__(cls):
+        return f"<class 'tlgpu.{cls.__name__}'>"
+
+
+class FloatTensor(metaclass=_LegacyMeta):
+    """FloatTensor(data) or FloatTensor(*sizes): a float32 tensor (torch.FloatTensor). isinstance(t,
+    FloatTensor) holds for float32 tensors; t.type(FloatTensor) converts."""
+    _tlgpu_dtype = float32
+
+    def __new__(cls, *args, device=None):
+        check_device(device, cls.__name__)
+        return _legacy_new(cls._tlgpu_dtype, cls.__name__, args)
+
+
+class IntTensor(FloatTensor):
+    """IntTensor(data) or IntTensor(*sizes): an int32 tensor."""
+    _tlgpu_dtype = int32
+
+
+class LongTensor(FloatTensor):
+    """LongTensor(data) or LongTensor(*sizes): int32 (tlgpu's index dtype; int64 data is range-checked)."""
+    _tlgpu_dtype = int32
+
+
+_TYPE_NAMES = {float32: "tlgpu.FloatTensor", int32: "tlgpu.IntTensor"}
+_TYPE_STRINGS = {f"{mod}.{name}": dt for mod in ("tlgpu", "torch", "torch.cuda")
+                 for name, dt in (("FloatTensor", float32), ("IntTensor", int32), ("LongTensor", int32))}
+
+
+# ---- Tensor methods ----
+
+def _to_dtype(t, dt, copy):
+    if dt is None or np.dtype(dt) == t.dtype:
+        return t.clone() if copy else t
+    if np.dtype(dt) == float32:
+        return t.float()
+    if np.dtype(dt) == int32:
+        return t.int()
+    raise TypeError(f"to: unsupported dtype {dt!r}: tlgpu tensors are float32 or int32")
+
+
+def _is_device_arg(a):
+    return a is None or isinstance(a, (str, int, Device)) and not isinstance(a, bool)
+
+
+def to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
+    """to(device), to(dtype), to(device, dtype), to(other): torch's forms. The device must be tlgpu's one
+    device ('cpu', 'cuda', 'cuda:0', a Device, None), so only the dtype can change anything; with nothing to
+    change the result is self (a clone with copy=True), as in torch."""
+    if len(args) > 2:
+        raise TypeError(f"to: at most a device and a dtype, got {len(args)} arguments")
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif _is_device_arg(a):
+            device = a
+        else:
+            dtype = a
+    check_device(device, "Tensor.to")
+    return _to_dtype(self, as_dtype(dtype, "Tensor.to"), copy)
+
+
+def cpu(self, memory_format=None):
+    """self: tlgpu has no host tensors. `x.cpu().numpy()` waits for the device in numpy(), as in torch."""
+    return self
+
+
+def cuda(self, device=None, non_blocking=False, memory_format=None):
+    """self, after checking that device names tlgpu's device."""
+    check_device(device, "Tensor.cuda")
+    return self
+
+
+def pin_memory(self, device=None):
+    """self: tlgpu stages host-device copies itself (pinned staging buffers), so there is nothing to pin."""
+    return self
+
+
+def _device_getter(self):
+    return _the_device()
+
+
+def type_(self, dtype=None, non_blocking=False):
+    """type() -> 'tlgpu.FloatTensor' or 'tlgpu.IntTensor'; type(dtype or 'torch.LongTensor'-style name or
+    FloatTensor/LongTensor/IntTensor) converts like to(dtype)."""
+    if dtype is None:
+        return _TYPE_NAMES[self.dtype]
+    if isinstance(dtype, str):
+        if dtype not in _TYPE_STRINGS:
+            raise TypeError(f"type: unknown tensor type {dtype!r}; tlgpu has {sorted(set(_TYPE_NAMES.values()))}")
+        dtype = _TYPE_STRINGS[dtype]
+    return _to_dtype(self, as_dtype(dtype, "Tensor.type"), False)
+
+
+def long(self):
+    """int32: tlgpu's index dtype stands for torch's int64 (see docs/porting.md)."""
+    return self.int()
+
+
+def view_as(self, other):
+    return self.view(tuple(other.shape))
+
+
+def ravel(self):
+    """A 1-D tensor of the elements (a view when contiguous)."""
+    return self.reshape(-1)
+
+
+def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+    """Vector norm over dim (None: all elements): p = 2/'fro' (the default), 1, inf, -inf. Differentiable;
+    the 2-norm's gradient at a zero vector is 0, as in torch."""
+    if dtype is not None and as_dtype(dtype, "norm") != float32:
+        raise TypeError("norm: tlgpu computes norms in float32")
+    x = self if self.dtype == float32 else self.float()
+    axis = None if dim is None else (dim if isinstance(dim, int) else tuple(dim))
+    if p in ("fro", 2, 2.0, None):
+        s = (x * x).sum(axis=axis, keepdims=keepdim)
+        zero = s == 0                                # sqrt of 1 there: a finite gradient, masked to 0; NaN stays
+        return _C.where(zero, 1.0, s).sqrt() * (1.0 - zero)
+    if p in (1, 1.0):
+        return x.abs().sum(axis=axis, keepdims=keepdim)
+    if p == math.inf:
+        return x.abs().max(axis=axis, keepdims=keepdim)
+    if p == -math.inf:
+        return x.abs().min(axis=axis, keepdims=keepdim)
+    raise ValueError(f"norm: p={p!r} is not supported (2, 'fro', 1, inf, -inf); compose others, e.g. "
+                     "x.abs().pow(p).sum() ** (1 / p)")
+
+
+def _data_get(self):
+    """The tensor outside the graph, sharing storage (detach()): in-place writes through it change self, as
+    torch's .data does; unlike torch they also bump the version counter, so a graph that saved self refuses
+    to backward instead of using the new values."""
+    return self.detach()
+
+
+def _data_set(self, value):
+    """t.data = other copies other's values into t (same shape and dtype): tlgpu cannot rebind a tensor's
+    storage, so later writes to other do not show in t."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"data: assign a Tensor, not {type(value).__name__}")
+    if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype:
+        raise ValueError(f"data: tlgpu copies on .data assignment, so the shapes and dtypes must match: "
+                         f"{self.shape} {self.dtype} <- {value.shape} {value.dtype}")
+    self.detach().copy_(value)
+
+
+def equal(a, b):
+    """True when a and b have the same shape and all elements are equal (NaN never equals): a Python bool,
+    so a sync point."""
+    a = a if isinstance(a, Tensor) else _C.tensor(a)
+    b = b if isinstance(b, Tensor) else _C.tensor(b)
+    if tuple(a.shape) != tuple(b.shape):
+        return False
+    if a.numel() == 0:
+        return True
+    return (a != b).sum().item() == 0
+
+
+def install():
+    """Attach the methods to the C Tensor type and give it torch's legacy constructor."""
+    methods = dict(to=to, cpu=cpu, cuda=cuda, pin_memory=pin_memory, type=type_, long=long, view_as=view_as,
+                   ravel=ravel, norm=norm, device=property(_device_getter, doc="The Device (tlgpu has one)."),
+                   data=property(_data_get, _data_set, doc=_data_get.__doc__))
+    if not hasattr(Tensor, "clip"):
+        methods["clip"] = Tensor.clamp
+    if not hasattr(Tensor, "clip_"):
+        methods["clip_"] = Tensor.clamp_
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)
+    Tensor.__new__ = staticmethod(_tensor_new)   # C makes tensors with tp_alloc, never through this
