@@ -281,15 +281,24 @@ def _():
     close(ln(x), (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5), 1e-4, 1e-5)
     close(nn.Sequential(nn.ReLU(), nn.Tanh())(x), np.tanh(np.maximum(x, 0)), 1e-5, 1e-6)
     close(nn.SiLU()(x), x / (1 + np.exp(-x)), 1e-5, 1e-6)
-    assert nn.GELU()(x).shape == (4, 3)
+    erf = np.vectorize(math.erf)
+    close(nn.GELU()(x), 0.5 * x * (1 + erf(x / math.sqrt(2))), 1e-5, 1e-6)
     close(nn.Dropout(0.5).eval()(x), x, 0, 0)
     close(nn.Flatten()(r.standard_normal((2, 3, 4)).astype(np.float32)).numpy().shape, (2, 12), 0, 0)
     close(nn.Identity()(tlgpu.tensor(x)), x, 0, 0)
 
 
-@row('`nn.LeakyReLU(negative_slope)`, `nn.ReLU(inplace=True)`, `nn.LeakyReLU(s, inplace=True)`')
+@row('`F.leaky_relu(x, negative_slope)`, `nn.LeakyReLU(negative_slope)`, `nn.ReLU(inplace=True)`, '
+     '`nn.LeakyReLU(s, inplace=True)`')
 def _():
     a = rng().standard_normal((3, 4)).astype(np.float32)
+    a[0, 0] = 0.0
+    for y in (F.leaky_relu(T(a), 0.2), tlgpu.leaky_relu(T(a), negative_slope=0.2), T(a).leaky_relu(0.2)):
+        close(y, np.where(a > 0, a, 0.2 * a), 1e-6)
+    close(F.leaky_relu(T(a)), np.where(a > 0, a, 0.01 * a), 1e-6)
+    leaf = T(a, requires_grad=True)
+    F.leaky_relu(leaf, 0.2).sum().backward()
+    close(leaf.grad, f32(np.where(a > 0, 1.0, 0.2)), 0, 0)        # the slope at 0, as torch
     close(nn.LeakyReLU(0.2)(a), np.where(a > 0, a, 0.2 * a), 1e-6)
     close(nn.LeakyReLU()(a), np.where(a > 0, a, 0.01 * a), 1e-6)
     x = tlgpu.tensor(a)

@@ -70,6 +70,15 @@ def as_dtype(dt, op):
 
 # ---- creation with device= ----
 
+def _with_grad(t, requires_grad, op):
+    """t.requires_grad_() for creation functions whose C form takes no requires_grad=, with the C forms'
+    message naming the op."""
+    if requires_grad and t.dtype != float32:
+        raise TypeError(f"{op}: requires_grad=True needs float32; only float32 tensors can require gradients "
+                        f"(got {t.dtype})")
+    return t.requires_grad_() if requires_grad else t
+
+
 def _creator(name, c_takes_grad):
     c_fn = getattr(_C, name)
 
@@ -80,18 +89,17 @@ def _creator(name, c_takes_grad):
             kwargs["dtype"] = as_dtype(dtype, name)
         if c_takes_grad:
             return c_fn(*args, requires_grad=requires_grad, **kwargs)
-        t = c_fn(*args, **kwargs)
-        return t.requires_grad_() if requires_grad else t
+        return _with_grad(c_fn(*args, **kwargs), requires_grad, name)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = (f"{c_fn.__doc__}\n\ndevice= ('cpu', 'cuda', 'cuda:0', a Device or None: tlgpu's one device), "
                   "requires_grad= and pin_memory= (tlgpu stages uploads itself) are accepted as in torch.")
     return fn
 
 
-zeros = _creator("zeros", False)
-ones = _creator("ones", False)
-full = _creator("full", False)
-empty = _creator("empty", False)
+zeros = _creator("zeros", True)
+ones = _creator("ones", True)
+full = _creator("full", True)
+empty = _creator("empty", True)
 arange = _creator("arange", False)
 tensor = _creator("tensor", True)
 rand = _creator("rand", True)
@@ -160,8 +168,10 @@ def _like_dtype(t, dtype, op):
 def _like(name, make):
     def fn(t, *args, dtype=None, device=None, requires_grad=False, memory_format=None, **kwargs):
         check_device(device, name)
-        out = make(t, *args, dtype=_like_dtype(t, dtype, name), **kwargs)
-        return out.requires_grad_() if requires_grad else out
+        dt = _like_dtype(t, dtype, name)
+        if name in ("rand_like", "randn_like") and dt != float32:
+            raise TypeError(f"{name}: dtype must be float32 (got {dt}; use randint for int32)")
+        return _with_grad(make(t, *args, dtype=dt, **kwargs), requires_grad, name)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name}(t, ...): like torch.{name}; device= must name tlgpu's device."
     return fn

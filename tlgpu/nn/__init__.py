@@ -318,13 +318,6 @@ class ReLU(Module):
         return "inplace=True" if self.inplace else ""
 
 
-def _leaky_relu(x, slope):
-    leaky = getattr(_C, "leaky_relu", None)
-    if leaky is not None:
-        return leaky(x, slope)
-    return _C.where(x > 0, x, x * slope)          # until the C op is in this build: its values and gradient
-
-
 class LeakyReLU(Module):
     """x where x > 0, negative_slope * x elsewhere (tlgpu.leaky_relu); NaN propagates."""
 
@@ -333,7 +326,7 @@ class LeakyReLU(Module):
         self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, x):
-        return _apply(lambda t: _leaky_relu(t, self.negative_slope), x, self.inplace)
+        return _apply(lambda t: functional.leaky_relu(t, self.negative_slope), x, self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -350,8 +343,19 @@ class SiLU(Module):
 
 
 class GELU(Module):
+    """approximate='none': the exact erf GELU; 'tanh': torch's tanh approximation (functional.gelu)."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', not {approximate!r}")
+        self.approximate = approximate
+
     def forward(self, x):
-        return x.gelu()
+        return functional.gelu(x, self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
 
 
 class Embedding(Module):
@@ -528,15 +532,7 @@ class LayerNorm(Module):
         self.bias = _C.zeros(*self.normalized_shape).requires_grad_() if elementwise_affine and bias else None
 
     def forward(self, x):
-        n = len(self.normalized_shape)
-        if tuple(x.shape[x.ndim - n:]) != self.normalized_shape or x.ndim < n:
-            raise ValueError(f"LayerNorm: input of shape {x.shape} does not end in {self.normalized_shape}")
-        axes = tuple(range(-n, 0))
-        d = x - x.mean(axis=axes, keepdims=True)
-        y = d * ((d * d).mean(axis=axes, keepdims=True) + self.eps).rsqrt()
-        if self.weight is not None:
-            y = y * self.weight
-        return y if self.bias is None else y + self.bias
+        return functional.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

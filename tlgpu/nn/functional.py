@@ -98,15 +98,12 @@ def gelu(input, approximate="none"):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    """x where x > 0, negative_slope * x elsewhere (the gradient at 0 is negative_slope, as torch's).
-    tlgpu.leaky_relu (C) when this build has it, else a composition of where and a product."""
-    op = getattr(_C, "leaky_relu", None)
-    if op is not None:
-        if inplace:
-            return op(input, negative_slope=negative_slope, inplace=True)
-        return op(input, negative_slope=negative_slope)
-    factor = _C.where(_check_tensor(input, "leaky_relu") > 0, 1.0, float(negative_slope))
-    return input.mul_(factor) if inplace else input * factor
+    """x where x > 0, negative_slope * x elsewhere (the gradient at 0 is negative_slope, as torch's); NaN
+    propagates. Tensor.leaky_relu (one C op); inplace=True multiplies input in place by 1 or negative_slope."""
+    _check_tensor(input, "leaky_relu")
+    if not inplace:
+        return input.leaky_relu(float(negative_slope))
+    return input.mul_(_C.where(input > 0, 1.0, float(negative_slope)))
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -170,8 +167,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     log-likelihood. input (C,), (N, C) or (N, C, d1, ...); target int32 class indices of input's shape without
     the class dim (targets equal to ignore_index count neither in the sum nor in the mean's divisor), or float32
     class probabilities of input's shape. weight (C,) scales each class (the mean divides by the targets' summed
-    weights); label_smoothing mixes in the uniform distribution, as torch. Plain (N, C) indices run the fused C
-    op (one autograd node); weight, label_smoothing, other ranks and probability targets are compositions."""
+    weights); label_smoothing mixes in the uniform distribution, as torch. Class indices without weight or
+    label_smoothing run the fused C op (one autograd node; (C,) and (N, C, d...) input reshaped to (M, C) rows
+    first); weight, label_smoothing and probability targets are compositions."""
     _check_tensor(input, "cross_entropy")
     reduction = _reduction(size_average, reduce, reduction, "cross_entropy")
     if reduction not in ("mean", "sum", "none"):
