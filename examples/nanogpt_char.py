@@ -4,7 +4,7 @@ wte and lm_head, the GPT-2 init, AdamW with decayed (>= 2-D) and undecayed group
 multinomial) and the core of train.py (get_batch, estimate_loss, cosine schedule with warmup, grad clipping),
 ported to tlgpu by renaming torch to tlgpu. benchmarks/torch_ref/nanogpt_char_torch.py is the PyTorch original it
 was made from; `diff benchmarks/torch_ref/nanogpt_char_torch.py examples/nanogpt_char.py` shows every change
-(docs/porting.md lists why each line differs).
+(the name torch -> tlgpu, the device and logging lines).
 
 python examples/nanogpt_char.py [--max-iters 300] [--seed 1] [--sample-tokens 200]
 """
@@ -356,7 +356,7 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
         else:
             # inference-time mini-optimization: only forward the lm_head on the very last position
-            logits = self.lm_head(x[:, -1:, :]) # tlgpu: a slice, not the list [-1], preserves the time dim
+            logits = self.lm_head(x[:, [-1], :]) # note: using list [-1] to preserve the time dim
             loss = None
 
         return logits, loss
@@ -404,7 +404,7 @@ class GPT(nn.Module):
             # optionally crop the logits to only the top k options
             if top_k is not None:
                 v, _ = tlgpu.topk(logits, min(top_k, logits.size(-1)))
-                logits = logits.masked_fill(logits < v[:, -1:], -float('Inf'))  # tlgpu: no boolean-mask assignment
+                logits[logits < v[:, [-1]]] = -float('Inf')
             # apply softmax to convert logits to (normalized) probabilities
             probs = F.softmax(logits, dim=-1)
             # sample from the distribution
@@ -466,7 +466,7 @@ def main(argv=None):
 
     def get_batch(split):
         data = train_data if split == 'train' else val_data
-        ix = tlgpu.randint(len(data) - block_size, (batch_size,)).tolist()  # tlgpu: a 0-d tensor has no __index__
+        ix = tlgpu.randint(len(data) - block_size, (batch_size,))
         x = tlgpu.stack([tlgpu.from_numpy((data[i:i+block_size]).astype(np.int64)) for i in ix])
         y = tlgpu.stack([tlgpu.from_numpy((data[i+1:i+1+block_size]).astype(np.int64)) for i in ix])
         x, y = x.to(device), y.to(device)

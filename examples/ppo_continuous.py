@@ -1,7 +1,7 @@
 """PPO with a Gaussian policy on Pendulum-v1 (4 environments): CleanRL's ppo_continuous_action.py ported to tlgpu
 by renaming torch to tlgpu. benchmarks/torch_ref/ppo_continuous_torch.py is the PyTorch original it was made from;
 `diff benchmarks/torch_ref/ppo_continuous_torch.py examples/ppo_continuous.py` shows every change: the name torch
--> tlgpu, the Normal import (tlgpu.distributions is one module), and the device/logging lines (tlgpu has no
+-> tlgpu and the device/logging lines (tlgpu has no
 set_num_threads: PoCL uses every core). Everything else is CleanRL's code as written for PyTorch: storage tensors
 filled by `obs[step] = next_obs`, `torch.Tensor(next_done)` of a numpy bool array, GAE under no_grad, minibatches
 by numpy index arrays, the clipped objective with torch.max of two tensors, clip_grad_norm_, lr annealing.
@@ -23,7 +23,7 @@ import numpy as np
 import tlgpu
 import tlgpu.nn as nn
 import tlgpu.optim as optim
-from tlgpu.distributions import Normal
+from tlgpu.distributions.normal import Normal
 
 
 @dataclass

@@ -470,3 +470,71 @@ def _():
         close(st["exp_avg"], m, 1e-5, 1e-6)
         close(st["exp_avg_sq"], v, 1e-5, 1e-6)
         assert sd["param_groups"][0]["params"] == [0] and sd["param_groups"][0]["decoupled_weight_decay"] == decoupled
+
+
+# ---- indexing (tlgpu/_indexing.py) and the distributions' submodule paths ----
+
+@row('`x[1:3, :, None]`, `x[i]`, `x[idx_list]`, `x[int_tensor]`')
+def _():
+    a = f32(rng().standard_normal((5, 4)))
+    x = T(a)
+    close(x[1:3, :, None], a[1:3, :, None], 0, 0)
+    close(x[2], a[2], 0, 0)
+    close(x[[4, 0, 0]], a[[4, 0, 0]], 0, 0)
+    close(x[tlgpu.tensor(np.array([3, 1], np.int32))], a[[3, 1]], 0, 0)
+
+
+@row('`x[:, [-1], :]` (one integer list inside a tuple)')
+def _():
+    a = f32(rng().standard_normal((2, 5, 3)))
+    x = T(a, requires_grad=True)
+    y = x[:, [-1], :]
+    close(y, a[:, [-1], :], 0, 0)
+    close(x[0, [1, 3]], a[0, [1, 3]], 0, 0)
+    (y * 2.0).sum().backward()
+    g = np.zeros_like(a)
+    g[:, -1, :] = 2.0
+    close(x.grad, g, 0, 0)
+    raises(IndexError, "whole key", lambda: x[[0, 1], [0, 1]])
+
+
+@row('`x[mask] = v`, `x[mask]`')
+def _():
+    r = rng()
+    a = f32(r.standard_normal((4, 6)))
+    v = f32(r.standard_normal((4, 1)))
+    x = T(a)
+    x[x < T(v)] = -float("inf")                           # nanoGPT's top-k cut
+    ref = a.copy()
+    ref[a < v] = -np.inf
+    close(x, ref, 0, 0)
+    rows = r.random(4) < 0.5
+    y = T(a)
+    y[rows] = 1.5
+    ref = a.copy()
+    ref[rows] = 1.5
+    close(y, ref, 0, 0)
+    close(T(a)[T(a) > 0], a[a > 0], 0, 0)
+    close(T(a)[rows], a[rows], 0, 0)
+
+
+@row('`data[i:i + n]` with a 0-d int tensor `i`')
+def _():
+    data = f32(rng().standard_normal(30))
+    i = tlgpu.randint(0, 20, ())
+    k = int(i.item())
+    close(data[i:i + 4], data[k:k + 4], 0, 0)
+    raises(TypeError, "int32", lambda: [0, 1][tlgpu.tensor(1.0)])
+
+
+@row('`from torch.distributions.normal import Normal`, `.categorical import Categorical`, `.kl import kl_divergence`')
+def _():
+    from tlgpu.distributions.categorical import Categorical
+    from tlgpu.distributions.kl import kl_divergence
+    from tlgpu.distributions.normal import Normal
+    r = rng()
+    l1, l2 = f32(r.standard_normal((3, 4))), f32(r.standard_normal((3, 4)))
+    p1, p2 = np.exp(log_softmax(l1, 1)), np.exp(log_softmax(l2, 1))
+    close(kl_divergence(Categorical(logits=T(l1)), Categorical(logits=T(l2))),
+          (p1 * (np.log(p1) - np.log(p2))).sum(1), 1e-5, 1e-6)
+    assert Normal is D.Normal and Categorical is D.Categorical and kl_divergence is D.kl_divergence

@@ -117,6 +117,8 @@ from ._torch_compat import (FloatTensor, IntTensor, LongTensor, as_tensor, equal
 globals().update(_torch_compat.CREATORS)
 globals().update(_torch_compat.LIKE)
 _torch_compat.install()
+from . import _indexing  # noqa: E402
+_indexing.install()
 from . import backends  # noqa: E402,F401
 norm = _method_alias("norm")
 clip = _method_alias("clip")

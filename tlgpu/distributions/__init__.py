@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from . import _C
-from .autograd import no_grad
+from .. import _C
+from ..autograd import no_grad
 
 Tensor = _C.Tensor
 
