@@ -1,6 +1,6 @@
 /* errors.h: the one error vocabulary of the C core.
  * Pure-C layers return tl_status (0 ok; <0 a cl_int passed through as is; <= TL_E_BASE tlgpu's own codes)
- * and fill a caller-owned tl_err. They never abort and never touch Python; module.c's tl_raise() converts
+ * and fill a caller-owned tl_err. They never abort and never touch Python; tl_raise() (tensor/state.c) converts
  * a tl_err into the matching Python exception exactly once, at the Python-facing call site. */
 #ifndef TL_ERRORS_H
 #define TL_ERRORS_H

@@ -18,7 +18,7 @@
  * each product, since numpy's library has one count for all its callers. */
 #include "cpu_blas.h"
 #include "cl_runtime.h"
-#include "module.h"
+#include "state.h"
 #include "stream.h"
 #include <dlfcn.h>
 #include <pthread.h>

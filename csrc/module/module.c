@@ -1,13 +1,18 @@
-/* module.c: PyInit__C, module state, exception types and tl_raise(). Nothing else: functions and Tensor
- * methods come from the families listed in FAMILIES, merged here into one method table and one type spec.
- * Single-phase init (the module is found from deep C code through PyState_FindModule); the CL runtime is a
- * process-global C singleton created on first use, not at import. */
+/* module.c: PyInit__C, the module state's lifetime and the exception types (tl_raise() and the state's
+ * accessor live below every family, in tensor/state.c). Nothing else: functions and Tensor methods come from
+ * the families listed in FAMILIES, merged here into one method table and one type spec. Single-phase init
+ * (the module is found from deep C code through PyState_FindModule); the CL runtime is a process-global C
+ * singleton created on first use, not at import. The top layer: it may use every layer below. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
-#include "module.h"
-#include "cl_runtime.h"
+#include "state.h"
 #include "tensor.h"
 #include <numpy/arrayobject.h>
+
+extern const tl_family tl_family_tensor, tl_family_create, tl_family_elementwise, tl_family_runtime,
+    tl_family_reduce, tl_family_shape, tl_family_index, tl_family_matmul, tl_family_random, tl_family_publish,
+    tl_family_autograd, tl_family_llm, tl_family_quant, tl_family_nn, tl_family_optim, tl_family_scan,
+    tl_family_conv, tl_family_rnn, tl_family_rnn_seq, tl_family_tri, tl_family_index_add, tl_family_sort;
 
 static const tl_family *const FAMILIES[] = {
     &tl_family_tensor, &tl_family_create, &tl_family_elementwise, &tl_family_runtime, &tl_family_reduce,
@@ -19,83 +24,6 @@ static const tl_family *const FAMILIES[] = {
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
 static struct PyModuleDef module_def;
-
-tl_state *
-tl_state_get(void)
-{
-    PyObject *m = PyState_FindModule(&module_def);
-    return m != NULL ? (tl_state *)PyModule_GetState(m) : NULL;
-}
-
-static int
-set_attr_string(PyObject *exc, const char *name, const char *value)
-{
-    PyObject *v = PyUnicode_DecodeUTF8(value ? value : "", (Py_ssize_t)strlen(value ? value : ""), "replace");
-    int rc = v != NULL ? PyObject_SetAttrString(exc, name, v) : -1;
-    Py_XDECREF(v);
-    return rc;
-}
-
-int
-tl_raise(tl_err *err)
-{
-    tl_state *S = tl_state_get();
-    PyObject *type, *exc = NULL;
-    char msg[4096];
-    const tl_runtime *rt = NULL;
-    tl_err ignore = {0};
-    if (err->code == TL_E_ARG || err->code == TL_E_CLOSED || err->code == TL_E_OS || err->code == TL_E_INDEX) {
-        if (err->code == TL_E_OS && (exc = PyObject_CallFunction(PyExc_OSError, "is", err->os_errno, err->what)))
-            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);          /* OSError(errno, ...) picks the subclass */
-        if (err->code == TL_E_ARG) PyErr_SetString(PyExc_ValueError, err->what);
-        if (err->code == TL_E_INDEX) PyErr_SetString(PyExc_IndexError, err->what);
-        if (err->code == TL_E_CLOSED)
-            PyErr_Format(PyExc_RuntimeError, "%s: %s", err->routine ? err->routine : "?", err->what);
-        Py_XDECREF(exc);
-        tl_err_clear(err);
-        return -1;
-    }
-    if (err->code == CL_BUILD_PROGRAM_FAILURE) {
-        type = S->build_error;
-        snprintf(msg, sizeof msg, "%s failed to build (%s):\n%s", err->what, err->options,
-                 err->log ? err->log : "<no log>");
-    } else if (tl_status_is_oom(err->code)) {
-        type = S->oom_error;
-        snprintf(msg, sizeof msg, "out of device memory in %s: %s (%s)", err->routine ? err->routine : "?",
-                 err->what, tl_cl_error_name(err->code));
-    } else if (err->code == TL_E_NODEVICE) {
-        type = S->device_error;
-        snprintf(msg, sizeof msg, "%s", err->what);
-    } else {
-        type = S->device_error;
-        snprintf(msg, sizeof msg, "%s: %s (%d)%s%s", err->routine ? err->routine : "?", tl_cl_error_name(err->code),
-                 err->code, err->what[0] ? " in " : "", err->what);
-    }
-    exc = PyObject_CallFunction(type, "s", msg);
-    if (exc != NULL) {
-        PyObject *code = PyLong_FromLong(err->code);
-        if (code == NULL || PyObject_SetAttrString(exc, "code", code) < 0 ||
-            set_attr_string(exc, "routine", err->routine) < 0) {
-            Py_XDECREF(code);
-            Py_CLEAR(exc);
-        } else {
-            Py_DECREF(code);
-        }
-    }
-    if (exc != NULL && type == S->build_error) {
-        if (tl_runtime_get(&rt, &ignore) != TL_OK) rt = NULL;
-        if (set_attr_string(exc, "log", err->log) < 0 || set_attr_string(exc, "options", err->options) < 0 ||
-            set_attr_string(exc, "kernel_file", err->what) < 0 ||
-            set_attr_string(exc, "device", rt ? rt->info.name : "") < 0)
-            Py_CLEAR(exc);
-    }
-    if (exc != NULL) {
-        PyErr_SetObject(type, exc);
-        Py_DECREF(exc);
-    }
-    tl_err_clear(err);
-    return -1;
-}
 
 static PyObject *
 fn_aliases(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
@@ -200,6 +128,7 @@ PyInit__C(void)
     tl_state *S;
     import_array();
     if ((module_def.m_methods = merge_methods(1)) == NULL) return NULL;
+    tl_state_bind(&module_def);
     if ((m = PyModule_Create(&module_def)) == NULL) return NULL;
     if (PyState_AddModule(m, &module_def) < 0) goto fail;
     S = PyModule_GetState(m);

@@ -2,7 +2,7 @@
  * its arguments; pub_sub_py.c: Subscriber and PublisherClosed). GIL held for all of them. */
 #ifndef TL_PUB_PY_H
 #define TL_PUB_PY_H
-#include "module.h"
+#include "state.h"
 #include "publisher.h"
 
 extern PyType_Spec tl_sub_spec;

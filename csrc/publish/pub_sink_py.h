@@ -2,7 +2,7 @@
  * on the publisher thread with the GIL taken (the door for sinks written in Python, e.g. a Ray sink). */
 #ifndef TL_PUB_SINK_PY_H
 #define TL_PUB_SINK_PY_H
-#include "module.h"
+#include "state.h"
 #include "pub_sink.h"
 
 tl_status tl_pub_sink_py_new(PyObject *obj, PyObject *names, tl_pub_sink *out, tl_err *err);   /* GIL held */

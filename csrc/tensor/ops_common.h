@@ -4,7 +4,7 @@
 #ifndef TL_OPS_COMMON_H
 #define TL_OPS_COMMON_H
 #include "tensor.h"
-#include "module.h"
+#include "state.h"
 #include "programs.h"
 #include "stream.h"
 

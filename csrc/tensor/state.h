@@ -1,8 +1,9 @@
-/* module.h: module state (types, exception classes), the tl_err -> exception bridge, and the family
+/* state.h: module state (types, exception classes), the tl_err -> exception bridge, and the family
  * table: each ops file exports a tl_family whose functions, Tensor methods and Tensor slots module.c
- * merges at import, so a new op family touches one line here and none in tensor.c. */
-#ifndef TL_MODULE_H
-#define TL_MODULE_H
+ * merges at import, so a new op family touches one line there and none in tensor.c.
+ * The bottom of the Python-aware layers (tensor/): it uses core/ only; everything above may use it. */
+#ifndef TL_STATE_H
+#define TL_STATE_H
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "errors.h"
@@ -20,11 +21,7 @@ typedef struct {
     const char *aliases;             /* space-separated Tensor methods also offered as tlgpu.<name>(t, ...) */
 } tl_family;
 
-extern const tl_family tl_family_tensor, tl_family_create, tl_family_elementwise, tl_family_runtime,
-    tl_family_reduce, tl_family_shape, tl_family_index, tl_family_matmul, tl_family_random, tl_family_publish,
-    tl_family_autograd, tl_family_llm, tl_family_quant, tl_family_nn, tl_family_optim, tl_family_scan,
-    tl_family_conv, tl_family_rnn, tl_family_rnn_seq, tl_family_tri, tl_family_index_add, tl_family_sort;
-
-tl_state *tl_state_get(void);
+tl_state *tl_state_get(void);        /* NULL before import finished */
+void      tl_state_bind(PyModuleDef *def);   /* module.c, once at import: the module tl_state_get finds */
 int       tl_raise(tl_err *err);     /* GIL held: sets the tlgpu exception, clears err, returns -1 */
 #endif
