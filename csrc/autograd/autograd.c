@@ -6,45 +6,80 @@
  * The engine runs Kahn's algorithm over the nodes reachable from the root (no recursion), sums gradients
  * of nodes used several times, reduces broadcast gradients back to input shapes, accumulates into the
  * .grad of leaves, and (without retain_graph) frees each node's saved tensors once its backward ran.
- * Grad mode is thread-local; the engine itself runs with it off (no higher-order graphs). */
+ * Grad mode is thread-local; the engine itself runs with it off (no higher-order graphs).
+ * The engine knows no op: backward functions, node names and view flags come from the rows the op families
+ * register (tl_autograd_register, checked at import), and the three ops it runs itself
+ * (in-place add, sum over axes, reshape) from the primitives they register. */
 #include "autograd.h"
 #include "ops_common.h"
-#include "ops.h"
+#include <stdarg.h>
 
 static _Thread_local int grad_off;
 static unsigned long run_id;
 
-static const tl_op_info TL_OPS[TL_OP_COUNT] = {
-    [TL_OP_EW] = {"Elementwise", tl_ew_backward},
-    [TL_OP_RESHAPE] = {"ReshapeBackward", tl_reshape_backward},
-    [TL_OP_PERMUTE] = {"PermuteBackward", tl_permute_backward},
-    [TL_OP_EXPAND] = {"ExpandBackward", tl_expand_backward},
-    [TL_OP_NARROW] = {"NarrowBackward", tl_narrow_backward},
-    [TL_OP_CAT] = {"CatBackward", tl_cat_backward},
-    [TL_OP_STACK] = {"StackBackward", tl_stack_backward},
-    [TL_OP_INDEX] = {"IndexBackward", tl_index_backward},
-    [TL_OP_INDEX_SELECT] = {"IndexSelectBackward", tl_index_select_backward},
-    [TL_OP_MATMUL] = {"MatmulBackward", tl_matmul_backward},
-    [TL_OP_LINEAR] = {"LinearBackward", tl_linear_backward},
-    [TL_OP_REDUCE] = {"ReduceBackward", tl_reduce_backward},
-    [TL_OP_SOFTMAX] = {"SoftmaxBackward", tl_softmax_backward},
-    [TL_OP_CROSS_ENTROPY] = {"CrossEntropyBackward", tl_cross_entropy_backward},
-    [TL_OP_IM2COL] = {"Im2colBackward", tl_im2col_backward},
-    [TL_OP_MAX_POOL2D] = {"MaxPool2dBackward", tl_max_pool2d_backward},
-    [TL_OP_AVG_POOL2D] = {"AvgPool2dBackward", tl_avg_pool2d_backward},
-    [TL_OP_CONV_LAYOUT] = {"ConvolutionBackward", tl_conv_layout_backward},
-    [TL_OP_CUMSUM] = {"CumsumBackward", tl_cumsum_backward},
-    [TL_OP_GATHER] = {"GatherBackward", tl_gather_backward},
-    [TL_OP_SETITEM] = {"CopySlices", tl_setitem_backward},
-    [TL_OP_GRU_GATES] = {"GruGatesBackward", tl_gru_gates_backward},
-    [TL_OP_LSTM_GATES] = {"LstmGatesBackward", tl_lstm_gates_backward},
-    [TL_OP_GRU_SEQ] = {"GruSequenceBackward", tl_gru_seq_backward},
-    [TL_OP_LSTM_SEQ] = {"LstmSequenceBackward", tl_lstm_seq_backward},
-    [TL_OP_TRI] = {"TriBackward", tl_tri_backward},
-    [TL_OP_INDEX_ADD] = {"IndexAddBackward", tl_index_add_backward},
-    [TL_OP_TOPK] = {"TopkBackward", tl_topk_backward},
+static const tl_op_row *ROWS[TL_OP_COUNT];    /* filled at import from the families' rows */
+static tl_grad_prims PRIMS;                     /* likewise: the ops the engine runs itself */
+static const char *const OP_NAMES[] = {
+#define X(name) "TL_OP_" #name,
+    TL_OP_LIST(X)
+#undef X
 };
-_Static_assert(sizeof TL_OPS / sizeof TL_OPS[0] == TL_OP_COUNT, "one row per op");
+_Static_assert(sizeof OP_NAMES / sizeof OP_NAMES[0] == TL_OP_COUNT, "one name per op");
+
+static int
+row_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyErr_FormatV(PyExc_ImportError, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The families' rows and primitives into table and prims: every op exactly one row with a backward, every
+ * primitive given exactly once. -1 with an ImportError naming the first op or primitive at fault. */
+static int
+check_rows(const tl_family *const *fams, size_t n, const tl_op_row **table, tl_grad_prims *prims)
+{
+    memset(table, 0, TL_OP_COUNT * sizeof *table);
+    memset(prims, 0, sizeof *prims);
+    for (size_t f = 0; f < n; f++) {
+        const tl_grad_prims *p = fams[f]->grad_prims;
+        for (const tl_op_row *r = fams[f]->rows; r != NULL && r->name != NULL; r++) {
+            if (r->op < 0 || r->op >= TL_OP_COUNT)
+                return row_error("autograd row %s: op %d is no TL_OP_* (0..%d)", r->name, r->op, TL_OP_COUNT - 1);
+            if (r->backward == NULL)
+                return row_error("autograd row %s for %s has no backward", r->name, OP_NAMES[r->op]);
+            if (table[r->op] != NULL)
+                return row_error("two autograd rows for %s: %s and %s", OP_NAMES[r->op], table[r->op]->name, r->name);
+            table[r->op] = r;
+        }
+#define TAKE(m) if (p != NULL && p->m != NULL) {                                                                \
+            if (prims->m != NULL)                                                                               \
+                return row_error("two op families register the autograd engine's %s primitive", #m);            \
+            prims->m = p->m;                                                                                    \
+        }
+        TAKE(add_) TAKE(sum) TAKE(reshape)
+#undef TAKE
+    }
+    for (int op = 0; op < TL_OP_COUNT; op++)
+        if (table[op] == NULL)
+            return row_error("no autograd row for %s: the op family that records it must list its row (name, "
+                             "backward) in its tl_family.rows", OP_NAMES[op]);
+    if (prims->add_ == NULL || prims->sum == NULL || prims->reshape == NULL)
+        return row_error("no op family registers the autograd engine's %s primitive",
+                         prims->add_ == NULL ? "add_" : prims->sum == NULL ? "sum" : "reshape");
+    return 0;
+}
+
+int
+tl_autograd_register(const tl_family *const *families, size_t n)
+{
+    static const tl_node_ops node_ops = {tl_node_release, tl_node_name};
+    if (check_rows(families, n, ROWS, &PRIMS) < 0) return -1;
+    tl_tensor_set_node_ops(&node_ops);
+    return 0;
+}
 
 int
 tl_grad_enabled(void)
@@ -194,22 +229,8 @@ tl_node_release(tl_node *first)
 const char *
 tl_node_name(const tl_node *nd)
 {
-    static const char *const ew_names[TL_EW_COUNT] = {
-#define X(name, arity) #name,
-        TL_EW_OPS(X)
-#undef X
-    };
-    static char names[TL_EW_COUNT][32];               /* "MUL" -> "MulBackward", built once under the GIL */
-    if (nd->op != TL_OP_EW || nd->iarg[0] < 0 || nd->iarg[0] >= TL_EW_COUNT) return TL_OPS[nd->op].name;
-    char *out = names[nd->iarg[0]];
-    if (out[0] == '\0') {
-        const char *in = ew_names[nd->iarg[0]];
-        size_t k = 0;
-        for (; in[k] && k < 20; k++)
-            out[k] = (char)(k == 0 ? in[k] : (in[k] >= 'A' && in[k] <= 'Z' ? in[k] + 32 : in[k]));
-        memcpy(out + k, "Backward", 9);
-    }
-    return out;
+    const tl_op_row *r = ROWS[nd->op];
+    return r->node_name != NULL ? r->node_name(nd) : r->name;
 }
 
 /* Sum g over the dims that broadcasting added or stretched, so it has `shape` again. */
@@ -225,18 +246,11 @@ tl_sum_to_shape(PyObject *g, int ndim, const Py_ssize_t *shape)
     if (same) return Py_NewRef(g);
     for (int d = 0; d < t->ndim; d++)
         if (d < lead || (shape[d - lead] == 1 && t->shape[d] != 1)) axes |= 1u << d;
-    summed = axes != 0 ? tl_sum(t, axes, 1) : Py_NewRef(g);
+    summed = axes != 0 ? PRIMS.sum(t, axes, 1) : Py_NewRef(g);
     if (summed == NULL) return NULL;
-    res = tl_reshape(tl_tensor_CAST(summed), ndim, shape);
+    res = PRIMS.reshape(tl_tensor_CAST(summed), ndim, shape);
     Py_DECREF(summed);
     return res;
-}
-
-static int
-is_view_op(int op)
-{
-    return op == TL_OP_RESHAPE || op == TL_OP_PERMUTE || op == TL_OP_EXPAND || op == TL_OP_NARROW ||
-           op == TL_OP_INDEX;
 }
 
 /* In-place writes that autograd records (PyTorch's rules, less its view tracking): a leaf that requires grad
@@ -253,7 +267,7 @@ tl_check_recorded_inplace(const char *op, tl_tensor *t, int track)
         return -1;
     }
     if (track && t->storage != NULL && atomic_load(&t->storage->refs) > 1 &&
-        (t->grad_fn == NULL || is_view_op(t->grad_fn->op))) {
+        (t->grad_fn == NULL || (ROWS[t->grad_fn->op]->flags & TL_ROW_VIEW))) {
         char s[128];
         tl_shape_str(t->shape, t->ndim, s, sizeof s);
         PyErr_Format(PyExc_RuntimeError, "%s: in-place op on a view of shape %s whose storage other tensors share, "
@@ -302,7 +316,7 @@ accumulate(PyObject **acc, PyObject *g, int leaf)
         *acc = (PyObject *)copy;
         return copy == NULL ? -1 : 0;
     }
-    return tl_add_(tl_tensor_CAST(*acc), tl_tensor_CAST(g));
+    return PRIMS.add_(tl_tensor_CAST(*acc), tl_tensor_CAST(g));
 }
 
 /* Nodes reachable from root, each once, with deps = edges into it from reachable nodes. */
@@ -360,7 +374,7 @@ run_backward(tl_node *root, PyObject *grad, int retain)
         PyObject *gbuf[8] = {NULL}, **gin = nd->n_in <= 8 ? gbuf : PyMem_Calloc((size_t)nd->n_in, sizeof *gin);
         PyObject *g = nd->grad;
         nd->grad = NULL;
-        int st = gin == NULL ? (PyErr_NoMemory(), -1) : g == NULL ? 0 : TL_OPS[nd->op].backward(nd, g, gin);
+        int st = gin == NULL ? (PyErr_NoMemory(), -1) : g == NULL ? 0 : ROWS[nd->op]->backward(nd, g, gin);
         Py_XDECREF(g);
         for (int i = 0; gin != NULL && i < nd->n_in; i++) {
             tl_edge *e = &nd->in[i];
@@ -472,6 +486,57 @@ fn_is_grad_enabled(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
     return PyBool_FromLong(!grad_off);
 }
 
+#ifdef TL_TEST_HOOKS
+static int
+test_backward(tl_node *Py_UNUSED(nd), PyObject *Py_UNUSED(g), PyObject **Py_UNUSED(gin))
+{
+    return 0;
+}
+
+/* _autograd_check_rows(ops=None, prims="add_ sum reshape"): runs the import check on a made-up registry, not
+ * the live one: one family with a row per id in ops (None: one per op), then one family per word of prims
+ * giving that primitive. Returns TL_OP_COUNT, or raises the ImportError an import would. */
+static PyObject *
+fn_autograd_check_rows(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *ops = Py_None, *fast = NULL, *res = NULL;
+    const char *words = "add_ sum reshape";
+    tl_op_row *rows = NULL;
+    tl_grad_prims gp[8] = {{0}}, out;
+    tl_family fam[9] = {{0}};
+    const tl_family *fp[9];
+    const tl_op_row *table[TL_OP_COUNT];
+    Py_ssize_t n = TL_OP_COUNT;
+    size_t nf = 1;
+    if (!PyArg_ParseTuple(args, "|Os:_autograd_check_rows", &ops, &words)) return NULL;
+    if (ops != Py_None && ((fast = PySequence_Fast(ops, "ops: a sequence of ints")) == NULL)) return NULL;
+    if (fast != NULL) n = PySequence_Fast_GET_SIZE(fast);
+    if ((rows = PyMem_Calloc((size_t)n + 1, sizeof *rows)) == NULL) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long op = fast != NULL ? PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i)) : (long)i;
+        if (op == -1 && PyErr_Occurred()) goto done;
+        rows[i] = (tl_op_row){(int)op, "TestBackward", test_backward, 0, NULL};
+    }
+    fam[0].rows = rows;
+    for (const char *w = words; *w != '\0';) {
+        size_t len = strcspn(w, " ");
+        if (len > 0 && nf == 9) { PyErr_SetString(PyExc_ValueError, "prims: at most 8 words"); goto done; }
+        if (len == 4 && memcmp(w, "add_", 4) == 0) gp[nf - 1].add_ = PRIMS.add_;
+        else if (len == 3 && memcmp(w, "sum", 3) == 0) gp[nf - 1].sum = PRIMS.sum;
+        else if (len == 7 && memcmp(w, "reshape", 7) == 0) gp[nf - 1].reshape = PRIMS.reshape;
+        else if (len > 0) { PyErr_Format(PyExc_ValueError, "prims: unknown word %.*s", (int)len, w); goto done; }
+        if (len > 0) { fam[nf].grad_prims = &gp[nf - 1]; nf++; }
+        w += len + (w[len] == ' ');
+    }
+    for (size_t f = 0; f < nf; f++) fp[f] = &fam[f];
+    if (check_rows(fp, nf, table, &out) == 0) res = PyLong_FromLong(TL_OP_COUNT);
+done:
+    PyMem_Free(rows);
+    Py_XDECREF(fast);
+    return res;
+}
+#endif
+
 static const PyMethodDef autograd_methods[] = {
     {"backward", (PyCFunction)(void (*)(void))tensor_backward, METH_VARARGS | METH_KEYWORDS,
      "backward(gradient=None, retain_graph=False): accumulate gradients into the leaves' .grad."},
@@ -483,6 +548,9 @@ static const PyMethodDef autograd_methods[] = {
 static const PyMethodDef autograd_functions[] = {
     {"_set_grad_enabled", fn_set_grad_enabled, METH_O, "Set this thread's grad mode; returns the previous one."},
     {"is_grad_enabled", fn_is_grad_enabled, METH_NOARGS, "Whether ops record graphs in this thread."},
+#ifdef TL_TEST_HOOKS
+    {"_autograd_check_rows", fn_autograd_check_rows, METH_VARARGS, "Test hook: the import check on made-up rows."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,11 +1,14 @@
 /* autograd.h: reverse-mode autograd. A node is a C struct (atomic refcount) recorded by a forward op on its
  * output: edges to the nodes (or leaf tensors) of its inputs, the tensors it saved (storage refs plus the
  * version each had), and small op parameters. Nodes never reference their outputs, so graphs have no
- * cycles and are freed by refcounting alone. Backward functions live next to their forwards (ops_*.c)
- * and are rows of TL_OPS in autograd.c. */
+ * cycles and are freed by refcounting alone. Backward functions live next to their forwards (ops/ops_*.c),
+ * which register them as rows (tl_op_row) of their tl_family.
+ * The engine layer (autograd/): it uses tensor/ and core/, and calls no op family by name; the op families
+ * above it use this API. */
 #ifndef TL_AUTOGRAD_H
 #define TL_AUTOGRAD_H
 #include "tensor.h"
+#include "state.h"
 
 #define TL_NODE_MAX_SAVED 5
 
@@ -33,24 +36,48 @@ typedef struct tl_node {
 } tl_node;
 
 typedef int (*tl_backward_fn)(tl_node *nd, PyObject *grad, PyObject **grad_in);  /* grad_in: new refs or NULL */
-typedef struct { const char *name; tl_backward_fn backward; } tl_op_info;
 
-enum {
-    TL_OP_EW,                                   /* elementwise: iarg[0] is the TL_EW_* code */
-    TL_OP_RESHAPE, TL_OP_PERMUTE, TL_OP_EXPAND, TL_OP_NARROW, TL_OP_CAT, TL_OP_STACK,   /* ops_shape.c */
-    TL_OP_INDEX, TL_OP_INDEX_SELECT,                                                   /* ops_index.c */
-    TL_OP_MATMUL, TL_OP_LINEAR,                                                        /* ops_matmul.c */
-    TL_OP_REDUCE, TL_OP_SOFTMAX,                                                       /* ops_reduce.c */
-    TL_OP_CROSS_ENTROPY,                                                               /* ops_nn.c */
-    TL_OP_IM2COL, TL_OP_MAX_POOL2D, TL_OP_AVG_POOL2D, TL_OP_CONV_LAYOUT,                /* ops_conv.c */
-    TL_OP_CUMSUM,                                                                      /* ops_scan.c */
-    TL_OP_GATHER, TL_OP_SETITEM,                                                       /* ops_index.c */
-    TL_OP_GRU_GATES, TL_OP_LSTM_GATES,                                                 /* ops_rnn.c */
-    TL_OP_GRU_SEQ, TL_OP_LSTM_SEQ,                                                     /* ops_rnn_seq.c */
-    TL_OP_TRI,                                                                         /* ops_tri.c */
-    TL_OP_INDEX_ADD, TL_OP_TOPK,                                        /* ops_index_add.c, ops_sort.c */
-    TL_OP_COUNT
-};
+/* The ops that record nodes, one line per family (the file that registers the op's row). */
+#define TL_OP_LIST(X)                                                                                        \
+    X(EW)                                                     /* ops_elementwise.c: iarg[0] is the TL_EW_* code */ \
+    X(RESHAPE) X(PERMUTE) X(EXPAND) X(NARROW) X(CAT) X(STACK)                                  /* ops_shape.c */ \
+    X(INDEX) X(INDEX_SELECT) X(GATHER) X(SETITEM)                                              /* ops_index.c */ \
+    X(MATMUL) X(LINEAR)                                                                       /* ops_matmul.c */ \
+    X(REDUCE) X(SOFTMAX)                                                                      /* ops_reduce.c */ \
+    X(CROSS_ENTROPY)                                                                              /* ops_nn.c */ \
+    X(IM2COL) X(MAX_POOL2D) X(AVG_POOL2D) X(CONV_LAYOUT)                                        /* ops_conv.c */ \
+    X(CUMSUM)                                                                                   /* ops_scan.c */ \
+    X(GRU_GATES) X(LSTM_GATES)                                                                   /* ops_rnn.c */ \
+    X(GRU_SEQ) X(LSTM_SEQ)                                                                   /* ops_rnn_seq.c */ \
+    X(TRI)                                                                                       /* ops_tri.c */ \
+    X(INDEX_ADD)                                                                           /* ops_index_add.c */ \
+    X(TOPK)                                                                                     /* ops_sort.c */
+#define TL_OP_ENUM(name) TL_OP_##name,
+enum { TL_OP_LIST(TL_OP_ENUM) TL_OP_COUNT };
+#undef TL_OP_ENUM
+
+/* An op's autograd row, defined by its family beside the forward and listed in the family's tl_family.rows
+ * ({0}-terminated). The engine fills its table from every family's rows at import and refuses to import
+ * (ImportError naming the op) unless each TL_OP_* has exactly one row with a name and a backward. */
+enum { TL_ROW_VIEW = 1 };                    /* the output is a view of the input (in-place checks) */
+typedef struct tl_op_row {
+    int op;                                  /* TL_OP_* */
+    const char *name;                        /* grad_fn's name: "ReshapeBackward" */
+    tl_backward_fn backward;
+    unsigned flags;                          /* TL_ROW_* */
+    const char *(*node_name)(const tl_node *nd);   /* optional: a name per node (elementwise: "MulBackward") */
+} tl_op_row;
+
+/* The few ops the engine itself runs (gradient sums, sum-to-shape over broadcast dims), registered by the
+ * families that own them through tl_family.grad_prims; each must be given by exactly one family. */
+typedef struct tl_grad_prims {
+    int       (*add_)(tl_tensor *acc, tl_tensor *x);                          /* acc += x in place */
+    PyObject *(*sum)(tl_tensor *x, unsigned axes, int keepdims);              /* ops.h's tl_sum */
+    PyObject *(*reshape)(tl_tensor *x, int ndim, const Py_ssize_t *shape);    /* ops.h's tl_reshape */
+} tl_grad_prims;
+
+/* module.c at import: the engine's table from the families' rows and primitives (-1 + ImportError). */
+int        tl_autograd_register(const tl_family *const *families, size_t n);
 
 int        tl_grad_enabled(void);
 int        tl_grad_set(int enabled);                               /* returns the previous mode */
@@ -68,32 +95,4 @@ int        tl_check_inplace(const char *op, tl_tensor *t);         /* refuse in-
 int        tl_check_recorded_inplace(const char *op, tl_tensor *t, int track);   /* a write recorded when track */
 void       tl_mark_write(tl_tensor *t, const char *op);            /* bump the version, remember the writer */
 
-int tl_ew_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_elementwise.c */
-int tl_reshape_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);  /* ops_shape.c */
-int tl_permute_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_expand_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_narrow_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_cat_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_stack_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_index_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /* ops_index.c */
-int tl_index_select_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_gather_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_setitem_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_matmul_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_matmul.c */
-int tl_linear_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_reduce_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_reduce.c */
-int tl_softmax_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_cross_entropy_backward(tl_node *nd, PyObject *grad, PyObject **grad_in); /* ops_nn.c */
-int tl_im2col_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);        /* ops_conv.c */
-int tl_max_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_avg_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_cumsum_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);       /* ops_scan.c */
-int tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);    /* ops_rnn.c */
-int tl_lstm_gates_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_gru_seq_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);      /* ops_rnn_seq.c */
-int tl_lstm_seq_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);
-int tl_tri_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);          /* ops_tri.c */
-int tl_index_add_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);     /* ops_index_add.c */
-int tl_topk_backward(tl_node *nd, PyObject *grad, PyObject **grad_in);          /* ops_sort.c */
 #endif

@@ -7,17 +7,19 @@
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #include "state.h"
 #include "tensor.h"
+#include "autograd.h"
 #include <numpy/arrayobject.h>
 
-extern const tl_family tl_family_tensor, tl_family_create, tl_family_elementwise, tl_family_runtime,
-    tl_family_reduce, tl_family_shape, tl_family_index, tl_family_matmul, tl_family_random, tl_family_publish,
-    tl_family_autograd, tl_family_llm, tl_family_quant, tl_family_nn, tl_family_optim, tl_family_scan,
-    tl_family_conv, tl_family_rnn, tl_family_rnn_seq, tl_family_tri, tl_family_index_add, tl_family_sort;
+extern const tl_family tl_family_tensor, tl_family_tensor_io, tl_family_create, tl_family_elementwise,
+    tl_family_runtime, tl_family_reduce, tl_family_shape, tl_family_index, tl_family_matmul, tl_family_random,
+    tl_family_publish, tl_family_autograd, tl_family_llm, tl_family_quant, tl_family_nn, tl_family_optim,
+    tl_family_scan, tl_family_conv, tl_family_rnn, tl_family_rnn_seq, tl_family_tri, tl_family_index_add,
+    tl_family_sort;
 
 static const tl_family *const FAMILIES[] = {
-    &tl_family_tensor, &tl_family_create, &tl_family_elementwise, &tl_family_runtime, &tl_family_reduce,
-    &tl_family_shape, &tl_family_index, &tl_family_matmul, &tl_family_random, &tl_family_publish,
-    &tl_family_autograd, &tl_family_llm, &tl_family_quant, &tl_family_nn, &tl_family_optim,
+    &tl_family_tensor, &tl_family_tensor_io, &tl_family_create, &tl_family_elementwise, &tl_family_runtime,
+    &tl_family_reduce, &tl_family_shape, &tl_family_index, &tl_family_matmul, &tl_family_random,
+    &tl_family_publish, &tl_family_autograd, &tl_family_llm, &tl_family_quant, &tl_family_nn, &tl_family_optim,
     &tl_family_scan, &tl_family_conv, &tl_family_rnn, &tl_family_rnn_seq, &tl_family_tri, &tl_family_index_add,
     &tl_family_sort,
 };
@@ -146,6 +148,7 @@ PyInit__C(void)
     if ((S->tensor_type = make_tensor_type(m)) == NULL ||
         PyModule_AddObjectRef(m, "Tensor", (PyObject *)S->tensor_type) < 0)
         goto fail;
+    if (tl_autograd_register(FAMILIES, N_FAMILIES) < 0) goto fail;   /* every op's row, or ImportError */
     return m;
 fail:
     Py_XDECREF(oom_bases);

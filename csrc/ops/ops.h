@@ -1,5 +1,6 @@
-/* ops.h: the internal C op API, what one op family or the autograd engine calls in another instead of
- * looking a Tensor method up by its Python name. Each function behaves like its Python face: it checks its
+/* ops.h: the internal C op API, what one op family calls in another instead of looking a Tensor method up
+ * by its Python name (the autograd engine calls none of it: it gets the few ops it runs as registered
+ * primitives, autograd.h's tl_grad_prims). Each function behaves like its Python face: it checks its
  * arguments (errors name the op and the shapes), records autograd when grad mode is on and an input
  * requires grad, and returns a new reference to a Tensor, or NULL with an exception set. Dims may be
  * negative (counted from the end). GIL held. */

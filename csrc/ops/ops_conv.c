@@ -217,7 +217,7 @@ contig0(PyObject *grad)
     return c;
 }
 
-int
+static int
 tl_im2col_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     conv_geom g = node_geometry(nd);
@@ -295,7 +295,7 @@ to_nchw(PyObject *y, PyObject *bo, const conv_geom *g, int O)
 }
 
 /* dy = the gradient laid back out as [O, N*L]; dbias = its row sums (a contiguous last-axis reduction). */
-int
+static int
 tl_conv_layout_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     int O = nd->iarg[0], N = nd->iarg[1], L = nd->iarg[2];
@@ -468,13 +468,13 @@ fail:
     return -1;
 }
 
-int
+static int
 tl_max_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     return pool_backward(nd, grad, gin, 1);
 }
 
-int
+static int
 tl_avg_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     return pool_backward(nd, grad, gin, 0);
@@ -497,4 +497,12 @@ static const PyMethodDef conv_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_conv = {conv_functions, NULL, NULL, NULL, NULL};
+static const tl_op_row conv_rows[] = {
+    {TL_OP_IM2COL, "Im2colBackward", tl_im2col_backward},
+    {TL_OP_MAX_POOL2D, "MaxPool2dBackward", tl_max_pool2d_backward},
+    {TL_OP_AVG_POOL2D, "AvgPool2dBackward", tl_avg_pool2d_backward},
+    {TL_OP_CONV_LAYOUT, "ConvolutionBackward", tl_conv_layout_backward},
+    {0},
+};
+
+const tl_family tl_family_conv = {conv_functions, NULL, NULL, NULL, NULL, .rows = conv_rows};

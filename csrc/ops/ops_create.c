@@ -1,131 +1,12 @@
-/* ops_create.c: tensor creation: from Python data and numpy arrays (float64 -> float32, int64 -> int32
- * with a range check, anything else refused), zeros/ones/full/empty, arange and linspace. Uploads go to the
- * transfer queue and return at once; the first compute command that reads the tensor waits for them. */
+/* ops_create.c: tensor creation: tensor() and from_numpy() (the conversions are tl_tensor_from_object's,
+ * tensor/tensor_io.c), zeros/ones/full/empty, arange and linspace. Uploads go to the transfer queue and
+ * return at once; the first compute command that reads the tensor waits for them. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
 #include <math.h>
 #include <numpy/arrayobject.h>
-
-/* The fixed-width type number of arr's dtype: numpy has two numbers for each 64-bit integer type (long and
- * long long), and checks below compare against the fixed-width names. */
-static int
-type_num(PyArrayObject *arr)
-{
-    int num = PyArray_TYPE(arr);
-    if (PyArray_ITEMSIZE(arr) == 8 && PyTypeNum_ISSIGNED(num)) return NPY_INT64;
-    if (PyArray_ITEMSIZE(arr) == 8 && PyTypeNum_ISUNSIGNED(num)) return NPY_UINT64;
-    if (PyArray_ITEMSIZE(arr) == 4 && PyTypeNum_ISSIGNED(num)) return NPY_INT32;
-    if (PyArray_ITEMSIZE(arr) == 4 && PyTypeNum_ISUNSIGNED(num)) return NPY_UINT32;
-    return num;
-}
-
-/* The tensor dtype for a numpy type number, or -1 with a TypeError naming the op. */
-static int
-dtype_for(int num, int requested, const char *op)
-{
-    int is_float = num == NPY_FLOAT32 || num == NPY_FLOAT64;
-    int is_int = num == NPY_INT32 || num == NPY_INT64;
-    if (requested >= 0 && (is_float || is_int || num == NPY_BOOL || num == NPY_INT16 || num == NPY_INT8 || num == NPY_UINT8 ||
-                           num == NPY_UINT16 || num == NPY_UINT32 || num == NPY_UINT64 || num == NPY_FLOAT16))
-        return requested;                            /* an explicit dtype converts like numpy's astype */
-    if (is_float || num == NPY_BOOL) return TL_F32;   /* bools are float32 masks, like comparisons' */
-    if (is_int) return TL_I32;
-    PyArray_Descr *d = PyArray_DescrFromType(num);
-    PyErr_Format(PyExc_TypeError,
-                 "%s: numpy dtype %s is not supported; tlgpu takes float32/float64 (stored as float32) and "
-                 "int32/int64 (stored as int32), bool (a float32 mask), or pass dtype= explicitly", op, d ? d->typeobj->tp_name : "?");
-    Py_XDECREF(d);
-    return -1;
-}
-
-int
-tl_check_int32_value(const char *op, double v)
-{
-    char num[64];
-    if (v != v) {                                    /* numpy casts NaN to INT32_MIN: refuse it instead */
-        PyErr_Format(PyExc_ValueError, "%s: cannot convert NaN to int32", op);
-        return -1;
-    }
-    if (v > -2147483649.0 && v < 2147483648.0) return 0;   /* truncation toward zero lands in range */
-    snprintf(num, sizeof num, "%.17g", v);
-    PyErr_Format(PyExc_OverflowError, "%s: value %s does not fit int32", op, num);
-    return -1;
-}
-
-/* Every value of arr must convert to int32 (integers in range; floats finite and in range after truncation):
- * numpy's casts wrap or produce INT32_MIN, a silent wrong result. */
-static int
-check_int32_range(PyArrayObject *arr, const char *op)
-{
-    int num = type_num(arr), rc = 0;
-    int wide = num == NPY_INT64 || num == NPY_UINT32 || num == NPY_UINT64;
-    int flt = num == NPY_FLOAT16 || num == NPY_FLOAT32 || num == NPY_FLOAT64;
-    if (!wide && !flt) return 0;                     /* int8/16, uint8/16 always fit */
-    int as = num == NPY_UINT64 ? NPY_UINT64 : flt ? NPY_FLOAT64 : NPY_INT64;
-    PyArrayObject *c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(as), 0, 0,
-                                                       NPY_ARRAY_CARRAY_RO, NULL);
-    if (c == NULL) return -1;
-    npy_intp n = PyArray_SIZE(c);
-    for (npy_intp i = 0; i < n && rc == 0; i++) {
-        if (as == NPY_FLOAT64) {
-            rc = tl_check_int32_value(op, ((const double *)PyArray_DATA(c))[i]);
-        } else if (as == NPY_UINT64) {
-            npy_uint64 v = ((const npy_uint64 *)PyArray_DATA(c))[i];
-            if (v > INT32_MAX) {
-                PyErr_Format(PyExc_OverflowError, "%s: value %llu does not fit int32", op, (unsigned long long)v);
-                rc = -1;
-            }
-        } else {
-            npy_int64 v = ((const npy_int64 *)PyArray_DATA(c))[i];
-            if (v < INT32_MIN || v > INT32_MAX) {
-                PyErr_Format(PyExc_OverflowError, "%s: value %lld does not fit int32", op, (long long)v);
-                rc = -1;
-            }
-        }
-    }
-    Py_DECREF(c);
-    return rc;
-}
-
-tl_tensor *
-tl_tensor_from_object(PyObject *obj, int dtype, const char *op)
-{
-    PyArrayObject *arr = NULL, *c = NULL;
-    tl_tensor *t = NULL;
-    tl_err err = {0};
-    Py_ssize_t shape[TL_MAX_DIMS];
-    if (tl_tensor_check(obj)) obj = tl_tensor_to_numpy(tl_tensor_CAST(obj));
-    else Py_INCREF(obj);
-    if (obj == NULL) return NULL;
-    if ((arr = (PyArrayObject *)PyArray_FromAny(obj, NULL, 0, 0, 0, NULL)) == NULL) goto done;
-    /* Python ints past int64 come out as uint64: say they overflow rather than that uint64 is unsupported */
-    if (type_num(arr) == NPY_UINT64 && dtype != TL_F32 && check_int32_range(arr, op) < 0) goto done;
-    int td = dtype_for(type_num(arr), dtype, op);
-    if (td < 0) goto done;
-    if (PyArray_NDIM(arr) > TL_MAX_DIMS) {
-        PyErr_Format(PyExc_ValueError, "%s: %d dimensions; at most %d are supported", op, PyArray_NDIM(arr),
-                     TL_MAX_DIMS);
-        goto done;
-    }
-    if (td == TL_I32 && check_int32_range(arr, op) < 0) goto done;
-    c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(td == TL_I32 ? NPY_INT32 : NPY_FLOAT32),
-                                         0, 0, NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST, NULL);
-    if (c == NULL) goto done;
-    for (int d = 0; d < PyArray_NDIM(c); d++) shape[d] = PyArray_DIM(c, d);
-    if ((t = tl_tensor_empty(td, PyArray_NDIM(c), shape)) == NULL) goto done;
-    if (t->storage != NULL &&
-        tl_stream_upload(t->storage, 0, PyArray_DATA(c), (size_t)PyArray_NBYTES(c), &err) != TL_OK) {
-        Py_CLEAR(t);
-        tl_raise(&err);
-    }
-done:
-    Py_XDECREF(c);
-    Py_XDECREF(arr);
-    Py_DECREF(obj);
-    return t;
-}
 
 static PyObject *
 fn_tensor(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
@@ -146,37 +27,6 @@ fn_from_numpy(PyObject *Py_UNUSED(m), PyObject *arr)
     if (!PyArray_Check(arr)) return PyErr_Format(PyExc_TypeError, "from_numpy: expected a numpy array, got %s",
                                                  Py_TYPE(arr)->tp_name);
     return (PyObject *)tl_tensor_from_object(arr, -1, "from_numpy");
-}
-
-/* Fills every element of t (any layout) with the 32-bit pattern `bits`. */
-static int
-fill_bits(tl_tensor *t, uint32_t bits)
-{
-    static tl_kernel kh = TL_KERNEL("elementwise", "tl_fill_u32");
-    tl_layout L;
-    cl_kernel k;
-    if (t->storage == NULL) return 0;
-    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
-    tl_layout_make(&L, t->ndim, t->shape, &t, 1);
-    const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof bits};
-    const void *v[3] = {&L, &t->storage->mem, &bits};
-    if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
-    return tl_launch_1d(&kh, (size_t)L.n, &t->storage, 1, 1u);
-}
-
-int
-tl_tensor_fill(tl_tensor *t, double value)
-{
-    uint32_t bits;
-    if (t->dtype == TL_I32) {
-        if (tl_check_int32_value("fill", value) < 0) return -1;    /* the cast below would be undefined */
-        int32_t i = (int32_t)value;
-        memcpy(&bits, &i, 4);
-    } else {
-        float f = (float)value;
-        memcpy(&bits, &f, 4);
-    }
-    return fill_bits(t, bits);
 }
 
 /* zeros/ones/full/empty share this: shape from *args, dtype= keyword, optional fill value. */

@@ -7,7 +7,6 @@
 #include "ops_common.h"
 #include "autograd.h"
 #include "ops.h"
-#include "cl_runtime.h"
 #include <math.h>
 
 static const char *const EW_NAME[TL_EW_COUNT] = {
@@ -225,19 +224,6 @@ static const unsigned char EW_HOT[TL_EW_COUNT] = {
     [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_DIV] = 1, [TL_EW_RELU] = 1, [TL_EW_RELU_GRAD] = 1,
 };
 
-static int
-cpu_device(void)                                   /* 1 on a CPU device, 0 elsewhere, -1 with an exception */
-{
-    static int is_cpu = -1;
-    if (is_cpu < 0) {
-        const tl_runtime *rt;
-        tl_err err = {0};
-        if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-        is_cpu = (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
-    }
-    return is_cpu;
-}
-
 /* tl_ew_rows_f32 over L's (up to) three dims: 16 columns per work-item along dim 0, rows along 1, the outer
  * dim along 2. Work-groups of 16 x 8 work-items (4 x 16 for rows of at most 64): on PoCL about 20 % faster
  * than one row per group, and few local sizes, since PoCL compiles a kernel per local size. */
@@ -296,7 +282,7 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         tl_layout_make(&L, ndim, shape, ops, 4);
         int contig = !as_int && L.ndim <= 1;
         for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
-        const int cpu = as_int ? 0 : cpu_device();   /* CPU devices only: GPUs keep the kernels they had */
+        const int cpu = as_int ? 0 : tl_device_is_cpu();   /* CPU devices only: GPUs keep the kernels they had */
         if (cpu < 0) goto fail;
         int rows = cpu && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's case */
         for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
@@ -414,7 +400,7 @@ ews(int op, PyObject *x, double v)
 }
 
 /* grad_in[i] for out = OP(a, b, c), from the upstream gradient g; every result is one or two kernels. */
-int
+static int
 tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     int op = nd->iarg[0];
@@ -548,6 +534,14 @@ INPLACE(add, ADD) INPLACE(sub, SUB) INPLACE(mul, MUL) INPLACE(div, DIV)
 PyObject *tl_exp(tl_tensor *x) { return ew(TL_EW_EXP, "exp", (PyObject *)x, NULL, NULL, NULL); }
 PyObject *tl_eq(tl_tensor *a, tl_tensor *b) { return ew(TL_EW_EQ, "eq", (PyObject *)a, (PyObject *)b, NULL, NULL); }
 PyObject *tl_clone(tl_tensor *x) { return ew(TL_EW_COPY, "clone", (PyObject *)x, NULL, NULL, NULL); }
+
+static PyObject *
+m_contiguous(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    if (!tl_tensor_is_contig(t) && tl_autograd_wanted(&op, 1)) return tl_clone(t);   /* keeps the graph */
+    return (PyObject *)tl_tensor_contiguous(t);
+}
 
 int
 tl_add_(tl_tensor *acc, tl_tensor *x)
@@ -753,6 +747,7 @@ static const PyMethodDef ew_methods[] = {
     {"clamp", (PyCFunction)(void (*)(void))m_clamp, METH_VARARGS | METH_KEYWORDS, "clamp(min=None, max=None)"},
     {"clamp_", (PyCFunction)(void (*)(void))m_clamp_, METH_VARARGS | METH_KEYWORDS, "in place clamp(min, max)"},
     U(float, "cast to float32"), U(int, "cast to int32 (truncating)"),
+    U(contiguous, "Self if contiguous, else a contiguous copy."),
     {NULL, NULL, 0, NULL},
 };
 #undef U
@@ -775,7 +770,29 @@ static const PyType_Slot ew_slots[] = {
     {0, NULL},
 };
 
+/* grad_fn's name per op code: "MUL" -> "MulBackward", built once under the GIL. */
+static const char *
+ew_node_name(const tl_node *nd)
+{
+    static char names[TL_EW_COUNT][32];
+    const int op = nd->iarg[0];
+    if (op < 0 || op >= TL_EW_COUNT) return "Elementwise";
+    if (names[op][0] == '\0') {
+        lower(EW_NAME[op], names[op], 21);
+        names[op][0] = EW_NAME[op][0];
+        memcpy(names[op] + strlen(names[op]), "Backward", 9);
+    }
+    return names[op];
+}
+
+static const tl_op_row elementwise_rows[] = {
+    {TL_OP_EW, "Elementwise", tl_ew_backward, 0, ew_node_name},
+    {0},
+};
+static const tl_grad_prims ew_prims = {.add_ = tl_add_};
+
 const tl_family tl_family_elementwise = {
     ew_functions, ew_methods, ew_slots, NULL,
     "neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign add sub mul div pow "
-    "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu"};
+    "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu",
+    .rows = elementwise_rows, .grad_prims = &ew_prims};

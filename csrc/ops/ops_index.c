@@ -502,7 +502,7 @@ fail:
 /* ---- autograd ---- */
 
 /* Basic indexing: zeros of the input's shape with the gradient written through the same key. */
-int
+static int
 tl_index_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     tl_tensor *z = tl_tensor_empty(TL_F32, nd->in[0].ndim, nd->in[0].shape);
@@ -516,7 +516,7 @@ tl_index_backward(tl_node *nd, PyObject *g, PyObject **gin)
 
 /* t[key] = value, recorded: the old t gets g with the written region zeroed, value gets g[key] summed down
  * to its own shape (it was broadcast into the region). */
-int
+static int
 tl_setitem_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     if (tl_wants_grad(nd, 0)) {
@@ -542,7 +542,7 @@ tl_setitem_backward(tl_node *nd, PyObject *g, PyObject **gin)
  * indices make this a scatter-add; instead of float atomics (not in OpenCL 1.2, and not deterministic) the
  * host turns the forward's index copy into a plan (for each j, its i's in order) and one work-item per
  * output element sums its list: deterministic, and no work for rows nobody picked. */
-int
+static int
 tl_index_select_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     static tl_kernel kh = TL_KERNEL("index", "tl_index_add_f32");
@@ -595,7 +595,7 @@ done:
  * scatter-add done as one work-item per element of grad_in looping over the index's size along dim, in a
  * fixed order (kernels/index.cl: deterministic, no atomics, no host wait); grad_in is computed at the
  * broadcast shape first and summed down where the input's dims of size 1 were broadcast. */
-int
+static int
 tl_gather_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     static tl_kernel kh = TL_KERNEL("index", "tl_gather_backward_f32");
@@ -658,4 +658,13 @@ static const PyType_Slot index_slots[] = {
     {0, NULL},
 };
 
-const tl_family tl_family_index = {NULL, index_methods, index_slots, NULL, "index_select gather"};
+static const tl_op_row index_rows[] = {
+    {TL_OP_INDEX, "IndexBackward", tl_index_backward, TL_ROW_VIEW},
+    {TL_OP_INDEX_SELECT, "IndexSelectBackward", tl_index_select_backward},
+    {TL_OP_GATHER, "GatherBackward", tl_gather_backward},
+    {TL_OP_SETITEM, "CopySlices", tl_setitem_backward},
+    {0},
+};
+
+const tl_family tl_family_index = {NULL, index_methods, index_slots, NULL, "index_select gather",
+                                   .rows = index_rows};

@@ -198,7 +198,7 @@ m_index_add(PyObject *self, PyObject *args, PyObject *kwargs)
 }
 
 /* self: the gradient as is; source: alpha * g gathered along dim by the saved index. */
-int
+static int
 tl_index_add_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     const tl_edge *e = &nd->in[1];
@@ -240,4 +240,10 @@ static const PyMethodDef index_add_methods[] = {
 };
 #undef KW
 
-const tl_family tl_family_index_add = {NULL, index_add_methods, NULL, NULL, "index_add_ index_add"};
+static const tl_op_row index_add_rows[] = {
+    {TL_OP_INDEX_ADD, "IndexAddBackward", tl_index_add_backward},
+    {0},
+};
+
+const tl_family tl_family_index_add = {NULL, index_add_methods, NULL, NULL, "index_add_ index_add",
+                                       .rows = index_add_rows};

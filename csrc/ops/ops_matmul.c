@@ -452,7 +452,7 @@ mm(const char *op, tl_tensor *a, tl_tensor *b)
 
 /* d(a @ b): da = g @ b^T, db = a^T @ g, with 1-D operands promoted to matrices (and the promoted dim squeezed
  * back out) so the engine's broadcast reduction sees only real batch dims. outer: da = g @ b, db = g^T @ a. */
-int
+static int
 tl_matmul_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     PyObject *a = (PyObject *)tl_node_saved(nd, 0), *b = a ? (PyObject *)tl_node_saved(nd, 1) : NULL;
@@ -634,7 +634,7 @@ linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
 
 /* d linear: dx = g @ w; over the rows of x and g (leading dims flattened), dw = g^T @ x and db = sum of g
  * (one command for both on the CPU BLAS path). */
-int
+static int
 tl_linear_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     tl_tensor *x = tl_node_saved(nd, 0), *w = x != NULL ? tl_node_saved(nd, 1) : NULL;
@@ -661,46 +661,6 @@ done:
     Py_XDECREF(x); Py_XDECREF(w); Py_XDECREF(g2); Py_XDECREF(x2); Py_XDECREF(gt);
     return rc;
 }
-
-#ifdef TL_TEST_HOOKS
-/* Test hook (TLGPU_TEST_HOOKS=1 builds only): a strided view of t with any strides, including negative
- * ones the shape family never makes, checked against its storage so a test cannot make the kernel read
- * outside the buffer. */
-static PyObject *
-fn_test_view(PyObject *Py_UNUSED(m), PyObject *args)
-{
-    PyObject *t_o, *shape_o, *strides_o, *shape_args = NULL, *fast = NULL, *res = NULL;
-    Py_ssize_t off, shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
-    int nd;
-    if (!PyArg_ParseTuple(args, "O!OOn:_matmul_test_view", tl_state_get()->tensor_type, &t_o, &shape_o, &strides_o,
-                          &off))
-        return NULL;
-    tl_tensor *t = tl_tensor_CAST(t_o);
-    if ((shape_args = PyTuple_Pack(1, shape_o)) == NULL) goto done;
-    if (tl_parse_shape("_matmul_test_view", shape_args, &nd, shape) < 0) goto done;
-    if ((fast = PySequence_Fast(strides_o, "strides must be a sequence of ints")) == NULL) goto done;
-    if (PySequence_Fast_GET_SIZE(fast) != nd) {
-        PyErr_SetString(PyExc_ValueError, "_matmul_test_view: shape and strides differ in length");
-        goto done;
-    }
-    Py_ssize_t lo = off, hi = off, n = 1, cap = t->storage ? (Py_ssize_t)(t->storage->nbytes / 4) : 0;
-    for (int d = 0; d < nd; d++) {
-        strides[d] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, d));
-        if (strides[d] == -1 && PyErr_Occurred()) goto done;
-        *(strides[d] < 0 ? &lo : &hi) += strides[d] * (shape[d] > 0 ? shape[d] - 1 : 0);
-        n *= shape[d];
-    }
-    if (n > 0 && (lo < 0 || hi >= cap)) {
-        PyErr_SetString(PyExc_IndexError, "_matmul_test_view: the view reaches outside the storage");
-        goto done;
-    }
-    res = (PyObject *)tl_tensor_view(t, nd, shape, strides, off);
-done:
-    Py_XDECREF(fast);
-    Py_XDECREF(shape_args);
-    return res;
-}
-#endif
 
 /* The GEMM parameters of a tier on this device (after the environment overrides), for benchmarks and docs. */
 static PyObject *
@@ -767,10 +727,6 @@ static const PyMethodDef mm_functions[] = {
     {"linear", fn_linear, METH_VARARGS,
      "linear(x, weight, bias=None): x @ weight.T + bias as one autograd node (one command on the CPU BLAS path)."},
     {"addmm", fn_addmm, METH_VARARGS, "addmm(input, mat1, mat2): input + mat1 @ mat2 (fused on the mul_mv path)."},
-#ifdef TL_TEST_HOOKS
-    {"_matmul_test_view", fn_test_view, METH_VARARGS,
-     "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
-#endif
     {"_gemm_params", fn_gemm_params, METH_VARARGS, "_gemm_params(tier=0): a GEMM tier's tile parameters here."},
     {"_cpu_blas", (PyCFunction)(void (*)(void))tl_cpu_blas_py, METH_VARARGS | METH_KEYWORDS,
      "_cpu_blas(paths=None, enable=None): the CPU BLAS path's state (docs/cpu.md)."},
@@ -797,4 +753,11 @@ static const PyType_Slot mm_slots[] = {
     {0, NULL},
 };
 
-const tl_family tl_family_matmul = {mm_functions, mm_methods, mm_slots, NULL, "matmul dot outer"};
+static const tl_op_row matmul_rows[] = {
+    {TL_OP_MATMUL, "MatmulBackward", tl_matmul_backward},
+    {TL_OP_LINEAR, "LinearBackward", tl_linear_backward},
+    {0},
+};
+
+const tl_family tl_family_matmul = {mm_functions, mm_methods, mm_slots, NULL, "matmul dot outer",
+                                    .rows = matmul_rows};

@@ -101,7 +101,7 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     return res;
 }
 
-int
+static int
 tl_cross_entropy_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     static tl_kernel kh = TL_KERNEL("nn", "tl_ce_grad_f32");
@@ -141,4 +141,9 @@ static const PyMethodDef nn_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_nn = {nn_functions, NULL, NULL, NULL, NULL};
+static const tl_op_row nn_rows[] = {
+    {TL_OP_CROSS_ENTROPY, "CrossEntropyBackward", tl_cross_entropy_backward},
+    {0},
+};
+
+const tl_family tl_family_nn = {nn_functions, NULL, NULL, NULL, NULL, .rows = nn_rows};

@@ -484,7 +484,7 @@ done:
 
 /* sum: g broadcast back; mean: / count; max/min: shared evenly among the elements equal to the extreme;
  * logsumexp: g * exp(x - lse). The engine keeps every result contiguous-or-temporary. */
-int
+static int
 tl_reduce_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     const tl_edge *e = &nd->in[0];
@@ -525,7 +525,7 @@ done:
 }
 
 /* softmax: y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g), sums over the softmax axis */
-int
+static int
 tl_softmax_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     unsigned mask = (unsigned)nd->iarg[1];
@@ -564,5 +564,13 @@ static const PyMethodDef reduce_methods[] = {
 };
 #undef KW
 
+static const tl_op_row reduce_rows[] = {
+    {TL_OP_REDUCE, "ReduceBackward", tl_reduce_backward},
+    {TL_OP_SOFTMAX, "SoftmaxBackward", tl_softmax_backward},
+    {0},
+};
+static const tl_grad_prims reduce_prims = {.sum = tl_sum};
+
 const tl_family tl_family_reduce = {NULL, reduce_methods, NULL, NULL,
-                                    "sum mean max min argmax argmin logsumexp prod softmax log_softmax"};
+                                    "sum mean max min argmax argmin logsumexp prod softmax log_softmax",
+                                    .rows = reduce_rows, .grad_prims = &reduce_prims};

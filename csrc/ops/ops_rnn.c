@@ -186,7 +186,7 @@ fail:
 }
 
 /* One kernel: d gi, d gh [B, 3H] and d h [B, H]; the biases take d gi and d gh (summed over rows by the engine). */
-int
+static int
 tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     static tl_kernel kh = TL_KERNEL("rnn", "tl_gru_gates_backward_f32");
@@ -247,7 +247,7 @@ done:
 
 /* One kernel: d gates [B, 4H] (also gh's and, summed by the engine, the biases') and d c [B, H], from both
  * halves of the [2, B, H] output's gradient (the index views' backward left zeros where one had none). */
-int
+static int
 tl_lstm_gates_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     static tl_kernel kh = TL_KERNEL("rnn", "tl_lstm_gates_backward_f32");
@@ -287,4 +287,10 @@ static const PyMethodDef rnn_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_rnn = {rnn_functions, NULL, NULL, NULL, NULL};
+static const tl_op_row rnn_rows[] = {
+    {TL_OP_GRU_GATES, "GruGatesBackward", tl_gru_gates_backward},
+    {TL_OP_LSTM_GATES, "LstmGatesBackward", tl_lstm_gates_backward},
+    {0},
+};
+
+const tl_family tl_family_rnn = {rnn_functions, NULL, NULL, NULL, NULL, .rows = rnn_rows};

@@ -315,13 +315,13 @@ done:
     return rc;
 }
 
-int
+static int
 tl_gru_seq_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     return backward(GRU, nd, grad, gin);
 }
 
-int
+static int
 tl_lstm_seq_backward(tl_node *nd, PyObject *grad, PyObject **gin)
 {
     return backward(LSTM, nd, grad, gin);
@@ -338,4 +338,10 @@ static const PyMethodDef rnn_seq_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_rnn_seq = {rnn_seq_functions, NULL, NULL, NULL, NULL};
+static const tl_op_row rnn_seq_rows[] = {
+    {TL_OP_GRU_SEQ, "GruSequenceBackward", tl_gru_seq_backward},
+    {TL_OP_LSTM_SEQ, "LstmSequenceBackward", tl_lstm_seq_backward},
+    {0},
+};
+
+const tl_family tl_family_rnn_seq = {rnn_seq_functions, NULL, NULL, NULL, NULL, .rows = rnn_seq_rows};

@@ -49,7 +49,7 @@ fail:
 }
 
 /* d(cumsum x)/dx: each input feeds every output at or after it, so the gradient is g summed from the end. */
-int
+static int
 tl_cumsum_backward(tl_node *nd, PyObject *grad, PyObject **grad_in)
 {
     if (tl_wants_grad(nd, 0) && (grad_in[0] = tl_cumsum(grad, nd->iarg[0], 1)) == NULL) return -1;
@@ -75,4 +75,9 @@ static const PyMethodDef scan_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_scan = {NULL, scan_methods, NULL, NULL, "cumsum"};
+static const tl_op_row scan_rows[] = {
+    {TL_OP_CUMSUM, "CumsumBackward", tl_cumsum_backward},
+    {0},
+};
+
+const tl_family tl_family_scan = {NULL, scan_methods, NULL, NULL, "cumsum", .rows = scan_rows};

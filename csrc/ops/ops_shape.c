@@ -637,7 +637,7 @@ record_many(PyObject **ins, Py_ssize_t n, int op, int dim, tl_tensor *out)
     return 0;
 }
 
-int
+static int
 tl_reshape_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     Py_ssize_t shape[TL_MAX_DIMS];
@@ -646,7 +646,7 @@ tl_reshape_backward(tl_node *nd, PyObject *g, PyObject **gin)
     return gin[0] == NULL ? -1 : 0;
 }
 
-int
+static int
 tl_permute_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     Py_ssize_t inv[TL_MAX_DIMS];
@@ -656,7 +656,7 @@ tl_permute_backward(tl_node *nd, PyObject *g, PyObject **gin)
     return gin[0] == NULL ? -1 : 0;
 }
 
-int
+static int
 tl_expand_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     (void)nd;
@@ -665,7 +665,7 @@ tl_expand_backward(tl_node *nd, PyObject *g, PyObject **gin)
 }
 
 /* zeros of the input's shape with g written into the narrowed region */
-int
+static int
 tl_narrow_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     tl_tensor *z = tl_tensor_empty(TL_F32, nd->in[0].ndim, nd->in[0].shape), *dst = NULL;
@@ -680,7 +680,7 @@ done:
     return rc;
 }
 
-int
+static int
 tl_cat_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     Py_ssize_t at = 0;
@@ -692,7 +692,7 @@ tl_cat_backward(tl_node *nd, PyObject *g, PyObject **gin)
     return 0;
 }
 
-int
+static int
 tl_stack_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     tl_tensor *gt = tl_tensor_CAST(g);
@@ -724,10 +724,54 @@ static const PyMethodDef shape_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+#ifdef TL_TEST_HOOKS
+/* Test hook (TLGPU_TEST_HOOKS=1 builds only): a strided view of t with any strides, including negative
+ * ones the shape family never makes, checked against its storage so a test cannot make the kernel read
+ * outside the buffer. */
+static PyObject *
+fn_test_view(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *t_o, *shape_o, *strides_o, *shape_args = NULL, *fast = NULL, *res = NULL;
+    Py_ssize_t off, shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    int nd;
+    if (!PyArg_ParseTuple(args, "O!OOn:_matmul_test_view", tl_state_get()->tensor_type, &t_o, &shape_o, &strides_o,
+                          &off))
+        return NULL;
+    tl_tensor *t = tl_tensor_CAST(t_o);
+    if ((shape_args = PyTuple_Pack(1, shape_o)) == NULL) goto done;
+    if (tl_parse_shape("_matmul_test_view", shape_args, &nd, shape) < 0) goto done;
+    if ((fast = PySequence_Fast(strides_o, "strides must be a sequence of ints")) == NULL) goto done;
+    if (PySequence_Fast_GET_SIZE(fast) != nd) {
+        PyErr_SetString(PyExc_ValueError, "_matmul_test_view: shape and strides differ in length");
+        goto done;
+    }
+    Py_ssize_t lo = off, hi = off, n = 1, cap = t->storage ? (Py_ssize_t)(t->storage->nbytes / 4) : 0;
+    for (int d = 0; d < nd; d++) {
+        strides[d] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, d));
+        if (strides[d] == -1 && PyErr_Occurred()) goto done;
+        *(strides[d] < 0 ? &lo : &hi) += strides[d] * (shape[d] > 0 ? shape[d] - 1 : 0);
+        n *= shape[d];
+    }
+    if (n > 0 && (lo < 0 || hi >= cap)) {
+        PyErr_SetString(PyExc_IndexError, "_matmul_test_view: the view reaches outside the storage");
+        goto done;
+    }
+    res = (PyObject *)tl_tensor_view(t, nd, shape, strides, off);
+done:
+    Py_XDECREF(fast);
+    Py_XDECREF(shape_args);
+    return res;
+}
+#endif
+
 static const PyMethodDef shape_functions[] = {
     {"cat", KW(fn_cat), "cat(tensors, axis=0): concatenate along an existing dim (new tensor)."},
     {"concatenate", KW(fn_cat), "Alias of cat()."},
     {"stack", KW(fn_stack), "stack(tensors, axis=0): join equal-shaped tensors along a new dim."},
+#ifdef TL_TEST_HOOKS
+    {"_matmul_test_view", fn_test_view, METH_VARARGS,
+     "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 #undef KW
@@ -737,5 +781,17 @@ static const PyGetSetDef shape_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+static const tl_op_row shape_rows[] = {
+    {TL_OP_RESHAPE, "ReshapeBackward", tl_reshape_backward, TL_ROW_VIEW},
+    {TL_OP_PERMUTE, "PermuteBackward", tl_permute_backward, TL_ROW_VIEW},
+    {TL_OP_EXPAND, "ExpandBackward", tl_expand_backward, TL_ROW_VIEW},
+    {TL_OP_NARROW, "NarrowBackward", tl_narrow_backward, TL_ROW_VIEW},
+    {TL_OP_CAT, "CatBackward", tl_cat_backward},
+    {TL_OP_STACK, "StackBackward", tl_stack_backward},
+    {0},
+};
+static const tl_grad_prims shape_prims = {.reshape = tl_reshape};
+
 const tl_family tl_family_shape = {shape_functions, shape_methods, NULL, shape_getset,
-                                   "reshape flatten transpose permute unsqueeze squeeze expand split chunk"};
+                                   "reshape flatten transpose permute unsqueeze squeeze expand split chunk",
+                                   .rows = shape_rows, .grad_prims = &shape_prims};

@@ -186,7 +186,7 @@ m_argsort(PyObject *self, PyObject *args, PyObject *kwargs)
 }
 
 /* The gradient of x: zeros with g written at the saved indices along dim (in the swapped order, then back). */
-int
+static int
 tl_topk_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
     const tl_edge *e = &nd->in[0];
@@ -230,4 +230,9 @@ static const PyMethodDef sort_methods[] = {
 };
 #undef KW
 
-const tl_family tl_family_sort = {NULL, sort_methods, NULL, NULL, "topk sort argsort"};
+static const tl_op_row sort_rows[] = {
+    {TL_OP_TOPK, "TopkBackward", tl_topk_backward},
+    {0},
+};
+
+const tl_family tl_family_sort = {NULL, sort_methods, NULL, NULL, "topk sort argsort", .rows = sort_rows};

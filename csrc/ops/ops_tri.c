@@ -36,7 +36,7 @@ tri(PyObject *x, int diagonal, int upper)
     return tl_record1((PyObject *)out, TL_OP_TRI, x, iarg, 2, NULL);
 }
 
-int
+static int
 tl_tri_backward(tl_node *nd, PyObject *grad, PyObject **grad_in)
 {
     if (tl_wants_grad(nd, 0) && (grad_in[0] = tri(grad, nd->iarg[0], nd->iarg[1])) == NULL) return -1;
@@ -78,4 +78,9 @@ static const PyMethodDef tri_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_tri = {NULL, tri_methods, NULL, NULL, "tril triu"};
+static const tl_op_row tri_rows[] = {
+    {TL_OP_TRI, "TriBackward", tl_tri_backward},
+    {0},
+};
+
+const tl_family tl_family_tri = {NULL, tri_methods, NULL, NULL, "tril triu", .rows = tri_rows};

@@ -1,9 +1,11 @@
-/* ops_common.c: shared helpers for the ops families (see ops_common.h). */
+/* ops_common.c: shared helpers for the ops families (see ops_common.h): kernel preparation and launches,
+ * layouts, argument checks, and the copies and fills every layer above needs (contiguous, copy_into,
+ * fill). Uses tensor.c and core/ only. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
-#include "ops.h"
+#include "cl_runtime.h"
 #include <numpy/arrayobject.h>
 
 cl_kernel
@@ -17,6 +19,19 @@ tl_kernel_py(tl_kernel *kh)
     Py_END_ALLOW_THREADS
     if (st != TL_OK) { tl_raise(&err); return NULL; }
     return kh->k;
+}
+
+int
+tl_device_is_cpu(void)
+{
+    static int is_cpu = -1;
+    if (is_cpu < 0) {
+        const tl_runtime *rt;
+        tl_err err = {0};
+        if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+        is_cpu = (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
+    }
+    return is_cpu;
 }
 
 int
@@ -184,14 +199,27 @@ copy_transposed(tl_tensor *dst, tl_tensor *src)
     return 1;
 }
 
+/* t with its last two dims swapped: a view, outside the graph. */
+static tl_tensor *
+swap_last2(tl_tensor *t)
+{
+    const int nd = t->ndim;
+    Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(strides, t->strides, sizeof strides);
+    shape[nd - 2] = t->shape[nd - 1], shape[nd - 1] = t->shape[nd - 2];
+    strides[nd - 2] = t->strides[nd - 1], strides[nd - 1] = t->strides[nd - 2];
+    return tl_tensor_view(t, nd, shape, strides, t->offset);
+}
+
 tl_tensor *
 tl_copy_flipped(tl_tensor *t)
 {
     const int nd = t->ndim;
     if (t->strides[nd - 2] == 1) return tl_tensor_contiguous(t);
-    tl_tensor *v = (tl_tensor *)tl_transpose(t, nd - 2, nd - 1), *y = v != NULL ? tl_tensor_contiguous(v) : NULL;
+    tl_tensor *v = swap_last2(t), *y = v != NULL ? tl_tensor_contiguous(v) : NULL;
     Py_XDECREF(v);
-    v = y != NULL ? (tl_tensor *)tl_transpose(y, nd - 2, nd - 1) : NULL;
+    v = y != NULL ? swap_last2(y) : NULL;
     Py_XDECREF(y);
     return v;
 }
@@ -213,6 +241,60 @@ tl_copy_into(tl_tensor *dst, tl_tensor *src)
     tl_storage *st[2] = {dst->storage, src->storage};
     if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
     return tl_launch_1d(&kh, (size_t)L.n, st, 2, 1u);
+}
+
+tl_tensor *
+tl_tensor_contiguous(tl_tensor *t)
+{
+    if (tl_tensor_is_contig(t)) return (tl_tensor *)Py_NewRef(t);
+    tl_tensor *out = tl_tensor_empty(t->dtype, t->ndim, t->shape);
+    if (out != NULL && tl_copy_into(out, t) < 0) Py_CLEAR(out);
+    return out;
+}
+
+int
+tl_check_int32_value(const char *op, double v)
+{
+    char num[64];
+    if (v != v) {                                    /* numpy casts NaN to INT32_MIN: refuse it instead */
+        PyErr_Format(PyExc_ValueError, "%s: cannot convert NaN to int32", op);
+        return -1;
+    }
+    if (v > -2147483649.0 && v < 2147483648.0) return 0;   /* truncation toward zero lands in range */
+    snprintf(num, sizeof num, "%.17g", v);
+    PyErr_Format(PyExc_OverflowError, "%s: value %s does not fit int32", op, num);
+    return -1;
+}
+
+/* Fills every element of t (any layout) with the 32-bit pattern `bits`. */
+static int
+fill_bits(tl_tensor *t, uint32_t bits)
+{
+    static tl_kernel kh = TL_KERNEL("elementwise", "tl_fill_u32");
+    tl_layout L;
+    cl_kernel k;
+    if (t->storage == NULL) return 0;
+    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
+    tl_layout_make(&L, t->ndim, t->shape, &t, 1);
+    const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof bits};
+    const void *v[3] = {&L, &t->storage->mem, &bits};
+    if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
+    return tl_launch_1d(&kh, (size_t)L.n, &t->storage, 1, 1u);
+}
+
+int
+tl_tensor_fill(tl_tensor *t, double value)
+{
+    uint32_t bits;
+    if (t->dtype == TL_I32) {
+        if (tl_check_int32_value("fill", value) < 0) return -1;    /* the cast below would be undefined */
+        int32_t i = (int32_t)value;
+        memcpy(&bits, &i, 4);
+    } else {
+        float f = (float)value;
+        memcpy(&bits, &f, 4);
+    }
+    return fill_bits(t, bits);
 }
 
 int

@@ -1,14 +1,17 @@
 /* ops_common.h: what every ops family shares: kernel preparation with the GIL released, 1-D launches with
- * the kernel's fixed work-group size, N-d layouts with broadcasting and dimension collapsing, and the
- * argument-checking helpers that name the op and the shapes in their errors. */
+ * the kernel's fixed work-group size, N-d layouts with broadcasting and dimension collapsing, the
+ * argument-checking helpers that name the op and the shapes in their errors, and the copies and fills that
+ * record no graph. Including it gives a family the whole tensor/ layer (tensor_io.h too). */
 #ifndef TL_OPS_COMMON_H
 #define TL_OPS_COMMON_H
 #include "tensor.h"
+#include "tensor_io.h"
 #include "state.h"
 #include "programs.h"
 #include "stream.h"
 
 cl_kernel tl_kernel_py(tl_kernel *kh);                             /* NULL with an exception set */
+int tl_device_is_cpu(void);                                        /* 1 on a CPU device, 0 elsewhere, -1 raised */
 int tl_launch_1d(tl_kernel *kh, size_t n, tl_storage *const *st, int nst, unsigned written);
 int tl_set_args(cl_kernel k, int first, int n, const size_t *sizes, const void *const *values);
 #define TL_MEM(t) ((t) != NULL && (t)->storage != NULL ? &(t)->storage->mem : NULL)
@@ -20,6 +23,7 @@ int  tl_broadcast(const char *op, tl_tensor *const *ts, int n, int *ndim, Py_ssi
 int  tl_check_dtype(const char *op, const tl_tensor *t, int dtype);
 int  tl_parse_shape(const char *op, PyObject *args, int *ndim, Py_ssize_t *shape);  /* ints or one sequence */
 int  tl_parse_dtype(PyObject *obj, int dflt);                                        /* -1 with exception */
+tl_tensor *tl_tensor_contiguous(tl_tensor *t);                     /* new ref, maybe t; not recorded */
 int  tl_copy_into(tl_tensor *dst, tl_tensor *src);                 /* broadcasting strided bit copy */
 int  tl_tensor_fill(tl_tensor *t, double value);                    /* int32: OverflowError out of range */
 int  tl_check_int32_value(const char *op, double v);               /* NaN: ValueError; out of range: Overflow */

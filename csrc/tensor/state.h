@@ -19,6 +19,8 @@ typedef struct {
     const PyType_Slot *slots;        /* Tensor slots ({0, NULL} terminated) */
     const PyGetSetDef *getset;       /* Tensor attributes */
     const char *aliases;             /* space-separated Tensor methods also offered as tlgpu.<name>(t, ...) */
+    const struct tl_op_row *rows;    /* autograd rows of the family's ops ({0} terminated; autograd.h) */
+    const struct tl_grad_prims *grad_prims;   /* ops the engine runs, if this family owns any (autograd.h) */
 } tl_family;
 
 tl_state *tl_state_get(void);        /* NULL before import finished */

@@ -1,16 +1,29 @@
-/* tensor.c: the Tensor heap type: lifetime (storage refs, GC slots for .grad), views, contiguity,
- * numpy out (every reader here is a sync point: it releases the GIL and blocks on the device),
- * attributes and the Python protocols that read values (len, float, int, bool, repr, pickling).
- * repr prints values and is therefore a sync point, except for zero-size tensors. */
+/* tensor.c: the Tensor heap type: lifetime (storage refs, GC slots for .grad), views, contiguity checks,
+ * shape attributes and the methods that read no values. Numpy in/out and the protocols that read values
+ * (repr, float, int, bool, item, pickling) are tensor_io.c's; copies are ops_common.c's. A tensor's grad_fn
+ * is an opaque node here: the autograd engine installs the two node operations tensor/ needs. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
-#include "ops_common.h"
-#include "autograd.h"
-#include "ops.h"
+#include "tensor.h"
+#include "state.h"
+#include "stream.h"
 #include <numpy/arrayobject.h>
 #include <structmember.h>
 
+static tl_node_ops node_ops;
+
+void
+tl_tensor_set_node_ops(const tl_node_ops *ops)
+{
+    node_ops = *ops;
+}
+
+const char *
+tl_tensor_grad_fn_name(const tl_tensor *t)
+{
+    return t->grad_fn != NULL ? node_ops.name(t->grad_fn) : NULL;
+}
 
 const char *
 tl_dtype_name(int dtype)
@@ -114,61 +127,6 @@ tl_tensor_view(tl_tensor *base, int ndim, const Py_ssize_t *shape, const Py_ssiz
     return tl_tensor_from_storage(base->storage, base->dtype, ndim, shape, strides, offset);
 }
 
-tl_tensor *
-tl_tensor_contiguous(tl_tensor *t)
-{
-    if (tl_tensor_is_contig(t)) return (tl_tensor *)Py_NewRef(t);
-    tl_tensor *out = tl_tensor_empty(t->dtype, t->ndim, t->shape);
-    if (out != NULL && tl_copy_into(out, t) < 0) Py_CLEAR(out);
-    return out;
-}
-
-PyObject *
-tl_tensor_to_numpy(tl_tensor *self)
-{
-    tl_tensor *src = NULL;
-    PyObject *arr = NULL;
-    tl_err err = {0};
-    tl_status st = TL_OK;
-    npy_intp dims[TL_MAX_DIMS];
-    for (int d = 0; d < self->ndim; d++) dims[d] = self->shape[d];
-    if ((src = tl_tensor_contiguous(self)) == NULL) goto fail;
-    arr = PyArray_SimpleNew(self->ndim, dims, self->dtype == TL_I32 ? NPY_INT32 : NPY_FLOAT32);
-    if (arr == NULL) goto fail;
-    if (src->storage != NULL) {                      /* zero-size owns nothing */
-        void *dst = PyArray_DATA((PyArrayObject *)arr);
-        size_t off = (size_t)src->offset * 4, n = (size_t)tl_tensor_numel(src) * 4;
-        tl_storage *s = src->storage;
-        Py_BEGIN_ALLOW_THREADS                       /* a sync point: blocks until the data is here */
-        st = tl_stream_read(s, off, dst, n, &err);
-        Py_END_ALLOW_THREADS
-        if (st != TL_OK) { tl_raise(&err); goto fail; }
-    }
-    Py_DECREF(src);
-    return arr;
-fail:
-    Py_XDECREF(arr);
-    Py_XDECREF(src);
-    return NULL;
-}
-
-int
-tl_is_numpy(PyObject *obj)
-{
-    return PyArray_Check(obj) || PyArray_IsScalar(obj, Generic);
-}
-
-tl_tensor *
-tl_tensor_from_operand(PyObject *obj, const char *op)
-{
-    int is_bool = PyArray_Check(obj) ? PyArray_ISBOOL((PyArrayObject *)obj) : PyArray_IsScalar(obj, Bool);
-    if (!is_bool) return tl_tensor_from_object(obj, -1, op);
-    PyObject *mask = PyArray_FromAny(obj, PyArray_DescrFromType(NPY_FLOAT32), 0, 0, NPY_ARRAY_FORCECAST, NULL);
-    tl_tensor *t = mask != NULL ? tl_tensor_from_object(mask, TL_F32, op) : NULL;
-    Py_XDECREF(mask);
-    return t;
-}
-
 /* ---- type slots ---- */
 
 static int
@@ -194,7 +152,7 @@ tensor_dealloc(PyObject *op)
     PyObject_GC_UnTrack(op);
     if (t->weakreflist != NULL) PyObject_ClearWeakRefs(op);
     tensor_clear(op);
-    if (t->grad_fn != NULL) tl_node_release(t->grad_fn);
+    if (t->grad_fn != NULL) node_ops.release(t->grad_fn);
     tl_storage *s = t->storage;
     if (s != NULL && atomic_load(&s->refs) == 1 && tl_stream_pending(s)) {
         Py_BEGIN_ALLOW_THREADS                       /* the last release waits for an in-flight transfer */
@@ -205,24 +163,6 @@ tensor_dealloc(PyObject *op)
     }
     tp->tp_free(op);
     Py_DECREF(tp);
-}
-
-static PyObject *
-tensor_repr(PyObject *op)
-{
-    tl_tensor *t = tl_tensor_CAST(op);
-    PyObject *arr = tl_tensor_to_numpy(t), *body = NULL, *res = NULL;
-    char shape[128];
-    if (arr == NULL) return NULL;
-    tl_shape_str(t->shape, t->ndim, shape, sizeof shape);
-    char grad[64] = "";                              /* PyTorch's tail: the node of a non-leaf, the flag of a leaf */
-    if (t->grad_fn != NULL) snprintf(grad, sizeof grad, ", grad_fn=<%s>", tl_node_name(t->grad_fn));
-    else if (t->requires_grad) snprintf(grad, sizeof grad, ", requires_grad=True");
-    if ((body = PyObject_Str(arr)) != NULL)
-        res = PyUnicode_FromFormat("tensor(%U, shape=%s, dtype=%s%s)", body, shape, tl_dtype_name(t->dtype), grad);
-    Py_XDECREF(body);
-    Py_DECREF(arr);
-    return res;
 }
 
 static Py_ssize_t
@@ -236,83 +176,7 @@ tensor_len(PyObject *op)
     return t->shape[0];
 }
 
-/* The single value of a one-element tensor, as a Python float or int (a sync point). */
-static PyObject *
-scalar_value(tl_tensor *t, const char *what)
-{
-    if (tl_tensor_numel(t) != 1) {
-        char s[128];
-        tl_shape_str(t->shape, t->ndim, s, sizeof s);
-        return PyErr_Format(PyExc_ValueError, "%s: only one-element tensors can be converted; shape is %s", what, s);
-    }
-    PyObject *arr = tl_tensor_to_numpy(t), *v;
-    if (arr == NULL) return NULL;
-    if (t->dtype == TL_I32) v = PyLong_FromLong(*(int *)PyArray_DATA((PyArrayObject *)arr));
-    else v = PyFloat_FromDouble(*(float *)PyArray_DATA((PyArrayObject *)arr));
-    Py_DECREF(arr);
-    return v;
-}
-
-static PyObject *
-tensor_float(PyObject *op)
-{
-    PyObject *v = scalar_value(tl_tensor_CAST(op), "float()");
-    if (v != NULL && !PyFloat_Check(v)) Py_SETREF(v, PyNumber_Float(v));
-    return v;
-}
-
-static PyObject *
-tensor_int(PyObject *op)
-{
-    PyObject *v = scalar_value(tl_tensor_CAST(op), "int()");
-    if (v != NULL && !PyLong_Check(v)) Py_SETREF(v, PyNumber_Long(v));
-    return v;
-}
-
-static int
-tensor_bool(PyObject *op)
-{
-    PyObject *v = scalar_value(tl_tensor_CAST(op), "bool()");
-    int r = v != NULL ? PyObject_IsTrue(v) : -1;
-    Py_XDECREF(v);
-    return r;
-}
-
 /* ---- methods ---- */
-
-static PyObject *
-tensor_numpy(PyObject *op, PyObject *Py_UNUSED(ignored))
-{
-    return tl_tensor_to_numpy(tl_tensor_CAST(op));
-}
-
-static PyObject *
-tensor_array(PyObject *op, PyObject *args, PyObject *kwargs)
-{
-    static char *kw[] = {"dtype", "copy", NULL};
-    PyObject *dtype = Py_None, *copy = Py_None, *arr;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OO:__array__", kw, &dtype, &copy)) return NULL;
-    if ((arr = tl_tensor_to_numpy(tl_tensor_CAST(op))) == NULL || dtype == Py_None) return arr;
-    PyObject *conv = PyObject_CallMethod(arr, "astype", "O", dtype);
-    Py_DECREF(arr);
-    return conv;
-}
-
-static PyObject *
-tensor_tolist(PyObject *op, PyObject *Py_UNUSED(ignored))
-{
-    PyObject *arr = tl_tensor_to_numpy(tl_tensor_CAST(op)), *res;
-    if (arr == NULL) return NULL;
-    res = PyObject_CallMethod(arr, "tolist", NULL);
-    Py_DECREF(arr);
-    return res;
-}
-
-static PyObject *
-tensor_item(PyObject *op, PyObject *Py_UNUSED(ignored))
-{
-    return scalar_value(tl_tensor_CAST(op), "item()");
-}
 
 static PyObject *
 tensor_numel_m(PyObject *op, PyObject *Py_UNUSED(ignored))
@@ -333,27 +197,6 @@ tensor_stride(PyObject *op, PyObject *Py_UNUSED(ignored))
     PyObject *tup = PyTuple_New(t->ndim);
     for (int d = 0; tup != NULL && d < t->ndim; d++) PyTuple_SET_ITEM(tup, d, PyLong_FromSsize_t(t->strides[d]));
     return tup;
-}
-
-static PyObject *
-tensor_contiguous_m(PyObject *op, PyObject *Py_UNUSED(ignored))
-{
-    tl_tensor *t = tl_tensor_CAST(op);
-    if (!tl_tensor_is_contig(t) && tl_autograd_wanted(&op, 1)) return tl_clone(t);   /* keeps the graph */
-    return (PyObject *)tl_tensor_contiguous(t);
-}
-
-static PyObject *
-tensor_reduce(PyObject *op, PyObject *Py_UNUSED(ignored))
-{
-    PyObject *arr = tl_tensor_to_numpy(tl_tensor_CAST(op)), *mod = NULL, *fn = NULL, *res = NULL;
-    if (arr != NULL && (mod = PyImport_ImportModule("tlgpu")) != NULL &&
-        (fn = PyObject_GetAttrString(mod, "from_numpy")) != NULL)
-        res = Py_BuildValue("O(O)", fn, arr);
-    Py_XDECREF(fn);
-    Py_XDECREF(mod);
-    Py_XDECREF(arr);
-    return res;
 }
 
 /* ---- attributes ---- */
@@ -451,16 +294,9 @@ static const PyGetSetDef tensor_getset[] = {
 };
 
 static const PyMethodDef tensor_methods[] = {
-    {"to_numpy", tensor_numpy, METH_NOARGS, "Copy to a new numpy array (a sync point)."},
-    {"numpy", tensor_numpy, METH_NOARGS, "Alias of to_numpy()."},
-    {"__array__", (PyCFunction)(void (*)(void))tensor_array, METH_VARARGS | METH_KEYWORDS, "numpy interop."},
-    {"tolist", tensor_tolist, METH_NOARGS, "Nested Python lists (a sync point)."},
-    {"item", tensor_item, METH_NOARGS, "The value of a one-element tensor (a sync point)."},
     {"numel", tensor_numel_m, METH_NOARGS, "Number of elements."},
     {"is_contiguous", tensor_is_contiguous, METH_NOARGS, "True if row-major without gaps."},
     {"stride", tensor_stride, METH_NOARGS, "Strides in elements."},
-    {"contiguous", tensor_contiguous_m, METH_NOARGS, "Self if contiguous, else a contiguous copy."},
-    {"__reduce__", tensor_reduce, METH_NOARGS, "Pickle through numpy."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -473,12 +309,8 @@ static const PyType_Slot tensor_slots[] = {
     {Py_tp_dealloc, tensor_dealloc},
     {Py_tp_traverse, tensor_traverse},
     {Py_tp_clear, tensor_clear},
-    {Py_tp_repr, tensor_repr},
     {Py_mp_length, tensor_len},
-    {Py_nb_float, tensor_float},
-    {Py_nb_int, tensor_int},
     {Py_tp_members, tensor_members},
-    {Py_nb_bool, tensor_bool},
     {Py_tp_doc, "A float32 or int32 tensor in OpenCL device memory."},
     {0, NULL},
 };

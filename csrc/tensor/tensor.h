@@ -1,6 +1,8 @@
 /* tensor.h: the Python Tensor type (Python-aware from here up). A tensor is a strided view (shape,
  * strides and offset in elements) of a refcounted storage; views share the storage and its version
- * counter. A tensor with a zero in its shape has storage == NULL. */
+ * counter. A tensor with a zero in its shape has storage == NULL. tensor/ is the layer every family
+ * stands on: state.c (module state, tl_raise) < tensor.c < ops_common.c (launches, copies, fills) <
+ * tensor_io.c (numpy in/out); it uses core/ only and knows neither autograd nor any op family. */
 #ifndef TL_TENSOR_H
 #define TL_TENSOR_H
 #define PY_SSIZE_T_CLEAN
@@ -32,13 +34,14 @@ tl_tensor  *tl_tensor_view(tl_tensor *base, int ndim, const Py_ssize_t *shape, c
                            Py_ssize_t offset);
 tl_tensor  *tl_tensor_from_storage(tl_storage *s, int dtype, int ndim, const Py_ssize_t *shape,
                                    const Py_ssize_t *strides, Py_ssize_t offset);      /* retains s */
-tl_tensor  *tl_tensor_contiguous(tl_tensor *t);                                    /* new ref, maybe t */
-tl_tensor  *tl_tensor_from_object(PyObject *obj, int dtype, const char *op);       /* dtype -1: infer */
-PyObject   *tl_tensor_to_numpy(tl_tensor *t);
-int         tl_is_numpy(PyObject *obj);                                            /* ndarray or numpy scalar */
-/* A numpy operand of an operator as a new tensor: tl_tensor_from_object's conversions, and bool as a float32
- * mask (what comparisons return), so `x * dones` takes gymnasium's bool arrays. */
-tl_tensor  *tl_tensor_from_operand(PyObject *obj, const char *op);
 const char *tl_dtype_name(int dtype);
 void        tl_shape_str(const Py_ssize_t *shape, int ndim, char *out, size_t cap); /* "(2, 3)" */
+
+/* What tensor/ needs of a grad_fn, installed by the autograd engine at import (a node is opaque here). */
+typedef struct {
+    void (*release)(struct tl_node *nd);                 /* drop one reference (GIL held) */
+    const char *(*name)(const struct tl_node *nd);       /* "MulBackward" */
+} tl_node_ops;
+void        tl_tensor_set_node_ops(const tl_node_ops *ops);
+const char *tl_tensor_grad_fn_name(const tl_tensor *t);                            /* NULL for a leaf */
 #endif
