@@ -4,7 +4,8 @@
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
-#include "pub_py.h"
+#include "pub_args_py.h"
+#include "pub_sub_py.h"
 #include "pub_sink_py.h"
 
 /* (name, tensor) pairs from a dict or from obj.named_parameters(), as a list of 2-tuples. */

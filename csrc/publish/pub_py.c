@@ -10,7 +10,8 @@
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "clock.h"
-#include "pub_py.h"
+#include "pub_sub_py.h"
+#include "pub_args_py.h"
 #include "pub_bench.h"
 #include "publisher.h"
 #include "pub_sink_py.h"

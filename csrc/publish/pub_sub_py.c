@@ -9,7 +9,7 @@
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "clock.h"
-#include "pub_py.h"
+#include "pub_sub_py.h"
 #include "shm_channel.h"
 #include <numpy/arrayobject.h>
 #include <string.h>
