@@ -644,7 +644,7 @@ fill_inplace(PyObject *self, double v, const char *op)
     PyObject *me = self;
     if (tl_check_writable(op, t) < 0 || tl_check_recorded_inplace(op, t, tl_autograd_wanted(&me, 1)) < 0)
         return NULL;
-    if (t->dtype == TL_I32 && isnan(v))                 /* as every other int32 path (ops_create.c) */
+    if (t->dtype == TL_I32 && isnan(v))                 /* as every other int32 path (tensor_io.c, ops_common.c) */
         return PyErr_Format(PyExc_ValueError, "%s: cannot write NaN into an int32 tensor", op);
     if (t->dtype == TL_I32 && !(v >= INT32_MIN && v <= INT32_MAX)) {
         char num[64];

@@ -1,5 +1,5 @@
 /* ops_scan.c: cumsum along one axis, float32 and int32, and its backward (a cumsum of the gradient from the
- * other end; TL_OP_CUMSUM in autograd.c's op table). */
+ * other end; TL_OP_CUMSUM, a row of this family's scan_rows). */
 #include "ops.h"
 #include "ops_common.h"
 #include "autograd.h"

@@ -1,6 +1,6 @@
 /* ops_tri.c: tril(diagonal=0) and triu(diagonal=0) over the last two dims of a batched float32 or int32
  * tensor, one launch of kernels/tri.cl each; the backward applies the same mask to the gradient
- * (TL_OP_TRI in autograd.c's op table; iarg: diagonal, upper). */
+ * (TL_OP_TRI, a row of tri_rows; iarg: diagonal, upper). */
 #include "ops_common.h"
 #include "autograd.h"
 #include <limits.h>
