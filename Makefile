@@ -28,8 +28,8 @@ build: deps
 
 # Style budget: no source file past 800 lines, the publisher's past 700 (split by concern instead).
 check-size:
-	@big=$$(wc -l csrc/*.c csrc/*.h kernels/*.cl kernels/*.h tlgpu/*.py tlgpu/*/*.py tests/*.py examples/*.py \
-	        benchmarks/*.py | awk '$$2 != "total" && ($$1 > 800 || ($$2 ~ /csrc\/(pub_|shm_channel)/ && $$1 > 700)) \
+	@big=$$(wc -l $$(find csrc -name '*.[ch]') kernels/*.cl kernels/*.h tlgpu/*.py tlgpu/*/*.py tests/*.py examples/*.py \
+	        benchmarks/*.py | awk '$$2 != "total" && ($$1 > 800 || ($$2 ~ /csrc\/(.*\/)?(pub_|shm_channel)/ && $$1 > 700)) \
 	        {print $$2 " (" $$1 " lines)"}'); \
 	if [ -n "$$big" ]; then echo "over the line budget: $$big"; exit 1; fi
 

@@ -1,4 +1,4 @@
-"""Build of tlgpu._C: C11 sources in csrc/, OpenCL kernels in kernels/ embedded as byte arrays.
+"""Build of tlgpu._C: C11 sources in csrc/ (one folder per layer), OpenCL kernels in kernels/ embedded as byte arrays.
 
 Knobs: TLGPU_DEBUG=1 (-O0 -g), TLGPU_SANITIZE=1 (ASan + UBSan; the pool passes blocks straight through),
 TLGPU_TEST_HOOKS=1 (-DTL_TEST_HOOKS: the test-only hooks; `make test` sets it, a wheel built without it
@@ -48,7 +48,7 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             if str(gen) not in ext.sources:
                 ext.sources.append(str(gen))
-            ext.depends += glob("kernels/*") + glob("csrc/*.h")
+            ext.depends += glob("kernels/*") + glob("csrc/**/*.h", recursive=True)
         super().build_extensions()
 
 
@@ -65,11 +65,15 @@ if os.environ.get("TLGPU_SANITIZE") == "1":
     cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-DTL_SANITIZE"]
     ldflags += ["-fsanitize=address,undefined"]
 
+# csrc/ and its layer folders (core, tensor, autograd, ops, gemm, publish, module): `#include "x.h"` finds x.h
+# in whichever folder holds it.
+CSRC_DIRS = ["csrc"] + sorted(str(p) for p in Path("csrc").iterdir() if p.is_dir())
+
 setup(
     ext_modules=[Extension(
         "tlgpu._C",
-        sources=sorted(glob("csrc/*.c")),
-        include_dirs=["csrc", numpy.get_include()],
+        sources=sorted(glob("csrc/**/*.c", recursive=True)),
+        include_dirs=CSRC_DIRS + [numpy.get_include()],
         libraries=["OpenCL", "pthread"],
         extra_compile_args=cflags,
         extra_link_args=ldflags,

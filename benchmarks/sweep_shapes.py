@@ -1,5 +1,5 @@
-"""GEMM rows on the shapes real models use (not only squares), for the size rules of csrc/gemm_tc.c and
-csrc/gemm_sg.c: each shape (M x K x N, a layout: nn a @ b, nt a @ w.T, tn g.T @ x, tt, optionally batched)
+"""GEMM rows on the shapes real models use (not only squares), for the size rules of csrc/gemm/gemm_tc.c and
+csrc/gemm/gemm_sg.c: each shape (M x K x N, a layout: nn a @ b, nt a @ w.T, tn g.T @ x, tt, optionally batched)
 timed with the row the size rule picks ("auto") and with each listed row forced, in TF32 and in float32,
 beside PyTorch CUDA (TF32 off and on) when torch is importable. Rows that exist only in sweep builds need
 TLGPU_BUILD_OPTIONS="-DTC_SWEEP -DSG_SWEEP". One table line and one JSON line per measurement.

@@ -1,7 +1,7 @@
 """GEMM tile-parameter sweep: GFLOP/s of tlgpu's tiled kernel (TLGPU_MATMUL_KERNEL=gemm: no small-problem
 switch) for each parameter set, one subprocess per set (parameters are read once per process), plus
 CLBlast on the same device once for reference. On NVIDIA the build also reports registers per work-item
-(-cl-nv-verbose). Used to choose the table entries in csrc/gemm_params.c.
+(-cl-nv-verbose). Used to choose the table entries in csrc/gemm/gemm_params.c.
 
 Usage: python3 benchmarks/tune_gemm.py [--sizes 512 1024 4096] [--seconds 0.3] [--nt] [PARAMS ...]
 where PARAMS are TLGPU_GEMM_PARAMS strings ("MWG=64,NWG=64,...", optionally "|extra build options");

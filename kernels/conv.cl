@@ -1,4 +1,4 @@
-/* conv.cl: the kernels behind conv2d and 2-D pooling (csrc/ops_conv.c). conv2d is a GEMM over columns:
+/* conv.cl: the kernels behind conv2d and 2-D pooling (csrc/ops/ops_conv.c). conv2d is a GEMM over columns:
  * tl_im2col_f32 writes cols [C*KH*KW, N*OH*OW] (row (c, ki, kj), column (n, oh, ow); zero where the window
  * reads padding) and the weight [O, C*KH*KW] multiplies it with the project's GEMM. tl_col2im_f32 is
  * im2col's backward: each input element's sum over the columns that read it is computed by one work-item
@@ -10,7 +10,7 @@
  * that contain it.
  * Inputs are read through their strides (any view); outputs and gradients are contiguous. */
 
-/* Keep in step with conv_geom in csrc/ops_conv.c: ints only, so host and device layouts agree. */
+/* Keep in step with conv_geom in csrc/ops/ops_conv.c: ints only, so host and device layouts agree. */
 typedef struct {
     int N, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
     int sn, sc, sh, sw, off;                  /* the input's strides and offset, in elements */

@@ -3,7 +3,7 @@ width N (64, 128, 256), each naming its N/2 accumulator registers one by one (as
 arrays). Run from the repository root: python3 kernels/gen_wg_asm.py."""
 from pathlib import Path
 
-MARK = "//TLPTX "          # csrc/ptx_patch.c turns these comment lines into instructions (sm_90a)
+MARK = "//TLPTX "          # csrc/gemm/ptx_patch.c turns these comment lines into instructions (sm_90a)
 
 
 def ops_list(regs):
@@ -37,7 +37,7 @@ def main():
            " * shared memory through descriptors), wgmma.fence and wgmma.wait_group 0 and 1 for N = 64, 128, 256, with the",
            " * N/2 accumulators of a thread as in-out operands so the compiler keeps every access to them in order.",
            " * Each instruction is written as a PTX comment behind the marker \"//TLPTX \": NVIDIA's OpenCL compiler",
-           " * targets sm_90, which has no wgmma; csrc/ptx_patch.c removes the marker and retargets the PTX to",
+           " * targets sm_90, which has no wgmma; csrc/gemm/ptx_patch.c removes the marker and retargets the PTX to",
            " * sm_90a before the driver builds it again. */", ""]
     for n in (64, 128, 256):
         out.append(mma(n))

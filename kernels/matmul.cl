@@ -398,7 +398,7 @@ tl_mul_mv_rows_f32(int N, int K, int R, global const float *x, int offx, int sx,
     }
 }
 
-/* Split-K (csrc/gemm_splitk.c): C[offC + i] = P[i] + P[n + i] + ... + P[(S-1)*n + i], the S partial products
+/* Split-K (csrc/gemm/gemm_splitk.c): C[offC + i] = P[i] + P[n + i] + ... + P[(S-1)*n + i], the S partial products
  * of the slices of K added in slice order (bit-identical run to run: no atomics, a fixed order). */
 kernel void
 tl_gemm_splitk_reduce_f32(int n, int S, global const float *P, global float *C, int offC)

@@ -2,7 +2,7 @@
  * 256 threads, 8x8 a thread" design of CUTLASS's SIMT sgemm and the SGEMM write-ups), C[b] = A[b] @ B[b]
  * with the operands and arguments of matmul.cl's tl_gemm_f32 (strided, batched), 1-D launch over dim 0
  * (work-groups x SG_BM * SG_BN / 64 work-items), batch index in dim 2. Plain OpenCL C 1.2, no asm: PoCL
- * builds it too (the tests force it there through csrc/gemm_sg.c's hooks). Per work-group:
+ * builds it too (the tests force it there through csrc/gemm/gemm_sg.c's hooks). Per work-group:
  *  - a BM x BN tile of C (work-groups walk the tiles in groups of SG_GROUP tile rows, column by column
  *    inside a group, so the A rows and B columns in flight stay in L2);
  *  - each work-item an 8x8 register tile as four 4x4 quadrants BM/2 rows and BN/2 columns apart, so it
@@ -26,13 +26,13 @@
  * element by element with bounds checks. The operands are restrict (C is always a fresh tensor; A and B,
  * which may be one buffer, are only read), so NVIDIA may read them through the non-coherent cache.
  * Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD, SG_GROUP, SG_LN, SG_SWEEP (the sweep-only tags);
- * csrc/gemm_sg.c holds the same tag table. On a generalised body (sg_gemm_x; the 8x8 production rows keep
+ * csrc/gemm/gemm_sg.c holds the same tag table. On a generalised body (sg_gemm_x; the 8x8 production rows keep
  * sg_gemm, whose code they were timed with): tags ending t16x8 / t8x16 (16x8 or 8x16 outputs a work-item,
  * quadrants a quarter tile apart; 128x128x16t16x8 is the first production row, the others sweep-only), and
  * the sweep knobs SG_RDB=1 (register double-buffered fragments), SG_T4=1 (float4 local stores of
  * k-contiguous tiles after a 4x4 transpose), SG_GEN=1 (the 8x8 tags on it too): on the H200 none gained
  * more than 2 % on 128x128x16t16x8 in both layouts (SG_T4: +2 % nn, -7 % nt; benchmarks/NOTES.md).
- * SG_ASYNC=1, which csrc/programs.c sets on NVIDIA devices of compute capability 8.0 and up (its asm is
+ * SG_ASYNC=1, which csrc/core/programs.c sets on NVIDIA devices of compute capability 8.0 and up (its asm is
  * PTX no other compiler takes): in sg_gemm_x, an operand not along k whose partner is (nn: B; tt: A)
  * goes from global to local memory by 16-byte cp.async, without registers on the way. Those two layouts
  * had hit the 255-register cap (ptxas), and ran 43-44 TFLOP/s on the H200 where nt and tn ran 45-47;
@@ -480,7 +480,7 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
     }
 }
 
-/* tags: BM x BN x BK. Production rows first (csrc/gemm_sg.c picks the first whose grid fills the device);
+/* tags: BM x BN x BK. Production rows first (csrc/gemm/gemm_sg.c picks the first whose grid fills the device);
  * SG_SWEEP adds the ones only benchmarks/sweep_sgemm.py times. */
 #define SG_TAG 128x128x16t16x8
 #define SG_BM 128

@@ -1,6 +1,6 @@
 /* matmul_tc.cl: float32 GEMM on NVIDIA tensor cores in TF32 (tlgpu.set_matmul_precision("high")), C[b] =
  * A[b] @ B[b] with the operands and arguments of matmul.cl's tl_gemm_f32 (strided, batched). Inline PTX:
- * NVIDIA's OpenCL compiler accepts asm (PoCL does not), so csrc/gemm_tc.c builds this family only on an
+ * NVIDIA's OpenCL compiler accepts asm (PoCL does not), so csrc/gemm/gemm_tc.c builds this family only on an
  * NVIDIA platform whose device reports compute capability 8.0 or more; nothing else ever compiles it.
  *  - mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: lane (g = lane/4, t = lane%4) holds A[g][t],
  *    A[g+8][t], A[g][t+4], A[g+8][t+4]; B[t][g], B[t+4][g]; C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1].
@@ -15,7 +15,7 @@
  *    by row; -DTC_DBUF=1: fragments double-buffered in registers; neither gained on the H100).
  *  - On compute capability 9.0, x @ w.T runs on kernels/matmul_wg.cl (wgmma) instead.
  * The configurations below (tile, warps, stages) come from H100 sweeps (bench_gemm.py --tc-sweep,
- * benchmarks/NOTES.md); TC_SWEEP adds the others measured there. csrc/gemm_tc.c holds the same table.
+ * benchmarks/NOTES.md); TC_SWEEP adds the others measured there. csrc/gemm/gemm_tc.c holds the same table.
  * Knobs for such sweeps (build options, e.g. through TLGPU_BUILD_OPTIONS): TC_RNA, TC_ASYNC, TC_LDSM,
  * TC_GROUP, TC_SWZ, TC_DBUF. The helpers every family shares are in matmul_tc_lib.h. */
 

@@ -1,7 +1,7 @@
 /* matmul_wg.cl: TF32 GEMM on Hopper's warpgroup tensor cores (wgmma.mma_async, sm_90a), for
  * tlgpu.set_matmul_precision("high") on devices of compute capability 9.0: C[b] = A[b] @ B[b] with the
  * arguments of matmul.cl's tl_gemm_f32, for the layout whose operands both run along k (x @ w.T: A with
- * sAk == 1, B with sBk == 1), since wgmma reads TF32 operands only K-major; csrc/gemm_tc.c gives other
+ * sAk == 1, B with sBk == 1), since wgmma reads TF32 operands only K-major; csrc/gemm/gemm_tc.c gives other
  * layouts a K-major copy first (elementwise.cl's tl_transpose_u32).
  *  - A work-group is WG_BM / 64 warpgroups of 128 work-items; warpgroup g computes rows 64g.. of the
  *    WG_BM x WG_BN tile with one m64nNk8 wgmma per 8 of k (N = WG_BN), both operands read from local
@@ -21,7 +21,7 @@
  *    commit) and wait for the previous tile's group (wait_group 1): the tensor cores always hold the
  *    next group while the loop goes on.
  *  - NVIDIA's OpenCL compiler targets sm_90, which has no wgmma: each sm_90a instruction is a PTX comment
- *    behind the marker //TLPTX (matmul_wg_asm.h); csrc/ptx_patch.c turns the markers into instructions
+ *    behind the marker //TLPTX (matmul_wg_asm.h); csrc/gemm/ptx_patch.c turns the markers into instructions
  *    and retargets the PTX to sm_90a, and the driver builds that (programs.c, for any program whose PTX has the marker).
  *  - TC_EMULATE=1 (tests, any device): plain copies, and each work-item computes its accumulators from
  *    the swizzled local tiles as the descriptors describe them, so the tiling, the swizzle and the

@@ -2,7 +2,7 @@
  * shared memory through descriptors), wgmma.fence and wgmma.wait_group 0 and 1 for N = 64, 128, 256, with the
  * N/2 accumulators of a thread as in-out operands so the compiler keeps every access to them in order.
  * Each instruction is written as a PTX comment behind the marker "//TLPTX ": NVIDIA's OpenCL compiler
- * targets sm_90, which has no wgmma; csrc/ptx_patch.c removes the marker and retargets the PTX to
+ * targets sm_90, which has no wgmma; csrc/gemm/ptx_patch.c removes the marker and retargets the PTX to
  * sm_90a before the driver builds it again. */
 
 static inline void

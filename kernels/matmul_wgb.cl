@@ -1,5 +1,5 @@
 /* matmul_wgb.cl: TF32 GEMM on Hopper's wgmma with packed operands and bulk copies (tags "wgb...": the
- * production TF32 rows for products that fill the device, every layout, csrc/gemm_tc.c; "wgc..." rows, in
+ * production TF32 rows for products that fill the device, every layout, csrc/gemm/gemm_tc.c; "wgc..." rows, in
  * clusters of two, are sweep-only: they fail on the H200, benchmarks/NOTES.md). The cp.async
  * rows of matmul_wg.cl spend most of a k-tile on the copies' issue, their waits and the
  * barrier (benchmarks/NOTES.md): here the operands are first packed (tl_wg_pack_f32 below) into exactly

@@ -1,4 +1,4 @@
-"""The NVIDIA float32 GEMM (kernels/matmul_sg.cl, csrc/gemm_sg.c) forced onto this device with TLGPU_SG=force
+"""The NVIDIA float32 GEMM (kernels/matmul_sg.cl, csrc/gemm/gemm_sg.c) forced onto this device with TLGPU_SG=force
 (test builds only): every operand layout against float64 numpy, each production tile configuration, the
 sweep-only rows and knobs in child builds (layouts, edges, batches), tile edges, K not a multiple of the
 k-tile, batches (3-D, 4-D, broadcast), strided and offset views, Linear forward

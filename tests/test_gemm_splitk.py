@@ -1,4 +1,4 @@
-"""Split-K of the tiled GEMM (csrc/gemm_splitk.c) against numpy float64: S forced on PoCL (the switch takes the
+"""Split-K of the tiled GEMM (csrc/gemm/gemm_splitk.c) against numpy float64: S forced on PoCL (the switch takes the
 product past the BLAS path to the OpenCL tiled kernel) over layouts, odd sizes, K not divisible by S, batches,
 autograd, bit-identical repeats and the command count; the rule as a pure function on an H100-like device
 (132 units, NVIDIA's tiles); the rule end to end on PoCL's tiled kernels (subprocesses with DIRECT=0)."""

@@ -1,5 +1,5 @@
 """tlgpu.nn.conv: Conv2d, MaxPool2d and AvgPool2d with torch's names, arguments and default init.
-The work is in C (csrc/ops_conv.c): conv2d lowers to im2col + the project's GEMM."""
+The work is in C (csrc/ops/ops_conv.c): conv2d lowers to im2col + the project's GEMM."""
 import math
 
 from . import Module, _uniform, functional

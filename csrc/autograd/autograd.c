@@ -1,0 +1,562 @@
+/* autograd.c: graph nodes, the backward engine, gradient accumulation and grad mode.
+ * Invariants: a node owns refs to its inputs' nodes (next[]) and to input leaves (leaf[]), never to its
+ * outputs, so dropping the output frees the graph by refcounting alone (release is iterative: a 10,000-op
+ * chain does not recurse). Saved tensors are storage refs plus the version they had; using one whose
+ * storage has been written in place since raises, naming the op that saved it and the op that wrote it.
+ * The engine runs Kahn's algorithm over the nodes reachable from the root (no recursion), sums gradients
+ * of nodes used several times, reduces broadcast gradients back to input shapes, accumulates into the
+ * .grad of leaves, and (without retain_graph) frees each node's saved tensors once its backward ran.
+ * Grad mode is thread-local; the engine itself runs with it off (no higher-order graphs).
+ * The engine knows no op: backward functions, node names and view flags come from the rows the op families
+ * register (tl_autograd_register, checked at import), and the three ops it runs itself
+ * (in-place add, sum over axes, reshape) from the primitives they register. */
+#include "autograd.h"
+#include "ops_common.h"
+#include <stdarg.h>
+
+static _Thread_local int grad_off;
+static unsigned long run_id;
+
+static const tl_op_row *ROWS[TL_OP_COUNT];    /* filled at import from the families' rows */
+static tl_grad_prims PRIMS;                     /* likewise: the ops the engine runs itself */
+static const char *const OP_NAMES[] = {
+#define X(name) "TL_OP_" #name,
+    TL_OP_LIST(X)
+#undef X
+};
+_Static_assert(sizeof OP_NAMES / sizeof OP_NAMES[0] == TL_OP_COUNT, "one name per op");
+
+static int
+row_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyErr_FormatV(PyExc_ImportError, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The families' rows and primitives into table and prims: every op exactly one row with a backward, every
+ * primitive given exactly once. -1 with an ImportError naming the first op or primitive at fault. */
+static int
+check_rows(const tl_family *const *fams, size_t n, const tl_op_row **table, tl_grad_prims *prims)
+{
+    memset(table, 0, TL_OP_COUNT * sizeof *table);
+    memset(prims, 0, sizeof *prims);
+    for (size_t f = 0; f < n; f++) {
+        const tl_grad_prims *p = fams[f]->grad_prims;
+        for (const tl_op_row *r = fams[f]->rows; r != NULL && r->name != NULL; r++) {
+            if (r->op < 0 || r->op >= TL_OP_COUNT)
+                return row_error("autograd row %s: op %d is no TL_OP_* (0..%d)", r->name, r->op, TL_OP_COUNT - 1);
+            if (r->backward == NULL)
+                return row_error("autograd row %s for %s has no backward", r->name, OP_NAMES[r->op]);
+            if (table[r->op] != NULL)
+                return row_error("two autograd rows for %s: %s and %s", OP_NAMES[r->op], table[r->op]->name, r->name);
+            table[r->op] = r;
+        }
+#define TAKE(m) if (p != NULL && p->m != NULL) {                                                                \
+            if (prims->m != NULL)                                                                               \
+                return row_error("two op families register the autograd engine's %s primitive", #m);            \
+            prims->m = p->m;                                                                                    \
+        }
+        TAKE(add_) TAKE(sum) TAKE(reshape)
+#undef TAKE
+    }
+    for (int op = 0; op < TL_OP_COUNT; op++)
+        if (table[op] == NULL)
+            return row_error("no autograd row for %s: the op family that records it must list its row (name, "
+                             "backward) in its tl_family.rows", OP_NAMES[op]);
+    if (prims->add_ == NULL || prims->sum == NULL || prims->reshape == NULL)
+        return row_error("no op family registers the autograd engine's %s primitive",
+                         prims->add_ == NULL ? "add_" : prims->sum == NULL ? "sum" : "reshape");
+    return 0;
+}
+
+int
+tl_autograd_register(const tl_family *const *families, size_t n)
+{
+    static const tl_node_ops node_ops = {tl_node_release, tl_node_name};
+    if (check_rows(families, n, ROWS, &PRIMS) < 0) return -1;
+    tl_tensor_set_node_ops(&node_ops);
+    return 0;
+}
+
+int
+tl_grad_enabled(void)
+{
+    return !grad_off;
+}
+
+int
+tl_grad_set(int enabled)
+{
+    int prev = !grad_off;
+    grad_off = !enabled;
+    return prev;
+}
+
+int
+tl_autograd_wanted(PyObject *const *ins, int n)
+{
+    if (grad_off) return 0;
+    for (int i = 0; i < n; i++)
+        if (ins[i] != NULL && tl_tensor_check(ins[i]) && tl_tensor_CAST(ins[i])->requires_grad) return 1;
+    return 0;
+}
+
+tl_node *
+tl_node_new(int op, PyObject *const *ins, int n)
+{
+    tl_node *nd = PyMem_Calloc(1, sizeof *nd + (size_t)n * sizeof(tl_edge));
+    if (nd == NULL) return (tl_node *)PyErr_NoMemory();
+    atomic_init(&nd->refs, 1);
+    nd->op = op;
+    nd->n_in = n;
+    for (int i = 0; i < n; i++) {
+        if (ins[i] == NULL || !tl_tensor_check(ins[i])) continue;
+        tl_tensor *t = tl_tensor_CAST(ins[i]);
+        tl_edge *e = &nd->in[i];
+        e->ndim = t->ndim;
+        memcpy(e->shape, t->shape, sizeof(Py_ssize_t) * (size_t)t->ndim);
+        if (!t->requires_grad) continue;
+        if (t->grad_fn != NULL) {
+            e->next = t->grad_fn;
+            atomic_fetch_add(&t->grad_fn->refs, 1);
+        } else {
+            e->leaf = Py_NewRef(ins[i]);
+        }
+    }
+    return nd;
+}
+
+int
+tl_wants_grad(const tl_node *nd, int i)
+{
+    return nd->in[i].next != NULL || nd->in[i].leaf != NULL;
+}
+
+PyObject *
+tl_record1(PyObject *out, int op, PyObject *in, const int *iarg, int n_iarg, PyObject *extra)
+{
+    if (out == NULL || !tl_autograd_wanted(&in, 1)) return out;
+    tl_node *nd = tl_node_new(op, &in, 1);
+    if (nd == NULL) { Py_DECREF(out); return NULL; }
+    for (int i = 0; i < n_iarg; i++) nd->iarg[i] = iarg[i];
+    nd->extra = Py_XNewRef(extra);
+    tl_node_attach(nd, tl_tensor_CAST(out));
+    return out;
+}
+
+int
+tl_node_save(tl_node *nd, tl_tensor *t)
+{
+    tl_saved *s = &nd->saved[nd->n_saved++];
+    s->storage = t->storage;
+    if (s->storage != NULL) tl_storage_retain(s->storage);
+    s->dtype = t->dtype;
+    s->ndim = t->ndim;
+    memcpy(s->shape, t->shape, sizeof s->shape);
+    memcpy(s->strides, t->strides, sizeof s->strides);
+    s->offset = t->offset;
+    s->version = s->storage != NULL ? tl_storage_version(s->storage) : 0;
+    return 0;
+}
+
+tl_tensor *
+tl_node_saved(tl_node *nd, int i)
+{
+    tl_saved *s = &nd->saved[i];
+    if (s->storage != NULL && tl_storage_version(s->storage) != s->version) {
+        return (tl_tensor *)PyErr_Format(
+            PyExc_RuntimeError,
+            "backward of %s: a tensor it saved was modified in place by %s (version %llu, now %llu); "
+            "clone it before the in-place op or do the op out of place",
+            tl_node_name(nd), s->storage->writer ? s->storage->writer : "an in-place op",
+            (unsigned long long)s->version, (unsigned long long)tl_storage_version(s->storage));
+    }
+    return tl_tensor_from_storage(s->storage, s->dtype, s->ndim, s->shape, s->strides, s->offset);
+}
+
+void
+tl_node_attach(tl_node *nd, tl_tensor *out)
+{
+    if (out->grad_fn != NULL) tl_node_release(out->grad_fn);
+    out->grad_fn = nd;
+    out->requires_grad = 1;
+}
+
+static void
+free_saved(tl_node *nd)
+{
+    for (int i = 0; i < nd->n_saved; i++) {
+        tl_storage_release(nd->saved[i].storage);
+        nd->saved[i].storage = NULL;
+    }
+    nd->n_saved = 0;
+}
+
+void
+tl_node_release(tl_node *first)
+{
+    tl_node *stack_buf[64], **stack = stack_buf;
+    size_t n = 0, cap = 64;
+    if (first == NULL || atomic_fetch_sub(&first->refs, 1) != 1) return;
+    stack[n++] = first;
+    while (n > 0) {                                   /* iterative: long chains must not recurse */
+        tl_node *nd = stack[--n];
+        for (int i = 0; i < nd->n_in; i++) {
+            Py_CLEAR(nd->in[i].leaf);
+            tl_node *nx = nd->in[i].next;
+            if (nx == NULL || atomic_fetch_sub(&nx->refs, 1) != 1) continue;
+            if (n == cap) {
+                tl_node **grown = PyMem_Malloc(2 * cap * sizeof *grown);
+                if (grown == NULL) continue;          /* leaks one subgraph rather than crash */
+                memcpy(grown, stack, n * sizeof *grown);
+                if (stack != stack_buf) PyMem_Free(stack);
+                stack = grown;
+                cap *= 2;
+            }
+            stack[n++] = nx;
+        }
+        free_saved(nd);
+        Py_CLEAR(nd->grad);
+        Py_CLEAR(nd->extra);
+        PyMem_Free(nd);
+    }
+    if (stack != stack_buf) PyMem_Free(stack);
+}
+
+const char *
+tl_node_name(const tl_node *nd)
+{
+    const tl_op_row *r = ROWS[nd->op];
+    return r->node_name != NULL ? r->node_name(nd) : r->name;
+}
+
+/* Sum g over the dims that broadcasting added or stretched, so it has `shape` again. */
+PyObject *
+tl_sum_to_shape(PyObject *g, int ndim, const Py_ssize_t *shape)
+{
+    tl_tensor *t = tl_tensor_CAST(g);
+    PyObject *summed, *res;
+    int lead = t->ndim - ndim;
+    unsigned axes = 0;
+    int same = lead == 0;
+    for (int d = 0; same && d < ndim; d++) same = t->shape[d] == shape[d];
+    if (same) return Py_NewRef(g);
+    for (int d = 0; d < t->ndim; d++)
+        if (d < lead || (shape[d - lead] == 1 && t->shape[d] != 1)) axes |= 1u << d;
+    summed = axes != 0 ? PRIMS.sum(t, axes, 1) : Py_NewRef(g);
+    if (summed == NULL) return NULL;
+    res = PRIMS.reshape(tl_tensor_CAST(summed), ndim, shape);
+    Py_DECREF(summed);
+    return res;
+}
+
+/* In-place writes that autograd records (PyTorch's rules, less its view tracking): a leaf that requires grad
+ * is refused while grad mode is on; a non-leaf may be written, and the op becomes its new grad_fn (tensors
+ * that earlier ops saved from it then refuse to backward, naming the op). A view whose storage is also held
+ * elsewhere is refused when the write must be recorded: its base's graph would not see the write. */
+int
+tl_check_recorded_inplace(const char *op, tl_tensor *t, int track)
+{
+    if (grad_off) return 0;
+    if (t->requires_grad && t->grad_fn == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: a leaf tensor that requires grad cannot be modified in place while "
+                     "grad mode is on (wrap the update in tlgpu.no_grad())", op);
+        return -1;
+    }
+    if (track && t->storage != NULL && atomic_load(&t->storage->refs) > 1 &&
+        (t->grad_fn == NULL || (ROWS[t->grad_fn->op]->flags & TL_ROW_VIEW))) {
+        char s[128];
+        tl_shape_str(t->shape, t->ndim, s, sizeof s);
+        PyErr_Format(PyExc_RuntimeError, "%s: in-place op on a view of shape %s whose storage other tensors share, "
+                     "while autograd records it: the base would not see the write; clone() the view first", op, s);
+        return -1;
+    }
+    return 0;
+}
+
+int
+tl_check_inplace(const char *op, tl_tensor *t)
+{
+    if (grad_off || !t->requires_grad) return 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "%s: %s tensor that requires grad cannot be modified in place while grad mode is on "
+                 "(wrap the update in tlgpu.no_grad())", op, t->grad_fn == NULL ? "a leaf" : "a");
+    return -1;
+}
+
+void
+tl_mark_write(tl_tensor *t, const char *op)
+{
+    if (t->storage == NULL) return;
+    t->storage->writer = op;
+    tl_storage_bump_version(t->storage);
+}
+
+/* grad_acc += g, where acc may be NULL. A .grad must own its memory, contiguous from element 0 (optimizers
+ * update it with flat kernels and in place): g is kept when it is such a private temporary (only we hold it
+ * and its storage), otherwise copied. */
+static int
+accumulate(PyObject **acc, PyObject *g, int leaf)
+{
+    tl_tensor *t = tl_tensor_CAST(g);
+    if (!leaf) {                                      /* a node's pending sum: shared refs are fine, never in place */
+        if (*acc == NULL) { *acc = Py_NewRef(g); return 0; }
+        Py_SETREF(*acc, PyNumber_Add(*acc, g));
+        return *acc == NULL ? -1 : 0;
+    }
+    if (*acc == NULL) {
+        int private = Py_REFCNT(g) == 1 && t->offset == 0 && tl_tensor_is_contig(t) &&
+                      (t->storage == NULL || atomic_load(&t->storage->refs) == 1);
+        if (private) { *acc = Py_NewRef(g); return 0; }
+        tl_tensor *copy = tl_tensor_empty(TL_F32, t->ndim, t->shape);
+        if (copy != NULL && tl_copy_into(copy, t) < 0) Py_CLEAR(copy);
+        *acc = (PyObject *)copy;
+        return copy == NULL ? -1 : 0;
+    }
+    return PRIMS.add_(tl_tensor_CAST(*acc), tl_tensor_CAST(g));
+}
+
+/* Nodes reachable from root, each once, with deps = edges into it from reachable nodes. */
+static tl_node **
+collect(tl_node *root, size_t *count)
+{
+    size_t n = 0, cap = 64, head = 0;
+    tl_node **all = PyMem_Malloc(cap * sizeof *all);
+    if (all == NULL) return (tl_node **)PyErr_NoMemory();
+    unsigned long mark = ++run_id;
+    root->deps = 0;
+    root->mark = mark;
+    all[n++] = root;
+    while (head < n) {                                /* breadth-first: the array doubles as the queue */
+        tl_node *nd = all[head++];
+        if (nd->released) {
+            PyMem_Free(all);
+            return (tl_node **)PyErr_Format(PyExc_RuntimeError,
+                "backward through %s a second time: its saved tensors were freed by the first backward; "
+                "pass retain_graph=True to the first call", tl_node_name(nd));
+        }
+        for (int i = 0; i < nd->n_in; i++) {
+            tl_node *nx = nd->in[i].next;
+            if (nx == NULL) continue;
+            if (nx->mark != mark) {
+                nx->mark = mark;
+                nx->deps = 0;
+                if (n == cap) {
+                    tl_node **grown = PyMem_Realloc(all, 2 * cap * sizeof *grown);
+                    if (grown == NULL) { PyMem_Free(all); return (tl_node **)PyErr_NoMemory(); }
+                    all = grown;
+                    cap *= 2;
+                }
+                all[n++] = nx;
+            }
+            nx->deps++;
+        }
+    }
+    *count = n;
+    return all;
+}
+
+static int
+run_backward(tl_node *root, PyObject *grad, int retain)
+{
+    size_t n = 0, head = 0, tail = 0;
+    tl_node **all = collect(root, &n), **ready = NULL;
+    int rc = -1;
+    if (all == NULL) return -1;
+    if ((ready = PyMem_Malloc(n * sizeof *ready)) == NULL) { PyErr_NoMemory(); goto done; }
+    root->grad = Py_NewRef(grad);
+    ready[tail++] = root;
+    while (head < tail) {
+        tl_node *nd = ready[head++];
+        PyObject *gbuf[8] = {NULL}, **gin = nd->n_in <= 8 ? gbuf : PyMem_Calloc((size_t)nd->n_in, sizeof *gin);
+        PyObject *g = nd->grad;
+        nd->grad = NULL;
+        int st = gin == NULL ? (PyErr_NoMemory(), -1) : g == NULL ? 0 : ROWS[nd->op]->backward(nd, g, gin);
+        Py_XDECREF(g);
+        for (int i = 0; gin != NULL && i < nd->n_in; i++) {
+            tl_edge *e = &nd->in[i];
+            if (st == 0 && gin[i] != NULL && (e->next != NULL || e->leaf != NULL)) {
+                PyObject *r = tl_sum_to_shape(gin[i], e->ndim, e->shape);
+                if (r == gin[i]) Py_CLEAR(gin[i]);    /* r is then the only ref: accumulate may keep it, no copy */
+                if (r == NULL) st = -1;
+                else if (accumulate(e->next ? &e->next->grad : &tl_tensor_CAST(e->leaf)->grad, r, e->next == NULL) < 0)
+                    st = -1;
+                Py_XDECREF(r);
+            }
+            Py_XDECREF(gin[i]);
+            if (e->next != NULL && --e->next->deps == 0) ready[tail++] = e->next;
+        }
+        if (gin != gbuf) PyMem_Free(gin);
+        if (!retain) {
+            free_saved(nd);
+            nd->released = 1;
+        }
+        if (st < 0) goto done;
+    }
+    rc = 0;
+done:
+    for (size_t i = 0; i < n; i++) Py_CLEAR(all[i]->grad);   /* an error leaves no half-summed grads */
+    PyMem_Free(ready);
+    PyMem_Free(all);
+    return rc;
+}
+
+static PyObject *
+tensor_backward(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"gradient", "retain_graph", NULL};
+    tl_tensor *t = tl_tensor_CAST(self);
+    PyObject *gradient = Py_None, *g = NULL;
+    int retain = 0, rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|Op:backward", kw, &gradient, &retain)) return NULL;
+    if (!t->requires_grad)
+        return PyErr_Format(PyExc_RuntimeError, "backward: the tensor does not require grad and has no grad_fn");
+    if (gradient == Py_None) {
+        if (tl_tensor_numel(t) != 1) {
+            char s[128];
+            tl_shape_str(t->shape, t->ndim, s, sizeof s);
+            return PyErr_Format(PyExc_RuntimeError, "backward: gradient can be implicit only for a one-element "
+                                "output; this one has shape %s: pass gradient=", s);
+        }
+        g = (PyObject *)tl_tensor_empty(TL_F32, t->ndim, t->shape);
+        if (g != NULL && tl_tensor_fill(tl_tensor_CAST(g), 1.0) < 0) Py_CLEAR(g);
+    } else if (!tl_tensor_check(gradient) || tl_tensor_CAST(gradient)->dtype != TL_F32) {
+        return PyErr_Format(PyExc_TypeError, "backward: gradient must be a float32 Tensor");
+    } else {
+        tl_tensor *gt = tl_tensor_CAST(gradient);
+        if (gt->ndim != t->ndim || memcmp(gt->shape, t->shape, sizeof(Py_ssize_t) * (size_t)t->ndim) != 0) {
+            char a[128], b[128];
+            tl_shape_str(gt->shape, gt->ndim, a, sizeof a);
+            tl_shape_str(t->shape, t->ndim, b, sizeof b);
+            return PyErr_Format(PyExc_ValueError, "backward: gradient shape %s does not match the output's %s", a, b);
+        }
+        g = Py_NewRef(gradient);
+    }
+    if (g == NULL) return NULL;
+    int was_off = grad_off;
+    grad_off = 1;
+    if (t->grad_fn == NULL) rc = accumulate(&t->grad, g, 1);       /* a leaf: d(t)/d(t) */
+    else rc = run_backward(t->grad_fn, g, retain);
+    grad_off = was_off;
+    Py_DECREF(g);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+tensor_detach(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    tl_tensor *t = tl_tensor_CAST(self);
+    return (PyObject *)tl_tensor_from_storage(t->storage, t->dtype, t->ndim, t->shape, t->strides, t->offset);
+}
+
+static PyObject *
+tensor_requires_grad_(PyObject *self, PyObject *args)
+{
+    int on = 1;
+    if (!PyArg_ParseTuple(args, "|p:requires_grad_", &on)) return NULL;
+    if (tl_tensor_set_requires_grad(tl_tensor_CAST(self), on) < 0) return NULL;
+    return Py_NewRef(self);
+}
+
+static PyObject *
+get_grad_fn(PyObject *self, void *Py_UNUSED(c))
+{
+    tl_tensor *t = tl_tensor_CAST(self);
+    if (t->grad_fn == NULL) Py_RETURN_NONE;
+    return PyUnicode_FromString(tl_node_name(t->grad_fn));
+}
+
+static PyObject *
+fn_set_grad_enabled(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    PyObject *prev = PyBool_FromLong(!grad_off);
+    grad_off = !on;
+    return prev;
+}
+
+static PyObject *
+fn_is_grad_enabled(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    return PyBool_FromLong(!grad_off);
+}
+
+#ifdef TL_TEST_HOOKS
+static int
+test_backward(tl_node *Py_UNUSED(nd), PyObject *Py_UNUSED(g), PyObject **Py_UNUSED(gin))
+{
+    return 0;
+}
+
+/* _autograd_check_rows(ops=None, prims="add_ sum reshape"): runs the import check on a made-up registry, not
+ * the live one: one family with a row per id in ops (None: one per op), then one family per word of prims
+ * giving that primitive. Returns TL_OP_COUNT, or raises the ImportError an import would. */
+static PyObject *
+fn_autograd_check_rows(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *ops = Py_None, *fast = NULL, *res = NULL;
+    const char *words = "add_ sum reshape";
+    tl_op_row *rows = NULL;
+    tl_grad_prims gp[8] = {{0}}, out;
+    tl_family fam[9] = {{0}};
+    const tl_family *fp[9];
+    const tl_op_row *table[TL_OP_COUNT];
+    Py_ssize_t n = TL_OP_COUNT;
+    size_t nf = 1;
+    if (!PyArg_ParseTuple(args, "|Os:_autograd_check_rows", &ops, &words)) return NULL;
+    if (ops != Py_None && ((fast = PySequence_Fast(ops, "ops: a sequence of ints")) == NULL)) return NULL;
+    if (fast != NULL) n = PySequence_Fast_GET_SIZE(fast);
+    if ((rows = PyMem_Calloc((size_t)n + 1, sizeof *rows)) == NULL) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long op = fast != NULL ? PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i)) : (long)i;
+        if (op == -1 && PyErr_Occurred()) goto done;
+        rows[i] = (tl_op_row){(int)op, "TestBackward", test_backward, 0, NULL};
+    }
+    fam[0].rows = rows;
+    for (const char *w = words; *w != '\0';) {
+        size_t len = strcspn(w, " ");
+        if (len > 0 && nf == 9) { PyErr_SetString(PyExc_ValueError, "prims: at most 8 words"); goto done; }
+        if (len == 4 && memcmp(w, "add_", 4) == 0) gp[nf - 1].add_ = PRIMS.add_;
+        else if (len == 3 && memcmp(w, "sum", 3) == 0) gp[nf - 1].sum = PRIMS.sum;
+        else if (len == 7 && memcmp(w, "reshape", 7) == 0) gp[nf - 1].reshape = PRIMS.reshape;
+        else if (len > 0) { PyErr_Format(PyExc_ValueError, "prims: unknown word %.*s", (int)len, w); goto done; }
+        if (len > 0) { fam[nf].grad_prims = &gp[nf - 1]; nf++; }
+        w += len + (w[len] == ' ');
+    }
+    for (size_t f = 0; f < nf; f++) fp[f] = &fam[f];
+    if (check_rows(fp, nf, table, &out) == 0) res = PyLong_FromLong(TL_OP_COUNT);
+done:
+    PyMem_Free(rows);
+    Py_XDECREF(fast);
+    return res;
+}
+#endif
+
+static const PyMethodDef autograd_methods[] = {
+    {"backward", (PyCFunction)(void (*)(void))tensor_backward, METH_VARARGS | METH_KEYWORDS,
+     "backward(gradient=None, retain_graph=False): accumulate gradients into the leaves' .grad."},
+    {"detach", tensor_detach, METH_NOARGS, "A view sharing storage (and version counter) outside the graph."},
+    {"requires_grad_", tensor_requires_grad_, METH_VARARGS, "Set requires_grad in place; returns self."},
+    {NULL, NULL, 0, NULL},
+};
+
+static const PyMethodDef autograd_functions[] = {
+    {"_set_grad_enabled", fn_set_grad_enabled, METH_O, "Set this thread's grad mode; returns the previous one."},
+    {"is_grad_enabled", fn_is_grad_enabled, METH_NOARGS, "Whether ops record graphs in this thread."},
+#ifdef TL_TEST_HOOKS
+    {"_autograd_check_rows", fn_autograd_check_rows, METH_VARARGS, "Test hook: the import check on made-up rows."},
+#endif
+    {NULL, NULL, 0, NULL},
+};
+
+static const PyGetSetDef autograd_getset[] = {
+    {"grad_fn", get_grad_fn, NULL, "Name of the backward node that produced this tensor, or None.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+const tl_family tl_family_autograd = {autograd_functions, autograd_methods, NULL, autograd_getset, NULL};

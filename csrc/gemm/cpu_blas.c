@@ -1,0 +1,508 @@
+/* cpu_blas.c: the BLAS path of matmul on CPU OpenCL devices (see cpu_blas.h, docs/cpu.md).
+ * PoCL's GEMM kernels reach 25-70 GFLOP/s on the 2-core AVX-512 development machine where OpenBLAS reaches
+ * 190 on one core and 300-370 on two; PoCL's buffers are host memory and it runs native kernels, so a
+ * product becomes one clEnqueueNativeKernel whose callback calls sgemm (sgemv for one row or column) on the
+ * buffers' host pointers: in queue order with the kernels around it, no host wait, the stream's per-buffer
+ * events and counts as for any kernel. Decode-shaped products (ops_matmul.c's mul_mv case) keep their
+ * OpenCL kernel, which reads the weights at copy bandwidth and adds the residual as it stores.
+ * Invariants: the library is loaded once (first product on a CPU device that runs native kernels and has
+ * unified memory) and its function pointers are then read-only, so the callback reads them without a lock;
+ * the callback touches no Python object; an operand whose strides no BLAS layout fits goes to the OpenCL
+ * kernels. Both CBLAS interfaces load: LP64 `cblas_sgemm` (Debian's libopenblas) and ILP64
+ * `scipy_cblas_sgemm64_` / `cblas_sgemm64_` (numpy's bundled OpenBLAS).
+ * Threads: the BLAS runs on one thread per part; a product of 4 MFLOP or more is split into
+ * TLGPU_BLAS_THREADS parts (default: the device's compute units), run by the PoCL worker and helper threads
+ * that sleep on a condition variable between products. OpenBLAS's own workers spin after each call and took
+ * the second core from PoCL's workers: the MLP step ran 7-15 x slower with BLAS threads = 2
+ * (TLGPU_BLAS_SPLIT=0 restores that mode, for measurements). The thread count is set and put back around
+ * each product, since numpy's library has one count for all its callers. */
+#include "cpu_blas.h"
+#include "cl_runtime.h"
+#include "state.h"
+#include "stream.h"
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+
+enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, MAX_PATHS = 8 };
+typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
+                        int);
+typedef void (*sgemv32)(int, int, int, int, float, const float *, int, const float *, int, float, float *, int);
+typedef void (*sgemv64)(int, int, long long, long long, float, const float *, long long, const float *, long long,
+                        float, float *, long long);
+typedef void (*sgemm64)(int, int, int, long long, long long, long long, float, const float *, long long,
+                        const float *, long long, float, float *, long long);
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int state;                        /* 0 not tried, 1 active, -1 unavailable (reason says why) */
+    int enabled;                      /* _cpu_blas(enable=False): the OpenCL kernels, for tests */
+    int threads, split;
+    void *handle;
+    sgemm32 g32;
+    sgemm64 g64;
+    sgemv32 v32;
+    sgemv64 v64;
+    int (*set_local)(int);
+    char *paths[MAX_PATHS];
+    int npaths;
+    char path[512], reason[256];
+} lib = {.enabled = 1};
+static atomic_long n_launches, n_learnt;
+
+/* Host pointers of buffers, learnt once per cl_mem. PoCL 3.1 hands a native kernel the host pointers of its
+ * mem_list sorted in its own order and without duplicates, not at the caller's args_mem_loc order (measured:
+ * passing buffers 3 2 1 0 gave the callback 0 1 2 3), so a product never reads those slots: a one-buffer
+ * native kernel (no order to get wrong) stores the pointer in the buffer's cell, in queue order before the
+ * products that read it; the cell goes with the buffer (clSetMemObjectDestructorCallback, which runs only
+ * after the last command using it completed). */
+typedef struct cell { cl_mem mem; float *p; int queued; struct cell *next; } cell;   /* queued: learn enqueued */
+enum { NBUCKET = 256 };
+static cell *cells[NBUCKET];          /* under lock */
+
+static unsigned
+bucket(cl_mem m)
+{
+    return (unsigned)(((uintptr_t)m >> 4) % NBUCKET);
+}
+
+static void CL_CALLBACK
+drop_cell(cl_mem m, void *c)
+{
+    pthread_mutex_lock(&lock);
+    for (cell **pp = &cells[bucket(m)]; *pp != NULL; pp = &(*pp)->next)
+        if (*pp == c) { *pp = ((cell *)c)->next; break; }
+    pthread_mutex_unlock(&lock);
+    free(c);
+}
+
+typedef struct { cl_mem mem; cell *c; } learn_args;
+
+static void CL_CALLBACK
+learn_ptr(void *args)
+{
+    learn_args *l = args;             /* the runtime put the buffer's host pointer in l->mem */
+    l->c->p = (float *)(void *)l->mem;
+}
+
+/* The cell of s's buffer; a new one gets its pointer from a one-buffer native kernel. NULL with err set. */
+static cell *
+cell_of(tl_storage *s, tl_err *err)
+{
+    cell *c;
+    pthread_mutex_lock(&lock);
+    for (c = cells[bucket(s->mem)]; c != NULL && c->mem != s->mem; c = c->next) {}
+    pthread_mutex_unlock(&lock);
+    if (c != NULL && c->queued) return c;
+    if (c == NULL) {
+        if ((c = calloc(1, sizeof *c)) == NULL) {
+            tl_err_set(err, TL_E_NOMEM, "cpu_blas", "pointer cell");
+            return NULL;
+        }
+        c->mem = s->mem;
+        cl_int rc = clSetMemObjectDestructorCallback(s->mem, drop_cell, c);
+        if (rc != CL_SUCCESS) { free(c); tl_err_set(err, rc, "clSetMemObjectDestructorCallback", NULL); return NULL; }
+        pthread_mutex_lock(&lock);
+        c->next = cells[bucket(s->mem)];
+        cells[bucket(s->mem)] = c;
+        pthread_mutex_unlock(&lock);
+    }
+    learn_args l = {s->mem, c};
+    const void *loc = &l.mem;
+    if (tl_stream_native(learn_ptr, &l, sizeof l, &loc, &s, 1, 0u, "cpu_blas_pointer", err) != TL_OK) return NULL;
+    c->queued = 1;                    /* a failed enqueue leaves the cell to try again */
+    atomic_fetch_add(&n_learnt, 1);
+    return c;
+}
+
+enum { RES_NONE, RES_FULL, RES_ROWS };   /* no residual; one of C's shape; a row [N] added to every row of C */
+
+/* The args block of one product: the cells of C, A, B (and the residual), read when the job runs. */
+typedef struct {
+    cell *c, *a, *b, *r, *s;          /* r only with a residual, s only with row sums */
+    cl_mem mem[5];                    /* the runtime's copies of these are not read (see cell) */
+    int M, N, K, ta, tb, lda, ldb, res_mode, threads, split;   /* res_mode: RES_* */
+    int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff, soff;
+} job;
+
+/* C[m, n] = A[m, K] @ B[K, n] (+ C with beta 1), ldc between C's rows. A single row or column is a
+ * matrix-vector product: sgemm would pack all of the matrix first (1 x 4096 @ 4096 x 4096: 3.5 GFLOP/s
+ * against sgemv's 14 here). */
+static void
+gemm(const job *j, int m, int n, const float *A, const float *B, float beta, float *C, int ldc)
+{
+    const int ta = j->ta, tb = j->tb, K = j->K;
+    if (m == 1 || n == 1) {           /* y = op(matrix) x in row-major terms */
+        const int row = m == 1;       /* C row = A row @ B: the matrix is B; else C column = A @ B column */
+        const float *mat = row ? B : A, *x = row ? A : B;
+        int t = row ? tb : ta, ld = row ? j->ldb : j->lda;
+        int rows = row ? (t == TRANS ? n : K) : (t == TRANS ? K : m);
+        int cols = row ? (t == TRANS ? K : n) : (t == TRANS ? m : K);
+        int op = row ? (t == TRANS ? NO_TRANS : TRANS) : t;   /* row: y = B^T x */
+        int incx = row ? (ta == NO_TRANS ? 1 : j->lda) : (tb == NO_TRANS ? j->ldb : 1);   /* along K */
+        int incy = row ? 1 : ldc;
+        if (lib.v64 != NULL) lib.v64(ROW_MAJOR, op, rows, cols, 1.0f, mat, ld, x, incx, beta, C, incy);
+        else lib.v32(ROW_MAJOR, op, rows, cols, 1.0f, mat, ld, x, incx, beta, C, incy);
+        return;
+    }
+    if (lib.g64 != NULL) lib.g64(ROW_MAJOR, ta, tb, m, n, K, 1.0f, A, j->lda, B, j->ldb, beta, C, ldc);
+    else lib.g32(ROW_MAJOR, ta, tb, m, n, K, 1.0f, A, j->lda, B, j->ldb, beta, C, ldc);
+}
+
+/* Writes the residual into rows r0..r1, columns c0..c1 of the C matrix at element offset oc (from C's
+ * start; the residual of C's shape is at the same offset from its own), so that sgemm with beta = 1 adds
+ * the product to it: each part preloads its own band, on its own thread, just before its product. */
+static void
+preload(const job *j, ptrdiff_t oc, int r0, int r1, int c0, int c1)
+{
+    const int full = j->res_mode == RES_FULL;
+    const float *src = j->r->p + j->roff + (full ? oc - j->off[0] : 0);
+    const size_t n = (size_t)(c1 - c0) * sizeof(float);
+    for (int r = r0; r < r1; r++)
+        memcpy(j->c->p + oc + (ptrdiff_t)r * j->N + c0, src + (full ? (ptrdiff_t)r * j->N : 0) + c0, n);
+}
+
+/* S[m] = sum over k of op(A)[m, k] for rows m0..m1 (no batch dims): a linear layer's bias gradient, the
+ * sums of the upstream gradient's columns, read while its product for the weight gradient is in cache. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("tree-loop-vectorize")))    /* -O2's cost model leaves the row loop scalar */
+#endif
+static void
+row_sums(const job *j, int m0, int m1)
+{
+    const float *restrict A = j->a->p + j->off[1];
+    float *restrict S = j->s->p + j->soff;
+    if (j->ta == TRANS) {             /* op(A)[m, k] = A[k * lda + m]: add rows of A, a loop the compiler vectorises */
+        for (int m = m0; m < m1; m++) S[m] = 0.0f;
+        for (int k = 0; k < j->K; k++) {
+            const float *restrict row = A + (ptrdiff_t)k * j->lda;
+            for (int m = m0; m < m1; m++) S[m] += row[m];
+        }
+        return;
+    }
+    for (int m = m0; m < m1; m++) {
+        float acc = 0.0f;
+        for (int k = 0; k < j->K; k++) acc += A[(ptrdiff_t)m * j->lda + k];
+        S[m] = acc;
+    }
+}
+
+/* Part `part` of `parts` of the job: whole batches when there are enough, else a band of C's rows (or
+ * columns, when C is wide and short) of each batch. */
+static void
+run_part(const job *j, int part, int parts)
+{
+    size_t total = 1;
+    for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
+    const float beta = j->res_mode != RES_NONE ? 1.0f : 0.0f;
+    const int by_batch = total >= (size_t)parts, by_rows = j->M >= j->N;
+    size_t t0 = by_batch ? total * (size_t)part / (size_t)parts : 0;
+    size_t t1 = by_batch ? total * (size_t)(part + 1) / (size_t)parts : total;
+    if (j->s != NULL) row_sums(j, (int)((long long)j->M * part / parts), (int)((long long)j->M * (part + 1) / parts));
+    int ext = by_rows ? j->M : j->N;
+    int lo = by_batch ? 0 : (int)((long long)ext * part / parts);
+    int hi = by_batch ? ext : (int)((long long)ext * (part + 1) / parts);
+    if (hi <= lo) return;
+    for (size_t t = t0; t < t1; t++) {
+        ptrdiff_t o[3] = {j->off[0], j->off[1], j->off[2]};
+        size_t rest = t;
+        for (int d = j->nbd - 1; d >= 0; d--) {
+            ptrdiff_t i = (ptrdiff_t)(rest % (size_t)j->bshape[d]);
+            rest /= (size_t)j->bshape[d];
+            for (int r = 0; r < 3; r++) o[r] += i * j->bst[r][d];
+        }
+        if (j->res_mode != RES_NONE)
+            preload(j, o[0], by_rows ? lo : 0, by_rows ? hi : j->M, by_rows ? 0 : lo, by_rows ? j->N : hi);
+        if (by_rows) {                /* rows lo..hi of A and C */
+            o[1] += (ptrdiff_t)lo * (j->ta == NO_TRANS ? j->lda : 1);
+            o[0] += (ptrdiff_t)lo * j->N;
+            gemm(j, hi - lo, j->N, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
+        } else {                      /* columns lo..hi of B and C */
+            o[2] += (ptrdiff_t)lo * (j->tb == NO_TRANS ? 1 : j->ldb);
+            o[0] += lo;
+            gemm(j, j->M, hi - lo, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
+        }
+    }
+}
+
+/* Helpers for split products: threads of our own that sleep on a condition variable between products
+ * (OpenBLAS's own workers spin after each call, taking a core from PoCL's workers and the Python thread on
+ * a 2-core machine). One product at a time: q0 is in order, so only one job runs. */
+enum { MAX_HELPERS = 63 };
+static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hgo = PTHREAD_COND_INITIALIZER, hdone = PTHREAD_COND_INITIALIZER;
+static const job *hjob;
+static int hparts, nhelpers;
+static unsigned long hpending;        /* helpers still running the current product (atomic: polled) */
+static unsigned long hgen, hborn[MAX_HELPERS + 1];   /* hborn[part]: hgen when that helper was created */
+
+static void
+forget_helpers(void)                  /* in a forked child: the helper threads stayed in the parent */
+{
+    pthread_mutex_init(&hlock, NULL);
+    pthread_cond_init(&hgo, NULL);
+    pthread_cond_init(&hdone, NULL);
+    nhelpers = 0;
+}
+
+/* After a part, a helper polls for the next product for spin_us (yielding its core to any other runnable
+ * thread) before it sleeps: a sleeping helper woken by the PoCL worker was placed on the waker's own core
+ * and ran only after part 0 (measured in the MLP step: every split product ran its parts one after the
+ * other); a polling one is already running on the other core. Likewise the PoCL worker polls for the
+ * helpers' end after part 0 before it sleeps (a wake from sleep took 30-40 us of a 400 us product). */
+static long spin_us = -1;
+
+static void
+spin(const unsigned long *word, unsigned long value, int until_zero)   /* at most spin_us */
+{
+    struct timespec t0, t;
+    if (spin_us <= 0) return;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 1; until_zero ? __atomic_load_n(word, __ATOMIC_ACQUIRE) != 0 :
+                                 __atomic_load_n(word, __ATOMIC_ACQUIRE) == value; i++) {
+        sched_yield();
+        if (i % 16 != 0) continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 >= spin_us) return;
+    }
+}
+
+static void *
+helper(void *arg)
+{
+    const int part = (int)(intptr_t)arg;
+    pthread_mutex_lock(&hlock);
+    unsigned long seen = hborn[part];  /* products before this helper existed are not its work */
+    for (;;) {
+        while (__atomic_load_n(&hgen, __ATOMIC_ACQUIRE) == seen) pthread_cond_wait(&hgo, &hlock);
+        seen = hgen;
+        const job *j = hjob;
+        int parts = hparts;
+        pthread_mutex_unlock(&hlock);
+        if (part < parts) run_part(j, part, parts);
+        pthread_mutex_lock(&hlock);
+        if (__atomic_sub_fetch(&hpending, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&hdone);
+        pthread_mutex_unlock(&hlock);
+        spin(&hgen, seen, 0);
+        pthread_mutex_lock(&hlock);
+    }
+    return NULL;
+}
+
+static void
+register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, forget_helpers);
+}
+
+/* Runs on a PoCL worker thread in queue order: no Python, no locks but the helpers' and the BLAS's own.
+ * Products under 2M multiply-adds (4 MFLOP), or with split off, run on this thread alone. */
+static void CL_CALLBACK
+run_job(void *args)
+{
+    const job *j = args;
+    size_t total = 1;
+    for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
+    int parts = j->split ? j->threads : 1;
+    if ((double)total * j->M * j->N * j->K < (1 << 21)) parts = 1;
+    /* openblas_set_num_threads_local sets the library's one count and returns the old one (measured: numpy's
+     * own calls ran on 1 thread after a product set 1), so the old count is put back after the product. */
+    const int prev = lib.set_local != NULL ? lib.set_local(j->split ? 1 : j->threads) : 0;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork);
+    pthread_mutex_lock(&hlock);
+    while (nhelpers < parts - 1 && nhelpers < MAX_HELPERS) {
+        pthread_t th;
+        hborn[nhelpers + 1] = hgen;
+        if (pthread_create(&th, NULL, helper, (void *)(intptr_t)(nhelpers + 1)) != 0) break;
+        pthread_detach(th);
+        nhelpers++;
+    }
+    if (parts > nhelpers + 1) parts = nhelpers + 1;
+    if (parts > 1) {
+        hjob = j;
+        hparts = parts;
+        __atomic_store_n(&hpending, (unsigned long)nhelpers, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&hgen, 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&hgo);
+    }
+    pthread_mutex_unlock(&hlock);
+    run_part(j, 0, parts);
+    if (parts > 1) {
+        spin(&hpending, 0, 1);
+        pthread_mutex_lock(&hlock);
+        while (__atomic_load_n(&hpending, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&hdone, &hlock);
+        pthread_mutex_unlock(&hlock);
+    }
+    if (lib.set_local != NULL && prev > 0) lib.set_local(prev);
+}
+
+static int
+load_one(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) return 0;
+    lib.g32 = (sgemm32)dlsym(h, "cblas_sgemm");
+    lib.v32 = (sgemv32)dlsym(h, "cblas_sgemv");
+    if (lib.g32 == NULL || lib.v32 == NULL) {
+        lib.g32 = NULL;
+        lib.v32 = NULL;
+        lib.g64 = (sgemm64)dlsym(h, "scipy_cblas_sgemm64_");
+        lib.v64 = (sgemv64)dlsym(h, "scipy_cblas_sgemv64_");
+        if (lib.g64 == NULL || lib.v64 == NULL) {
+            lib.g64 = (sgemm64)dlsym(h, "cblas_sgemm64_");
+            lib.v64 = (sgemv64)dlsym(h, "cblas_sgemv64_");
+        }
+        if (lib.g64 == NULL || lib.v64 == NULL) lib.g64 = NULL, lib.v64 = NULL;
+    }
+    if (lib.g32 == NULL && lib.g64 == NULL) { dlclose(h); return 0; }
+    lib.handle = h;
+    lib.set_local = (int (*)(int))dlsym(h, "openblas_set_num_threads_local");
+    void (*set_global)(int) = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+    if (lib.set_local == NULL && set_global != NULL && strstr(path, "scipy_openblas") == NULL)
+        set_global(lib.split ? 1 : lib.threads);   /* a library of its own (not numpy's): its count is ours */
+    snprintf(lib.path, sizeof lib.path, "%s", path);
+    return 1;
+}
+
+/* First use: the device must be a CPU with unified memory that runs native kernels, and a path must load. */
+static void
+init_locked(void)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    cl_device_exec_capabilities caps = 0;
+    lib.state = -1;
+    if (tl_runtime_get(&rt, &err) != TL_OK) {
+        tl_err_clear(&err);
+        snprintf(lib.reason, sizeof lib.reason, "no OpenCL runtime");
+        return;
+    }
+    clGetDeviceInfo(rt->device, CL_DEVICE_EXECUTION_CAPABILITIES, sizeof caps, &caps, NULL);
+    if (!(rt->info.type & CL_DEVICE_TYPE_CPU) || !rt->info.unified_memory || !(caps & CL_EXEC_NATIVE_KERNEL)) {
+        snprintf(lib.reason, sizeof lib.reason, "the device is not a CPU with unified memory and native kernels");
+        return;
+    }
+    const char *t = getenv("TLGPU_BLAS_THREADS");
+    lib.threads = t != NULL && atoi(t) > 0 ? atoi(t) : (int)rt->info.compute_units;
+    const char *su = getenv("TLGPU_BLAS_SPIN_US");
+    spin_us = su != NULL && atol(su) >= 0 ? atol(su) : 500;   /* covers the gaps between an MLP step's products */
+    const char *sp = getenv("TLGPU_BLAS_SPLIT");
+    lib.split = sp == NULL || strcmp(sp, "0") != 0;
+    for (int i = 0; i < lib.npaths; i++)
+        if (load_one(lib.paths[i])) { lib.state = 1; return; }
+    snprintf(lib.reason, sizeof lib.reason, lib.npaths ? "no path loaded a CBLAS sgemm" : "no BLAS path given");
+}
+
+/* Whether products take the BLAS path now; with it, the mode the next product runs in. */
+static int
+active(int *threads, int *split)
+{
+    pthread_mutex_lock(&lock);
+    if (lib.state == 0) init_locked();
+    int on = lib.state == 1 && lib.enabled;
+    if (threads != NULL) *threads = lib.threads;
+    if (split != NULL) *split = lib.split;
+    pthread_mutex_unlock(&lock);
+    return on;
+}
+
+/* BLAS layout of an operand [rows, cols] with strides (sr, sc): *trans and *ld, or 0 if none fits. A dim of
+ * size 1 has no stride of its own, so it takes whichever value makes a layout fit. */
+static int
+layout(int rows, int cols, int sr, int sc, int *trans, int *ld)
+{
+    int r1 = rows == 1, c1 = cols == 1, need_n = cols > 1 ? cols : 1, need_t = rows > 1 ? rows : 1;
+    int ldn = r1 ? need_n : sr, ldt = c1 ? need_t : sc;
+    if ((c1 || sc == 1) && ldn >= need_n) { *trans = NO_TRANS; *ld = ldn; return 1; }
+    if ((r1 || sr == 1) && ldt >= need_t) { *trans = TRANS; *ld = ldt; return 1; }
+    return 0;
+}
+
+int
+tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
+               tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums)
+{
+    job j = {0};
+    tl_err err = {0};
+    j.M = dims[0];
+    j.N = dims[1];
+    j.K = dims[2];
+    if (j.K == 0 || a->storage == NULL || b->storage == NULL || !active(&j.threads, &j.split)) return 0;
+    if (!layout(j.M, j.K, dims[3], dims[4], &j.ta, &j.lda) || !layout(j.K, j.N, dims[5], dims[6], &j.tb, &j.ldb))
+        return 0;
+    j.nbd = nbd;
+    memcpy(j.bshape, bshape, sizeof(int) * (size_t)nbd);
+    for (int r = 0; r < 3; r++) memcpy(j.bst[r], bst[r], sizeof(int) * (size_t)nbd);
+    memcpy(j.off, off, sizeof j.off);
+    if (sums != NULL && nbd != 0) return 0;
+    tl_storage *st[5] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL,
+                         sums != NULL ? sums->storage : NULL};
+    cell **slot[5] = {&j.c, &j.a, &j.b, &j.r, &j.s};
+    tl_storage *uniq[5];
+    const void *loc[5];
+    int n = 0;
+    j.res_mode = res == NULL ? RES_NONE : tl_tensor_numel(res) == tl_tensor_numel(out) ? RES_FULL : RES_ROWS;
+    j.roff = res != NULL ? (int)res->offset : 0;
+    j.soff = sums != NULL ? (int)sums->offset : 0;
+    unsigned written = 1u;            /* uniq[0] is C */
+    for (int i = 0; i < 5; i++) {
+        if (st[i] == NULL) continue;
+        if ((*slot[i] = cell_of(st[i], &err)) == NULL) return tl_raise(&err);
+        if (i == 4) written |= 1u << n;   /* the sums: a fresh buffer, never one of the others */
+        int seen = 0;                 /* each buffer once in mem_list (PoCL drops repeats) */
+        for (int u = 0; u < n; u++) seen |= uniq[u] == st[i];
+        if (!seen) { uniq[n] = st[i]; j.mem[n] = st[i]->mem; loc[n] = &j.mem[n]; n++; }
+    }
+    if (tl_stream_native(run_job, &j, sizeof j, loc, uniq, n, written, "cpu_blas_sgemm", &err) != TL_OK)
+        return tl_raise(&err);
+    atomic_fetch_add(&n_launches, 1);
+    return 1;
+}
+
+PyObject *
+tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"paths", "enable", "threads", "split", NULL};
+    PyObject *paths = NULL, *fast = NULL;
+    int enable = -1, threads = 0, split = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Opip:_cpu_blas", names, &paths, &enable, &threads, &split))
+        return NULL;
+    if (paths != NULL && paths != Py_None) {
+        if ((fast = PySequence_Fast(paths, "_cpu_blas: paths must be a sequence of str")) == NULL) return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+        const char *s[MAX_PATHS];
+        for (Py_ssize_t i = 0; i < n && i < MAX_PATHS; i++)
+            if ((s[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, i))) == NULL) { Py_DECREF(fast); return NULL; }
+        pthread_mutex_lock(&lock);
+        if (lib.state == 0) {         /* once loaded, a library stays (its pointers may be in flight) */
+            for (int i = 0; i < lib.npaths; i++) free(lib.paths[i]);
+            lib.npaths = 0;
+            for (Py_ssize_t i = 0; i < n && i < MAX_PATHS; i++)
+                if ((lib.paths[lib.npaths] = strdup(s[i])) != NULL) lib.npaths++;
+        }
+        pthread_mutex_unlock(&lock);
+        Py_DECREF(fast);
+    }
+    if (paths == NULL) active(NULL, NULL);   /* a query: load now (initialises the runtime) */
+    pthread_mutex_lock(&lock);
+    if (enable >= 0) lib.enabled = enable;
+    if (threads > 0) lib.threads = threads;       /* for measurements: the next products use these */
+    if (split >= 0) lib.split = split;
+    int state = lib.state, on = lib.enabled, ilp64 = lib.g64 != NULL;
+    threads = lib.threads;
+    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
+                                "enabled", on ? Py_True : Py_False, "path", lib.path,
+                                "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads,
+                                "split", lib.split ? Py_True : Py_False, "spin_us", spin_us,
+                                "launches", atomic_load(&n_launches),
+                                "pointers", atomic_load(&n_learnt), "reason", state == -1 ? lib.reason : NULL);
+    pthread_mutex_unlock(&lock);
+    return r;
+}

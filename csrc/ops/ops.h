@@ -1,0 +1,36 @@
+/* ops.h: the internal C op API, what one op family calls in another instead of looking a Tensor method up
+ * by its Python name (the autograd engine calls none of it: it gets the few ops it runs as registered
+ * primitives, autograd.h's tl_grad_prims). Each function behaves like its Python face: it checks its
+ * arguments (errors name the op and the shapes), records autograd when grad mode is on and an input
+ * requires grad, and returns a new reference to a Tensor, or NULL with an exception set. Dims may be
+ * negative (counted from the end). GIL held. */
+#ifndef TL_OPS_H
+#define TL_OPS_H
+#include "tensor.h"
+
+#define TL_AXES_ALL (~0u)                /* a reduction over every dim (Python's axis=None) */
+
+/* ops_reduce.c: axes is a bit mask of the dims to reduce (bit d: dim d; TL_AXES_ALL: all of them) */
+PyObject *tl_sum(tl_tensor *x, unsigned axes, int keepdims);
+PyObject *tl_softmax(tl_tensor *x, int axis);
+PyObject *tl_log_softmax(tl_tensor *x, int axis);
+
+/* ops_shape.c */
+PyObject *tl_reshape(tl_tensor *x, int ndim, const Py_ssize_t *shape);    /* a view when strides allow */
+PyObject *tl_transpose(tl_tensor *x, int dim0, int dim1);
+PyObject *tl_unsqueeze(tl_tensor *x, int dim);
+PyObject *tl_squeeze_dim(tl_tensor *x, int dim);                          /* dim must have size 1 */
+
+/* ops_elementwise.c */
+PyObject *tl_exp(tl_tensor *x);
+PyObject *tl_eq(tl_tensor *a, tl_tensor *b);                            /* float32 mask, broadcast */
+PyObject *tl_clone(tl_tensor *x);                                       /* a contiguous copy, differentiable */
+int       tl_add_(tl_tensor *acc, tl_tensor *x);                        /* acc += x in place; 0 or -1 */
+int       tl_record_overwrite(tl_tensor *t);      /* after an in-place write of new values (fill_): 0 or -1 */
+
+/* ops_matmul.c */
+PyObject *tl_matmul(tl_tensor *a, tl_tensor *b);                       /* a @ b, numpy rules, not recorded */
+
+/* ops_scan.c */
+PyObject *tl_cumsum(PyObject *x, int dim, int reverse);                /* from the end when reverse */
+#endif

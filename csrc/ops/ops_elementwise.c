@@ -1,0 +1,798 @@
+/* ops_elementwise.c: unary, binary and ternary elementwise ops with numpy broadcasting over strided
+ * views, Python scalars and numpy arrays on either side (numpy data is uploaded, never computed on the
+ * host), comparisons as float32 masks, where/clamp/maximum/minimum, the in-place family (each bumps the
+ * storage's version counter; recorded by autograd on non-leaf tensors), casts, and the number protocol.
+ * Every op is one launch of tl_ew_f32 (or its contiguous twin) with an op code from kernels/ew_ops.h, or of
+ * tl_ew_i32 when all its operands are int32 tensors and Python ints and the op has an int32 form. */
+#include "ops_common.h"
+#include "autograd.h"
+#include "ops.h"
+#include <math.h>
+
+static const char *const EW_NAME[TL_EW_COUNT] = {
+#define X(name, arity) #name,
+    TL_EW_OPS(X)
+#undef X
+};
+_Static_assert(sizeof EW_NAME / sizeof EW_NAME[0] == TL_EW_COUNT, "op table");
+
+/* An operand: a tensor (t != NULL) or a Python scalar (value; is_int for an int, which keeps int32 math in
+ * int32, with ivalue its value and fits whether it is in int32's range). */
+typedef struct { tl_tensor *t; float value; int ivalue, is_int, fits; } operand;
+
+/* Ops with an int32 kernel (tl_ew_i32). Every other op computes in float32: int32 operands are cast first
+ * (true division, pow, exp, ... of ints give float32, like torch). */
+static const unsigned char EW_INT[TL_EW_COUNT] = {
+    [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_FLOORDIV] = 1, [TL_EW_MOD] = 1, [TL_EW_MAXIMUM] = 1,
+    [TL_EW_MINIMUM] = 1, [TL_EW_LT] = 1, [TL_EW_LE] = 1, [TL_EW_GT] = 1, [TL_EW_GE] = 1, [TL_EW_EQ] = 1,
+    [TL_EW_NE] = 1, [TL_EW_NEG] = 1, [TL_EW_ABS] = 1, [TL_EW_SIGN] = 1, [TL_EW_RELU] = 1, [TL_EW_SQUARE] = 1,
+    [TL_EW_CLAMP] = 1, [TL_EW_COPY] = 1, [TL_EW_POW] = 1, [TL_EW_CEIL] = 1, [TL_EW_FLOOR] = 1, [TL_EW_ROUND] = 1,
+};
+#define IS_CMP(op) ((op) >= TL_EW_LT && (op) <= TL_EW_NE)
+
+static PyObject *cast(PyObject *self, int to);
+
+/* x as an operand. A numpy array or numpy scalar is uploaded (float64 -> float32, int64 -> int32) into a new
+ * tensor returned in *held, so numpy data on either side of an operator stays on the device. */
+static int
+to_operand(PyObject *x, const char *op, operand *out, PyObject **held)
+{
+    *out = (operand){NULL, 0.0f, 0, 1, 1};
+    *held = NULL;
+    if (x == NULL) return 0;
+    if (tl_tensor_check(x)) {
+        out->t = tl_tensor_CAST(x);
+        return 0;
+    }
+    if (PyLong_Check(x)) {
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
+        if (v == -1 && PyErr_Occurred()) return -1;
+        out->fits = !overflow && v >= INT32_MIN && v <= INT32_MAX;
+        out->ivalue = out->fits ? (int)v : 0;
+        double d = PyLong_AsDouble(x);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+        out->value = (float)d;
+        return 0;
+    }
+    if (PyFloat_Check(x)) {
+        out->is_int = 0;
+        out->value = (float)PyFloat_AS_DOUBLE(x);
+        return 0;
+    }
+    if (tl_is_numpy(x)) {
+        if ((out->t = tl_tensor_from_operand(x, op)) == NULL) return -1;
+        *held = (PyObject *)out->t;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor, a numpy array or a Python number, got %s", op,
+                 Py_TYPE(x)->tp_name);
+    return -1;
+}
+
+static int
+is_operand(PyObject *x)
+{
+    return tl_tensor_check(x) || PyFloat_Check(x) || PyLong_Check(x) || tl_is_numpy(x);
+}
+
+/* 1 when OP runs in int32: it has an int32 kernel, its tensors are all int32 and its scalars all ints. */
+static int
+int_math(int op, const operand *o, int n)
+{
+    int any = 0;
+    if (!EW_INT[op]) return 0;
+    for (int i = 0; i < n; i++) {
+        if (o[i].t != NULL) {
+            if (o[i].t->dtype != TL_I32) return 0;
+            any = 1;
+        } else if (!o[i].is_int) {
+            return 0;
+        }
+    }
+    return any;
+}
+
+/* What each op's backward needs: bit 0..2 = operands a, b, c; bit 3 = the output. 0 = not differentiable
+ * or needs nothing; ND marks ops whose outputs never require grad (comparisons, sign, backward helpers). */
+enum { SA = 1, SB = 2, SC = 4, SO = 8, ND = 16 };
+static const unsigned char EW_SAVE[TL_EW_COUNT] = {
+    [TL_EW_MUL] = SA | SB, [TL_EW_DIV] = SB | SO, [TL_EW_POW] = SA | SB | SO, [TL_EW_MAXIMUM] = SA | SB,
+    [TL_EW_MINIMUM] = SA | SB, [TL_EW_LT] = ND, [TL_EW_LE] = ND, [TL_EW_GT] = ND, [TL_EW_GE] = ND, [TL_EW_EQ] = ND,
+    [TL_EW_NE] = ND, [TL_EW_EXP] = SO, [TL_EW_LOG] = SA, [TL_EW_SQRT] = SO, [TL_EW_RSQRT] = SO, [TL_EW_TANH] = SO,
+    [TL_EW_SIGMOID] = SO, [TL_EW_RELU] = SA, [TL_EW_SILU] = SA, [TL_EW_GELU] = SA, [TL_EW_ABS] = SA,
+    [TL_EW_SIN] = SA, [TL_EW_COS] = SA, [TL_EW_SQUARE] = SA, [TL_EW_RECIPROCAL] = SO, [TL_EW_SIGN] = ND,
+    [TL_EW_WHERE] = SA, [TL_EW_CLAMP] = SA | SB | SC, [TL_EW_RELU_GRAD] = ND, [TL_EW_SILU_GRAD] = ND,
+    [TL_EW_GELU_GRAD] = ND, [TL_EW_TANH_GRAD] = ND, [TL_EW_SIGMOID_GRAD] = ND, [TL_EW_INRANGE] = ND,
+    [TL_EW_FLOORDIV] = ND, [TL_EW_MOD] = SA | SB, [TL_EW_LEAKY_RELU] = SA | SB, [TL_EW_LEAKY_RELU_GRAD] = ND,
+};
+
+/* A graph node for out = OP(ins) that saves the operands EW_SAVE asks for (not the output: that is saved by
+ * the caller once it is written). iarg: [0] op, [1..4] saved slot of a, b, c, out (-1: not saved); farg:
+ * scalar operand values. */
+static tl_node *
+node_make(int op, PyObject *const *ins, const operand *o)
+{
+    tl_node *nd = tl_node_new(TL_OP_EW, ins, 3);
+    if (nd == NULL) return NULL;
+    nd->iarg[0] = op;
+    for (int i = 0; i < 4; i++) nd->iarg[1 + i] = -1;
+    for (int i = 0; i < 3; i++) {
+        nd->farg[i] = o[i].value;
+        if ((EW_SAVE[op] >> i & 1) && o[i].t != NULL) {
+            nd->iarg[1 + i] = nd->n_saved;
+            tl_node_save(nd, o[i].t);
+        }
+    }
+    return nd;
+}
+
+static void
+node_finish(tl_node *nd, tl_tensor *out)
+{
+    if (EW_SAVE[nd->iarg[0]] & SO) {
+        nd->iarg[4] = nd->n_saved;
+        tl_node_save(nd, out);
+    }
+    tl_node_attach(nd, out);
+}
+
+static int record_overwrite(tl_tensor *t, PyObject *src);
+
+/* The one dispatch: out = OP(x, y, z). `into` (in-place target) or NULL for a new contiguous result. */
+static PyObject *ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int as_int);
+
+static PyObject *
+ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into)
+{
+    operand o[3];
+    PyObject *ins[3] = {x, y, z}, *held[3] = {NULL, NULL, NULL}, *unaliased[3] = {NULL, NULL, NULL}, *res = NULL;
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        if (to_operand(ins[i], name, &o[i], &held[i]) < 0) goto done;
+        if (held[i] != NULL) ins[i] = held[i];
+        if (ins[i] != NULL) n = i + 1;
+    }
+    tl_tensor *bc[4] = {into, o[0].t, o[1].t, o[2].t};      /* shapes first: a failed op enqueues no cast */
+    Py_ssize_t shape[TL_MAX_DIMS];
+    int nd_bc, as_int = int_math(op, o, n);
+    if (tl_broadcast(name, bc + (into == NULL), 4 - (into == NULL), &nd_bc, shape) < 0) goto done;
+    for (int i = 0; as_int && i < n; i++) {
+        if (o[i].t == NULL && !o[i].fits) {
+            PyErr_Format(PyExc_OverflowError, "%s: Python int operand does not fit int32", name);
+            goto done;
+        }
+        if ((op == TL_EW_FLOORDIV || op == TL_EW_MOD) && i == 1 && o[i].t == NULL && o[i].ivalue == 0) {
+            PyErr_Format(PyExc_ZeroDivisionError, "%s: integer division by zero", name);
+            goto done;
+        }
+        if (op == TL_EW_POW && i == 1 && o[i].t == NULL && o[i].ivalue < 0) {   /* numpy's and torch's rule */
+            PyErr_Format(PyExc_ValueError, "%s: integers to negative integer powers are not allowed", name);
+            goto done;
+        }
+    }
+    for (int i = 0; !as_int && i < n; i++) {          /* float math: int32 tensors become float32 first */
+        if (o[i].t == NULL || o[i].t->dtype == TL_F32) continue;
+        PyObject *c = cast((PyObject *)o[i].t, TL_F32);
+        if (c == NULL) goto done;
+        Py_XSETREF(held[i], c);
+        ins[i] = c;
+        o[i].t = tl_tensor_CAST(c);
+    }
+    if (into != NULL) {
+        int rdt = as_int && !IS_CMP(op) ? TL_I32 : TL_F32;
+        if (into->dtype != rdt) {
+            char s[128];
+            tl_shape_str(into->shape, into->ndim, s, sizeof s);
+            PyErr_Format(PyExc_TypeError, "%s: the %s result cannot be written in place into an %s tensor of "
+                         "shape %s", name, tl_dtype_name(rdt), tl_dtype_name(into->dtype), s);
+            goto done;
+        }
+        if (tl_check_writable(name, into) < 0) goto done;
+        for (int i = 0; i < 3; i++) {
+            if (o[i].t == NULL || o[i].t->storage != into->storage) continue;
+            if ((o[i].t = tl_unalias(into, o[i].t)) == NULL) goto done;
+            unaliased[i] = (PyObject *)o[i].t;      /* ins[i] keeps the original: the graph's edge */
+        }
+    }
+    res = ew_checked(op, name, ins, into, o, as_int);
+done:
+    for (int i = 0; i < 3; i++) {
+        Py_XDECREF(unaliased[i]);
+        Py_XDECREF(held[i]);
+    }
+    return res;
+}
+
+/* Operand i's data that an in-place recorded op saves: a copy when it is the storage being overwritten. */
+static int
+save_copies(int op, tl_tensor *into, operand *o, PyObject **held)
+{
+    for (int i = 0; i < 3; i++) {
+        if (!(EW_SAVE[op] >> i & 1) || o[i].t == NULL || o[i].t->storage != into->storage) continue;
+        tl_tensor *c = tl_tensor_empty(o[i].t->dtype, o[i].t->ndim, o[i].t->shape);
+        if (c == NULL || tl_copy_into(c, o[i].t) < 0) { Py_XDECREF(c); return -1; }
+        held[i] = (PyObject *)c;
+        o[i].t = c;
+    }
+    return 0;
+}
+
+/* Ops tl_ew_hot_f32 takes (contiguous, two operands). It and tl_ew_rows_f32 run on CPU devices only (PoCL's
+ * vectoriser is what they are for): other devices keep the kernels they had. */
+static const unsigned char EW_HOT[TL_EW_COUNT] = {
+    [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_DIV] = 1, [TL_EW_RELU] = 1, [TL_EW_RELU_GRAD] = 1,
+};
+
+/* tl_ew_rows_f32 over L's (up to) three dims: 16 columns per work-item along dim 0, rows along 1, the outer
+ * dim along 2. Work-groups of 16 x 8 work-items (4 x 16 for rows of at most 64): on PoCL about 20 % faster
+ * than one row per group, and few local sizes, since PoCL compiles a kernel per local size. */
+static int
+launch_rows(tl_kernel *kh, const tl_layout *L, tl_storage *const *st)
+{
+    tl_err err = {0};
+    const int last = L->ndim - 1;
+    size_t l0 = L->shape[last] <= 64 ? 4 : 16, l1 = 128 / l0;
+    if (l0 * l1 > kh->wg) l0 = kh->wg < l0 ? kh->wg : l0, l1 = kh->wg / l0;
+    size_t lws[3] = {l0, last >= 1 ? l1 : 1, 1};
+    size_t gws[3] = {tl_round_up(((size_t)L->shape[last] + 15) / 16, lws[0]),
+                     last >= 1 ? tl_round_up((size_t)L->shape[last - 1], lws[1]) : 1,
+                     last == 2 ? (size_t)L->shape[0] : 1};
+    if (tl_stream_launch(kh->k, (cl_uint)L->ndim, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
+    return 0;
+}
+
+static PyObject *
+ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int as_int)
+{
+    static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32"),
+                     ki = TL_KERNEL("elementwise", "tl_ew_i32"), kr = TL_KERNEL("elementwise", "tl_ew_rows_f32"),
+                     kh_hot = TL_KERNEL("elementwise", "tl_ew_hot_f32");
+    tl_tensor *ops[4], *out = NULL;
+    tl_node *nd = NULL;
+    PyObject *copies[3] = {NULL, NULL, NULL};
+    Py_ssize_t shape[TL_MAX_DIMS];
+    int ndim, track = 0;
+    tl_layout L;
+    tl_tensor *bc[4] = {into, o[0].t, o[1].t, o[2].t};
+    if (tl_broadcast(name, bc + (into == NULL), 4 - (into == NULL), &ndim, shape) < 0) return NULL;
+    if (into != NULL) {
+        int same = ndim == into->ndim;
+        for (int d = 0; same && d < ndim; d++) same = shape[d] == into->shape[d];
+        if (!same) {
+            char a[128], b[128];
+            tl_shape_str(into->shape, into->ndim, a, sizeof a);
+            tl_shape_str(shape, ndim, b, sizeof b);
+            return PyErr_Format(PyExc_ValueError, "%s: in-place output of shape %s cannot hold the broadcast "
+                                "result of shape %s", name, a, b);
+        }
+        track = !as_int && !(EW_SAVE[op] & ND) && tl_autograd_wanted(ins, 3);
+        if (tl_check_recorded_inplace(name, into, track) < 0) return NULL;
+        if (track && (save_copies(op, into, o, copies) < 0 || (nd = node_make(op, ins, o)) == NULL)) goto fail;
+        out = (tl_tensor *)Py_NewRef(into);
+        tl_mark_write(out, name);
+    } else if ((out = tl_tensor_empty(as_int && !IS_CMP(op) ? TL_I32 : TL_F32, ndim, shape)) == NULL) {
+        return NULL;
+    } else if (!(EW_SAVE[op] & ND) && tl_autograd_wanted(ins, 3) && (nd = node_make(op, ins, o)) == NULL) {
+        goto fail;
+    }
+    if (out->storage != NULL) {                      /* zero-size: enqueue nothing */
+        ops[0] = out;
+        for (int i = 0; i < 3; i++) ops[i + 1] = o[i].t;
+        tl_layout_make(&L, ndim, shape, ops, 4);
+        int contig = !as_int && L.ndim <= 1;
+        for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
+        const int cpu = as_int ? 0 : tl_device_is_cpu();   /* CPU devices only: GPUs keep the kernels they had */
+        if (cpu < 0) goto fail;
+        int rows = cpu && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's case */
+        for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
+        int hot = cpu && contig && EW_HOT[op] && o[2].t == NULL;
+        tl_kernel *kh = as_int ? &ki : hot ? &kh_hot : contig ? &kc : rows ? &kr : &ks;
+        cl_kernel k = tl_kernel_py(kh);
+        if (k == NULL) goto fail;
+        const size_t sz[9] = {sizeof op, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
+                              4, 4, 4};
+        const void *v[9] = {&op, &L, TL_MEM(out), TL_MEM(o[0].t), TL_MEM(o[1].t), TL_MEM(o[2].t),
+                            &o[0].value, &o[1].value, &o[2].value};
+        if (as_int) for (int i = 0; i < 3; i++) v[6 + i] = &o[i].ivalue;
+        tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
+                             o[2].t ? o[2].t->storage : NULL};
+        size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
+        if (tl_set_args(k, 0, 9, sz, v) < 0) goto fail;
+        if ((rows ? launch_rows(kh, &L, st) : tl_launch_1d(kh, items, st, 4, 1u)) < 0) goto fail;
+    }
+    if (nd != NULL) node_finish(nd, out);
+    else if (into != NULL && (EW_SAVE[op] & ND) && record_overwrite(into, NULL) < 0) goto fail;  /* x //= 2 */
+    for (int i = 0; i < 3; i++) Py_XDECREF(copies[i]);
+    return (PyObject *)out;
+fail:
+    if (nd != NULL) tl_node_release(nd);
+    for (int i = 0; i < 3; i++) Py_XDECREF(copies[i]);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static const char *
+lower(const char *s, char *buf, size_t cap)
+{
+    size_t i = 0;
+    for (; s[i] && i + 1 < cap; i++) buf[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+    buf[i] = '\0';
+    return buf;
+}
+
+/* Number-protocol entry: NotImplemented for operands we do not take, so Python can try the other side. */
+static PyObject *
+nb(int op, PyObject *a, PyObject *b)
+{
+    char name[16];
+    if (!is_operand(a) || !is_operand(b)) Py_RETURN_NOTIMPLEMENTED;
+    return ew(op, lower(EW_NAME[op], name, sizeof name), a, b, NULL, NULL);
+}
+
+static PyObject *
+nb_inplace(int op, PyObject *a, PyObject *b)
+{
+    char name[16];
+    if (!is_operand(b)) Py_RETURN_NOTIMPLEMENTED;
+    return ew(op, lower(EW_NAME[op], name, sizeof name), a, b, NULL, tl_tensor_CAST(a));
+}
+
+static PyObject *nb_add(PyObject *a, PyObject *b) { return nb(TL_EW_ADD, a, b); }
+static PyObject *nb_sub(PyObject *a, PyObject *b) { return nb(TL_EW_SUB, a, b); }
+static PyObject *nb_mul(PyObject *a, PyObject *b) { return nb(TL_EW_MUL, a, b); }
+static PyObject *nb_div(PyObject *a, PyObject *b) { return nb(TL_EW_DIV, a, b); }
+static PyObject *nb_floordiv(PyObject *a, PyObject *b) { return nb(TL_EW_FLOORDIV, a, b); }
+static PyObject *nb_mod(PyObject *a, PyObject *b) { return nb(TL_EW_MOD, a, b); }
+static PyObject *nb_iadd(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_ADD, a, b); }
+static PyObject *nb_isub(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_SUB, a, b); }
+static PyObject *nb_imul(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_MUL, a, b); }
+static PyObject *nb_idiv(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_DIV, a, b); }
+static PyObject *nb_ifloordiv(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_FLOORDIV, a, b); }
+static PyObject *nb_imod(PyObject *a, PyObject *b) { return nb_inplace(TL_EW_MOD, a, b); }
+static PyObject *nb_neg(PyObject *a) { return ew(TL_EW_NEG, "neg", a, NULL, NULL, NULL); }
+static PyObject *nb_abs(PyObject *a) { return ew(TL_EW_ABS, "abs", a, NULL, NULL, NULL); }
+static PyObject *nb_pos(PyObject *a) { return Py_NewRef(a); }
+
+static PyObject *
+nb_pow(PyObject *a, PyObject *b, PyObject *mod)
+{
+    if (mod != Py_None) return PyErr_Format(PyExc_TypeError, "pow: the modulo argument is not supported");
+    return nb(TL_EW_POW, a, b);
+}
+
+static PyObject *
+richcompare(PyObject *a, PyObject *b, int cmp)
+{
+    static const int map[6] = {TL_EW_LT, TL_EW_LE, TL_EW_EQ, TL_EW_NE, TL_EW_GT, TL_EW_GE};
+    return nb(map[cmp], a, b);
+}
+
+static Py_hash_t
+tensor_hash(PyObject *op)
+{
+    return (Py_hash_t)((uintptr_t)op >> 4);        /* identity, like PyTorch: == builds a mask */
+}
+
+/* ---- backward ---- */
+
+/* Saved operand i (0..2 = a, b, c; 3 = out) as a new ref, or its scalar value as a Python float. */
+static PyObject *
+saved(tl_node *nd, int i)
+{
+    int slot = nd->iarg[1 + i];
+    if (slot >= 0) return (PyObject *)tl_node_saved(nd, slot);
+    return PyFloat_FromDouble(nd->farg[i]);
+}
+
+static PyObject *
+ew2(int op, PyObject *x, PyObject *y)
+{
+    return x != NULL && y != NULL ? ew(op, "backward", x, y, NULL, NULL) : NULL;
+}
+
+static PyObject *
+ews(int op, PyObject *x, double v)
+{
+    PyObject *s = PyFloat_FromDouble(v), *r = s != NULL ? ew2(op, x, s) : NULL;
+    Py_XDECREF(s);
+    return r;
+}
+
+/* grad_in[i] for out = OP(a, b, c), from the upstream gradient g; every result is one or two kernels. */
+static int
+tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    int op = nd->iarg[0];
+    PyObject *a = NULL, *b = NULL, *c = NULL, *out = NULL, *t = NULL, *u = NULL;
+    int want_a = tl_wants_grad(nd, 0), want_b = tl_wants_grad(nd, 1), want_c = tl_wants_grad(nd, 2);
+    if ((EW_SAVE[op] & SA) && (a = saved(nd, 0)) == NULL) goto fail;
+    if ((EW_SAVE[op] & SB) && (b = saved(nd, 1)) == NULL) goto fail;
+    if ((EW_SAVE[op] & SC) && (c = saved(nd, 2)) == NULL) goto fail;
+    if ((EW_SAVE[op] & SO) && (out = saved(nd, 3)) == NULL) goto fail;
+    switch (op) {
+    case TL_EW_ADD: gin[0] = Py_NewRef(g); gin[1] = Py_NewRef(g); break;
+    case TL_EW_SUB: gin[0] = Py_NewRef(g); if (want_b) gin[1] = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL); break;
+    case TL_EW_COPY: gin[0] = Py_NewRef(g); break;
+    case TL_EW_NEG: gin[0] = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL); break;
+    case TL_EW_MUL:
+        if (want_a) gin[0] = ew2(TL_EW_MUL, g, b);
+        if (want_b) gin[1] = ew2(TL_EW_MUL, g, a);
+        break;
+    case TL_EW_DIV:                                   /* d/da = g/b; d/db = -g*out/b */
+        if (want_a) gin[0] = ew2(TL_EW_DIV, g, b);
+        if (want_b && (t = ew2(TL_EW_MUL, g, out)) != NULL && (u = ew2(TL_EW_DIV, t, b)) != NULL)
+            gin[1] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        break;
+    case TL_EW_POW:                                   /* d/da = g*b*a^(b-1); d/db = g*out*log(a) */
+        if (want_a) {
+            PyObject *bm1 = ews(TL_EW_SUB, b, 1.0), *p = bm1 ? ew2(TL_EW_POW, a, bm1) : NULL;
+            PyObject *q = p ? ew2(TL_EW_MUL, p, b) : NULL;
+            gin[0] = q ? ew2(TL_EW_MUL, g, q) : NULL;
+            Py_XDECREF(bm1); Py_XDECREF(p); Py_XDECREF(q);
+        }
+        if (want_b) {
+            PyObject *la = ew(TL_EW_LOG, "backward", a, NULL, NULL, NULL), *p = la ? ew2(TL_EW_MUL, out, la) : NULL;
+            gin[1] = p ? ew2(TL_EW_MUL, g, p) : NULL;
+            Py_XDECREF(la); Py_XDECREF(p);
+        }
+        break;
+    case TL_EW_MAXIMUM: case TL_EW_MINIMUM:           /* ties go to a, like numpy's choice of a */
+        if ((t = ew2(op == TL_EW_MAXIMUM ? TL_EW_GE : TL_EW_LE, a, b)) == NULL) goto fail;
+        if (want_a) gin[0] = ew2(TL_EW_MUL, g, t);
+        if (want_b && (u = ews(TL_EW_SUB, t, 1.0)) != NULL) {     /* (mask - 1) * -g */
+            PyObject *ng = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL);
+            gin[1] = ng ? ew2(TL_EW_MUL, ng, u) : NULL;
+            Py_XDECREF(ng);
+        }
+        break;
+    case TL_EW_MOD:                                   /* a - floor(a/b)*b: d/da = g, d/db = -g*floor(a/b) */
+        gin[0] = Py_NewRef(g);
+        if (want_b && (t = ew2(TL_EW_FLOORDIV, a, b)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
+            gin[1] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        break;
+    case TL_EW_EXP: gin[0] = ew2(TL_EW_MUL, g, out); break;
+    case TL_EW_LOG: gin[0] = ew2(TL_EW_DIV, g, a); break;
+    case TL_EW_SQRT: if ((t = ews(TL_EW_MUL, out, 2.0)) != NULL) gin[0] = ew2(TL_EW_DIV, g, t); break;
+    case TL_EW_RSQRT:                                 /* -0.5 * out^3 */
+        if ((t = ews(TL_EW_POW, out, 3.0)) != NULL && (u = ews(TL_EW_MUL, t, -0.5)) != NULL)
+            gin[0] = ew2(TL_EW_MUL, g, u);
+        break;
+    case TL_EW_TANH: gin[0] = ew2(TL_EW_TANH_GRAD, out, g); break;
+    case TL_EW_SIGMOID: gin[0] = ew2(TL_EW_SIGMOID_GRAD, out, g); break;
+    case TL_EW_RELU: gin[0] = ew2(TL_EW_RELU_GRAD, a, g); break;
+    case TL_EW_LEAKY_RELU: gin[0] = ew(TL_EW_LEAKY_RELU_GRAD, "backward", a, g, b, NULL); break;
+    case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND:   /* zeros, like torch (not g * 0: inf * 0 is NaN) */
+        if ((t = (PyObject *)tl_tensor_empty(TL_F32, tl_tensor_CAST(g)->ndim, tl_tensor_CAST(g)->shape)) != NULL &&
+            tl_tensor_fill(tl_tensor_CAST(t), 0.0) == 0)
+            gin[0] = Py_NewRef(t);
+        break;
+    case TL_EW_SILU: gin[0] = ew2(TL_EW_SILU_GRAD, a, g); break;
+    case TL_EW_GELU: gin[0] = ew2(TL_EW_GELU_GRAD, a, g); break;
+    case TL_EW_ABS:
+        if ((t = ew(TL_EW_SIGN, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
+        break;
+    case TL_EW_SIN:
+        if ((t = ew(TL_EW_COS, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
+        break;
+    case TL_EW_COS:
+        if ((t = ew(TL_EW_SIN, "backward", a, NULL, NULL, NULL)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
+            gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        break;
+    case TL_EW_SQUARE: if ((t = ews(TL_EW_MUL, a, 2.0)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
+    case TL_EW_RECIPROCAL:                            /* -out^2 */
+        if ((t = ew2(TL_EW_MUL, out, out)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
+            gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        break;
+    case TL_EW_WHERE:
+        if ((t = PyFloat_FromDouble(0.0)) == NULL) goto fail;
+        if (want_b) gin[1] = ew(TL_EW_WHERE, "backward", a, g, t, NULL);
+        if (want_c) gin[2] = ew(TL_EW_WHERE, "backward", a, t, g, NULL);
+        break;
+    case TL_EW_CLAMP:                                 /* x passes where lo <= x <= hi; bounds get the rest */
+        if ((t = ew(TL_EW_INRANGE, "backward", a, b, c, NULL)) == NULL) goto fail;
+        gin[0] = ew2(TL_EW_MUL, g, t);
+        if (want_b && (u = ew2(TL_EW_LT, a, b)) != NULL) gin[1] = ew2(TL_EW_MUL, g, u);
+        if (want_c) { Py_XDECREF(u); u = ew2(TL_EW_GT, a, c); gin[2] = u ? ew2(TL_EW_MUL, g, u) : NULL; }
+        break;
+    default:
+        break;
+    }
+    Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(c); Py_XDECREF(out); Py_XDECREF(t); Py_XDECREF(u);
+    return PyErr_Occurred() ? -1 : 0;
+fail:
+    Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(c); Py_XDECREF(out); Py_XDECREF(t); Py_XDECREF(u);
+    return -1;
+}
+
+/* ---- methods ---- */
+
+#define UNARY(pyname, OP)                                                                      \
+    static PyObject *m_##pyname(PyObject *self, PyObject *Py_UNUSED(ignored))                  \
+    { return ew(TL_EW_##OP, #pyname, self, NULL, NULL, NULL); }
+UNARY(neg, NEG) UNARY(exp, EXP) UNARY(log, LOG) UNARY(sqrt, SQRT) UNARY(rsqrt, RSQRT) UNARY(tanh, TANH)
+UNARY(sigmoid, SIGMOID) UNARY(relu, RELU) UNARY(silu, SILU) UNARY(gelu, GELU) UNARY(abs, ABS) UNARY(sin, SIN)
+UNARY(cos, COS) UNARY(clone, COPY) UNARY(square, SQUARE) UNARY(reciprocal, RECIPROCAL) UNARY(sign, SIGN)
+UNARY(ceil, CEIL) UNARY(floor, FLOOR) UNARY(round, ROUND)
+#undef UNARY
+
+#define BINARY(pyname, OP)                                                                     \
+    static PyObject *m_##pyname(PyObject *self, PyObject *other)                               \
+    { return ew(TL_EW_##OP, #pyname, self, other, NULL, NULL); }
+BINARY(add, ADD) BINARY(sub, SUB) BINARY(mul, MUL) BINARY(div, DIV) BINARY(pow, POW) BINARY(maximum, MAXIMUM)
+BINARY(minimum, MINIMUM) BINARY(floor_divide, FLOORDIV) BINARY(remainder, MOD) BINARY(lt, LT) BINARY(le, LE) BINARY(gt, GT) BINARY(ge, GE) BINARY(eq, EQ) BINARY(ne, NE)
+#undef BINARY
+
+#define INPLACE(pyname, OP)                                                                    \
+    static PyObject *m_##pyname##_(PyObject *self, PyObject *other)                            \
+    { return ew(TL_EW_##OP, #pyname "_", self, other, NULL, tl_tensor_CAST(self)); }
+INPLACE(add, ADD) INPLACE(sub, SUB) INPLACE(mul, MUL) INPLACE(div, DIV)
+#undef INPLACE
+
+/* ---- the internal C API (ops.h) ---- */
+
+PyObject *tl_exp(tl_tensor *x) { return ew(TL_EW_EXP, "exp", (PyObject *)x, NULL, NULL, NULL); }
+PyObject *tl_eq(tl_tensor *a, tl_tensor *b) { return ew(TL_EW_EQ, "eq", (PyObject *)a, (PyObject *)b, NULL, NULL); }
+PyObject *tl_clone(tl_tensor *x) { return ew(TL_EW_COPY, "clone", (PyObject *)x, NULL, NULL, NULL); }
+
+static PyObject *
+m_contiguous(PyObject *op, PyObject *Py_UNUSED(ignored))
+{
+    tl_tensor *t = tl_tensor_CAST(op);
+    if (!tl_tensor_is_contig(t) && tl_autograd_wanted(&op, 1)) return tl_clone(t);   /* keeps the graph */
+    return (PyObject *)tl_tensor_contiguous(t);
+}
+
+int
+tl_add_(tl_tensor *acc, tl_tensor *x)
+{
+    PyObject *r = ew(TL_EW_ADD, "add_", (PyObject *)acc, (PyObject *)x, NULL, acc);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+static PyObject *
+clamp(PyObject *self, PyObject *args, PyObject *kwargs, const char *name, tl_tensor *into)
+{
+    static char *kw[] = {"min", "max", NULL};
+    PyObject *lo = Py_None, *hi = Py_None, *res = NULL;
+    char fmt[16];
+    snprintf(fmt, sizeof fmt, "|OO:%s", name);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kw, &lo, &hi)) return NULL;
+    int i32 = tl_tensor_check(self) && tl_tensor_CAST(self)->dtype == TL_I32;   /* an open int bound stays int */
+    PyObject *lo_o = lo != Py_None ? Py_NewRef(lo) : i32 ? PyLong_FromLong(INT32_MIN) : PyFloat_FromDouble(-INFINITY);
+    PyObject *hi_o = hi != Py_None ? Py_NewRef(hi) : i32 ? PyLong_FromLong(INT32_MAX) : PyFloat_FromDouble(INFINITY);
+    if (lo_o != NULL && hi_o != NULL) res = ew(TL_EW_CLAMP, name, self, lo_o, hi_o, into);
+    Py_XDECREF(lo_o);
+    Py_XDECREF(hi_o);
+    return res;
+}
+
+/* leaky_relu(negative_slope=0.01): x where x > 0, else negative_slope * x (torch's rule, also at 0). */
+static PyObject *
+m_leaky_relu(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"negative_slope", NULL};
+    PyObject *o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:leaky_relu", kw, &o)) return NULL;
+    double slope = o != NULL ? PyFloat_AsDouble(o) : 0.01;
+    if (slope == -1.0 && PyErr_Occurred())
+        return PyErr_Format(PyExc_TypeError, "leaky_relu: negative_slope must be a number, got %s", Py_TYPE(o)->tp_name);
+    PyObject *s = PyFloat_FromDouble(slope), *res = s ? ew(TL_EW_LEAKY_RELU, "leaky_relu", self, s, NULL, NULL) : NULL;
+    Py_XDECREF(s);
+    return res;
+}
+
+static PyObject *
+m_clamp(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return clamp(self, args, kwargs, "clamp", NULL);
+}
+
+static PyObject *
+m_clamp_(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    return clamp(self, args, kwargs, "clamp_", tl_tensor_CAST(self));
+}
+
+static PyObject *
+fn_where(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *c, *x, *y;
+    if (!PyArg_ParseTuple(args, "OOO:where", &c, &x, &y)) return NULL;
+    if (!tl_tensor_check(c) && !tl_is_numpy(c))
+        return PyErr_Format(PyExc_TypeError, "where: condition must be a Tensor (a float32 mask) or a numpy array");
+    return ew(TL_EW_WHERE, "where", c, x, y, NULL);
+}
+
+static PyObject *
+fn_binary(int op, const char *name, PyObject *args)
+{
+    PyObject *a, *b;
+    if (!PyArg_UnpackTuple(args, name, 2, 2, &a, &b)) return NULL;
+    if (!tl_tensor_check(a) && !tl_tensor_check(b))
+        return PyErr_Format(PyExc_TypeError, "%s: at least one argument must be a Tensor", name);
+    return ew(op, name, a, b, NULL, NULL);
+}
+
+static PyObject *fn_maximum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MAXIMUM, "maximum", args); }
+static PyObject *fn_minimum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MINIMUM, "minimum", args); }
+
+/* After an in-place write that replaced t's values: when autograd records it, t's grad_fn becomes a copy of
+ * `src` (when src requires grad) or a node that passes a zero gradient to t's old graph (PyTorch's
+ * Fill/Zero/CopyBackward: a non-leaf keeps requiring grad). */
+static int
+record_overwrite(tl_tensor *t, PyObject *src)
+{
+    PyObject *ins[3] = {src, NULL, NULL};
+    if (src == NULL || !tl_autograd_wanted(ins, 1)) ins[0] = (PyObject *)t;
+    if (!tl_autograd_wanted(ins, 1)) return 0;
+    tl_node *nd = tl_node_new(TL_OP_EW, ins, 3);
+    if (nd == NULL) return -1;
+    nd->iarg[0] = ins[0] == src ? TL_EW_COPY : TL_EW_MUL;     /* MUL by the scalar 0, nothing saved */
+    for (int i = 0; i < 4; i++) nd->iarg[1 + i] = -1;
+    tl_node_attach(nd, t);
+    return 0;
+}
+
+int tl_record_overwrite(tl_tensor *t) { return record_overwrite(t, NULL); }
+
+static PyObject *
+fill_inplace(PyObject *self, double v, const char *op)
+{
+    tl_tensor *t = tl_tensor_CAST(self);
+    PyObject *me = self;
+    if (tl_check_writable(op, t) < 0 || tl_check_recorded_inplace(op, t, tl_autograd_wanted(&me, 1)) < 0)
+        return NULL;
+    if (t->dtype == TL_I32 && isnan(v))                 /* as every other int32 path (tensor_io.c, ops_common.c) */
+        return PyErr_Format(PyExc_ValueError, "%s: cannot write NaN into an int32 tensor", op);
+    if (t->dtype == TL_I32 && !(v >= INT32_MIN && v <= INT32_MAX)) {
+        char num[64];
+        snprintf(num, sizeof num, "%.17g", v);
+        return PyErr_Format(PyExc_OverflowError, "%s: value %s does not fit int32", op, num);
+    }
+    tl_mark_write(t, op);
+    return tl_tensor_fill(t, v) < 0 || record_overwrite(t, NULL) < 0 ? NULL : Py_NewRef(self);
+}
+
+static PyObject *
+m_zero_(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return fill_inplace(self, 0.0, "zero_");
+}
+
+static PyObject *
+m_fill_(PyObject *self, PyObject *value)
+{
+    double v = PyFloat_AsDouble(value);
+    if (v == -1.0 && PyErr_Occurred()) return NULL;
+    return fill_inplace(self, v, "fill_");
+}
+
+/* copy_(src): src is a Tensor of the same dtype broadcastable to self, or array-like data (uploaded). */
+static PyObject *
+m_copy_(PyObject *self, PyObject *src_o)
+{
+    tl_tensor *t = tl_tensor_CAST(self), *src = NULL, *ins[2];
+    Py_ssize_t shape[TL_MAX_DIMS];
+    int ndim, rc = -1;
+    if (tl_tensor_check(src_o)) src = (tl_tensor *)Py_NewRef(src_o);
+    else src = tl_tensor_from_object(src_o, t->dtype, "copy_");
+    if (src == NULL) return NULL;
+    PyObject *ins2[2] = {self, (PyObject *)src};
+    if (tl_check_writable("copy_", t) < 0 || tl_check_recorded_inplace("copy_", t, tl_autograd_wanted(ins2, 2)) < 0)
+        goto done;
+    Py_SETREF(src, tl_unalias(t, src));
+    if (src == NULL) return NULL;
+    ins[0] = t;
+    ins[1] = src;
+    if (tl_check_dtype("copy_", src, t->dtype) < 0 || tl_broadcast("copy_", ins, 2, &ndim, shape) < 0) goto done;
+    if (ndim != t->ndim || memcmp(shape, t->shape, sizeof(Py_ssize_t) * (size_t)ndim) != 0) {
+        char a[128], b[128];
+        tl_shape_str(t->shape, t->ndim, a, sizeof a);
+        tl_shape_str(src->shape, src->ndim, b, sizeof b);
+        PyErr_Format(PyExc_ValueError, "copy_: source of shape %s does not broadcast to %s", b, a);
+        goto done;
+    }
+    tl_mark_write(t, "copy_");
+    rc = tl_copy_into(t, src);
+    if (rc == 0 && record_overwrite(t, tl_tensor_check(src_o) ? src_o : NULL) < 0) rc = -1;
+done:
+    Py_DECREF(src);
+    return rc < 0 ? NULL : Py_NewRef(self);
+}
+
+static PyObject *
+cast(PyObject *self, int to)
+{
+    static tl_kernel kf = TL_KERNEL("elementwise", "tl_cast_i32_to_f32"),
+                     ki = TL_KERNEL("elementwise", "tl_cast_f32_to_i32");
+    tl_tensor *t = tl_tensor_CAST(self), *out;
+    tl_layout L;
+    if (t->dtype == to) return Py_NewRef(self);
+    if ((out = tl_tensor_empty(to, t->ndim, t->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    tl_kernel *kh = to == TL_F32 ? &kf : &ki;
+    cl_kernel k = tl_kernel_py(kh);
+    tl_tensor *ops[2] = {out, t};
+    tl_layout_make(&L, t->ndim, t->shape, ops, 2);
+    const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem)};
+    const void *v[3] = {&L, &out->storage->mem, &t->storage->mem};
+    tl_storage *st[2] = {out->storage, t->storage};
+    if (k == NULL || tl_set_args(k, 0, 3, sz, v) < 0 || tl_launch_1d(kh, (size_t)L.n, st, 2, 1u) < 0) Py_CLEAR(out);
+    return (PyObject *)out;
+}
+
+static PyObject *m_float(PyObject *self, PyObject *Py_UNUSED(i)) { return cast(self, TL_F32); }
+static PyObject *m_int(PyObject *self, PyObject *Py_UNUSED(i)) { return cast(self, TL_I32); }
+
+#define U(name, doc) {#name, m_##name, METH_NOARGS, doc}
+#define B(name, doc) {#name, m_##name, METH_O, doc}
+static const PyMethodDef ew_methods[] = {
+    U(neg, "-x"), U(exp, "e**x"), U(log, "natural log"), U(sqrt, "square root"), U(rsqrt, "1/sqrt(x)"),
+    U(tanh, "tanh"), U(sigmoid, "1/(1+e**-x)"), U(relu, "max(x, 0)"), U(silu, "x*sigmoid(x)"),
+    U(gelu, "exact (erf) GELU"), U(abs, "|x|"), U(sin, "sin"), U(cos, "cos"), U(square, "x*x"),
+    U(reciprocal, "1/x"), U(sign, "-1, 0 or 1"), U(clone, "a contiguous copy (differentiable)"),
+    U(ceil, "round up (int32: unchanged; zero gradient)"), U(floor, "round down (int32: unchanged; zero gradient)"),
+    U(round, "round half to even (int32: unchanged; zero gradient)"),
+    {"leaky_relu", (PyCFunction)(void (*)(void))m_leaky_relu, METH_VARARGS | METH_KEYWORDS,
+     "leaky_relu(negative_slope=0.01): x if x > 0 else negative_slope * x"},
+    B(add, "self + other"), B(sub, "self - other"), B(mul, "self * other"), B(div, "self / other"),
+    B(pow, "self ** other"), B(floor_divide, "self // other (rounds toward -inf, like Python)"),
+    B(remainder, "self % other (the divisor's sign, like Python)"), B(maximum, "elementwise max (NaN propagates)"), B(minimum, "elementwise min"),
+    B(lt, "self < other as a float32 mask"), B(le, "<= mask"), B(gt, "> mask"), B(ge, ">= mask"),
+    B(eq, "== mask"), B(ne, "!= mask"),
+    B(add_, "in place +="), B(sub_, "in place -="), B(mul_, "in place *="), B(div_, "in place /="),
+    U(zero_, "in place: set to 0"), B(fill_, "in place: set to a value"),
+    B(copy_, "in place: copy (broadcast) from a tensor or array-like of the same dtype"),
+    {"clamp", (PyCFunction)(void (*)(void))m_clamp, METH_VARARGS | METH_KEYWORDS, "clamp(min=None, max=None)"},
+    {"clamp_", (PyCFunction)(void (*)(void))m_clamp_, METH_VARARGS | METH_KEYWORDS, "in place clamp(min, max)"},
+    U(float, "cast to float32"), U(int, "cast to int32 (truncating)"),
+    U(contiguous, "Self if contiguous, else a contiguous copy."),
+    {NULL, NULL, 0, NULL},
+};
+#undef U
+#undef B
+
+static const PyMethodDef ew_functions[] = {
+    {"where", fn_where, METH_VARARGS, "where(cond, x, y): x where cond != 0 else y (broadcasting)."},
+    {"maximum", fn_maximum, METH_VARARGS, "maximum(a, b) elementwise (NaN propagates)."},
+    {"minimum", fn_minimum, METH_VARARGS, "minimum(a, b) elementwise (NaN propagates)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static const PyType_Slot ew_slots[] = {
+    {Py_nb_add, nb_add}, {Py_nb_subtract, nb_sub}, {Py_nb_multiply, nb_mul}, {Py_nb_true_divide, nb_div},
+    {Py_nb_power, nb_pow}, {Py_nb_negative, nb_neg}, {Py_nb_absolute, nb_abs}, {Py_nb_positive, nb_pos},
+    {Py_nb_inplace_add, nb_iadd}, {Py_nb_inplace_subtract, nb_isub}, {Py_nb_inplace_multiply, nb_imul},
+    {Py_nb_inplace_true_divide, nb_idiv}, {Py_tp_richcompare, richcompare}, {Py_tp_hash, tensor_hash},
+    {Py_nb_floor_divide, nb_floordiv}, {Py_nb_remainder, nb_mod}, {Py_nb_inplace_floor_divide, nb_ifloordiv},
+    {Py_nb_inplace_remainder, nb_imod},
+    {0, NULL},
+};
+
+/* grad_fn's name per op code: "MUL" -> "MulBackward", built once under the GIL. */
+static const char *
+ew_node_name(const tl_node *nd)
+{
+    static char names[TL_EW_COUNT][32];
+    const int op = nd->iarg[0];
+    if (op < 0 || op >= TL_EW_COUNT) return "Elementwise";
+    if (names[op][0] == '\0') {
+        lower(EW_NAME[op], names[op], 21);
+        names[op][0] = EW_NAME[op][0];
+        memcpy(names[op] + strlen(names[op]), "Backward", 9);
+    }
+    return names[op];
+}
+
+static const tl_op_row elementwise_rows[] = {
+    {TL_OP_EW, "Elementwise", tl_ew_backward, 0, ew_node_name},
+    {0},
+};
+static const tl_grad_prims ew_prims = {.add_ = tl_add_};
+
+const tl_family tl_family_elementwise = {
+    ew_functions, ew_methods, ew_slots, NULL,
+    "neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign add sub mul div pow "
+    "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu",
+    .rows = elementwise_rows, .grad_prims = &ew_prims};

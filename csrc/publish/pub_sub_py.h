@@ -1,0 +1,13 @@
+/* pub_sub_py.h: pub_sub_py.c's Subscriber and PublisherClosed, and the argument helpers the publisher's
+ * Python-facing files share (pub_py.c: Publisher; pub_args_py.c: its arguments). GIL held. */
+#ifndef TL_PUB_SUB_PY_H
+#define TL_PUB_SUB_PY_H
+#include "state.h"
+#include "publisher.h"
+
+extern PyType_Spec tl_sub_spec;
+PyObject *tl_pub_closed_error(void);                  /* borrowed: tlgpu.publish.PublisherClosed, made once */
+int       tl_pub_parse_timeout(PyObject *obj, double *out);                 /* None -> -1 (for ever) */
+/* A str name as UTF-8, refusing embedded NULs (they would silently cut a C string). */
+const char *tl_pub_utf8_name(PyObject *name, const char *who);
+#endif
