@@ -14,6 +14,7 @@
  * are counted apart from the sync-point `waits`, as backpressure_waits (only those that had to block). */
 #include "stream.h"
 #include "cl_runtime.h"
+#include "settings.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,27 +39,15 @@ static fifo batches = {batch_slots, MAX_BATCHES, 0, 0}, uploads = {upload_slots,
 static tl_block_enter_fn block_enter;
 static tl_block_leave_fn block_leave;
 
-/* A non-negative integer from the environment, at most `max`; unset or not a number: dflt. */
-static long
-env_long(const char *name, long dflt, long max)
-{
-    const char *v = getenv(name);
-    char *end;
-    long x = v != NULL ? strtol(v, &end, 10) : -1;
-    if (v == NULL || end == v || *end != '\0' || x < 0) return dflt;
-    return x < max ? x : max;
-}
-
 static void
-configure(void)
+configure(void)                                        /* the ranges are settings.c's rows */
 {
-    const char *s = getenv("TLGPU_SYNC"), *d = getenv("TLGPU_DEBUG_BATCHING");
-    per_flush = (int)env_long("TLGPU_COMPUTE_PER_BUFFER", 50, 1 << 20);
-    if (per_flush == 0) per_flush = 50;
-    max_inflight = (int)env_long("TLGPU_MAX_INFLIGHT", 16, MAX_BATCHES - 1);      /* 0: unbounded */
-    max_staging = (size_t)env_long("TLGPU_MAX_STAGING_MB", 64, 1L << 30) << 20;  /* 0: unbounded */
-    sync_mode = s != NULL && strcmp(s, "1") == 0;
-    debug = d != NULL && strcmp(d, "1") == 0;
+    per_flush = (int)tl_setting_int(TL_SET_COMPUTE_PER_BUFFER);
+    max_inflight = (int)tl_setting_int(TL_SET_MAX_INFLIGHT);                    /* 0: unbounded */
+    max_staging = (size_t)tl_setting_int(TL_SET_MAX_STAGING_MB) << 20;          /* 0: unbounded */
+    sync_mode = tl_setting_flag(TL_SET_SYNC);
+    debug = tl_setting_flag(TL_SET_DEBUG_BATCHING);
+    if (max_inflight > MAX_BATCHES - 1) max_inflight = MAX_BATCHES - 1;
 }
 
 void
