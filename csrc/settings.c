@@ -25,8 +25,9 @@
 #define FLAG(id, name, flags, d, shown, doc) [id] = {name, TL_SK_FLAG, flags, d, 0, 1, shown, doc}
 
 static const tl_setting table[TL_SET_COUNT] = {
-    STR(TL_SET_DEVICE, "TLGPU_DEVICE", ONCE, "first GPU, else first device",
-        "device by type (cpu, gpu) or a substring of platform/device name, vendor or version, optional :index"),
+    STR(TL_SET_DEVICE, "TLGPU_DEVICE", EACH, "first GPU, else first device",
+        "device by type (cpu, gpu) or a substring of platform/device name, vendor or version, optional :index; "
+        "read when the runtime starts (again after a failed start)"),
     INT(TL_SET_COMPUTE_PER_BUFFER, "TLGPU_COMPUTE_PER_BUFFER", ONCE, 50, 1, 1L << 20, "50",
         "flush the compute queue every N enqueues"),
     FLAG(TL_SET_SYNC, "TLGPU_SYNC", ONCE, 0, "0", "1: finish after every command (errors surface at their op)"),
@@ -54,8 +55,8 @@ static const tl_setting table[TL_SET_COUNT] = {
         "GEMM tile parameters of the mid-tile tier"),
     STR(TL_SET_GEMM_PARAMS_SMALL, "TLGPU_GEMM_PARAMS_SMALL", ONCE, "the device's table row",
         "GEMM tile parameters of the small-tile tier"),
-    STR(TL_SET_GEMM_SPLITK, "TLGPU_GEMM_SPLITK", ONCE, "auto",
-        "split-K of the float32 tiled tiers: auto, off, or a slice count 2..1024"),
+    STR(TL_SET_GEMM_SPLITK, "TLGPU_GEMM_SPLITK", EACH, "auto",
+        "split-K of the float32 tiled tiers: auto, off, or a slice count 2..1024; read until one is valid"),
     STR(TL_SET_MATMUL_KERNEL, "TLGPU_MATMUL_KERNEL", ONCE, "unset (the device decides)",
         "small or naive: force that fallback kernel; gemm: tier 0 at every size (tests)"),
     FLAG(TL_SET_TC_WGMMA, "TLGPU_TC_WGMMA", EACH, 1, "1",
@@ -78,14 +79,16 @@ static const tl_setting table[TL_SET_COUNT] = {
     INT(TL_SET_SHM_COPY_THREADS, "TLGPU_SHM_COPY_THREADS", EACH, 0, 1, INT_MAX,
         "half the CPUs, at most 8, for copies of 16 MiB or more",
         "threads for copies into and out of the publisher's shared memory, at any size (at most 8)"),
-    STR(TL_SET_XDG_CACHE_HOME, "XDG_CACHE_HOME", FOREIGN, "unset", "the kernel cache's base when TLGPU_CACHE_DIR is unset"),
+    STR(TL_SET_XDG_CACHE_HOME, "XDG_CACHE_HOME", FOREIGN, "unset",
+        "the kernel cache's base when TLGPU_CACHE_DIR is unset"),
     STR(TL_SET_HOME, "HOME", FOREIGN, "unset", "the kernel cache's base when XDG_CACHE_HOME is unset too"),
     STR(TL_SET_OCL_ICD_FILENAMES, "OCL_ICD_FILENAMES", FOREIGN, "unset", "the ICD loader's; put back after it runs"),
     STR(TL_SET_OCL_ICD_VENDORS, "OCL_ICD_VENDORS", FOREIGN, "unset", "the ICD loader's; put back after it runs"),
 #ifdef TL_TEST_HOOKS
     FLAG(TL_SET_TC_EMULATE, "TLGPU_TC_EMULATE", ONCE | TL_SETF_TEST, 0, "0",
          "1: the TF32 rows run anywhere, built with -DTC_EMULATE=1 (give it in TLGPU_BUILD_OPTIONS too)"),
-    FLAG(TL_SET_TC_PACK4, "TLGPU_TC_PACK4", EACH | TL_SETF_TEST, 1, "1", "0: the packed rows' local-transpose pack always"),
+    FLAG(TL_SET_TC_PACK4, "TLGPU_TC_PACK4", EACH | TL_SETF_TEST, 1, "1",
+         "0: the packed rows' local-transpose pack always"),
     INT(TL_SET_SG_SPLIT, "TLGPU_SG_SPLIT", EACH | TL_SETF_TEST, 0, 1, INT_MAX, "the row's rule",
         "matmul_sg.cl: force this many K slices"),
     INT(TL_SET_PUB_TEST_HOLD_US, "TLGPU_PUB_TEST_HOLD_US", EACH | TL_SETF_TEST, 0, 0, UINT_MAX, "0",
