@@ -136,9 +136,10 @@ def test_wheel_packages_every_subpackage(dist):
     assert any(n.endswith(("dist-info/LICENSE", "dist-info/licenses/LICENSE")) for n in names), names
 
 
-# What only a TLGPU_TEST_HOOKS=1 build may contain: the hooks' Python names and the publisher's hold variable.
+# What only a TLGPU_TEST_HOOKS=1 build may contain: the hooks' Python names and the test-only settings' names.
 HOOK_MARKERS = [b"_matmul_test_view", b"_inject_error", b"_slow_reads", b"TLGPU_PUB_TEST_HOLD_US",
-                b"_gemm_splitk: S must be", b"_autograd_check_rows"]
+                b"_gemm_splitk: S must be", b"_autograd_check_rows", b"TLGPU_TC_EMULATE", b"TLGPU_TC_PACK4",
+                b"TLGPU_SG_SPLIT"]
 
 
 def test_release_build_has_no_test_hooks(dist):

@@ -7,6 +7,7 @@
  * searched and lists every device. The runtime is built
  * once under a mutex and never torn down: queues outlive every storage, so late releases stay valid. */
 #include "cl_runtime.h"
+#include "settings.h"
 #include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -29,16 +30,17 @@ typedef struct { cl_platform_id p; cl_device_id d; } dev_ref;
 static cl_int
 platform_ids(cl_platform_id *plats, cl_uint *np)
 {
-    static const char *vars[] = {"OCL_ICD_FILENAMES", "OCL_ICD_VENDORS"};
+    static const tl_setting_id vars[] = {TL_SET_OCL_ICD_FILENAMES, TL_SET_OCL_ICD_VENDORS};
     char *saved[2] = {NULL, NULL};
     for (int i = 0; i < 2; i++) {
-        const char *v = getenv(vars[i]);
+        const char *v = tl_setting_str(vars[i]);
         if (v != NULL) saved[i] = strdup(v);
     }
     cl_int rc = clGetPlatformIDs(16, plats, np);
     for (int i = 0; i < 2; i++) {
-        const char *now = getenv(vars[i]);
-        if (saved[i] != NULL && (now == NULL || strcmp(now, saved[i]) != 0)) setenv(vars[i], saved[i], 1);
+        const char *now = tl_setting_str(vars[i]);
+        if (saved[i] != NULL && (now == NULL || strcmp(now, saved[i]) != 0))
+            setenv(tl_setting_info(vars[i])->name, saved[i], 1);
         free(saved[i]);
     }
     return rc;
@@ -174,7 +176,7 @@ init_runtime(tl_err *err)
     cl_int rc;
     tl_status st = enumerate(refs, infos, MAX_DEVS, &n, err);
     if (st != TL_OK) return st;
-    const char *sel = getenv("TLGPU_DEVICE");
+    const char *sel = tl_setting_str(TL_SET_DEVICE);
     int i = select_device(infos, n, sel);
     if (i < 0) return no_match(infos, n, sel, err);
     rt.platform = refs[i].p;

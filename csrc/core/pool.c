@@ -8,6 +8,7 @@
  * cached bytes (blocks beyond it are freed at release). */
 #include "pool.h"
 #include "cl_runtime.h"
+#include "settings.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +27,8 @@ static int configured;
 static void
 configure(void)
 {
-    const char *p = getenv("TLGPU_POOL"), *lim = getenv("TLGPU_POOL_LIMIT_MB");
-    st.enabled = !(p != NULL && strcmp(p, "0") == 0);
-#ifdef TL_SANITIZE
-    st.enabled = p != NULL && strcmp(p, "1") == 0;   /* let ASan see every use-after-free */
-#endif
-    st.limit = lim != NULL ? (size_t)strtoull(lim, NULL, 10) << 20 : 0;
+    st.enabled = tl_setting_flag(TL_SET_POOL);         /* off by default in sanitizer builds (settings.c) */
+    st.limit = (size_t)tl_setting_int(TL_SET_POOL_LIMIT_MB) << 20;
     configured = 1;
 }
 

@@ -13,6 +13,7 @@
 #include "cl_runtime.h"
 #include "gemm_params.h"
 #include "ptx_patch.h"
+#include "settings.h"
 #include "sha256.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -62,7 +63,7 @@ read_file(const char *path, size_t *len)
 static tl_status
 family_source(const char *family, char **text, size_t *len, const char **incdir, tl_err *err)
 {
-    const char *dir = getenv("TLGPU_KERNEL_DIR");
+    const char *dir = tl_setting_str(TL_SET_KERNEL_DIR);
     *incdir = NULL;
     if (tl_gemm_family_tier(family) >= 0) family = "matmul";   /* the GEMM tiers: one source, three option sets */
     if (dir != NULL && *dir != '\0') {
@@ -87,7 +88,7 @@ family_source(const char *family, char **text, size_t *len, const char **incdir,
 static void
 family_options(const tl_runtime *rt, const char *family, const char *incdir, char *out, size_t cap)
 {
-    const char *fast = getenv("TLGPU_FAST_MATH"), *extra = getenv("TLGPU_BUILD_OPTIONS");
+    const char *extra = tl_setting_str(TL_SET_BUILD_OPTIONS);
     int k = snprintf(out, cap, "-cl-std=CL1.2 -DTL_MAX_WG=%zu", rt->info.max_wg);
     const int tier = tl_gemm_family_tier(family);
     if (tier >= 0 || strcmp(family, "llm") == 0 || strcmp(family, "quant") == 0) {
@@ -101,7 +102,7 @@ family_options(const tl_runtime *rt, const char *family, const char *incdir, cha
         clGetDeviceInfo(rt->device, 0x4000 /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV */, sizeof cc, &cc, NULL) ==
             CL_SUCCESS && cc >= 8)
         k += snprintf(out + k, cap - (size_t)k, " -DSG_ASYNC=1");   /* cp.async: matmul_sg.cl's banner */
-    if (fast != NULL && strcmp(fast, "1") == 0)
+    if (tl_setting_flag(TL_SET_FAST_MATH))
         k += snprintf(out + k, cap - (size_t)k, " -cl-mad-enable -cl-fast-relaxed-math");
     if (extra != NULL && *extra != '\0') k += snprintf(out + k, cap - (size_t)k, " %s", extra);
     if (incdir != NULL) snprintf(out + k, cap - (size_t)k, " -I %s", incdir);
@@ -110,17 +111,18 @@ family_options(const tl_runtime *rt, const char *family, const char *incdir, cha
 static void
 cache_path(const tl_runtime *rt, const char *text, size_t len, const char *opts, char *out, size_t cap)
 {
-    const char *dir = getenv("TLGPU_CACHE_DIR");
+    const char *dir = tl_setting_str(TL_SET_CACHE_DIR), *xdg = tl_setting_str(TL_SET_XDG_CACHE_HOME);
+    const char *home = tl_setting_str(TL_SET_HOME);
     char base[900], hex[65];
     tl_sha256 h;
     out[0] = '\0';
     if (dir != NULL) {
         if (*dir == '\0') return;                         /* explicitly disabled */
         snprintf(base, sizeof base, "%s", dir);
-    } else if (getenv("XDG_CACHE_HOME") != NULL) {
-        snprintf(base, sizeof base, "%s/tlgpu", getenv("XDG_CACHE_HOME"));
-    } else if (getenv("HOME") != NULL) {
-        snprintf(base, sizeof base, "%s/.cache/tlgpu", getenv("HOME"));
+    } else if (xdg != NULL) {
+        snprintf(base, sizeof base, "%s/tlgpu", xdg);
+    } else if (home != NULL) {
+        snprintf(base, sizeof base, "%s/.cache/tlgpu", home);
     } else {
         return;
     }
@@ -279,7 +281,7 @@ ptx_rebuild(const tl_runtime *rt, const char *family, const char *opts, cl_progr
     }
     if (!tl_ptx_marked((const char *)bin, n)) { free(bin); return TL_OK; }
     text = tl_ptx_patch((const char *)bin, n, &m, &why);
-    const char *dump = getenv("TLGPU_PTX_DUMP");          /* a directory: the PTX before and after, to read */
+    const char *dump = tl_setting_str(TL_SET_PTX_DUMP);          /* a directory: the PTX before and after, to read */
     if (dump != NULL && *dump != '\0') {
         char f[1100];
         FILE *fp;

@@ -14,6 +14,7 @@
  * are counted apart from the sync-point `waits`, as backpressure_waits (only those that had to block). */
 #include "stream.h"
 #include "cl_runtime.h"
+#include "settings.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,27 +39,15 @@ static fifo batches = {batch_slots, MAX_BATCHES, 0, 0}, uploads = {upload_slots,
 static tl_block_enter_fn block_enter;
 static tl_block_leave_fn block_leave;
 
-/* A non-negative integer from the environment, at most `max`; unset or not a number: dflt. */
-static long
-env_long(const char *name, long dflt, long max)
-{
-    const char *v = getenv(name);
-    char *end;
-    long x = v != NULL ? strtol(v, &end, 10) : -1;
-    if (v == NULL || end == v || *end != '\0' || x < 0) return dflt;
-    return x < max ? x : max;
-}
-
 static void
-configure(void)
+configure(void)                                        /* the ranges are settings.c's rows */
 {
-    const char *s = getenv("TLGPU_SYNC"), *d = getenv("TLGPU_DEBUG_BATCHING");
-    per_flush = (int)env_long("TLGPU_COMPUTE_PER_BUFFER", 50, 1 << 20);
-    if (per_flush == 0) per_flush = 50;
-    max_inflight = (int)env_long("TLGPU_MAX_INFLIGHT", 16, MAX_BATCHES - 1);      /* 0: unbounded */
-    max_staging = (size_t)env_long("TLGPU_MAX_STAGING_MB", 64, 1L << 30) << 20;  /* 0: unbounded */
-    sync_mode = s != NULL && strcmp(s, "1") == 0;
-    debug = d != NULL && strcmp(d, "1") == 0;
+    per_flush = (int)tl_setting_int(TL_SET_COMPUTE_PER_BUFFER);
+    max_inflight = (int)tl_setting_int(TL_SET_MAX_INFLIGHT);                    /* 0: unbounded */
+    max_staging = (size_t)tl_setting_int(TL_SET_MAX_STAGING_MB) << 20;          /* 0: unbounded */
+    sync_mode = tl_setting_flag(TL_SET_SYNC);
+    debug = tl_setting_flag(TL_SET_DEBUG_BATCHING);
+    if (max_inflight > MAX_BATCHES - 1) max_inflight = MAX_BATCHES - 1;
 }
 
 void
@@ -210,9 +199,49 @@ release_all(cl_event *wl, int n)
     for (int i = 0; i < n; i++) clReleaseEvent(wl[i]);
 }
 
-tl_status
-tl_stream_launch(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws, tl_storage *const *st, int n,
-                 unsigned written, const char *what, tl_err *err)
+/* One q0 command, the kinds the entry points below enqueue. */
+typedef struct {
+    cl_kernel k;                                       /* a kernel: */
+    cl_uint dim;
+    const size_t *gws, *lws;
+    void (CL_CALLBACK *fn)(void *);                    /* a native kernel: */
+    void *args;
+    size_t cb;
+    const void **mem_loc;
+    const cl_mem *mem;
+    cl_uint nmem;
+    cl_mem src, dst;                                   /* a copy: */
+    size_t soff, doff, n;
+} q0_cmd;
+
+static cl_int
+enqueue_kernel(const tl_runtime *rt, const q0_cmd *c, cl_uint nwl, const cl_event *wl)
+{
+    return clEnqueueNDRangeKernel(rt->q0, c->k, c->dim, NULL, c->gws, c->lws, nwl, wl, NULL);
+}
+
+static cl_int
+enqueue_native(const tl_runtime *rt, const q0_cmd *c, cl_uint nwl, const cl_event *wl)
+{
+    return clEnqueueNativeKernel(rt->q0, c->fn, c->args, c->cb, c->nmem, c->mem, c->mem_loc, nwl, wl, NULL);
+}
+
+static cl_int
+enqueue_copy(const tl_runtime *rt, const q0_cmd *c, cl_uint nwl, const cl_event *wl)
+{
+    return clEnqueueCopyBuffer(rt->q0, c->src, c->dst, c->soff, c->doff, c->n, nwl, wl, NULL);
+}
+
+typedef cl_int (*q0_enqueue_fn)(const tl_runtime *, const q0_cmd *, cl_uint, const cl_event *);
+
+/* The one q0 enqueue sequence: under slock, the transfer events of st[] (bit i of `written`: st[i] is
+ * written) go into the wait list, `enqueue` puts the command on q0, after_q0 counts it and flushes every
+ * per_flush; then, without slock, the wait lists' events are released and back-pressure waits for the
+ * oldest batch when too many are in flight. NULL entries of st are skipped. Inlined into each entry point,
+ * where `enqueue` is a constant: a launch, the hot path, compiles to the code it had as its own copy. */
+static inline __attribute__((always_inline)) tl_status
+q0_command(q0_enqueue_fn enqueue, const q0_cmd *c, const char *routine, tl_storage *const *st, int n,
+           unsigned written, const char *what, tl_err *err)
 {
     const tl_runtime *rt;
     cl_event wl[MAX_WAIT], oldest = NULL;
@@ -223,60 +252,40 @@ tl_stream_launch(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws,
     if (per_flush < 0) configure();
     for (int i = 0; i < n; i++)
         if (st[i] != NULL) nwl = take_events(st[i], (written >> i) & 1u, wl, nwl);
-    cl_int rc = clEnqueueNDRangeKernel(rt->q0, k, dim, NULL, gws, lws, (cl_uint)nwl, nwl ? wl : NULL, NULL);
-    if (rc != CL_SUCCESS) s = tl_err_set(err, rc, "clEnqueueNDRangeKernel", what);
+    cl_int rc = enqueue(rt, c, (cl_uint)nwl, nwl ? wl : NULL);
+    if (rc != CL_SUCCESS) s = tl_err_set(err, rc, routine, what);
     else s = after_q0(rt, st, n, what, &oldest, err);
     pthread_mutex_unlock(&slock);
     release_all(wl, nwl);
     if (oldest != NULL) backpressure_wait(oldest, "compute batches in flight");
     return s;
+}
+
+tl_status
+tl_stream_launch(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws, tl_storage *const *st, int n,
+                 unsigned written, const char *what, tl_err *err)
+{
+    const q0_cmd c = {.k = k, .dim = dim, .gws = gws, .lws = lws};
+    return q0_command(enqueue_kernel, &c, "clEnqueueNDRangeKernel", st, n, written, what, err);
 }
 
 tl_status
 tl_stream_native(void (CL_CALLBACK *fn)(void *), void *args, size_t cb, const void **mem_loc, tl_storage *const *st,
                  int n, unsigned written, const char *what, tl_err *err)
 {
-    const tl_runtime *rt;
-    cl_event wl[MAX_WAIT], oldest = NULL;
     cl_mem mem[MAX_WAIT];
-    int nwl = 0;
-    tl_status s = tl_runtime_get(&rt, err);
-    if (s != TL_OK) return s;
     if (n > MAX_WAIT) return tl_err_set(err, CL_INVALID_VALUE, "clEnqueueNativeKernel", what);
     for (int i = 0; i < n; i++) mem[i] = st[i]->mem;
-    pthread_mutex_lock(&slock);
-    if (per_flush < 0) configure();
-    for (int i = 0; i < n; i++) nwl = take_events(st[i], (written >> i) & 1u, wl, nwl);
-    cl_int rc = clEnqueueNativeKernel(rt->q0, fn, args, cb, (cl_uint)n, mem, mem_loc, (cl_uint)nwl,
-                                      nwl ? wl : NULL, NULL);
-    if (rc != CL_SUCCESS) s = tl_err_set(err, rc, "clEnqueueNativeKernel", what);
-    else s = after_q0(rt, st, n, what, &oldest, err);
-    pthread_mutex_unlock(&slock);
-    release_all(wl, nwl);
-    if (oldest != NULL) backpressure_wait(oldest, "compute batches in flight");
-    return s;
+    const q0_cmd c = {.fn = fn, .args = args, .cb = cb, .mem_loc = mem_loc, .mem = mem, .nmem = (cl_uint)n};
+    return q0_command(enqueue_native, &c, "clEnqueueNativeKernel", st, n, written, what, err);
 }
 
 tl_status
 tl_stream_copy(tl_storage *dst, size_t doff, tl_storage *src, size_t soff, size_t n, tl_err *err)
 {
-    const tl_runtime *rt;
-    cl_event wl[MAX_WAIT], oldest = NULL;
-    int nwl = 0;
-    tl_status s = tl_runtime_get(&rt, err);
-    if (s != TL_OK) return s;
-    pthread_mutex_lock(&slock);
-    if (per_flush < 0) configure();
-    nwl = take_events(src, 0, wl, nwl);
-    nwl = take_events(dst, 1, wl, nwl);
-    cl_int rc = clEnqueueCopyBuffer(rt->q0, src->mem, dst->mem, soff, doff, n, (cl_uint)nwl, nwl ? wl : NULL, NULL);
-    tl_storage *both[2] = {dst, src};
-    if (rc != CL_SUCCESS) s = tl_err_set(err, rc, "clEnqueueCopyBuffer", NULL);
-    else s = after_q0(rt, both, 2, "copy", &oldest, err);
-    pthread_mutex_unlock(&slock);
-    release_all(wl, nwl);
-    if (oldest != NULL) backpressure_wait(oldest, "compute batches in flight");
-    return s;
+    tl_storage *both[2] = {src, dst};                  /* src's events first, then dst's (written) */
+    const q0_cmd c = {.src = src->mem, .dst = dst->mem, .soff = soff, .doff = doff, .n = n};
+    return q0_command(enqueue_copy, &c, "clEnqueueCopyBuffer", both, 2, 2u, "copy", err);
 }
 
 /* ---- device-side checks (stream.h) ---- */

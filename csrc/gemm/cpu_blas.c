@@ -20,6 +20,7 @@
 #include "cl_runtime.h"
 #include "state.h"
 #include "stream.h"
+#include "settings.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -389,12 +390,10 @@ init_locked(void)
         snprintf(lib.reason, sizeof lib.reason, "the device is not a CPU with unified memory and native kernels");
         return;
     }
-    const char *t = getenv("TLGPU_BLAS_THREADS");
-    lib.threads = t != NULL && atoi(t) > 0 ? atoi(t) : (int)rt->info.compute_units;
-    const char *su = getenv("TLGPU_BLAS_SPIN_US");
-    spin_us = su != NULL && atol(su) >= 0 ? atol(su) : 500;   /* covers the gaps between an MLP step's products */
-    const char *sp = getenv("TLGPU_BLAS_SPLIT");
-    lib.split = sp == NULL || strcmp(sp, "0") != 0;
+    const long t = tl_setting_int(TL_SET_BLAS_THREADS);   /* 0: unset */
+    lib.threads = t > 0 ? (int)t : (int)rt->info.compute_units;
+    spin_us = tl_setting_int(TL_SET_BLAS_SPIN_US);        /* 500: covers the gaps between an MLP step's products */
+    lib.split = tl_setting_flag(TL_SET_BLAS_SPLIT);
     for (int i = 0; i < lib.npaths; i++)
         if (load_one(lib.paths[i])) { lib.state = 1; return; }
     snprintf(lib.reason, sizeof lib.reason, lib.npaths ? "no path loaded a CBLAS sgemm" : "no BLAS path given");

@@ -7,6 +7,7 @@
  * the ISA (PoCL puts the ISA in the device name), 4 rows x 32 columns (nn) or 4 x 4 dots (nt). Computed
  * once per process under a mutex. */
 #include "gemm_params.h"
+#include "settings.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,13 +16,11 @@
 const char *const tl_gemm_param_names[TL_GP_COUNT] = {"MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VW", "CMR", "CVW",
                                                       "CNV", "CNR", "DIRECT", "MVEC", "PREFETCH", "DBUF",
                                                       "INTERIOR"};
-const char *const tl_gemm_tier_env[TL_GEMM_TIERS] = {"TLGPU_GEMM_PARAMS", "TLGPU_GEMM_PARAMS_MID",
-                                                     "TLGPU_GEMM_PARAMS_SMALL"};
 const char *const tl_gemm_tier_family[TL_GEMM_TIERS] = {"matmul", "matmul_mid", "matmul_small"};
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static tl_gemm_params chosen[TL_GEMM_TIERS];
 static int ready;
-static char refused[TL_GEMM_TIERS][200];
+static char refused[TL_GEMM_TIERS][500];
 
 static int
 pow2(int v)
@@ -93,13 +92,18 @@ tl_gemm_params_get(const tl_device_info *d, int tier, tl_gemm_params *out)
 {
     pthread_mutex_lock(&lock);
     for (int t = 0; !ready && t < TL_GEMM_TIERS; t++) {
-        const char *env = getenv(tl_gemm_tier_env[t]), *why = NULL;
+        const tl_setting_id id = (tl_setting_id)(TL_SET_GEMM_PARAMS + t);
+        const char *env = tl_setting_str(id), *why = NULL;
         tl_gemm_params q;
         table(d, t, &q);
         chosen[t] = q;
         if (env != NULL && *env != '\0' && (why = apply(env, &q, refused[t], sizeof refused[t])) == NULL)
             chosen[t] = q;
-        if (why != NULL && why != refused[t]) snprintf(refused[t], sizeof refused[t], "%s", why);
+        if (why != NULL) {                                /* "NAME='value': why", for the caller's error */
+            char msg[200];
+            snprintf(msg, sizeof msg, "%.190s", why);
+            snprintf(refused[t], sizeof refused[t], "%s='%.200s': %.190s", tl_setting_info(id)->name, env, msg);
+        }
     }
     ready = 1;
     *out = chosen[tier];

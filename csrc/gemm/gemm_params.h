@@ -16,11 +16,11 @@ typedef struct { int v[TL_GP_COUNT]; } tl_gemm_params;
 enum { TL_GEMM_TIERS = 3 };
 
 /* The process's parameters of a tier (computed once). Returns NULL, or why the tier's environment
- * variable was refused (the table entry is used then, and the ops raise ValueError with this text). */
+ * variable was refused, as "NAME='value': why" (the table entry is used then, and the ops raise ValueError
+ * with this text). */
 const char *tl_gemm_params_get(const tl_device_info *d, int tier, tl_gemm_params *out);
 void        tl_gemm_params_options(const tl_device_info *d, int tier, char *out, size_t cap);   /* " -DMWG=.." */
 int         tl_gemm_family_tier(const char *family);    /* 0-2 for the matmul families, else -1 */
 extern const char *const tl_gemm_param_names[TL_GP_COUNT];
-extern const char *const tl_gemm_tier_env[TL_GEMM_TIERS];
 extern const char *const tl_gemm_tier_family[TL_GEMM_TIERS];
 #endif

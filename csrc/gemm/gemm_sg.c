@@ -17,6 +17,7 @@
 #include "cl_runtime.h"
 #include "gemm_tc.h"
 #include "ops.h"
+#include "settings.h"
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -74,7 +75,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int
 sg_mode(void)
 {
-    const char *s = getenv("TLGPU_SG");
+    const char *s = tl_setting_str(TL_SET_SG);
     if (s != NULL && strcmp(s, "off") == 0) return 0;
 #ifdef TL_TEST_HOOKS
     if (s != NULL && strcmp(s, "force") == 0) return 2;
@@ -185,8 +186,8 @@ tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk, int
     *lws0 = threads;
     *gws0 = (size_t)((M + c->bm - 1) / c->bm) * (size_t)((N + c->bn - 1) / c->bn) * threads;
 #ifdef TL_TEST_HOOKS
-    const char *env = getenv("TLGPU_SG_SPLIT");
-    if (S != NULL && env != NULL && atoi(env) >= 1) *S = atoi(env);
+    const long split = tl_setting_int(TL_SET_SG_SPLIT);    /* 0: unset */
+    if (S != NULL && split >= 1) *S = (int)split;
 #endif
     if (S != NULL && *S > 1) {                    /* whole k-tiles of 16 (float4-aligned), the last one shorter */
         *ks = (K / *S + 15) / 16 * 16;
@@ -205,7 +206,7 @@ tl_gemm_sg_copy_a(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
 {
     const tl_runtime *rt;
     tl_err err = {0};
-    const char *env = getenv("TLGPU_SG_COPY");
+    const char *env = tl_setting_str(TL_SET_SG_COPY);
     const int mode = sg_mode();
     int ok;
     if (mode == 0 || forced >= 0 || tl_gemm_tc_tf32() || (env != NULL && strcmp(env, "off") == 0)) return 0;

@@ -13,6 +13,7 @@
  * The partials live in a pooled temporary [S, batch, M, N] released after the enqueues (q0 is in order);
  * tl_gemm_splitk_reduce_f32 adds them in slice order, so results are bit-identical run to run. */
 #include "gemm_splitk.h"
+#include "settings.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +54,7 @@ int
 tl_gemm_splitk_mode(void)
 {
     if (mode >= 0) return mode;
-    const char *env = getenv("TLGPU_GEMM_SPLITK");
+    const char *env = tl_setting_str(TL_SET_GEMM_SPLITK);
     char *end = NULL;
     long v = env != NULL ? strtol(env, &end, 10) : 0;
     if (env == NULL || *env == '\0' || strcmp(env, "auto") == 0) {

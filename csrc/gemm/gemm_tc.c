@@ -28,6 +28,7 @@
 #include "cl_runtime.h"
 #include "gemm_splitk.h"
 #include "ptx_patch.h"
+#include "settings.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +123,7 @@ tc_capable(void)
         major >= 8)
         cc = (int)(major * 10 + minor);
 #ifdef TL_TEST_HOOKS
-    const char *emu = getenv("TLGPU_TC_EMULATE");        /* tests: the kernels built with -DTC_EMULATE=1 */
-    if (cc == 0 && emu != NULL && strcmp(emu, "1") == 0) cc = 1;
+    if (cc == 0 && tl_setting_flag(TL_SET_TC_EMULATE)) cc = 1;   /* tests: the kernels built with -DTC_EMULATE=1 */
 #endif
     pthread_mutex_lock(&lock);
     capable = cc;
@@ -161,8 +161,7 @@ pick(int M, int N, int batch, int wg, size_t units)
 static int
 wg_usable(void)
 {
-    const char *env = getenv("TLGPU_TC_WGMMA");
-    return (capable == 90 || capable == 1) && wg_error[0] == '\0' && !(env != NULL && strcmp(env, "0") == 0);
+    return (capable == 90 || capable == 1) && wg_error[0] == '\0' && tl_setting_flag(TL_SET_TC_WGMMA);
 }
 
 /* 1 when wgmma row i's kernel is built; 0 when its family failed to build (the reason kept in wg_error:
@@ -238,8 +237,7 @@ pack(tl_tensor *t, int rd, int kd, int R, int K, int KT, int BR, int bk, size_t 
     if (y == NULL) return NULL;
     int vec = sk == 1 && sr % 4 == 0 && off % 4 == 0 && sb % 4 == 0 && K % 4 == 0;   /* aligned along k */
 #ifdef TL_TEST_HOOKS
-    const char *env = getenv("TLGPU_TC_PACK4");           /* "0": the local-transpose pack always (tests, A/B) */
-    vec &= !(env != NULL && strcmp(env, "0") == 0);
+    vec &= tl_setting_flag(TL_SET_TC_PACK4);               /* 0: the local-transpose pack always (tests, A/B) */
 #endif
     if (vec) {
         const size_t I = sizeof(int), Mm = sizeof(cl_mem), gws[3] = {tl_round_up(sP / 4, 256), (size_t)batch, 1};

@@ -6,6 +6,7 @@
 #include "cl_runtime.h"
 #include "pool.h"
 #include "clock.h"
+#include "settings.h"
 
 static PyObject *
 device_dict(const tl_device_info *d, int index)
@@ -47,6 +48,36 @@ fn_device(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
     Py_END_ALLOW_THREADS
     if (st != TL_OK) return tl_raise(&err), NULL;
     return device_dict(&rt->info, rt->index);
+}
+
+/* tlgpu.settings(): name -> {value, default, doc, kind, read, test_only} for every TLGPU_* row of settings.c.
+ * The value of a ONCE row is the one the process latched, if it read it already; else the environment's. */
+static PyObject *
+fn_settings(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    static const char *kinds[] = {"str", "int", "flag"};
+    PyObject *out = NULL, *row = NULL;
+    if ((out = PyDict_New()) == NULL) goto fail;
+    for (int i = 0; i < TL_SET_COUNT; i++) {
+        const tl_setting *s = tl_setting_info((tl_setting_id)i);
+        int latched;
+        if (s->name == NULL) {                        /* a hole in the table's designated initializers */
+            PyErr_Format(PyExc_SystemError, "settings.c: no row for setting %d", i);
+            goto fail;
+        }
+        if (s->flags & TL_SETF_FOREIGN) continue;
+        const char *v = tl_setting_peek((tl_setting_id)i, &latched);
+        const char *read = (s->flags & TL_SETF_ONCE) ? "once" : (s->flags & TL_SETF_PY_ONLY) ? "python" : "each use";
+        row = Py_BuildValue("{s:z,s:s,s:s,s:s,s:s,s:O}", "value", v, "default", s->shown, "doc", s->doc, "kind",
+                            kinds[s->kind], "read", read, "test_only", (s->flags & TL_SETF_TEST) ? Py_True : Py_False);
+        if (row == NULL || PyDict_SetItemString(out, s->name, row) < 0) goto fail;
+        Py_CLEAR(row);
+    }
+    return out;
+fail:
+    Py_XDECREF(row);
+    Py_XDECREF(out);
+    return NULL;
 }
 
 static PyObject *
@@ -258,6 +289,9 @@ fn_cl_queue(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
 static const PyMethodDef runtime_functions[] = {
     {"devices", fn_devices, METH_NOARGS, "List every OpenCL device as a dict."},
     {"_device", fn_device, METH_NOARGS, "The selected device as a dict (initialises the runtime)."},
+    {"settings", fn_settings, METH_NOARGS,
+     "settings(): every TLGPU_* environment variable: name -> {'value', 'default', 'doc', 'kind', 'read', "
+     "'test_only'}."},
     {"synchronize", fn_synchronize, METH_NOARGS, "Wait until all enqueued work is done (a sync point)."},
     {"stream_stats", fn_stream_stats, METH_NOARGS,
      "{'enqueued', 'flushes', 'waits', 'backpressure_waits'} since the last reset."},

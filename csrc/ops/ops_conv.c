@@ -15,6 +15,7 @@
 #include "autograd.h"
 #include "cl_runtime.h"
 #include "ops.h"
+#include "settings.h"
 #include <limits.h>
 #include <stdlib.h>
 
@@ -178,7 +179,7 @@ rows_kernels(void)
 {
     static int rows = -1;
     if (rows < 0) {
-        const char *env = getenv("TLGPU_CONV_KERNELS");
+        const char *env = tl_setting_str(TL_SET_CONV_KERNELS);
         const tl_runtime *rt;
         tl_err err = {0};
         if (env != NULL && (strcmp(env, "rows") == 0 || strcmp(env, "elements") == 0)) rows = env[0] == 'r';

@@ -19,6 +19,7 @@
 #include "gemm_sg.h"
 #include "cpu_blas.h"
 #include "gemm_splitk.h"
+#include "settings.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,9 +44,8 @@ gemm_check(int tier, gemm_params *q)
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     const char *why = tl_gemm_params_get(&rt->info, tier, q);
     if (why != NULL) {
-        const char *env = tl_gemm_tier_env[tier];
-        PyErr_Format(PyExc_ValueError, "matmul: %s='%s': %s (keys: MWG NWG KWG MDIMC NDIMC VW CMR CVW CNV CNR "
-                     "DIRECT MVEC PREFETCH DBUF INTERIOR)", env, getenv(env), why);
+        PyErr_Format(PyExc_ValueError, "matmul: %s (keys: MWG NWG KWG MDIMC NDIMC VW CMR CVW CNV CNR "
+                     "DIRECT MVEC PREFETCH DBUF INTERIOR)", why);            /* why names the variable */
         return -1;
     }
     return 0;
@@ -84,7 +84,7 @@ static int
 choose_tiled(const gemm_params *q)
 {
     if (mm_tiled >= 0) return mm_tiled;
-    const char *force = getenv("TLGPU_MATMUL_KERNEL");
+    const char *force = tl_setting_str(TL_SET_MATMUL_KERNEL);
     if (force != NULL && strcmp(force, "small") == 0) return mm_tiled = MM_SMALL;
     if (force != NULL && strcmp(force, "naive") == 0) return mm_tiled = MM_NAIVE;
     gemm_only = force != NULL && strcmp(force, "gemm") == 0;

@@ -13,6 +13,7 @@
 #include "autograd.h"
 #include "cl_runtime.h"
 #include "ops.h"
+#include "settings.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -138,8 +139,8 @@ get_geometry(tl_kernel *kh, geometry *g)
     g->W = 4 * (size_t)(rt->info.compute_units > 0 ? rt->info.compute_units : 1) * L;
     /* a CPU runs a work-group's items as a loop on one core: give each lane a contiguous stretch.
      * TLGPU_REDUCE_BLOCKED=0/1 forces the choice, so tests reach the GPU layout on PoCL too. */
-    const char *force = getenv("TLGPU_REDUCE_BLOCKED");
-    g->blocked = force != NULL && *force ? *force == '1' : (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
+    const int force = tl_setting_flag(TL_SET_REDUCE_BLOCKED);
+    g->blocked = force >= 0 ? force : (rt->info.type & CL_DEVICE_TYPE_CPU) != 0;
     return 0;
 }
 

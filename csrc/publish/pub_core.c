@@ -6,6 +6,7 @@
 #include "pub_internal.h"
 #include "programs.h"
 #include "stream.h"
+#include "settings.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -169,8 +170,7 @@ make_staging(tl_pub *p, tl_err *err)
 {
     cl_int rc;
     size_t bytes = (size_t)(p->flat_elems ? p->flat_elems : 1) * 4;
-    const char *env = getenv("TLGPU_SHM_DIRECT");              /* "0": the copying path (tests) */
-    int direct_ok = p->flat_elems > 0 && !(env != NULL && strcmp(env, "0") == 0);
+    int direct_ok = p->flat_elems > 0 && tl_setting_flag(TL_SET_SHM_DIRECT);   /* 0: the copying path (tests) */
     p->stage_sink = -1;
     for (int k = 0; direct_ok && p->stage_sink < 0 && k < p->nsinks; k++) {
         if (p->sinks[k].ops->slot_memory == NULL) continue;
@@ -228,7 +228,7 @@ tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, const tl
     p->pend.buf = p->busy = p->last = p->visible = p->stage_sink = -1;
     p->cfg = *cfg;
 #ifdef TL_TEST_HOOKS
-    p->hold_us = getenv("TLGPU_PUB_TEST_HOLD_US") ? (unsigned)atoi(getenv("TLGPU_PUB_TEST_HOLD_US")) : 0;
+    p->hold_us = (unsigned)tl_setting_int(TL_SET_PUB_TEST_HOLD_US);
 #endif
     p->n = n;
     p->par = calloc((size_t)n, sizeof *p->par);

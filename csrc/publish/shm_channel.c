@@ -11,6 +11,7 @@
  *  - per slot, the writer remembers which version of each tensor the slot holds, so an incremental publish
  *    copies only tensors that changed since that slot was last written. */
 #include "shm_channel.h"
+#include "settings.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -306,9 +307,9 @@ copy_runs(const copy_run *runs, int nruns)
     size_t total = 0;
     for (int i = 0; i < nruns; i++) total += runs[i].n;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *env = getenv("TLGPU_SHM_COPY_THREADS");
+    const long env = tl_setting_int(TL_SET_SHM_COPY_THREADS);   /* 0: unset */
     int T = total < PAR_MIN_BYTES || ncpu < 4 ? 1 : ncpu / 2 < PAR_MAX_THREADS ? (int)(ncpu / 2) : PAR_MAX_THREADS;
-    if (env != NULL && atoi(env) > 0) T = atoi(env) < PAR_MAX_THREADS ? atoi(env) : PAR_MAX_THREADS;
+    if (env > 0) T = env < PAR_MAX_THREADS ? (int)env : PAR_MAX_THREADS;
     pthread_t th[PAR_MAX_THREADS];
     copy_share share[PAR_MAX_THREADS];
     int started[PAR_MAX_THREADS] = {0};
