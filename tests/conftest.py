@@ -43,3 +43,14 @@ def pool_enabled():
 
 needs_pool = pytest.mark.skipif("not __import__('conftest').pool_enabled()",
                                 reason="the pool is bypassed (TLGPU_POOL=0 or a sanitizer build)")
+
+
+@pytest.fixture(autouse=True)
+def _matmul_precision_back():
+    """The matmul precision is process-wide; a test (or an example run in-process, as nanoGPT's sets
+    allow_tf32) that changes it must not change the tests after it."""
+    import tlgpu
+    before = tlgpu.get_matmul_precision()
+    yield
+    if tlgpu.get_matmul_precision() != before:
+        tlgpu.set_matmul_precision(before)
