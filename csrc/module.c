@@ -175,6 +175,9 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(S->device_error);
     Py_VISIT(S->build_error);
     Py_VISIT(S->oom_error);
+    Py_VISIT(S->publisher_type);
+    Py_VISIT(S->subscriber_type);
+    Py_VISIT(S->publisher_closed);
     return 0;
 }
 
@@ -186,6 +189,9 @@ module_clear(PyObject *m)
     Py_CLEAR(S->device_error);
     Py_CLEAR(S->build_error);
     Py_CLEAR(S->oom_error);
+    Py_CLEAR(S->publisher_type);
+    Py_CLEAR(S->subscriber_type);
+    Py_CLEAR(S->publisher_closed);
     return 0;
 }
 
@@ -217,6 +223,8 @@ PyInit__C(void)
     if ((S->tensor_type = make_tensor_type(m)) == NULL ||
         PyModule_AddObjectRef(m, "Tensor", (PyObject *)S->tensor_type) < 0)
         goto fail;
+    for (size_t f = 0; f < N_FAMILIES; f++)           /* the families' own types, program build rules */
+        if (FAMILIES[f]->init != NULL && FAMILIES[f]->init(m, S) < 0) goto fail;
     return m;
 fail:
     Py_XDECREF(oom_bases);
