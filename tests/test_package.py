@@ -138,7 +138,8 @@ def test_wheel_packages_every_subpackage(dist):
 
 # What only a TLGPU_TEST_HOOKS=1 build may contain: the hooks' Python names and the publisher's hold variable.
 HOOK_MARKERS = [b"_matmul_test_view", b"_inject_error", b"_slow_reads", b"TLGPU_PUB_TEST_HOLD_US",
-                b"_gemm_splitk: S must be"]
+                b"_gemm_splitk: S must be",
+                b"_bench_raw", b"_cl_handles", b"_cl_queue", b"_bench_pinned_read"]   # benchmark-only entry points
 
 
 def test_release_build_has_no_test_hooks(dist):
