@@ -424,20 +424,19 @@ fail:
     return NULL;
 }
 
-#define KW (PyCFunction)(void (*)(void))
 static const PyMethodDef llm_functions[] = {
-    {"rms_norm", KW fn_rms_norm, METH_VARARGS | METH_KEYWORDS,
+    {"rms_norm", TL_KW(fn_rms_norm),
      "rms_norm(x, weight=None, eps=1e-6): x * rsqrt(mean(x**2, -1) + eps) * weight (no autograd)."},
-    {"rope", KW fn_rope, METH_VARARGS | METH_KEYWORDS,
+    {"rope", TL_KW(fn_rope),
      "rope(x, positions, theta=10000.0, interleaved=False, inplace=False): rotary embedding of x (T, H, D) or "
      "(H, D); NeoX pairing (i, i + D/2), GPT-J (2i, 2i+1) when interleaved (no autograd)."},
-    {"softmax_rows", KW fn_softmax_rows, METH_VARARGS | METH_KEYWORDS,
+    {"softmax_rows", TL_KW(fn_softmax_rows),
      "softmax_rows(x, scale=1.0, causal=False): softmax(scale*x) over the last dim; causal: query i of Tq "
      "(dim -2) sees keys j <= i + Tk - Tq (no autograd)."},
     {"silu_mul", fn_silu_mul, METH_VARARGS, "silu_mul(x, y): silu(x) * y, same shapes (no autograd)."},
     {"kv_write", fn_kv_write, METH_VARARGS,
      "kv_write(cache, x, pos): cache[:, pos:pos+T] = x for cache (Hkv, max_len, D), x (Hkv, D) or (Hkv, T, D)."},
-    {"attention", KW fn_attention, METH_VARARGS | METH_KEYWORDS,
+    {"attention", TL_KW(fn_attention),
      "attention(q, k_cache, v_cache, length, scale=None): one decode step, q (H, D) over the first `length` "
      "positions of caches (Hkv, max_len, D); head h reads kv head h // (H // Hkv); scale 1/sqrt(D) by default."},
     {"get_rows", fn_get_rows, METH_VARARGS,
