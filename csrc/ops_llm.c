@@ -9,6 +9,7 @@
 #include "ops_common.h"
 #include "autograd.h"
 #include "cl_runtime.h"
+#include "gemm_params.h"
 #include <math.h>
 
 static tl_kernel k_rms = TL_KERNEL("llm", "tl_rms_norm_f32"), k_rope = TL_KERNEL("llm", "tl_rope_f32"),
@@ -444,4 +445,13 @@ static const PyMethodDef llm_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_llm = {llm_functions, NULL, NULL, NULL, NULL};
+/* The llm kernels read the GEMM tile parameters (tier 0): its build rule (programs.h), at import. */
+static int
+llm_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
+{
+    static const tl_program_rule rule = {"llm", NULL, tl_gemm_program_options, 0};
+    tl_err err = {0};
+    return tl_program_register(&rule, &err) == TL_OK ? 0 : tl_raise(&err);
+}
+
+const tl_family tl_family_llm = {llm_functions, NULL, NULL, NULL, NULL, llm_init};

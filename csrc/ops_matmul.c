@@ -797,4 +797,4 @@ static const PyType_Slot mm_slots[] = {
     {0, NULL},
 };
 
-const tl_family tl_family_matmul = {mm_functions, mm_methods, mm_slots, NULL, "matmul dot outer"};
+const tl_family tl_family_matmul = {mm_functions, mm_methods, mm_slots, NULL, "matmul dot outer", tl_gemm_init};
