@@ -132,6 +132,13 @@ def test_wheel_packages_every_subpackage(dist):
     packaged = {os.path.dirname(n) for n in names if n.endswith("/__init__.py")}
     assert tree and tree <= packaged, f"not in the wheel: {tree - packaged}"
     assert any(n.startswith("tlgpu/_C.") and n.endswith(".so") for n in names)
+
+
+def test_wheel_ships_type_stubs(dist):
+    """PEP 561: the extension's stubs and the py.typed marker are in the wheel (tests/test_stubs.py checks
+    the stubs themselves)."""
+    names = set(zipfile.ZipFile(dist[1]).namelist())
+    assert {"tlgpu/_C.pyi", "tlgpu/py.typed"} <= names, sorted(n for n in names if not n.endswith(".py"))
     # setuptools < 77 puts it at dist-info/LICENSE, newer ones under dist-info/licenses/
     assert any(n.endswith(("dist-info/LICENSE", "dist-info/licenses/LICENSE")) for n in names), names
 
@@ -159,7 +166,8 @@ def test_sdist_carries_sources(dist):
     names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
     need = {str(p.relative_to(ROOT)) for pat in ("csrc/*.c", "csrc/*.h", "kernels/*.cl", "kernels/*.h")
             for p in Path(ROOT).glob(pat)}
-    need |= {"setup.py", "pyproject.toml", "LICENSE", "README.md", "tlgpu/_version.py"}
+    need |= {"setup.py", "pyproject.toml", "LICENSE", "README.md", "tlgpu/_version.py", "tlgpu/_C.pyi",
+             "tlgpu/py.typed"}
     assert need <= names, f"missing from the sdist: {sorted(need - names)}"
 
 
