@@ -1,10 +1,23 @@
-"""Shared benchmark helpers: medians of repeated timings, table/JSON output, the device line."""
+"""Shared benchmark helpers: medians of repeated timings, table/JSON output, the device line, the
+benchmark-only entry points of test-hooks builds."""
 import json
+import os
 import statistics
 import sys
 import time
 
 import tlgpu
+
+
+def bench_hook(name):
+    """tlgpu._C.<name>: a benchmark-only entry point (_bench_raw, _bench_pinned_read, _cl_handles, _cl_queue)
+    that only test-hooks builds carry. Exits, saying how to get one, where this build lacks it (a wheel, or a
+    tree built without TLGPU_TEST_HOOKS=1)."""
+    fn = getattr(tlgpu._C, name, None)
+    if fn is None:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: this tlgpu build has no tlgpu._C.{name}, a benchmark-only entry "
+                 f"point that release builds leave out: rebuild with TLGPU_TEST_HOOKS=1 (make build)")
+    return fn
 
 
 def median_time(fn, reps=7, warmup=2):

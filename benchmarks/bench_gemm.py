@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tlgpu  # noqa: E402
-from _util import report  # noqa: E402
+from _util import bench_hook, report  # noqa: E402
 
 
 def best_time(fn, seconds, sync=lambda: None):
@@ -63,13 +63,13 @@ class CLBlast:
         f.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, sz, sz, sz, ctypes.c_float, vp, sz, sz, vp, sz, sz,
                       ctypes.c_float, vp, sz, sz, ctypes.POINTER(vp), vp]
         f.restype = ctypes.c_int
-        self.queue = ctypes.c_void_p(tlgpu._C._cl_queue()[0])
+        self.queue = ctypes.c_void_p(bench_hook("_cl_queue")()[0])
 
     def gemm(self, a, b, c, trans_b):
         """c = a @ b (trans_b False: b is [k, n]) or a @ b^T (trans_b: b is [n, k]); all contiguous."""
         m, k = a.shape
         n = b.shape[0] if trans_b else b.shape[1]
-        (am, ao), (bm, bo), (cm, co) = (tlgpu._C._cl_handles(t) for t in (a, b, c))
+        (am, ao), (bm, bo), (cm, co) = (bench_hook("_cl_handles")(t) for t in (a, b, c))
         st = self.lib.CLBlastSgemm(101, 111, 112 if trans_b else 111, m, n, k, 1.0, am, ao, k, bm, bo,
                                    k if trans_b else n, 0.0, cm, co, n, ctypes.byref(self.queue), None)
         if st != 0:
@@ -122,7 +122,7 @@ def blas_loaded():
 def copy_bandwidth():
     """Bytes/s of the raw copy kernel (read + write) over 64 MiB."""
     n = 16 << 20
-    per = tlgpu._C._bench_raw(2, n, 20)
+    per = bench_hook("_bench_raw")(2, n, 20)
     return 8.0 * n / per
 
 

@@ -12,6 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tlgpu  # noqa: E402
+from _util import bench_hook  # noqa: E402
 
 MODES = ["pinned (ALLOC_HOST_PTR, mapped)", "MAP_SHARED mapping", "MAP_SHARED, registered (USE_HOST_PTR)",
          "copy into registered + map/unmap"]
@@ -26,7 +27,7 @@ def main():
     for mib in args.mib:
         n = mib << 20
         for m, what in enumerate(MODES):
-            t = tlgpu._C._bench_pinned_read(n, args.iters, m)
+            t = bench_hook("_bench_pinned_read")(n, args.iters, m)
             print(f"| {mib} | {what} | {n / t / 1e9:.1f} | {t * 1e3:.2f} |", flush=True)
 
 

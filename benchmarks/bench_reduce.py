@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tlgpu  # noqa: E402
+from _util import bench_hook  # noqa: E402
 
 
 def time_op(fn, iters):
@@ -53,18 +54,18 @@ def main():
     for fn, _, _ in ops.values():                     # warm-up: kernel builds, pool blocks
         for _ in range(2):
             fn()
-    tlgpu._C._bench_raw(2, a.n, 2)
+    bench_hook("_bench_raw")(2, a.n, 2)
 
     # Each op is timed in its own block after settling calls, as _bench_raw times its copy: repeated
     # launches on the same buffers, so both see the same cache state (on a CPU with a large L3 that
     # matters more than anything). The copy is timed in a block before and one after the ops.
     copy_s, times = [], {k: [] for k in ops}
-    copy_s += [tlgpu._C._bench_raw(2, a.n, a.iters) for _ in range(a.rounds)]
+    copy_s += [bench_hook("_bench_raw")(2, a.n, a.iters) for _ in range(a.rounds)]
     for k, (fn, _, _) in ops.items():
         for _ in range(3):
             fn()
         times[k] = [time_op(fn, a.iters) for _ in range(a.rounds)]
-    copy_s += [tlgpu._C._bench_raw(2, a.n, a.iters) for _ in range(a.rounds)]
+    copy_s += [bench_hook("_bench_raw")(2, a.n, a.iters) for _ in range(a.rounds)]
     copy_med = statistics.median(copy_s)
     copy_gbs = 2 * 4 * a.n / copy_med / 1e9
     rows = [{"op": "raw copy", "elements": a.n, "bytes": 8 * a.n, "ms": copy_med * 1e3, "GB/s": copy_gbs,

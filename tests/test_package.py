@@ -132,6 +132,13 @@ def test_wheel_packages_every_subpackage(dist):
     packaged = {os.path.dirname(n) for n in names if n.endswith("/__init__.py")}
     assert tree and tree <= packaged, f"not in the wheel: {tree - packaged}"
     assert any(n.startswith("tlgpu/_C.") and n.endswith(".so") for n in names)
+
+
+def test_wheel_ships_type_stubs(dist):
+    """PEP 561: the extension's stubs and the py.typed marker are in the wheel (tests/test_stubs.py checks
+    the stubs themselves)."""
+    names = set(zipfile.ZipFile(dist[1]).namelist())
+    assert {"tlgpu/_C.pyi", "tlgpu/py.typed"} <= names, sorted(n for n in names if not n.endswith(".py"))
     # setuptools < 77 puts it at dist-info/LICENSE, newer ones under dist-info/licenses/
     assert any(n.endswith(("dist-info/LICENSE", "dist-info/licenses/LICENSE")) for n in names), names
 
@@ -139,7 +146,8 @@ def test_wheel_packages_every_subpackage(dist):
 # What only a TLGPU_TEST_HOOKS=1 build may contain: the hooks' Python names and the test-only settings' names.
 HOOK_MARKERS = [b"_matmul_test_view", b"_inject_error", b"_slow_reads", b"TLGPU_PUB_TEST_HOLD_US",
                 b"_gemm_splitk: S must be", b"_autograd_check_rows", b"TLGPU_TC_EMULATE", b"TLGPU_TC_PACK4",
-                b"TLGPU_SG_SPLIT"]
+                b"TLGPU_SG_SPLIT",
+                b"_bench_raw", b"_cl_handles", b"_cl_queue", b"_bench_pinned_read"]   # benchmark-only entry points
 
 
 def test_release_build_has_no_test_hooks(dist):
@@ -159,7 +167,8 @@ def test_sdist_carries_sources(dist):
     names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
     need = {str(p.relative_to(ROOT)) for pat in ("csrc/**/*.c", "csrc/**/*.h", "kernels/*.cl", "kernels/*.h")
             for p in Path(ROOT).glob(pat)}
-    need |= {"setup.py", "pyproject.toml", "LICENSE", "README.md", "tlgpu/_version.py"}
+    need |= {"setup.py", "pyproject.toml", "LICENSE", "README.md", "tlgpu/_version.py", "tlgpu/_C.pyi",
+             "tlgpu/py.typed"}
     assert need <= names, f"missing from the sdist: {sorted(need - names)}"
 
 

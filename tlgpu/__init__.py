@@ -16,7 +16,8 @@ try:
 except ImportError as _exc:  # the extension links libOpenCL.so.1: say which package provides it
     import glob as _glob
     import os as _os
-    if not _glob.glob(_os.path.join(_os.path.dirname(__file__), "_C.*")):  # a source checkout never built
+    _built = [p for p in _glob.glob(_os.path.join(_os.path.dirname(__file__), "_C.*")) if not p.endswith(".pyi")]
+    if not _built:                                    # a source checkout never built (_C.pyi: the stubs)
         raise ImportError("tlgpu's C extension (tlgpu/_C) is not built: in the source checkout run `make` "
                           "(or `python3 setup.py build_ext --inplace`), or install the package with "
                           "`pip install .`") from None

@@ -15,9 +15,7 @@ other processes through POSIX shared memory.
 """
 import weakref
 
-from . import _C
-
-_Publisher, _Subscriber, PublisherClosed = _C._publish_types()
+from ._C import Publisher as _Publisher, PublisherClosed, Subscriber as _Subscriber
 
 __all__ = ["WeightPublisher", "Subscriber", "PublisherClosed", "ShmSink", "RaySink", "RaySubscriber"]
 

@@ -34,7 +34,7 @@ import os
 import time
 import uuid
 
-from .publish import PublisherClosed
+from ._C import PublisherClosed                       # not from .publish, which imports this module lazily
 
 try:
     import ray

@@ -8,11 +8,10 @@
  * file and concurrent writers leave one complete entry. An entry whose header or checksum does not match
  * never reaches the driver; it, and one the driver refuses, is counted, rebuilt from source and rewritten.
  * A build failure returns the compiler's log inside the tl_err; nothing is printed. TLGPU_BUILD_OPTIONS is
- * appended to every family's options (tuning, e.g. -cl-nv-verbose; part of the cache key). */
+ * appended to every family's options (tuning, e.g. -cl-nv-verbose; part of the cache key).
+ * What is particular to a family (its source file, its -D options) or to a vendor (a rewrite of the built
+ * binary) comes from the rules and the hook that the owning layers register (programs.h). */
 #include "programs.h"
-#include "cl_runtime.h"
-#include "gemm_params.h"
-#include "ptx_patch.h"
 #include "settings.h"
 #include "sha256.h"
 #include <errno.h>
@@ -36,6 +35,36 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static built_program built[MAX_FAMILIES];
 static int n_built;
 static tl_program_stats stats;
+static const tl_program_rule *rules[MAX_FAMILIES];    /* registered at import; read under `lock` */
+static int n_rules;
+static const tl_program_binary_hook *binary_hook;      /* set at import, before any build */
+
+tl_status
+tl_program_register(const tl_program_rule *rule, tl_err *err)
+{
+    int i;
+    pthread_mutex_lock(&lock);
+    for (i = 0; i < n_rules && strcmp(rules[i]->family, rule->family) != 0; i++) {}
+    if (i < MAX_FAMILIES) rules[i] = rule;
+    if (i == n_rules && i < MAX_FAMILIES) n_rules++;
+    pthread_mutex_unlock(&lock);
+    return i < MAX_FAMILIES ? TL_OK : tl_err_set(err, TL_E_INVALID, "tl_program_register", rule->family);
+}
+
+void
+tl_program_set_binary_hook(const tl_program_binary_hook *hook)
+{
+    binary_hook = hook;
+}
+
+/* The family's rule, or NULL (built from kernels/<family>.cl with the common options). Caller holds `lock`. */
+static const tl_program_rule *
+find_rule(const char *family)
+{
+    for (int i = 0; i < n_rules; i++)
+        if (strcmp(rules[i]->family, family) == 0) return rules[i];
+    return NULL;
+}
 
 size_t
 tl_round_up(size_t n, size_t m)
@@ -64,8 +93,9 @@ static tl_status
 family_source(const char *family, char **text, size_t *len, const char **incdir, tl_err *err)
 {
     const char *dir = tl_setting_str(TL_SET_KERNEL_DIR);
+    const tl_program_rule *rule = find_rule(family);
     *incdir = NULL;
-    if (tl_gemm_family_tier(family) >= 0) family = "matmul";   /* the GEMM tiers: one source, three option sets */
+    if (rule != NULL && rule->source != NULL) family = rule->source;   /* e.g. the GEMM tiers: one source */
     if (dir != NULL && *dir != '\0') {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s.cl", dir, family);
@@ -90,18 +120,12 @@ family_options(const tl_runtime *rt, const char *family, const char *incdir, cha
 {
     const char *extra = tl_setting_str(TL_SET_BUILD_OPTIONS);
     int k = snprintf(out, cap, "-cl-std=CL1.2 -DTL_MAX_WG=%zu", rt->info.max_wg);
-    const int tier = tl_gemm_family_tier(family);
-    if (tier >= 0 || strcmp(family, "llm") == 0 || strcmp(family, "quant") == 0) {
-        char gemm[300];                               /* GEMM tile parameters: part of the cache key */
-        tl_gemm_params_options(&rt->info, tier > 0 ? tier : 0, gemm, sizeof gemm);
-        k += snprintf(out + k, cap - (size_t)k, "%s", gemm);
+    const tl_program_rule *rule = find_rule(family);
+    if (rule != NULL && rule->options != NULL) {      /* the family's own options: part of the cache key */
+        char own[512] = "";
+        rule->options(rt, rule->arg, extra, own, sizeof own);
+        k += snprintf(out + k, cap - (size_t)k, "%s", own);
     }
-    cl_uint cc = 0;                                   /* NVIDIA's compute capability (major), sm_80 asm */
-    if (strcmp(family, "matmul_sg") == 0 && strstr(rt->info.platform, "NVIDIA") != NULL &&
-        (extra == NULL || strstr(extra, "-DSG_ASYNC") == NULL) &&         /* a sweep's own setting */
-        clGetDeviceInfo(rt->device, 0x4000 /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV */, sizeof cc, &cc, NULL) ==
-            CL_SUCCESS && cc >= 8)
-        k += snprintf(out + k, cap - (size_t)k, " -DSG_ASYNC=1");   /* cp.async: matmul_sg.cl's banner */
     if (tl_setting_flag(TL_SET_FAST_MATH))
         k += snprintf(out + k, cap - (size_t)k, " -cl-mad-enable -cl-fast-relaxed-math");
     if (extra != NULL && *extra != '\0') k += snprintf(out + k, cap - (size_t)k, " %s", extra);
@@ -261,37 +285,37 @@ build_log(cl_program prog, cl_device_id dev)
     return log != NULL ? log : strdup("<no log>");
 }
 
-/* On an NVIDIA platform the driver's binary is PTX: a program whose PTX carries a marker of ptx_patch.h
- * (sm_90a instructions of the wgmma families, entry directives such as matmul_sg's SG_MAXNREG) is patched
- * and built again as a binary, which replaces it (and is what the cache keeps). Other programs are left
- * as they are. */
+/* The binary hook's rewrite (programs.h; the GEMM layer installs ptx_patch.c's): the rewritten binary is
+ * built and replaces the program (and is what the cache keeps). Programs the hook leaves alone, and every
+ * program where none applies, stay as they are. */
 static tl_status
-ptx_rebuild(const tl_runtime *rt, const char *family, const char *opts, cl_program *prog, tl_err *err)
+binary_rewrite(const tl_runtime *rt, const char *family, const char *opts, cl_program *prog, tl_err *err)
 {
     size_t n = 0, m = 0;
     unsigned char *bin = NULL;
     char *text = NULL;
     const char *why = NULL;
     cl_int rc = CL_SUCCESS, bst = CL_SUCCESS;
-    if (strstr(rt->info.platform, "NVIDIA") == NULL) return TL_OK;
+    const tl_program_binary_hook *hook = binary_hook;
+    if (hook == NULL || !hook->applies(rt)) return TL_OK;
     if (clGetProgramInfo(*prog, CL_PROGRAM_BINARY_SIZES, sizeof n, &n, NULL) != CL_SUCCESS || n == 0 ||
         (bin = malloc(n)) == NULL || clGetProgramInfo(*prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
         free(bin);
-        return tl_err_set(err, TL_E_INVALID, "clGetProgramInfo (the PTX to check for sm_90a markers)", family);
+        return tl_err_set(err, TL_E_INVALID, "clGetProgramInfo (the binary for the rewrite hook)", family);
     }
-    if (!tl_ptx_marked((const char *)bin, n)) { free(bin); return TL_OK; }
-    text = tl_ptx_patch((const char *)bin, n, &m, &why);
-    const char *dump = tl_setting_str(TL_SET_PTX_DUMP);          /* a directory: the PTX before and after, to read */
+    int r = hook->rewrite((const char *)bin, n, &text, &m, &why);
+    if (r == 0) { free(bin); return TL_OK; }
+    const char *dump = tl_setting_str(TL_SET_PTX_DUMP);          /* a directory: the binary before and after */
     if (dump != NULL && *dump != '\0') {
         char f[1100];
         FILE *fp;
-        snprintf(f, sizeof f, "%s/%s.ptx", dump, family);
+        snprintf(f, sizeof f, "%s/%s.%s", dump, family, hook->ext_in);
         if ((fp = fopen(f, "wb")) != NULL) { fwrite(bin, 1, n, fp); fclose(fp); }
-        snprintf(f, sizeof f, "%s/%s.sm90a.ptx", dump, family);
+        snprintf(f, sizeof f, "%s/%s.%s", dump, family, hook->ext_out);
         if (text != NULL && (fp = fopen(f, "wb")) != NULL) { fwrite(text, 1, m, fp); fclose(fp); }
     }
     free(bin);
-    if (text == NULL) return tl_err_set(err, TL_E_INVALID, "ptx patch", why);
+    if (r < 0 || text == NULL) { free(text); return tl_err_set(err, TL_E_INVALID, hook->routine, why); }
     const unsigned char *src = (const unsigned char *)text;
     cl_program p2 = clCreateProgramWithBinary(rt->ctx, 1, &rt->device, &m, &src, &bst, &rc);
     if (rc == CL_SUCCESS && bst != CL_SUCCESS) rc = bst;
@@ -302,7 +326,7 @@ ptx_rebuild(const tl_runtime *rt, const char *family, const char *opts, cl_progr
     free(text);
     if (rc != CL_SUCCESS) {
         if (p2 != NULL) clReleaseProgram(p2);
-        return tl_err_set(err, rc, "clBuildProgram (patched PTX)", family);
+        return tl_err_set(err, rc, hook->build_routine, family);
     }
     clReleaseProgram(*prog);
     *prog = p2;
@@ -335,7 +359,7 @@ build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *
         clReleaseProgram(prog);
         return tl_err_set(err, rc, "clBuildProgram", file);
     }
-    if ((st = ptx_rebuild(rt, family, opts, &prog, err)) != TL_OK) { clReleaseProgram(prog); return st; }
+    if ((st = binary_rewrite(rt, family, opts, &prog, err)) != TL_OK) { clReleaseProgram(prog); return st; }
     cache_store(prog, path);
     *out = prog;
     return TL_OK;

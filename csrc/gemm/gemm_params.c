@@ -7,6 +7,7 @@
  * the ISA (PoCL puts the ISA in the device name), 4 rows x 32 columns (nn) or 4 x 4 dots (nt). Computed
  * once per process under a mutex. */
 #include "gemm_params.h"
+#include "programs.h"
 #include "settings.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -123,10 +124,21 @@ tl_gemm_params_options(const tl_device_info *d, int tier, char *out, size_t cap)
                               tl_gemm_param_names[i], q.v[i]);
 }
 
-int
-tl_gemm_family_tier(const char *family)
+void
+tl_gemm_program_options(const tl_runtime *rt, int tier, const char *user, char *out, size_t cap)
 {
-    for (int t = 0; t < TL_GEMM_TIERS; t++)
-        if (strcmp(family, tl_gemm_tier_family[t]) == 0) return t;
-    return -1;
+    (void)user;
+    tl_gemm_params_options(&rt->info, tier, out, cap);
+}
+
+tl_status
+tl_gemm_params_register(tl_err *err)
+{
+    static tl_program_rule tiers[TL_GEMM_TIERS];      /* one source, matmul.cl, three option sets */
+    tl_status st = TL_OK;
+    for (int t = 0; t < TL_GEMM_TIERS && st == TL_OK; t++) {
+        tiers[t] = (tl_program_rule){tl_gemm_tier_family[t], "matmul", tl_gemm_program_options, t};
+        st = tl_program_register(&tiers[t], err);
+    }
+    return st;
 }

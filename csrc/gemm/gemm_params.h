@@ -1,7 +1,8 @@
 /* gemm_params.h: GEMM tile parameters per device: a small built-in table keyed by device type/vendor,
  * TLGPU_GEMM_PARAMS ("MWG=64,NWG=64,...", any subset) applied on top, checked against the divisibility
- * rules kernels/matmul.cl relies on. Pure C: programs.c puts them in the matmul/llm/quant build options
- * (and so in the binary cache key); the ops read them to size their launches.
+ * rules kernels/matmul.cl relies on. Pure C: the matmul tiers' program rules (registered at import) and
+ * llm's and quant's put them in the build options (and so in the binary cache key); the ops read them to
+ * size their launches.
  * Tiers: three parameter sets per device for products of decreasing size (big tiles starve a GPU on small
  * products), each built as its own program from matmul.cl: "matmul" (tier 0, TLGPU_GEMM_PARAMS),
  * "matmul_mid" (TLGPU_GEMM_PARAMS_MID) and "matmul_small" (TLGPU_GEMM_PARAMS_SMALL). DIRECT is read from
@@ -20,7 +21,9 @@ enum { TL_GEMM_TIERS = 3 };
  * with this text). */
 const char *tl_gemm_params_get(const tl_device_info *d, int tier, tl_gemm_params *out);
 void        tl_gemm_params_options(const tl_device_info *d, int tier, char *out, size_t cap);   /* " -DMWG=.." */
-int         tl_gemm_family_tier(const char *family);    /* 0-2 for the matmul families, else -1 */
+/* A programs.h rule callback: tier `tier`'s parameters as options (llm and quant register it with tier 0). */
+void        tl_gemm_program_options(const tl_runtime *rt, int tier, const char *user, char *out, size_t cap);
+tl_status   tl_gemm_params_register(tl_err *err);       /* the three tiers' program rules (at import) */
 extern const char *const tl_gemm_param_names[TL_GP_COUNT];
 extern const char *const tl_gemm_tier_family[TL_GEMM_TIERS];
 #endif

@@ -15,8 +15,10 @@
  * float4 loads along a unit stride (matmul_sg.cl's banner); other products keep the tiers. */
 #include "gemm_sg.h"
 #include "cl_runtime.h"
+#include "gemm_params.h"
 #include "gemm_tc.h"
 #include "ops.h"
+#include "ptx_patch.h"
 #include "settings.h"
 #include <limits.h>
 #include <pthread.h>
@@ -262,4 +264,27 @@ tl_gemm_sg_info(PyObject *Py_UNUSED(m), PyObject *args)
     return Py_BuildValue("{s:O,s:s,s:N,s:s,s:l,s:s,s:l}", "nvidia", nv ? Py_True : Py_False, "mode",
                          modes[sg_mode()], "configs", tags, "forced", forced >= 0 ? configs[forced].tag : NULL,
                          "launches", n, "last", row, "copies", nc);
+}
+
+/* matmul_sg's build options (a programs.h rule): cp.async (-DSG_ASYNC=1, matmul_sg.cl's banner) on NVIDIA
+ * compute capability 8 and up, unless the user's own options set SG_ASYNC (a sweep's). */
+static void
+sg_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
+{
+    cl_uint cc = 0;                                   /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sm_80 asm */
+    (void)arg;
+    if (strstr(rt->info.platform, "NVIDIA") != NULL && (user == NULL || strstr(user, "-DSG_ASYNC") == NULL) &&
+        clGetDeviceInfo(rt->device, 0x4000, sizeof cc, &cc, NULL) == CL_SUCCESS && cc >= 8)
+        snprintf(out, cap, " -DSG_ASYNC=1");
+}
+
+int
+tl_gemm_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
+{
+    static const tl_program_rule sg_rule = {"matmul_sg", NULL, sg_options, 0};
+    tl_err err = {0};
+    if (tl_gemm_params_register(&err) != TL_OK || tl_program_register(&sg_rule, &err) != TL_OK)
+        return tl_raise(&err);
+    tl_program_set_binary_hook(&tl_ptx_binary_hook);
+    return 0;
 }

@@ -21,4 +21,8 @@ int tl_gemm_sg_choose(int M, int N, int K, int batch, int sAm, int sAk, int sBk,
 int tl_gemm_sg_copy_a(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a2);
 
 PyObject *tl_gemm_sg_info(PyObject *m, PyObject *args);    /* _gemm_sg([config]): state, forced config */
+
+/* The GEMM layer's part of import (tl_family_matmul's init): the program rules of the matmul tiers and of
+ * matmul_sg, and ptx_patch.h's binary hook (the sm_90a rewrite every NVIDIA build passes through). */
+int tl_gemm_init(PyObject *m, tl_state *S);
 #endif

@@ -79,3 +79,20 @@ tl_ptx_patch(const char *ptx, size_t len, size_t *out_len, const char **why)
     *out_len = (size_t)(o - out);
     return out;
 }
+
+static int
+ptx_applies(const tl_runtime *rt)
+{
+    return strstr(rt->info.platform, "NVIDIA") != NULL;
+}
+
+static int
+ptx_rewrite(const char *bin, size_t len, char **out, size_t *out_len, const char **why)
+{
+    if (!tl_ptx_marked(bin, len)) return 0;
+    *out = tl_ptx_patch(bin, len, out_len, why);
+    return *out != NULL ? 1 : -1;
+}
+
+const tl_program_binary_hook tl_ptx_binary_hook = {ptx_applies, ptx_rewrite, "ptx", "sm90a.ptx", "ptx patch",
+                                                   "clBuildProgram (patched PTX)"};

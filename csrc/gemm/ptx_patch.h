@@ -4,6 +4,7 @@
  * retargets ".target sm_90" to sm_90a, and the driver builds the result as a program binary. */
 #ifndef TL_PTX_PATCH_H
 #define TL_PTX_PATCH_H
+#include "programs.h"
 #include <stddef.h>
 
 #define TL_PTX_MARK "//TLPTX "
@@ -16,4 +17,9 @@ int tl_ptx_marked(const char *ptx, size_t len);
 /* The patched text (malloc'd, NUL-terminated, *out_len without the NUL), or NULL with *why set when the
  * text is not PTX for sm_90 or has neither marker. */
 char *tl_ptx_patch(const char *ptx, size_t len, size_t *out_len, const char **why);
+
+/* programs.c's binary hook (installed by the GEMM layer at import): on an NVIDIA platform the driver's
+ * binary is PTX; one carrying a marker (the wgmma families' sm_90a instructions, entry directives such as
+ * matmul_sg's SG_MAXNREG) is patched; other programs are left as they are. */
+extern const tl_program_binary_hook tl_ptx_binary_hook;
 #endif

@@ -105,6 +105,9 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(S->device_error);
     Py_VISIT(S->build_error);
     Py_VISIT(S->oom_error);
+    Py_VISIT(S->publisher_type);
+    Py_VISIT(S->subscriber_type);
+    Py_VISIT(S->publisher_closed);
     return 0;
 }
 
@@ -116,6 +119,9 @@ module_clear(PyObject *m)
     Py_CLEAR(S->device_error);
     Py_CLEAR(S->build_error);
     Py_CLEAR(S->oom_error);
+    Py_CLEAR(S->publisher_type);
+    Py_CLEAR(S->subscriber_type);
+    Py_CLEAR(S->publisher_closed);
     return 0;
 }
 
@@ -149,6 +155,8 @@ PyInit__C(void)
         PyModule_AddObjectRef(m, "Tensor", (PyObject *)S->tensor_type) < 0)
         goto fail;
     if (tl_autograd_register(FAMILIES, N_FAMILIES) < 0) goto fail;   /* every op's row, or ImportError */
+    for (size_t f = 0; f < N_FAMILIES; f++)           /* the families' own types, program build rules */
+        if (FAMILIES[f]->init != NULL && FAMILIES[f]->init(m, S) < 0) goto fail;
     return m;
 fail:
     Py_XDECREF(oom_bases);

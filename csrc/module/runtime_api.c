@@ -1,7 +1,8 @@
 /* runtime_api.c: the Python face of the runtime, stream, pool and program layers: devices, sync,
- * counters, memory statistics, and the raw-OpenCL reference loops that benchmarks compare against
- * (measured in C with the GIL released, so they show what the hardware and driver cost alone), and the raw
- * cl_mem and queue handles for benchmarks that drive another OpenCL library. */
+ * counters, memory statistics; and, in test-hooks builds only (TL_TEST_HOOKS, `make build`), the
+ * raw-OpenCL reference loops that benchmarks compare against (measured in C with the GIL released, so
+ * they show what the hardware and driver cost alone) and the raw cl_mem and queue handles for benchmarks
+ * that drive another OpenCL library. */
 #include "ops_common.h"
 #include "cl_runtime.h"
 #include "pool.h"
@@ -185,6 +186,7 @@ fn_build_log(PyObject *Py_UNUSED(m), PyObject *arg)
     return r;
 }
 
+#ifdef TL_TEST_HOOKS                                   /* benchmark-only: test-hooks builds */
 /* Raw reference loops. mode 0: tl_ew_contig_f32 ADD on n floats, args set once, `iters` enqueues, then
  * one clFinish; mode 1: the same with clFinish after every enqueue; mode 2: tl_bench_copy_f32 on n floats.
  * Returns seconds per enqueue (wall time, including the final finish). */
@@ -285,6 +287,7 @@ fn_cl_queue(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored))
     return Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)rt->q0, (unsigned long long)(uintptr_t)rt->ctx,
                          (unsigned long long)(uintptr_t)rt->device);
 }
+#endif
 
 static const PyMethodDef runtime_functions[] = {
     {"devices", fn_devices, METH_NOARGS, "List every OpenCL device as a dict."},
@@ -303,9 +306,11 @@ static const PyMethodDef runtime_functions[] = {
      "The bytes of the pool block (its size class) that a buffer of n bytes takes: what memory_stats() counts."},
     {"_program_stats", fn_program_stats, METH_NOARGS, "Kernel program builds and disk-cache counters."},
     {"_build_log", fn_build_log, METH_O, "_build_log(family): the compiler's log of that kernel program."},
+#ifdef TL_TEST_HOOKS
     {"_bench_raw", fn_bench_raw, METH_VARARGS, "_bench_raw(mode, n, iters): raw OpenCL reference loop."},
     {"_cl_handles", fn_cl_handles, METH_O, "_cl_handles(t): (cl_mem, offset in elements) as ints, for benchmarks."},
     {"_cl_queue", fn_cl_queue, METH_NOARGS, "_cl_queue(): (compute queue, context, device) as ints, for benchmarks."},
+#endif
     {NULL, NULL, 0, NULL},
 };
 

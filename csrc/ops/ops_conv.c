@@ -481,18 +481,17 @@ tl_avg_pool2d_backward(tl_node *nd, PyObject *grad, PyObject **gin)
     return pool_backward(nd, grad, gin, 0);
 }
 
-#define KW (PyCFunction)(void (*)(void))
 static const PyMethodDef conv_functions[] = {
-    {"conv2d", KW fn_conv2d, METH_VARARGS | METH_KEYWORDS,
+    {"conv2d", TL_KW(fn_conv2d),
      "conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1): 2-D cross-correlation of NCHW input "
      "(N, C, H, W) or (C, H, W) with weight (O, C, kH, kW) (groups=1); im2col + one GEMM."},
-    {"max_pool2d", KW fn_max_pool2d, METH_VARARGS | METH_KEYWORDS,
+    {"max_pool2d", TL_KW(fn_max_pool2d),
      "max_pool2d(input, kernel_size, stride=None, padding=0): window maxima (stride defaults to kernel_size; "
      "padding counts as -inf; the gradient goes to the first maximum)."},
-    {"avg_pool2d", KW fn_avg_pool2d, METH_VARARGS | METH_KEYWORDS,
+    {"avg_pool2d", TL_KW(fn_avg_pool2d),
      "avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=True): window means, zero "
      "padding counted in the divisor."},
-    {"_im2col", KW fn_im2col, METH_VARARGS | METH_KEYWORDS,
+    {"_im2col", TL_KW(fn_im2col),
      "_im2col(input, kernel_size, stride=1, padding=0, dilation=1): the columns [C*kH*kW, N*OH*OW] conv2d "
      "multiplies (differentiable: the backward is col2im)."},
     {NULL, NULL, 0, NULL},

@@ -166,16 +166,15 @@ fn_linspace(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     return (PyObject *)t;
 }
 
-#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef create_functions[] = {
-    {"tensor", KW(fn_tensor), "tensor(data, dtype=None, requires_grad=False): copy data to the device."},
+    {"tensor", TL_KW(fn_tensor), "tensor(data, dtype=None, requires_grad=False): copy data to the device."},
     {"from_numpy", fn_from_numpy, METH_O, "from_numpy(array): copy a numpy array to the device."},
-    {"zeros", KW(fn_zeros), "zeros(*shape, dtype=None)"},
-    {"ones", KW(fn_ones), "ones(*shape, dtype=None)"},
-    {"empty", KW(fn_empty), "empty(*shape, dtype=None): uninitialised."},
-    {"full", KW(fn_full), "full(shape, value, dtype=None)"},
-    {"arange", KW(fn_arange), "arange([start,] stop[, step], dtype=None)"},
-    {"linspace", KW(fn_linspace), "linspace(start, end, steps, dtype=None): float32, end included."},
+    {"zeros", TL_KW(fn_zeros), "zeros(*shape, dtype=None)"},
+    {"ones", TL_KW(fn_ones), "ones(*shape, dtype=None)"},
+    {"empty", TL_KW(fn_empty), "empty(*shape, dtype=None): uninitialised."},
+    {"full", TL_KW(fn_full), "full(shape, value, dtype=None)"},
+    {"arange", TL_KW(fn_arange), "arange([start,] stop[, step], dtype=None)"},
+    {"linspace", TL_KW(fn_linspace), "linspace(start, end, steps, dtype=None): float32, end included."},
     {NULL, NULL, 0, NULL},
 };
 

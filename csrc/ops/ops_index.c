@@ -641,15 +641,13 @@ done:
     return rc;
 }
 
-#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef index_methods[] = {
-    {"index_select", KW(m_index_select), "index_select(dim, index): rows along dim picked by a 1-D int32 index "
+    {"index_select", TL_KW(m_index_select), "index_select(dim, index): rows along dim picked by a 1-D int32 index "
      "(new tensor; reads the index back to check it: a sync point)."},
-    {"gather", KW(m_gather), "gather(dim, index): numpy take_along_axis, differentiable (new tensor; the index is "
+    {"gather", TL_KW(m_gather), "gather(dim, index): numpy take_along_axis, differentiable (new tensor; the index is "
      "checked on the device: a bad one raises IndexError at the next sync point)."},
     {NULL, NULL, 0, NULL},
 };
-#undef KW
 
 static const PyType_Slot index_slots[] = {
     {Py_mp_subscript, tensor_getitem},

@@ -230,15 +230,13 @@ done:
     return rc;
 }
 
-#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef index_add_methods[] = {
-    {"index_add_", KW(m_index_add_), "index_add_(dim, index, source, alpha=1): self[.., index[i], ..] += alpha * "
+    {"index_add_", TL_KW(m_index_add_), "index_add_(dim, index, source, alpha=1): self[.., index[i], ..] += alpha * "
      "source[.., i, ..] in place, repeated indices accumulating (deterministic: each element sums its sources "
      "in index order); a bad index raises IndexError at the next sync point. Returns self."},
-    {"index_add", KW(m_index_add), "index_add(dim, index, source, alpha=1): index_add_ on a copy of self."},
+    {"index_add", TL_KW(m_index_add), "index_add(dim, index, source, alpha=1): index_add_ on a copy of self."},
     {NULL, NULL, 0, NULL},
 };
-#undef KW
 
 static const tl_op_row index_add_rows[] = {
     {TL_OP_INDEX_ADD, "IndexAddBackward", tl_index_add_backward},

@@ -9,6 +9,7 @@
 #include "ops_common.h"
 #include "autograd.h"
 #include "cl_runtime.h"
+#include "gemm_params.h"
 #include <math.h>
 
 static tl_kernel k_rms = TL_KERNEL("llm", "tl_rms_norm_f32"), k_rope = TL_KERNEL("llm", "tl_rope_f32"),
@@ -424,20 +425,19 @@ fail:
     return NULL;
 }
 
-#define KW (PyCFunction)(void (*)(void))
 static const PyMethodDef llm_functions[] = {
-    {"rms_norm", KW fn_rms_norm, METH_VARARGS | METH_KEYWORDS,
+    {"rms_norm", TL_KW(fn_rms_norm),
      "rms_norm(x, weight=None, eps=1e-6): x * rsqrt(mean(x**2, -1) + eps) * weight (no autograd)."},
-    {"rope", KW fn_rope, METH_VARARGS | METH_KEYWORDS,
+    {"rope", TL_KW(fn_rope),
      "rope(x, positions, theta=10000.0, interleaved=False, inplace=False): rotary embedding of x (T, H, D) or "
      "(H, D); NeoX pairing (i, i + D/2), GPT-J (2i, 2i+1) when interleaved (no autograd)."},
-    {"softmax_rows", KW fn_softmax_rows, METH_VARARGS | METH_KEYWORDS,
+    {"softmax_rows", TL_KW(fn_softmax_rows),
      "softmax_rows(x, scale=1.0, causal=False): softmax(scale*x) over the last dim; causal: query i of Tq "
      "(dim -2) sees keys j <= i + Tk - Tq (no autograd)."},
     {"silu_mul", fn_silu_mul, METH_VARARGS, "silu_mul(x, y): silu(x) * y, same shapes (no autograd)."},
     {"kv_write", fn_kv_write, METH_VARARGS,
      "kv_write(cache, x, pos): cache[:, pos:pos+T] = x for cache (Hkv, max_len, D), x (Hkv, D) or (Hkv, T, D)."},
-    {"attention", KW fn_attention, METH_VARARGS | METH_KEYWORDS,
+    {"attention", TL_KW(fn_attention),
      "attention(q, k_cache, v_cache, length, scale=None): one decode step, q (H, D) over the first `length` "
      "positions of caches (Hkv, max_len, D); head h reads kv head h // (H // Hkv); scale 1/sqrt(D) by default."},
     {"get_rows", fn_get_rows, METH_VARARGS,
@@ -445,4 +445,13 @@ static const PyMethodDef llm_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_llm = {llm_functions, NULL, NULL, NULL, NULL};
+/* The llm kernels read the GEMM tile parameters (tier 0): its build rule (programs.h), at import. */
+static int
+llm_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
+{
+    static const tl_program_rule rule = {"llm", NULL, tl_gemm_program_options, 0};
+    tl_err err = {0};
+    return tl_program_register(&rule, &err) == TL_OK ? 0 : tl_raise(&err);
+}
+
+const tl_family tl_family_llm = {llm_functions, NULL, NULL, NULL, NULL, .init = llm_init};

@@ -759,5 +759,6 @@ static const tl_op_row matmul_rows[] = {
     {0},
 };
 
+/* tl_gemm_init (gemm_sg.c): the GEMM layer's program build rules and binary hook, registered at import. */
 const tl_family tl_family_matmul = {mm_functions, mm_methods, mm_slots, NULL, "matmul dot outer",
-                                    .rows = matmul_rows};
+                                    .rows = matmul_rows, .init = tl_gemm_init};

@@ -203,4 +203,13 @@ static const PyMethodDef quant_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_quant = {quant_functions, NULL, NULL, NULL, NULL};
+/* The quant kernels read the GEMM tile parameters (tier 0): its build rule (programs.h), at import. */
+static int
+quant_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
+{
+    static const tl_program_rule rule = {"quant", NULL, tl_gemm_program_options, 0};
+    tl_err err = {0};
+    return tl_program_register(&rule, &err) == TL_OK ? 0 : tl_raise(&err);
+}
+
+const tl_family tl_family_quant = {quant_functions, NULL, NULL, NULL, NULL, .init = quant_init};

@@ -403,23 +403,22 @@ fail:
     return NULL;
 }
 
-#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef random_methods[] = {
-    {"uniform_", KW(m_uniform_), "uniform_(a=0.0, b=1.0): fill in place from U[a, b) (the rand stream); self."},
-    {"normal_", KW(m_normal_), "normal_(mean=0.0, std=1.0): fill in place from N(mean, std**2); self."},
-    {"multinomial", KW(m_multinomial),
+    {"uniform_", TL_KW(m_uniform_), "uniform_(a=0.0, b=1.0): fill in place from U[a, b) (the rand stream); self."},
+    {"normal_", TL_KW(m_normal_), "normal_(mean=0.0, std=1.0): fill in place from N(mean, std**2); self."},
+    {"multinomial", TL_KW(m_multinomial),
      "multinomial(num_samples, replacement=False): int32 category indices drawn from rows of weights."},
     {NULL, NULL, 0, NULL},
 };
 
 static const PyMethodDef random_functions[] = {
-    {"rand", KW(fn_rand), "rand(*shape, dtype=None, requires_grad=False): uniform on [0, 1), float32."},
-    {"randn", KW(fn_randn), "randn(*shape, dtype=None, requires_grad=False): standard normal, float32."},
-    {"randint", KW(fn_randint), "randint(low, high, shape, dtype=None): int32 uniform on [low, high)."},
-    {"rand_like", KW(fn_rand_like), "rand_like(t, dtype=None): rand with t's shape."},
-    {"randn_like", KW(fn_randn_like), "randn_like(t, dtype=None): randn with t's shape."},
-    {"dropout_mask", KW(fn_dropout_mask), "dropout_mask(shape, p): 0 or 1/(1-p), keeping with probability 1-p."},
-    {"dropout", KW(fn_dropout), "dropout(x, p=0.5, training=True): x * dropout_mask(x.shape, p) (inverted)."},
+    {"rand", TL_KW(fn_rand), "rand(*shape, dtype=None, requires_grad=False): uniform on [0, 1), float32."},
+    {"randn", TL_KW(fn_randn), "randn(*shape, dtype=None, requires_grad=False): standard normal, float32."},
+    {"randint", TL_KW(fn_randint), "randint(low, high, shape, dtype=None): int32 uniform on [low, high)."},
+    {"rand_like", TL_KW(fn_rand_like), "rand_like(t, dtype=None): rand with t's shape."},
+    {"randn_like", TL_KW(fn_randn_like), "randn_like(t, dtype=None): randn with t's shape."},
+    {"dropout_mask", TL_KW(fn_dropout_mask), "dropout_mask(shape, p): 0 or 1/(1-p), keeping with probability 1-p."},
+    {"dropout", TL_KW(fn_dropout), "dropout(x, p=0.5, training=True): x * dropout_mask(x.shape, p) (inverted)."},
     {"manual_seed", fn_manual_seed, METH_O, "manual_seed(s): seed the generator and rewind its stream."},
     {"seed", fn_seed, METH_NOARGS, "seed(): seed from os.urandom; returns the seed."},
     {"initial_seed", fn_initial_seed, METH_NOARGS, "The generator's current seed."},

@@ -548,22 +548,25 @@ done:
     return PyErr_Occurred() ? -1 : 0;
 }
 
-#define KW(name, doc) {#name, (PyCFunction)(void (*)(void))m_##name, METH_VARARGS | METH_KEYWORDS, doc}
 static const PyMethodDef reduce_methods[] = {
-    KW(sum, "sum(axis=None, keepdims=False): sum over axes (None: all; int or tuple; dim= works too)"),
-    KW(mean, "mean(axis=None, keepdims=False): arithmetic mean (NaN over an empty axis)"),
-    KW(max, "max(axis=None, keepdims=False): maximum (NaN propagates; empty axis raises ValueError)"),
-    KW(min, "min(axis=None, keepdims=False): minimum (NaN propagates; empty axis raises ValueError)"),
-    KW(argmax, "argmax(axis=None, keepdims=False): int32 index of the first maximum (flat when axis=None)"),
-    KW(argmin, "argmin(axis=None, keepdims=False): int32 index of the first minimum (flat when axis=None)"),
-    KW(logsumexp, "logsumexp(axis=None, keepdims=False): log(sum(exp(x))) computed stably (max subtracted)"),
-    KW(prod, "prod(axis=None, keepdims=False): product over axes (1 over an empty axis); the gradient is the "
-       "product of the other elements, exact where x has zeros"),
-    KW(softmax, "softmax(axis=-1): exp(x - max) / sum(exp(x - max)) along one axis (None: all elements)"),
-    KW(log_softmax, "log_softmax(axis=-1): x - logsumexp(x) along one axis (None: all elements)"),
+    {"sum", TL_KW(m_sum), "sum(axis=None, keepdims=False): sum over axes (None: all; int or tuple; dim= works too)"},
+    {"mean", TL_KW(m_mean), "mean(axis=None, keepdims=False): arithmetic mean (NaN over an empty axis)"},
+    {"max", TL_KW(m_max), "max(axis=None, keepdims=False): maximum (NaN propagates; empty axis raises ValueError)"},
+    {"min", TL_KW(m_min), "min(axis=None, keepdims=False): minimum (NaN propagates; empty axis raises ValueError)"},
+    {"argmax", TL_KW(m_argmax),
+     "argmax(axis=None, keepdims=False): int32 index of the first maximum (flat when axis=None)"},
+    {"argmin", TL_KW(m_argmin),
+     "argmin(axis=None, keepdims=False): int32 index of the first minimum (flat when axis=None)"},
+    {"logsumexp", TL_KW(m_logsumexp),
+     "logsumexp(axis=None, keepdims=False): log(sum(exp(x))) computed stably (max subtracted)"},
+    {"prod", TL_KW(m_prod),
+     "prod(axis=None, keepdims=False): product over axes (1 over an empty axis); the gradient is the "
+     "product of the other elements, exact where x has zeros"},
+    {"softmax", TL_KW(m_softmax),
+     "softmax(axis=-1): exp(x - max) / sum(exp(x - max)) along one axis (None: all elements)"},
+    {"log_softmax", TL_KW(m_log_softmax), "log_softmax(axis=-1): x - logsumexp(x) along one axis (None: all elements)"},
     {NULL, NULL, 0, NULL},
 };
-#undef KW
 
 static const tl_op_row reduce_rows[] = {
     {TL_OP_REDUCE, "ReduceBackward", tl_reduce_backward},

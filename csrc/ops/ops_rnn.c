@@ -276,12 +276,11 @@ done:
     return rc;
 }
 
-#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef rnn_functions[] = {
-    {"gru_gates", KW(fn_gru_gates),
+    {"gru_gates", TL_KW(fn_gru_gates),
      "gru_gates(gi, gh, h, b_ih=None, b_hh=None): one GRU step's h' from the input and hidden projections "
      "gi, gh [B, 3H] (r, z, n) and h [B, H]; one kernel forward, one backward."},
-    {"lstm_gates", KW(fn_lstm_gates),
+    {"lstm_gates", TL_KW(fn_lstm_gates),
      "lstm_gates(gates, c, gh=None, b_ih=None, b_hh=None): one LSTM step's (h', c') from the gate "
      "pre-activations gates (+ gh) [B, 4H] (i, f, g, o) and c [B, H]; one kernel forward, one backward."},
     {NULL, NULL, 0, NULL},

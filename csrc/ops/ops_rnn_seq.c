@@ -327,12 +327,11 @@ tl_lstm_seq_backward(tl_node *nd, PyObject *grad, PyObject **gin)
     return backward(LSTM, nd, grad, gin);
 }
 
-#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef rnn_seq_functions[] = {
-    {"gru_sequence", KW(fn_gru_sequence),
+    {"gru_sequence", TL_KW(fn_gru_sequence),
      "gru_sequence(gi_all, h0, w_hh, b_hh=None): a GRU layer's outputs [T, B, H] from the input projection "
      "gi_all [T, B, 3H] (b_ih included), h0 [B, H] or None (zeros); two launches per step each way, one node."},
-    {"lstm_sequence", KW(fn_lstm_sequence),
+    {"lstm_sequence", TL_KW(fn_lstm_sequence),
      "lstm_sequence(gi_all, h0, c0, w_hh, b_hh=None): an LSTM layer's y [T + 1, B, H]: y[:T] the outputs, "
      "y[T] the last cell state; gi_all [T, B, 4H] (b_ih included); h0, c0 [B, H] or None (zeros)."},
     {NULL, NULL, 0, NULL},

@@ -708,19 +708,18 @@ tl_stack_backward(tl_node *nd, PyObject *g, PyObject **gin)
     return 0;
 }
 
-#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef shape_methods[] = {
     {"reshape", m_reshape, METH_VARARGS, "reshape(*shape): a view when strides allow, else a contiguous copy."},
     {"view", m_view, METH_VARARGS, "view(*shape): a view with the new shape; ValueError if that needs a copy."},
-    {"flatten", KW(m_flatten), "flatten(start_dim=0, end_dim=-1): merge a range of dims (reshape rules)."},
-    {"transpose", KW(m_transpose), "transpose(dim0, dim1): a view with two dims swapped."},
+    {"flatten", TL_KW(m_flatten), "flatten(start_dim=0, end_dim=-1): merge a range of dims (reshape rules)."},
+    {"transpose", TL_KW(m_transpose), "transpose(dim0, dim1): a view with two dims swapped."},
     {"permute", m_permute, METH_VARARGS, "permute(*dims): a view with the dims reordered."},
-    {"unsqueeze", KW(m_unsqueeze), "unsqueeze(dim): a view with a size-1 dim inserted at dim."},
-    {"squeeze", KW(m_squeeze), "squeeze(dim=None): drop size-1 dims (all, or the given ones; each must be 1)."},
+    {"unsqueeze", TL_KW(m_unsqueeze), "unsqueeze(dim): a view with a size-1 dim inserted at dim."},
+    {"squeeze", TL_KW(m_squeeze), "squeeze(dim=None): drop size-1 dims (all, or the given ones; each must be 1)."},
     {"expand", m_expand, METH_VARARGS, "expand(*shape): broadcast view (stride 0); -1 keeps a dim."},
     {"expand_as", m_expand_as, METH_O, "expand_as(other): expand(*other.shape)."},
-    {"split", KW(m_split), "split(size_or_sections, dim=0): list of views (torch semantics)."},
-    {"chunk", KW(m_chunk), "chunk(n, dim=0): at most n views of equal size (the last may be smaller)."},
+    {"split", TL_KW(m_split), "split(size_or_sections, dim=0): list of views (torch semantics)."},
+    {"chunk", TL_KW(m_chunk), "chunk(n, dim=0): at most n views of equal size (the last may be smaller)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -765,16 +764,15 @@ done:
 #endif
 
 static const PyMethodDef shape_functions[] = {
-    {"cat", KW(fn_cat), "cat(tensors, axis=0): concatenate along an existing dim (new tensor)."},
-    {"concatenate", KW(fn_cat), "Alias of cat()."},
-    {"stack", KW(fn_stack), "stack(tensors, axis=0): join equal-shaped tensors along a new dim."},
+    {"cat", TL_KW(fn_cat), "cat(tensors, axis=0): concatenate along an existing dim (new tensor)."},
+    {"concatenate", TL_KW(fn_cat), "Alias of cat()."},
+    {"stack", TL_KW(fn_stack), "stack(tensors, axis=0): join equal-shaped tensors along a new dim."},
 #ifdef TL_TEST_HOOKS
     {"_matmul_test_view", fn_test_view, METH_VARARGS,
      "_matmul_test_view(t, shape, strides, offset): a strided view, for tests of strided matmul operands."},
 #endif
     {NULL, NULL, 0, NULL},
 };
-#undef KW
 
 static const PyGetSetDef shape_getset[] = {
     {"T", get_T, NULL, "A view with all dims reversed (numpy's .T).", NULL},

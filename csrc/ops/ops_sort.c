@@ -219,16 +219,14 @@ done:
     return rc;
 }
 
-#define KW(f) (PyCFunction)(void (*)(void))(f), METH_VARARGS | METH_KEYWORDS
 static const PyMethodDef sort_methods[] = {
-    {"topk", KW(m_topk), "topk(k, dim=-1, largest=True, sorted=True) -> (values, indices): the k largest (smallest "
+    {"topk", TL_KW(m_topk), "topk(k, dim=-1, largest=True, sorted=True) -> (values, indices): the k largest (smallest "
      "with largest=False) along dim, sorted, ties in index order; indices int32; values differentiable."},
-    {"sort", KW(m_sort), "sort(dim=-1, descending=False) -> (values, indices): a stable sort along dim (NaN "
+    {"sort", TL_KW(m_sort), "sort(dim=-1, descending=False) -> (values, indices): a stable sort along dim (NaN "
      "largest); indices int32; values differentiable."},
-    {"argsort", KW(m_argsort), "argsort(dim=-1, descending=False): the int32 indices that sort along dim (stable)."},
+    {"argsort", TL_KW(m_argsort), "argsort(dim=-1, descending=False): the int32 indices that sort along dim (stable)."},
     {NULL, NULL, 0, NULL},
 };
-#undef KW
 
 static const tl_op_row sort_rows[] = {
     {TL_OP_TOPK, "TopkBackward", tl_topk_backward},

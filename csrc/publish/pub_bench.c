@@ -1,9 +1,12 @@
-/* pub_bench.c: the benchmark's reference transfers (benchmarks/bench_publish.py, bench_host_reads.py). */
+/* pub_bench.c: the benchmark's reference transfers (benchmarks/bench_publish.py, bench_host_reads.py).
+ * Benchmark-only: compiled in test-hooks builds alone (TL_TEST_HOOKS); a release build has none of it. */
 #include "clock.h"
 #include "pub_bench.h"
 #include "cl_runtime.h"
 #include <string.h>
 #include <sys/mman.h>
+
+#ifdef TL_TEST_HOOKS
 
 /* Reference for the benchmark: device-to-host reads of nbytes. mode 0: into a pinned buffer mapped once;
  * 1: into a MAP_SHARED mapping (as the shared-memory slots are); 2: the same mapping registered first as a
@@ -65,3 +68,4 @@ done:
     if (shared != MAP_FAILED) munmap(shared, nbytes);
     return st;
 }
+#endif

@@ -1,4 +1,5 @@
-/* pub_bench.h: the raw device-to-host read the publisher benchmark measures itself against (pure C). */
+/* pub_bench.h: the raw device-to-host read the publisher benchmark measures itself against (pure C;
+ * defined in test-hooks builds only). */
 #ifndef TL_PUB_BENCH_H
 #define TL_PUB_BENCH_H
 #include "errors.h"

@@ -1,7 +1,8 @@
 /* pub_py.c: the Python face of the weight publisher: _C.Publisher (the Subscriber is in pub_sub_py.c; both
- * heap types are made on first use by _C._publish_types(), since module.c only merges functions), and the
- * benchmark helper _C._bench_pinned_read. Argument checks and conversions live here; the work is in the
- * core (pub_core.c, pub_thread.c, the sinks), called with the GIL released around everything that blocks.
+ * heap types and PublisherClosed are made at import by this family's init hook, into the module state), and
+ * the benchmark helper _C._bench_pinned_read (test-hooks builds only). Argument checks and conversions live
+ * here; the work is in the core (pub_core.c, pub_thread.c, the sinks), called with the GIL released around
+ * everything that blocks.
  * Invariants: the core's mutex is taken from a GIL holder only bz2-style (try, else release the GIL and
  * block); arrays handed to Python own their memory (copied out of a pinned slot while it is pinned), so
  * they are never torn and never overwritten later; the core is freed only once no thread of ours is inside
@@ -514,21 +515,7 @@ static PyType_Spec pub_spec = {"tlgpu._C.Publisher", sizeof(pub_obj), 0,
 
 /* ---- module functions ---- */
 
-static PyObject *
-fn_publish_types(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
-{
-    static PyObject *types;                               /* made once, kept for the process */
-    if (types == NULL) {
-        PyObject *p = PyType_FromSpec(&pub_spec), *s = p ? PyType_FromSpec(&tl_sub_spec) : NULL;
-        PyObject *closed = s ? tl_pub_closed_error() : NULL;
-        if (closed != NULL) types = PyTuple_Pack(3, p, s, closed);
-        Py_XDECREF(p);
-        Py_XDECREF(s);
-        if (types == NULL) return NULL;
-    }
-    return Py_NewRef(types);
-}
-
+#ifdef TL_TEST_HOOKS                                   /* benchmark-only: test-hooks builds */
 static PyObject *
 fn_bench_pinned_read(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -547,12 +534,31 @@ fn_bench_pinned_read(PyObject *Py_UNUSED(m), PyObject *args)
     if (st != TL_OK) return tl_raise(&err), NULL;
     return PyFloat_FromDouble(secs);
 }
+#endif
 
 static const PyMethodDef functions[] = {
-    {"_publish_types", fn_publish_types, METH_NOARGS, "(Publisher, Subscriber, PublisherClosed)."},
+#ifdef TL_TEST_HOOKS
     {"_bench_pinned_read", fn_bench_pinned_read, METH_VARARGS,
      "_bench_pinned_read(nbytes, iters) -> seconds per clEnqueueReadBuffer into pinned memory mapped once."},
+#endif
     {NULL},
 };
 
-const tl_family tl_family_publish = {functions, NULL, NULL, NULL, NULL};
+/* The publisher's types and exception, made at import into the module state and the module's attributes
+ * (tlgpu.publish subclasses them). */
+static int
+publish_init(PyObject *m, tl_state *S)
+{
+    S->publisher_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pub_spec, NULL);
+    if (S->publisher_type == NULL || PyModule_AddObjectRef(m, "Publisher", (PyObject *)S->publisher_type) < 0)
+        return -1;
+    S->subscriber_type = (PyTypeObject *)PyType_FromModuleAndSpec(m, &tl_sub_spec, NULL);
+    if (S->subscriber_type == NULL || PyModule_AddObjectRef(m, "Subscriber", (PyObject *)S->subscriber_type) < 0)
+        return -1;
+    S->publisher_closed = PyErr_NewExceptionWithDoc(
+        "tlgpu.publish.PublisherClosed", "The publisher closed, or its process died: no newer version will come.",
+        PyExc_RuntimeError, NULL);
+    return S->publisher_closed == NULL ? -1 : PyModule_AddObjectRef(m, "PublisherClosed", S->publisher_closed);
+}
+
+const tl_family tl_family_publish = {functions, NULL, NULL, NULL, NULL, .init = publish_init};

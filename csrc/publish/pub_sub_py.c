@@ -1,5 +1,6 @@
-/* pub_sub_py.c: _C.Subscriber, a reader of a publisher's shared-memory segment in any process, and the
- * PublisherClosed exception. The segment work is in shm_channel.c, called with the GIL released.
+/* pub_sub_py.c: _C.Subscriber, a reader of a publisher's shared-memory segment in any process (its type
+ * and PublisherClosed live in the module state, made by pub_py.c's init). The segment work is in
+ * shm_channel.c, called with the GIL released.
  * Invariants: arrays handed to Python own their memory (copied out under the seqlock: never torn, never
  * overwritten later); the mapping is unmapped only once no thread of ours is inside a GIL-released call
  * on it (`active`), so close() from another thread never pulls it from under a waiting reader; wait()
@@ -28,12 +29,7 @@ typedef struct {
 PyObject *
 tl_pub_closed_error(void)
 {
-    static PyObject *cls;            /* made once, kept for the process; the GIL guards it */
-    if (cls == NULL)
-        cls = PyErr_NewExceptionWithDoc("tlgpu.publish.PublisherClosed",
-                                        "The publisher closed, or its process died: no newer version will come.",
-                                        PyExc_RuntimeError, NULL);
-    return cls;
+    return tl_state_get()->publisher_closed;          /* made at import by pub_py.c's publish_init */
 }
 
 int

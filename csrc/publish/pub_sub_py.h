@@ -6,7 +6,7 @@
 #include "publisher.h"
 
 extern PyType_Spec tl_sub_spec;
-PyObject *tl_pub_closed_error(void);                  /* borrowed: tlgpu.publish.PublisherClosed, made once */
+PyObject *tl_pub_closed_error(void);                  /* borrowed: the module state's PublisherClosed */
 int       tl_pub_parse_timeout(PyObject *obj, double *out);                 /* None -> -1 (for ever) */
 /* A str name as UTF-8, refusing embedded NULs (they would silently cut a C string). */
 const char *tl_pub_utf8_name(PyObject *name, const char *who);

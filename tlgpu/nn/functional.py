@@ -11,17 +11,6 @@ from .. import _C
 tanh = _C.Tensor.tanh
 sigmoid = _C.Tensor.sigmoid
 
-_LOSSES = ("l1_loss", "huber_loss", "smooth_l1_loss")
-
-
-def __getattr__(name):
-    # the Huber family lives in nn/loss.py, which imports this module: fetched on first use (PEP 562)
-    if name in _LOSSES:
-        from . import loss
-        return getattr(loss, name)
-    raise AttributeError(f"module 'tlgpu.nn.functional' has no attribute {name!r}")
-
-
 def _recording(*ts):
     return _C.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
 
@@ -154,6 +143,40 @@ def mse_loss(input, target, reduction="mean", *, size_average=None, reduce=None)
         warnings.warn(f"mse_loss: target size {tuple(ts)} differs from input size {tuple(input.shape)}; they "
                       "are broadcast, which is likely wrong (as torch warns)", stacklevel=2)
     return _reduce((input - target).square(), reduction, "mse_loss")
+
+
+# The L1 / Huber family: short compositions of differentiable C ops (clamp, so no branch per element).
+def _diff(input, target, op):
+    if not isinstance(input, _C.Tensor):
+        raise TypeError(f"{op}: input must be a Tensor, not {type(input).__name__}")
+    if isinstance(target, _C.Tensor) and tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"{op}: input {input.shape} and target {target.shape} differ in shape")
+    return input - target
+
+
+def l1_loss(input, target, reduction="mean"):
+    return _reduce(_diff(input, target, "l1_loss").abs(), reduction, "l1_loss")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d**2 where |d| < delta, delta * (|d| - 0.5 delta) elsewhere: with q = min(|d|, delta),
+    0.5 q**2 + delta (|d| - q), which has the same value and gradient everywhere."""
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+    a = _diff(input, target, "huber_loss").abs()
+    q = a.clamp(max=float(delta))
+    return _reduce(q * q * 0.5 + (a - q) * float(delta), reduction, "huber_loss")
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """huber_loss / beta (torch's definition); beta = 0 is the L1 loss."""
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    if beta == 0:
+        return l1_loss(input, target, reduction)
+    a = _diff(input, target, "smooth_l1_loss").abs()
+    q = a.clamp(max=float(beta))
+    return _reduce(q * q * (0.5 / beta) + (a - q), reduction, "smooth_l1_loss")
 
 
 def _as_target(target):
