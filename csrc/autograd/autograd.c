@@ -17,14 +17,12 @@
 static _Thread_local int grad_off;
 static unsigned long run_id;
 
-static const tl_op_row *ROWS[TL_OP_COUNT];    /* filled at import from the families' rows */
+#define TL_MAX_ROWS 128
+static const tl_op_row *ROWS[TL_MAX_ROWS];    /* filled at import from the families' rows */
+static size_t N_ROWS;
+static const tl_family *const *FAMS;          /* the live families (the test hook checks their rows again) */
+static size_t N_FAMS;
 static tl_grad_prims PRIMS;                     /* likewise: the ops the engine runs itself */
-static const char *const OP_NAMES[] = {
-#define X(name) "TL_OP_" #name,
-    TL_OP_LIST(X)
-#undef X
-};
-_Static_assert(sizeof OP_NAMES / sizeof OP_NAMES[0] == TL_OP_COUNT, "one name per op");
 
 static int
 row_error(const char *fmt, ...)
@@ -36,23 +34,32 @@ row_error(const char *fmt, ...)
     return -1;
 }
 
-/* The families' rows and primitives into table and prims: every op exactly one row with a backward, every
- * primitive given exactly once. -1 with an ImportError naming the first op or primitive at fault. */
+/* The families' rows into table (*n of them) and their primitives into prims: every row named, with a
+ * backward, listed once by one family, no two rows of one name; every primitive given exactly once.
+ * -1 with an ImportError naming the first row or primitive at fault. */
 static int
-check_rows(const tl_family *const *fams, size_t n, const tl_op_row **table, tl_grad_prims *prims)
+check_rows(const tl_family *const *fams, size_t n, const tl_op_row **table, size_t *n_rows, tl_grad_prims *prims)
 {
-    memset(table, 0, TL_OP_COUNT * sizeof *table);
+    size_t owner[TL_MAX_ROWS], k = 0;
     memset(prims, 0, sizeof *prims);
     for (size_t f = 0; f < n; f++) {
         const tl_grad_prims *p = fams[f]->grad_prims;
-        for (const tl_op_row *r = fams[f]->rows; r != NULL && r->name != NULL; r++) {
-            if (r->op < 0 || r->op >= TL_OP_COUNT)
-                return row_error("autograd row %s: op %d is no TL_OP_* (0..%d)", r->name, r->op, TL_OP_COUNT - 1);
-            if (r->backward == NULL)
-                return row_error("autograd row %s for %s has no backward", r->name, OP_NAMES[r->op]);
-            if (table[r->op] != NULL)
-                return row_error("two autograd rows for %s: %s and %s", OP_NAMES[r->op], table[r->op]->name, r->name);
-            table[r->op] = r;
+        for (const tl_op_row *const *rp = fams[f]->rows; rp != NULL && *rp != NULL; rp++) {
+            const tl_op_row *r = *rp;
+            if (r->name == NULL || r->name[0] == '\0')
+                return row_error("autograd row %zu of op family %zu has no name", (size_t)(rp - fams[f]->rows), f);
+            if (r->backward == NULL) return row_error("autograd row %s has no backward", r->name);
+            for (size_t i = 0; i < k; i++) {
+                if (table[i] == r && owner[i] == f)
+                    return row_error("autograd row %s is listed twice by one op family", r->name);
+                if (table[i] == r)
+                    return row_error("autograd row %s is listed by two op families", r->name);
+                if (strcmp(table[i]->name, r->name) == 0)
+                    return row_error("two autograd rows are named %s", r->name);
+            }
+            if (k == TL_MAX_ROWS) return row_error("more than %d autograd rows (TL_MAX_ROWS)", TL_MAX_ROWS);
+            owner[k] = f;
+            table[k++] = r;
         }
 #define TAKE(m) if (p != NULL && p->m != NULL) {                                                                \
             if (prims->m != NULL)                                                                               \
@@ -62,13 +69,10 @@ check_rows(const tl_family *const *fams, size_t n, const tl_op_row **table, tl_g
         TAKE(add_) TAKE(sum) TAKE(reshape)
 #undef TAKE
     }
-    for (int op = 0; op < TL_OP_COUNT; op++)
-        if (table[op] == NULL)
-            return row_error("no autograd row for %s: the op family that records it must list its row (name, "
-                             "backward) in its tl_family.rows", OP_NAMES[op]);
     if (prims->add_ == NULL || prims->sum == NULL || prims->reshape == NULL)
         return row_error("no op family registers the autograd engine's %s primitive",
                          prims->add_ == NULL ? "add_" : prims->sum == NULL ? "sum" : "reshape");
+    *n_rows = k;
     return 0;
 }
 
@@ -76,7 +80,9 @@ int
 tl_autograd_register(const tl_family *const *families, size_t n)
 {
     static const tl_node_ops node_ops = {tl_node_release, tl_node_name};
-    if (check_rows(families, n, ROWS, &PRIMS) < 0) return -1;
+    if (check_rows(families, n, ROWS, &N_ROWS, &PRIMS) < 0) return -1;
+    FAMS = families;
+    N_FAMS = n;
     tl_tensor_set_node_ops(&node_ops);
     return 0;
 }
@@ -105,12 +111,19 @@ tl_autograd_wanted(PyObject *const *ins, int n)
 }
 
 tl_node *
-tl_node_new(int op, PyObject *const *ins, int n)
+tl_node_new(const tl_op_row *row, PyObject *const *ins, int n)
 {
+#ifdef TL_TEST_HOOKS
+    size_t k = 0;                              /* a row no family listed escaped the import check: refuse it */
+    while (k < N_ROWS && ROWS[k] != row) k++;
+    if (k == N_ROWS)
+        return PyErr_Format(PyExc_SystemError, "autograd row %s is listed by no op family's tl_family.rows",
+                            row != NULL && row->name != NULL ? row->name : "(null)"), NULL;
+#endif
     tl_node *nd = PyMem_Calloc(1, sizeof *nd + (size_t)n * sizeof(tl_edge));
     if (nd == NULL) return (tl_node *)PyErr_NoMemory();
     atomic_init(&nd->refs, 1);
-    nd->op = op;
+    nd->row = row;
     nd->n_in = n;
     for (int i = 0; i < n; i++) {
         if (ins[i] == NULL || !tl_tensor_check(ins[i])) continue;
@@ -136,10 +149,10 @@ tl_wants_grad(const tl_node *nd, int i)
 }
 
 PyObject *
-tl_record1(PyObject *out, int op, PyObject *in, const int *iarg, int n_iarg, PyObject *extra)
+tl_record1(PyObject *out, const tl_op_row *row, PyObject *in, const int *iarg, int n_iarg, PyObject *extra)
 {
     if (out == NULL || !tl_autograd_wanted(&in, 1)) return out;
-    tl_node *nd = tl_node_new(op, &in, 1);
+    tl_node *nd = tl_node_new(row, &in, 1);
     if (nd == NULL) { Py_DECREF(out); return NULL; }
     for (int i = 0; i < n_iarg; i++) nd->iarg[i] = iarg[i];
     nd->extra = Py_XNewRef(extra);
@@ -229,7 +242,7 @@ tl_node_release(tl_node *first)
 const char *
 tl_node_name(const tl_node *nd)
 {
-    const tl_op_row *r = ROWS[nd->op];
+    const tl_op_row *r = nd->row;
     return r->node_name != NULL ? r->node_name(nd) : r->name;
 }
 
@@ -267,7 +280,7 @@ tl_check_recorded_inplace(const char *op, tl_tensor *t, int track)
         return -1;
     }
     if (track && t->storage != NULL && atomic_load(&t->storage->refs) > 1 &&
-        (t->grad_fn == NULL || (ROWS[t->grad_fn->op]->flags & TL_ROW_VIEW))) {
+        (t->grad_fn == NULL || (t->grad_fn->row->flags & TL_ROW_VIEW))) {
         char s[128];
         tl_shape_str(t->shape, t->ndim, s, sizeof s);
         PyErr_Format(PyExc_RuntimeError, "%s: in-place op on a view of shape %s whose storage other tensors share, "
@@ -374,7 +387,7 @@ run_backward(tl_node *root, PyObject *grad, int retain)
         PyObject *gbuf[8] = {NULL}, **gin = nd->n_in <= 8 ? gbuf : PyMem_Calloc((size_t)nd->n_in, sizeof *gin);
         PyObject *g = nd->grad;
         nd->grad = NULL;
-        int st = gin == NULL ? (PyErr_NoMemory(), -1) : g == NULL ? 0 : ROWS[nd->op]->backward(nd, g, gin);
+        int st = gin == NULL ? (PyErr_NoMemory(), -1) : g == NULL ? 0 : nd->row->backward(nd, g, gin);
         Py_XDECREF(g);
         for (int i = 0; gin != NULL && i < nd->n_in; i++) {
             tl_edge *e = &nd->in[i];
@@ -493,45 +506,97 @@ test_backward(tl_node *Py_UNUSED(nd), PyObject *Py_UNUSED(g), PyObject **Py_UNUS
     return 0;
 }
 
-/* _autograd_check_rows(ops=None, prims="add_ sum reshape"): runs the import check on a made-up registry, not
- * the live one: one family with a row per id in ops (None: one per op), then one family per word of prims
- * giving that primitive. Returns TL_OP_COUNT, or raises the ImportError an import would. */
+static const tl_op_row unlisted_row = {"UnlistedBackward", test_backward, 0, NULL};
+
+/* _autograd_record_unlisted(x): records a node whose row no family listed (x requires grad); must raise. */
+static PyObject *
+fn_autograd_record_unlisted(PyObject *Py_UNUSED(m), PyObject *x)
+{
+    if (!tl_tensor_check(x)) return PyErr_Format(PyExc_TypeError, "expected a Tensor");
+    return tl_record1(Py_NewRef(x), &unlisted_row, x, NULL, 0, NULL);
+}
+
+/* One made-up family's rows from a sequence of items: "Name" a new row with a backward, ("Name", False) one
+ * without, None one without a name, an int k the k-th row made so far (the same object again). */
+static int
+made_up_rows(PyObject *items, tl_op_row *rows, size_t *n_made, const tl_op_row **out)
+{
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(items);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(items, i), *name = it;
+        int has_bw = 1;
+        if (PyLong_Check(it)) {
+            long k = PyLong_AsLong(it);
+            if (k < 0 || (size_t)k >= *n_made) { PyErr_SetString(PyExc_ValueError, "rows: no such row"); return -1; }
+            out[i] = &rows[k];
+            continue;
+        }
+        if (PyTuple_Check(it) && !PyArg_ParseTuple(it, "Op", &name, &has_bw)) return -1;
+        const char *nm = name == Py_None ? NULL : PyUnicode_AsUTF8(name);
+        if (nm == NULL && name != Py_None) return -1;
+        rows[*n_made] = (tl_op_row){nm, has_bw ? test_backward : NULL, 0, NULL};
+        out[i] = &rows[(*n_made)++];
+    }
+    out[n] = NULL;
+    return 0;
+}
+
+/* _autograd_check_rows(families=None, prims="add_ sum reshape"): runs the import check on a made-up
+ * registry, not the live one: one family per sequence of items in families (made_up_rows; None: the live
+ * families' rows), then one family per word of prims giving that primitive. Returns the number of rows, or
+ * raises the ImportError an import would. */
 static PyObject *
 fn_autograd_check_rows(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    PyObject *ops = Py_None, *fast = NULL, *res = NULL;
+    PyObject *spec = Py_None, *fast = NULL, *res = NULL, *items[64] = {NULL};
     const char *words = "add_ sum reshape";
     tl_op_row *rows = NULL;
+    const tl_op_row **ptrs = NULL, *table[TL_MAX_ROWS];
     tl_grad_prims gp[8] = {{0}}, out;
-    tl_family fam[9] = {{0}};
-    const tl_family *fp[9];
-    const tl_op_row *table[TL_OP_COUNT];
-    Py_ssize_t n = TL_OP_COUNT;
-    size_t nf = 1;
-    if (!PyArg_ParseTuple(args, "|Os:_autograd_check_rows", &ops, &words)) return NULL;
-    if (ops != Py_None && ((fast = PySequence_Fast(ops, "ops: a sequence of ints")) == NULL)) return NULL;
-    if (fast != NULL) n = PySequence_Fast_GET_SIZE(fast);
-    if ((rows = PyMem_Calloc((size_t)n + 1, sizeof *rows)) == NULL) { PyErr_NoMemory(); goto done; }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long op = fast != NULL ? PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i)) : (long)i;
-        if (op == -1 && PyErr_Occurred()) goto done;
-        rows[i] = (tl_op_row){(int)op, "TestBackward", test_backward, 0, NULL};
+    tl_family fam[72] = {{0}};
+    const tl_family *fp[72];
+    size_t nf = 0, total = 0, made = 0, n_rows = 0, n_gp = 0;
+    if (!PyArg_ParseTuple(args, "|Os:_autograd_check_rows", &spec, &words)) return NULL;
+    if (spec == Py_None) {
+        for (; nf < N_FAMS && nf < 64; nf++) fam[nf].rows = FAMS[nf]->rows;
+    } else {
+        if ((fast = PySequence_Fast(spec, "families: a sequence of sequences")) == NULL) return NULL;
+        if ((nf = (size_t)PySequence_Fast_GET_SIZE(fast)) > 64) {
+            PyErr_SetString(PyExc_ValueError, "families: at most 64");
+            goto done;
+        }
+        for (size_t f = 0; f < nf; f++) {
+            items[f] = PySequence_Fast(PySequence_Fast_GET_ITEM(fast, f), "rows: a sequence");
+            if (items[f] == NULL) goto done;
+            total += (size_t)PySequence_Fast_GET_SIZE(items[f]) + 1;
+        }
+        rows = PyMem_Calloc(total + 1, sizeof *rows);
+        ptrs = PyMem_Calloc(total + 1, sizeof *ptrs);
+        if (rows == NULL || ptrs == NULL) { PyErr_NoMemory(); goto done; }
+        for (size_t f = 0, at = 0; f < nf; f++) {
+            if (made_up_rows(items[f], rows, &made, ptrs + at) < 0) goto done;
+            fam[f].rows = ptrs + at;
+            at += (size_t)PySequence_Fast_GET_SIZE(items[f]) + 1;
+        }
     }
-    fam[0].rows = rows;
-    for (const char *w = words; *w != '\0';) {
+    for (const char *w = words, *end; *w != '\0'; w = end + (*end == ' ')) {
         size_t len = strcspn(w, " ");
-        if (len > 0 && nf == 9) { PyErr_SetString(PyExc_ValueError, "prims: at most 8 words"); goto done; }
-        if (len == 4 && memcmp(w, "add_", 4) == 0) gp[nf - 1].add_ = PRIMS.add_;
-        else if (len == 3 && memcmp(w, "sum", 3) == 0) gp[nf - 1].sum = PRIMS.sum;
-        else if (len == 7 && memcmp(w, "reshape", 7) == 0) gp[nf - 1].reshape = PRIMS.reshape;
-        else if (len > 0) { PyErr_Format(PyExc_ValueError, "prims: unknown word %.*s", (int)len, w); goto done; }
-        if (len > 0) { fam[nf].grad_prims = &gp[nf - 1]; nf++; }
-        w += len + (w[len] == ' ');
+        end = w + len;
+        if (len == 0) continue;
+        if (n_gp == 8 || nf == 72) { PyErr_SetString(PyExc_ValueError, "prims: at most 8 words"); goto done; }
+        size_t g = n_gp++;
+        if (len == 4 && memcmp(w, "add_", 4) == 0) gp[g].add_ = PRIMS.add_;
+        else if (len == 3 && memcmp(w, "sum", 3) == 0) gp[g].sum = PRIMS.sum;
+        else if (len == 7 && memcmp(w, "reshape", 7) == 0) gp[g].reshape = PRIMS.reshape;
+        else { PyErr_Format(PyExc_ValueError, "prims: unknown word %.*s", (int)len, w); goto done; }
+        fam[nf++].grad_prims = &gp[g];
     }
     for (size_t f = 0; f < nf; f++) fp[f] = &fam[f];
-    if (check_rows(fp, nf, table, &out) == 0) res = PyLong_FromLong(TL_OP_COUNT);
+    if (check_rows(fp, nf, table, &n_rows, &out) == 0) res = PyLong_FromSize_t(n_rows);
 done:
+    for (size_t f = 0; f < 64; f++) Py_XDECREF(items[f]);
     PyMem_Free(rows);
+    PyMem_Free(ptrs);
     Py_XDECREF(fast);
     return res;
 }
@@ -550,6 +615,7 @@ static const PyMethodDef autograd_functions[] = {
     {"is_grad_enabled", fn_is_grad_enabled, METH_NOARGS, "Whether ops record graphs in this thread."},
 #ifdef TL_TEST_HOOKS
     {"_autograd_check_rows", fn_autograd_check_rows, METH_VARARGS, "Test hook: the import check on made-up rows."},
+    {"_autograd_record_unlisted", fn_autograd_record_unlisted, METH_O, "Test hook: record a row no family lists."},
 #endif
     {NULL, NULL, 0, NULL},
 };

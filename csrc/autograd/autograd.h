@@ -22,9 +22,11 @@ typedef struct tl_edge {
     Py_ssize_t shape[TL_MAX_DIMS];
 } tl_edge;
 
+struct tl_op_row;
 typedef struct tl_node {
     atomic_int refs;
-    int op, n_in, n_saved, released;
+    const struct tl_op_row *row;               /* the op that recorded it (a row its family registered) */
+    int n_in, n_saved, released;
     tl_saved saved[TL_NODE_MAX_SAVED];
     int iarg[TL_MAX_DIMS + 4];                 /* op parameters (op code, dims, ...) */
     double farg[4];
@@ -37,31 +39,14 @@ typedef struct tl_node {
 
 typedef int (*tl_backward_fn)(tl_node *nd, PyObject *grad, PyObject **grad_in);  /* grad_in: new refs or NULL */
 
-/* The ops that record nodes, one line per family (the file that registers the op's row). */
-#define TL_OP_LIST(X)                                                                                        \
-    X(EW)                                                     /* ops_elementwise.c: iarg[0] is the TL_EW_* code */ \
-    X(RESHAPE) X(PERMUTE) X(EXPAND) X(NARROW) X(CAT) X(STACK)                                  /* ops_shape.c */ \
-    X(INDEX) X(INDEX_SELECT) X(GATHER) X(SETITEM)                                              /* ops_index.c */ \
-    X(MATMUL) X(LINEAR)                                                                       /* ops_matmul.c */ \
-    X(REDUCE) X(SOFTMAX)                                                                      /* ops_reduce.c */ \
-    X(CROSS_ENTROPY)                                                                              /* ops_nn.c */ \
-    X(IM2COL) X(MAX_POOL2D) X(AVG_POOL2D) X(CONV_LAYOUT)                                        /* ops_conv.c */ \
-    X(CUMSUM)                                                                                   /* ops_scan.c */ \
-    X(GRU_GATES) X(LSTM_GATES)                                                                   /* ops_rnn.c */ \
-    X(GRU_SEQ) X(LSTM_SEQ)                                                                   /* ops_rnn_seq.c */ \
-    X(TRI)                                                                                       /* ops_tri.c */ \
-    X(INDEX_ADD)                                                                           /* ops_index_add.c */ \
-    X(TOPK)                                                                                     /* ops_sort.c */
-#define TL_OP_ENUM(name) TL_OP_##name,
-enum { TL_OP_LIST(TL_OP_ENUM) TL_OP_COUNT };
-#undef TL_OP_ENUM
-
-/* An op's autograd row, defined by its family beside the forward and listed in the family's tl_family.rows
- * ({0}-terminated). The engine fills its table from every family's rows at import and refuses to import
- * (ImportError naming the op) unless each TL_OP_* has exactly one row with a name and a backward. */
+/* An op's autograd row: the op's identity (there are no op ids). A family defines each row as a static const
+ * object beside its forward and backward, passes its address to tl_node_new / tl_record1, and lists it in its
+ * tl_family.rows (a NULL-terminated array of row pointers). The engine checks the rows at import and refuses
+ * to import (ImportError naming the row) unless each has a name and a backward, no row is listed twice (by
+ * one family or two) and no two rows share a name; test-hooks builds also refuse to record a node whose row
+ * no family listed (SystemError). */
 enum { TL_ROW_VIEW = 1 };                    /* the output is a view of the input (in-place checks) */
 typedef struct tl_op_row {
-    int op;                                  /* TL_OP_* */
     const char *name;                        /* grad_fn's name: "ReshapeBackward" */
     tl_backward_fn backward;
     unsigned flags;                          /* TL_ROW_* */
@@ -82,8 +67,9 @@ int        tl_autograd_register(const tl_family *const *families, size_t n);
 int        tl_grad_enabled(void);
 int        tl_grad_set(int enabled);                               /* returns the previous mode */
 int        tl_autograd_wanted(PyObject *const *ins, int n);       /* grad mode on and an input requires grad */
-tl_node   *tl_node_new(int op, PyObject *const *ins, int n);      /* NULL + exception on failure */
-PyObject  *tl_record1(PyObject *out, int op, PyObject *in, const int *iarg, int n_iarg, PyObject *extra);
+tl_node   *tl_node_new(const tl_op_row *row, PyObject *const *ins, int n);   /* NULL + exception on failure */
+PyObject  *tl_record1(PyObject *out, const tl_op_row *row, PyObject *in, const int *iarg, int n_iarg,
+                      PyObject *extra);
 int        tl_wants_grad(const tl_node *nd, int i);                /* does input i need a gradient? */
 int        tl_node_save(tl_node *nd, tl_tensor *t);
 tl_tensor *tl_node_saved(tl_node *nd, int i);                      /* new ref: a view of saved tensor i */

@@ -1,7 +1,7 @@
 /* ops_conv.c: 2-D convolution and pooling over NCHW float32 tensors (kernels/conv.cl).
  * conv2d(x, w, b) lowers to the project's GEMM: im2col writes cols [C*KH*KW, N*OH*OW] into a new pooled
  * tensor, the weight viewed as [O, C*KH*KW] multiplies it (one GEMM over the whole batch, through the @
- * slot), and one pass lays the [O, N, OH, OW] product out as NCHW and adds the bias (TL_OP_CONV_LAYOUT,
+ * slot), and one pass lays the [O, N, OH, OW] product out as NCHW and adds the bias (ROW_CONV_LAYOUT,
  * whose backward is the reverse pass plus a row sum for the bias).
  * Autograd is the composition: im2col is an op of its own whose backward is col2im (each input element's
  * sum over the windows that read it, in a fixed order: deterministic, no atomics; one work-item per input
@@ -18,6 +18,8 @@
 #include "settings.h"
 #include <limits.h>
 #include <stdlib.h>
+
+static const tl_op_row ROW_IM2COL, ROW_MAX_POOL2D, ROW_AVG_POOL2D, ROW_CONV_LAYOUT;   /* autograd rows (below) */
 
 /* Keep in step with conv_geom in kernels/conv.cl: ints only, so host and device layouts agree. */
 typedef struct {
@@ -189,7 +191,7 @@ rows_kernels(void)
     return rows;
 }
 
-/* cols [C*KH*KW, N*OH*OW] of x (4-D) under g, recorded for autograd (TL_OP_IM2COL). New ref. */
+/* cols [C*KH*KW, N*OH*OW] of x (4-D) under g, recorded for autograd (ROW_IM2COL). New ref. */
 static PyObject *
 im2col(PyObject *xo, const conv_geom *g)
 {
@@ -205,7 +207,7 @@ im2col(PyObject *xo, const conv_geom *g)
     }
     int iarg[8];
     geometry_iarg(g, iarg);
-    return tl_record1((PyObject *)cols, TL_OP_IM2COL, xo, iarg, 8, NULL);
+    return tl_record1((PyObject *)cols, &ROW_IM2COL, xo, iarg, 8, NULL);
 }
 
 /* A gradient as a contiguous tensor starting at element 0 (the backward kernels index from 0). New ref. */
@@ -272,7 +274,7 @@ layout_launch(tl_tensor *src, tl_tensor *bias, tl_tensor *dst, int O, int N, int
 }
 
 /* y [O, N*OH*OW] (the GEMM's product) as the NCHW output [N, O, OH, OW] plus the bias, in one pass recorded
- * as TL_OP_CONV_LAYOUT; for N == 1 without a bias, y already is NCHW: a view. New ref. */
+ * as ROW_CONV_LAYOUT; for N == 1 without a bias, y already is NCHW: a view. New ref. */
 static PyObject *
 to_nchw(PyObject *y, PyObject *bo, const conv_geom *g, int O)
 {
@@ -286,7 +288,7 @@ to_nchw(PyObject *y, PyObject *bo, const conv_geom *g, int O)
         Py_CLEAR(out);
     Py_XDECREF(b);
     if (out == NULL || !tl_autograd_wanted(ins, 2)) return (PyObject *)out;
-    tl_node *nd = tl_node_new(TL_OP_CONV_LAYOUT, ins, 2);
+    tl_node *nd = tl_node_new(&ROW_CONV_LAYOUT, ins, 2);
     if (nd == NULL) { Py_DECREF(out); return NULL; }
     nd->iarg[0] = O;
     nd->iarg[1] = g->N;
@@ -417,7 +419,7 @@ pool_forward(PyObject *args, PyObject *kw, int is_max)
             goto fail;
     }
     if (tl_autograd_wanted(&xb, 1)) {
-        tl_node *nd = tl_node_new(is_max ? TL_OP_MAX_POOL2D : TL_OP_AVG_POOL2D, &xb, 1);
+        tl_node *nd = tl_node_new(is_max ? &ROW_MAX_POOL2D : &ROW_AVG_POOL2D, &xb, 1);
         if (nd == NULL) goto fail;
         geometry_iarg(&g, nd->iarg);
         nd->iarg[8] = is_max ? 0 : cip ? 1 : 2;       /* the backward kernel's mode */
@@ -497,12 +499,10 @@ static const PyMethodDef conv_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row conv_rows[] = {
-    {TL_OP_IM2COL, "Im2colBackward", tl_im2col_backward},
-    {TL_OP_MAX_POOL2D, "MaxPool2dBackward", tl_max_pool2d_backward},
-    {TL_OP_AVG_POOL2D, "AvgPool2dBackward", tl_avg_pool2d_backward},
-    {TL_OP_CONV_LAYOUT, "ConvolutionBackward", tl_conv_layout_backward},
-    {0},
-};
+static const tl_op_row ROW_IM2COL = {"Im2colBackward", tl_im2col_backward};
+static const tl_op_row ROW_MAX_POOL2D = {"MaxPool2dBackward", tl_max_pool2d_backward};
+static const tl_op_row ROW_AVG_POOL2D = {"AvgPool2dBackward", tl_avg_pool2d_backward};
+static const tl_op_row ROW_CONV_LAYOUT = {"ConvolutionBackward", tl_conv_layout_backward};
+static const tl_op_row *const conv_rows[] = {&ROW_IM2COL, &ROW_MAX_POOL2D, &ROW_AVG_POOL2D, &ROW_CONV_LAYOUT, NULL};
 
 const tl_family tl_family_conv = {conv_functions, NULL, NULL, NULL, NULL, .rows = conv_rows};

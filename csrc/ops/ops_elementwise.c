@@ -9,6 +9,8 @@
 #include "ops.h"
 #include <math.h>
 
+static const tl_op_row ROW_EW;   /* autograd rows (below) */
+
 static const char *const EW_NAME[TL_EW_COUNT] = {
 #define X(name, arity) #name,
     TL_EW_OPS(X)
@@ -113,7 +115,7 @@ static const unsigned char EW_SAVE[TL_EW_COUNT] = {
 static tl_node *
 node_make(int op, PyObject *const *ins, const operand *o)
 {
-    tl_node *nd = tl_node_new(TL_OP_EW, ins, 3);
+    tl_node *nd = tl_node_new(&ROW_EW, ins, 3);
     if (nd == NULL) return NULL;
     nd->iarg[0] = op;
     for (int i = 0; i < 4; i++) nd->iarg[1 + i] = -1;
@@ -627,7 +629,7 @@ record_overwrite(tl_tensor *t, PyObject *src)
     PyObject *ins[3] = {src, NULL, NULL};
     if (src == NULL || !tl_autograd_wanted(ins, 1)) ins[0] = (PyObject *)t;
     if (!tl_autograd_wanted(ins, 1)) return 0;
-    tl_node *nd = tl_node_new(TL_OP_EW, ins, 3);
+    tl_node *nd = tl_node_new(&ROW_EW, ins, 3);
     if (nd == NULL) return -1;
     nd->iarg[0] = ins[0] == src ? TL_EW_COPY : TL_EW_MUL;     /* MUL by the scalar 0, nothing saved */
     for (int i = 0; i < 4; i++) nd->iarg[1 + i] = -1;
@@ -785,10 +787,8 @@ ew_node_name(const tl_node *nd)
     return names[op];
 }
 
-static const tl_op_row elementwise_rows[] = {
-    {TL_OP_EW, "Elementwise", tl_ew_backward, 0, ew_node_name},
-    {0},
-};
+static const tl_op_row ROW_EW = {"Elementwise", tl_ew_backward, 0, ew_node_name};
+static const tl_op_row *const elementwise_rows[] = {&ROW_EW, NULL};
 static const tl_grad_prims ew_prims = {.add_ = tl_add_};
 
 const tl_family tl_family_elementwise = {

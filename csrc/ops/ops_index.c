@@ -21,6 +21,8 @@
 #include "ops.h"
 #include <numpy/arrayobject.h>
 
+static const tl_op_row ROW_INDEX, ROW_INDEX_SELECT, ROW_GATHER, ROW_SETITEM;   /* autograd rows (below) */
+
 typedef struct {
     int ndim, element;             /* element: the key is one integer per dim (numpy's single-element write) */
     Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS], offset;
@@ -250,7 +252,7 @@ gather_select(const char *op, tl_tensor *t, int nd, const Py_ssize_t *shape, tl_
         Py_XDECREF(out);
         return NULL;
     }
-    res = tl_record1((PyObject *)out, TL_OP_INDEX_SELECT, (PyObject *)t, &dim, 1, plan);
+    res = tl_record1((PyObject *)out, &ROW_INDEX_SELECT, (PyObject *)t, &dim, 1, plan);
     Py_XDECREF(plan);
     return res;
 }
@@ -307,7 +309,7 @@ tensor_getitem(PyObject *self, PyObject *key)
     int kind = parse_key(t, key, "__getitem__", &v);
     if (kind < 0) return NULL;
     if (kind == KEY_ARRAY) return take_rows(t, key);
-    return tl_record1((PyObject *)tl_tensor_view(t, v.ndim, v.shape, v.strides, v.offset), TL_OP_INDEX, self, NULL, 0,
+    return tl_record1((PyObject *)tl_tensor_view(t, v.ndim, v.shape, v.strides, v.offset), &ROW_INDEX, self, NULL, 0,
                       key);
 }
 
@@ -399,7 +401,7 @@ tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
         rc = tl_copy_into(dst, src);
     }
     if (rc == 0 && track) {                      /* t's grad_fn becomes the write: old graph and value */
-        tl_node *nd = tl_node_new(TL_OP_SETITEM, ins, 2);
+        tl_node *nd = tl_node_new(&ROW_SETITEM, ins, 2);
         if (nd == NULL) rc = -1;
         else {
             nd->extra = Py_NewRef(key);
@@ -483,7 +485,7 @@ m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
     if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
     if (run_gather("gather", out, t, &src_l, idx, idx, host, d, NULL) < 0) goto fail;
     if (tl_autograd_wanted(&self, 1)) {
-        tl_node *nd = tl_node_new(TL_OP_GATHER, &self, 1);
+        tl_node *nd = tl_node_new(&ROW_GATHER, &self, 1);
         if (nd == NULL) goto fail;
         nd->iarg[0] = d;
         tl_node_save(nd, idx);
@@ -656,13 +658,11 @@ static const PyType_Slot index_slots[] = {
     {0, NULL},
 };
 
-static const tl_op_row index_rows[] = {
-    {TL_OP_INDEX, "IndexBackward", tl_index_backward, TL_ROW_VIEW},
-    {TL_OP_INDEX_SELECT, "IndexSelectBackward", tl_index_select_backward},
-    {TL_OP_GATHER, "GatherBackward", tl_gather_backward},
-    {TL_OP_SETITEM, "CopySlices", tl_setitem_backward},
-    {0},
-};
+static const tl_op_row ROW_INDEX = {"IndexBackward", tl_index_backward, TL_ROW_VIEW};
+static const tl_op_row ROW_INDEX_SELECT = {"IndexSelectBackward", tl_index_select_backward};
+static const tl_op_row ROW_GATHER = {"GatherBackward", tl_gather_backward};
+static const tl_op_row ROW_SETITEM = {"CopySlices", tl_setitem_backward};
+static const tl_op_row *const index_rows[] = {&ROW_INDEX, &ROW_INDEX_SELECT, &ROW_GATHER, &ROW_SETITEM, NULL};
 
 const tl_family tl_family_index = {NULL, index_methods, index_slots, NULL, "index_select gather",
                                    .rows = index_rows};

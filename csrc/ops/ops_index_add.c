@@ -13,6 +13,8 @@
 #include "autograd.h"
 #include "ops.h"
 
+static const tl_op_row ROW_INDEX_ADD;   /* autograd rows (below) */
+
 static tl_kernel k_bounds = TL_KERNEL("index", "tl_index_add_bounds_i32");
 static tl_kernel k_scan = TL_KERNEL("index", "tl_index_add_scan_f32");
 static tl_kernel k_grad = TL_KERNEL("index", "tl_index_add_grad_f32");
@@ -147,7 +149,7 @@ index_add_inplace(const char *op, tl_tensor *self, Py_ssize_t d0, PyObject *inde
         tl_mark_write(self, op);
     }
     if (track) {                                            /* self's grad_fn becomes the update */
-        tl_node *nd = tl_node_new(TL_OP_INDEX_ADD, ins, 2);
+        tl_node *nd = tl_node_new(&ROW_INDEX_ADD, ins, 2);
         if (nd == NULL) goto done;
         nd->iarg[0] = dim;
         nd->farg[0] = alpha;
@@ -238,10 +240,8 @@ static const PyMethodDef index_add_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row index_add_rows[] = {
-    {TL_OP_INDEX_ADD, "IndexAddBackward", tl_index_add_backward},
-    {0},
-};
+static const tl_op_row ROW_INDEX_ADD = {"IndexAddBackward", tl_index_add_backward};
+static const tl_op_row *const index_add_rows[] = {&ROW_INDEX_ADD, NULL};
 
 const tl_family tl_family_index_add = {NULL, index_add_methods, NULL, NULL, "index_add_ index_add",
                                        .rows = index_add_rows};

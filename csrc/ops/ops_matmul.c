@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const tl_op_row ROW_MATMUL, ROW_LINEAR;   /* autograd rows (below) */
+
 /* Batch dims after collapsing: shape and, per operand (0 = C, 1 = A, 2 = B), strides in elements. */
 typedef struct {
     int M, N, K;
@@ -428,7 +430,7 @@ record(PyObject *out, tl_tensor *a, tl_tensor *b, int kind)
 {
     PyObject *ins[2] = {(PyObject *)a, (PyObject *)b};
     if (out == NULL || !tl_autograd_wanted(ins, 2)) return out;
-    tl_node *nd = tl_node_new(TL_OP_MATMUL, ins, 2);
+    tl_node *nd = tl_node_new(&ROW_MATMUL, ins, 2);
     if (nd == NULL) { Py_DECREF(out); return NULL; }
     nd->iarg[0] = kind;
     tl_node_save(nd, a);
@@ -572,7 +574,7 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
 /* linear(x, weight, bias=None): x @ weight.T (+ bias), weight [N, K], x [..., K], bias [N] (any shape that
  * broadcasts, or a number: added as by +, outside the fused op). On the CPU BLAS path with a bias of N elements
  * this is one command (the bias is written into C's rows, then sgemm adds the product); elsewhere the product
- * and an add, both under one autograd node (TL_OP_LINEAR; the pieces are not recorded). */
+ * and an add, both under one autograd node (ROW_LINEAR; the pieces are not recorded). */
 static PyObject *
 fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -596,7 +598,7 @@ fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
     tl_grad_set(prev);
     Py_XDECREF(wt);
     if (out != NULL && tl_autograd_wanted(ins, 3)) {
-        tl_node *nd = tl_node_new(TL_OP_LINEAR, ins, 3);
+        tl_node *nd = tl_node_new(&ROW_LINEAR, ins, 3);
         if (nd == NULL) { Py_DECREF(out); return NULL; }
         tl_node_save(nd, x);
         tl_node_save(nd, w);
@@ -753,11 +755,9 @@ static const PyType_Slot mm_slots[] = {
     {0, NULL},
 };
 
-static const tl_op_row matmul_rows[] = {
-    {TL_OP_MATMUL, "MatmulBackward", tl_matmul_backward},
-    {TL_OP_LINEAR, "LinearBackward", tl_linear_backward},
-    {0},
-};
+static const tl_op_row ROW_MATMUL = {"MatmulBackward", tl_matmul_backward};
+static const tl_op_row ROW_LINEAR = {"LinearBackward", tl_linear_backward};
+static const tl_op_row *const matmul_rows[] = {&ROW_MATMUL, &ROW_LINEAR, NULL};
 
 /* tl_gemm_init (gemm_sg.c): the GEMM layer's program build rules and binary hook, registered at import. */
 const tl_family tl_family_matmul = {mm_functions, mm_methods, mm_slots, NULL, "matmul dot outer",

@@ -6,6 +6,8 @@
 #include "autograd.h"
 #include "ops.h"
 
+static const tl_op_row ROW_CROSS_ENTROPY;   /* autograd rows (below) */
+
 enum { CE_MEAN, CE_SUM, CE_NONE };
 
 static PyObject *
@@ -84,7 +86,7 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     res = cross_entropy_fwd(x, t, ignore, mode, &logp, &denom);
     tl_grad_set(prev);
     if (res != NULL && tl_autograd_wanted(&xo, 1)) {
-        tl_node *nd = tl_node_new(TL_OP_CROSS_ENTROPY, &xo, 1);
+        tl_node *nd = tl_node_new(&ROW_CROSS_ENTROPY, &xo, 1);
         if (nd == NULL) {
             Py_CLEAR(res);
         } else {
@@ -141,9 +143,7 @@ static const PyMethodDef nn_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row nn_rows[] = {
-    {TL_OP_CROSS_ENTROPY, "CrossEntropyBackward", tl_cross_entropy_backward},
-    {0},
-};
+static const tl_op_row ROW_CROSS_ENTROPY = {"CrossEntropyBackward", tl_cross_entropy_backward};
+static const tl_op_row *const nn_rows[] = {&ROW_CROSS_ENTROPY, NULL};
 
 const tl_family tl_family_nn = {nn_functions, NULL, NULL, NULL, NULL, .rows = nn_rows};

@@ -17,6 +17,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+static const tl_op_row ROW_REDUCE, ROW_SOFTMAX;   /* autograd rows (below) */
+
 enum { R_SUM, R_MEAN, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_LSE, R_PROD };    /* = kernels/reduce.cl's R_* */
 static const char *const R_NAME[] = {"sum", "mean", "max", "min", "argmax", "argmin", "logsumexp", "prod"};
 _Static_assert(sizeof R_NAME / sizeof R_NAME[0] == R_PROD + 1, "op names");
@@ -231,11 +233,11 @@ done:
 
 /* Records a reduction or softmax node: iarg = {kind, op/logmode, axis mask, keepdims}; x and out saved. */
 static PyObject *
-record(PyObject *out, PyObject *x, int kind, int op, unsigned mask, int keepdims, int save_x, int save_out)
+record(PyObject *out, PyObject *x, const tl_op_row *row, int op, unsigned mask, int keepdims, int save_x, int save_out)
 {
     if (out == NULL || !tl_autograd_wanted(&x, 1)) return out;
     if (op == R_ARGMAX || op == R_ARGMIN) return out;                  /* integer results: no gradient */
-    tl_node *nd = tl_node_new(kind, &x, 1);
+    tl_node *nd = tl_node_new(row, &x, 1);
     if (nd == NULL) { Py_DECREF(out); return NULL; }
     nd->iarg[0] = op;
     nd->iarg[1] = (int)mask;
@@ -306,7 +308,7 @@ reduce_impl(int op, tl_tensor *x, unsigned mask, int keepdims)
     int needs = op == R_MAX || op == R_MIN || op == R_LSE;
     if (tl_check_dtype(R_NAME[op], x, TL_F32) < 0) return NULL;
     mask &= (1u << x->ndim) - 1u;
-    return record(reduce_fwd(op, x, mask, keepdims), (PyObject *)x, TL_OP_REDUCE, op, mask, keepdims,
+    return record(reduce_fwd(op, x, mask, keepdims), (PyObject *)x, &ROW_REDUCE, op, mask, keepdims,
                   needs || op == R_PROD, needs);
 }
 
@@ -381,7 +383,7 @@ softmax_fwd(int logmode, tl_tensor *x, int axis)
     }
 done:
     Py_XDECREF(src);
-    return record((PyObject *)out, (PyObject *)x, TL_OP_SOFTMAX, logmode, smask, 1, 0, 1);
+    return record((PyObject *)out, (PyObject *)x, &ROW_SOFTMAX, logmode, smask, 1, 0, 1);
 fail:
     Py_CLEAR(out);
     goto done;
@@ -568,11 +570,9 @@ static const PyMethodDef reduce_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row reduce_rows[] = {
-    {TL_OP_REDUCE, "ReduceBackward", tl_reduce_backward},
-    {TL_OP_SOFTMAX, "SoftmaxBackward", tl_softmax_backward},
-    {0},
-};
+static const tl_op_row ROW_REDUCE = {"ReduceBackward", tl_reduce_backward};
+static const tl_op_row ROW_SOFTMAX = {"SoftmaxBackward", tl_softmax_backward};
+static const tl_op_row *const reduce_rows[] = {&ROW_REDUCE, &ROW_SOFTMAX, NULL};
 static const tl_grad_prims reduce_prims = {.sum = tl_sum};
 
 const tl_family tl_family_reduce = {NULL, reduce_methods, NULL, NULL,

@@ -13,6 +13,8 @@
 #include "ops_rnn.h"
 #include "autograd.h"
 
+static const tl_op_row ROW_GRU_GATES, ROW_LSTM_GATES;   /* autograd rows (below) */
+
 #define N_OPERANDS 5
 
 tl_rnn_mat
@@ -110,12 +112,12 @@ check_shapes(const char *op, tl_tensor *const *t, const char *const *names, int 
 }
 
 static int
-record(PyObject *const *o, tl_tensor *const *t, int present, int op, tl_tensor *out)
+record(PyObject *const *o, tl_tensor *const *t, int present, const tl_op_row *row, tl_tensor *out)
 {
     PyObject *ins[N_OPERANDS];
     for (int i = 0; i < N_OPERANDS; i++) ins[i] = t[i] != NULL ? o[i] : NULL;
     if (!tl_autograd_wanted(ins, N_OPERANDS)) return 0;
-    tl_node *nd = tl_node_new(op, ins, N_OPERANDS);
+    tl_node *nd = tl_node_new(row, ins, N_OPERANDS);
     if (nd == NULL) return -1;
     nd->iarg[0] = present;
     for (int i = 0; i < N_OPERANDS; i++)
@@ -178,7 +180,7 @@ fn_gru_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
         if (launch(&kh, (int)out->shape[0], (int)out->shape[1], present >> 3, &out, 1, ms, N_OPERANDS, st, n) < 0)
             goto fail;
     }
-    if (record(o, t, present, TL_OP_GRU_GATES, out) < 0) goto fail;
+    if (record(o, t, present, &ROW_GRU_GATES, out) < 0) goto fail;
     return (PyObject *)out;
 fail:
     Py_DECREF(out);
@@ -234,7 +236,7 @@ fn_lstm_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
         if (launch(&kh, (int)y->shape[1], (int)y->shape[2], present >> 2, &y, 1, ms, N_OPERANDS, st, n) < 0)
             goto done;
     }
-    if (record(o, t, present, TL_OP_LSTM_GATES, y) < 0) goto done;
+    if (record(o, t, present, &ROW_LSTM_GATES, y) < 0) goto done;
     h2 = PySequence_GetItem((PyObject *)y, 0);             /* index views: h' = y[0], c' = y[1] */
     c2 = h2 != NULL ? PySequence_GetItem((PyObject *)y, 1) : NULL;
     if (c2 != NULL) res = PyTuple_Pack(2, h2, c2);
@@ -286,10 +288,8 @@ static const PyMethodDef rnn_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row rnn_rows[] = {
-    {TL_OP_GRU_GATES, "GruGatesBackward", tl_gru_gates_backward},
-    {TL_OP_LSTM_GATES, "LstmGatesBackward", tl_lstm_gates_backward},
-    {0},
-};
+static const tl_op_row ROW_GRU_GATES = {"GruGatesBackward", tl_gru_gates_backward};
+static const tl_op_row ROW_LSTM_GATES = {"LstmGatesBackward", tl_lstm_gates_backward};
+static const tl_op_row *const rnn_rows[] = {&ROW_GRU_GATES, &ROW_LSTM_GATES, NULL};
 
 const tl_family tl_family_rnn = {rnn_functions, NULL, NULL, NULL, NULL, .rows = rnn_rows};

@@ -20,6 +20,8 @@
 #include "autograd.h"
 #include <limits.h>
 
+static const tl_op_row ROW_GRU_SEQ, ROW_LSTM_SEQ;   /* autograd rows (below) */
+
 enum { GRU, LSTM, N_IN = 5 };                           /* inputs: gi_all, h0, c0, w_hh, b_hh */
 static const char *const op_name[2] = {"gru_sequence", "lstm_sequence"};
 static const char *const in_name[N_IN] = {"gi_all", "h0", "c0", "w_hh", "b_hh"};
@@ -182,7 +184,7 @@ forward(int kind, PyObject **o)
     out = tl_tensor_view(hs, 3, (Py_ssize_t[]){T + lstm, B, H}, (Py_ssize_t[]){BH, H, 1}, BH);
     if (out == NULL) goto fail;
     if (grad) {
-        tl_node *nd = tl_node_new(lstm ? TL_OP_LSTM_SEQ : TL_OP_GRU_SEQ, o, N_IN);
+        tl_node *nd = tl_node_new(lstm ? &ROW_LSTM_SEQ : &ROW_GRU_SEQ, o, N_IN);
         if (nd == NULL) goto fail;
         nd->iarg[0] = zero;
         tl_node_save(nd, act);
@@ -337,10 +339,8 @@ static const PyMethodDef rnn_seq_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row rnn_seq_rows[] = {
-    {TL_OP_GRU_SEQ, "GruSequenceBackward", tl_gru_seq_backward},
-    {TL_OP_LSTM_SEQ, "LstmSequenceBackward", tl_lstm_seq_backward},
-    {0},
-};
+static const tl_op_row ROW_GRU_SEQ = {"GruSequenceBackward", tl_gru_seq_backward};
+static const tl_op_row ROW_LSTM_SEQ = {"LstmSequenceBackward", tl_lstm_seq_backward};
+static const tl_op_row *const rnn_seq_rows[] = {&ROW_GRU_SEQ, &ROW_LSTM_SEQ, NULL};
 
 const tl_family tl_family_rnn_seq = {rnn_seq_functions, NULL, NULL, NULL, NULL, .rows = rnn_seq_rows};

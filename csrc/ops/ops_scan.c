@@ -1,9 +1,11 @@
 /* ops_scan.c: cumsum along one axis, float32 and int32, and its backward (a cumsum of the gradient from the
- * other end; TL_OP_CUMSUM, a row of this family's scan_rows). */
+ * other end; ROW_CUMSUM, a row of this family's scan_rows). */
 #include "ops.h"
 #include "ops_common.h"
 #include "autograd.h"
 #include <limits.h>
+
+static const tl_op_row ROW_CUMSUM;   /* autograd rows (below) */
 
 PyObject *
 tl_cumsum(PyObject *x, int dim, int reverse)
@@ -36,7 +38,7 @@ tl_cumsum(PyObject *x, int dim, int reverse)
         Py_CLEAR(src);
     }
     if (tl_autograd_wanted(&x, 1)) {
-        tl_node *n = tl_node_new(TL_OP_CUMSUM, &x, 1);
+        tl_node *n = tl_node_new(&ROW_CUMSUM, &x, 1);
         if (n == NULL) goto fail;
         n->iarg[0] = dim;
         tl_node_attach(n, out);
@@ -75,9 +77,7 @@ static const PyMethodDef scan_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row scan_rows[] = {
-    {TL_OP_CUMSUM, "CumsumBackward", tl_cumsum_backward},
-    {0},
-};
+static const tl_op_row ROW_CUMSUM = {"CumsumBackward", tl_cumsum_backward};
+static const tl_op_row *const scan_rows[] = {&ROW_CUMSUM, NULL};
 
 const tl_family tl_family_scan = {NULL, scan_methods, NULL, NULL, "cumsum", .rows = scan_rows};

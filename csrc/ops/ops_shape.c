@@ -15,6 +15,9 @@
 #include "autograd.h"
 #include "ops.h"
 
+/* the autograd rows of its ops, defined below with the backwards */
+static const tl_op_row ROW_RESHAPE, ROW_PERMUTE, ROW_EXPAND, ROW_NARROW, ROW_CAT, ROW_STACK;
+
 static int
 norm_dim(const char *op, Py_ssize_t d, int range, const tl_tensor *t)
 {
@@ -71,18 +74,18 @@ contig_strides(int nd, const Py_ssize_t *shape, Py_ssize_t *st)
     for (int d = nd - 1; d >= 0; d--) { st[d] = s; s *= shape[d] > 0 ? shape[d] : 1; }
 }
 
-/* A view of t; when autograd records, `op` (a TL_OP_* view kind with its iargs) undoes it in backward. */
+/* A view of t; when autograd records, `row` (a view row of this family, with its iargs) undoes it in backward. */
 static PyObject *
-view_rec(tl_tensor *t, int nd, const Py_ssize_t *shape, const Py_ssize_t *st, Py_ssize_t off, int op,
-         const int *iarg, int n_iarg)
+view_rec(tl_tensor *t, int nd, const Py_ssize_t *shape, const Py_ssize_t *st, Py_ssize_t off,
+         const tl_op_row *row, const int *iarg, int n_iarg)
 {
-    return tl_record1((PyObject *)tl_tensor_view(t, nd, shape, st, off), op, (PyObject *)t, iarg, n_iarg, NULL);
+    return tl_record1((PyObject *)tl_tensor_view(t, nd, shape, st, off), row, (PyObject *)t, iarg, n_iarg, NULL);
 }
 
 static PyObject *
 view_of(tl_tensor *t, int nd, const Py_ssize_t *shape, const Py_ssize_t *st, Py_ssize_t off)
 {
-    return view_rec(t, nd, shape, st, off, TL_OP_RESHAPE, NULL, 0);
+    return view_rec(t, nd, shape, st, off, &ROW_RESHAPE, NULL, 0);
 }
 
 /* Resolves one -1 and checks the element count, naming the requested shape on failure. */
@@ -153,7 +156,7 @@ reshape_to(tl_tensor *t, int nd, Py_ssize_t *shape, int allow_copy, const char *
     }
     if ((src = tl_tensor_contiguous(t)) == NULL) return NULL;   /* one strided copy kernel */
     contig_strides(nd, shape, st);
-    res = tl_record1((PyObject *)tl_tensor_view(src, nd, shape, st, src->offset), TL_OP_RESHAPE, (PyObject *)t,
+    res = tl_record1((PyObject *)tl_tensor_view(src, nd, shape, st, src->offset), &ROW_RESHAPE, (PyObject *)t,
                      NULL, 0, NULL);
     Py_DECREF(src);
     return res;
@@ -219,7 +222,7 @@ transpose_dims(tl_tensor *t, Py_ssize_t a0, Py_ssize_t b0)
     st[a] = t->strides[b]; st[b] = t->strides[a];
     int perm[TL_MAX_DIMS];
     for (int d = 0; d < t->ndim; d++) perm[d] = d == a ? b : d == b ? a : d;
-    return view_rec(t, t->ndim, shape, st, t->offset, TL_OP_PERMUTE, perm, t->ndim);
+    return view_rec(t, t->ndim, shape, st, t->offset, &ROW_PERMUTE, perm, t->ndim);
 }
 
 PyObject *
@@ -252,7 +255,7 @@ permute_by(tl_tensor *t, const Py_ssize_t *dims, int n, const char *op)
         st[i] = t->strides[d];
         perm[i] = d;
     }
-    return view_rec(t, n, shape, st, t->offset, TL_OP_PERMUTE, perm, n);
+    return view_rec(t, n, shape, st, t->offset, &ROW_PERMUTE, perm, n);
 bad:
     tl_shape_str(dims, n, a, sizeof a);
     tl_shape_str(t->shape, t->ndim, b, sizeof b);
@@ -388,7 +391,7 @@ expand_to(tl_tensor *t, int n, const Py_ssize_t *want, const char *op)
             goto bad;
         }
     }
-    return view_rec(t, n, shape, st, t->offset, TL_OP_EXPAND, NULL, 0);
+    return view_rec(t, n, shape, st, t->offset, &ROW_EXPAND, NULL, 0);
 bad:
     tl_shape_str(t->shape, t->ndim, a, sizeof a);
     tl_shape_str(want, n, b, sizeof b);
@@ -421,7 +424,7 @@ narrow(tl_tensor *t, int dim, Py_ssize_t start, Py_ssize_t len)
     memcpy(shape, t->shape, sizeof shape);
     shape[dim] = len;
     int iarg[2] = {dim, (int)start};
-    return view_rec(t, t->ndim, shape, t->strides, t->offset + start * t->strides[dim], TL_OP_NARROW, iarg, 2);
+    return view_rec(t, t->ndim, shape, t->strides, t->offset + start * t->strides[dim], &ROW_NARROW, iarg, 2);
 }
 
 /* Views of consecutive pieces of the given sizes along dim, as a list. */
@@ -542,7 +545,7 @@ shape_mismatch(const char *op, Py_ssize_t i, const tl_tensor *t, const tl_tensor
     return -1;
 }
 
-static int record_many(PyObject **ins, Py_ssize_t n, int op, int dim, tl_tensor *out);
+static int record_many(PyObject **ins, Py_ssize_t n, const tl_op_row *row, int dim, tl_tensor *out);
 
 static PyObject *
 fn_cat(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
@@ -575,7 +578,7 @@ fn_cat(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
         if (rc < 0) goto fail;
         at += ts[i]->shape[d];
     }
-    if (record_many((PyObject **)ts, n, TL_OP_CAT, d, out) < 0) goto fail;
+    if (record_many((PyObject **)ts, n, &ROW_CAT, d, out) < 0) goto fail;
     Py_DECREF(fast);
     return (PyObject *)out;
 fail:
@@ -615,7 +618,7 @@ fn_stack(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
         Py_XDECREF(dst);
         if (rc < 0) goto fail;
     }
-    if (record_many((PyObject **)ts, n, TL_OP_STACK, d, out) < 0) goto fail;
+    if (record_many((PyObject **)ts, n, &ROW_STACK, d, out) < 0) goto fail;
     Py_DECREF(fast);
     return (PyObject *)out;
 fail:
@@ -627,10 +630,10 @@ fail:
 /* ---- autograd: each view op's backward undoes it on the gradient ---- */
 
 static int
-record_many(PyObject **ins, Py_ssize_t n, int op, int dim, tl_tensor *out)
+record_many(PyObject **ins, Py_ssize_t n, const tl_op_row *row, int dim, tl_tensor *out)
 {
     if (!tl_autograd_wanted(ins, (int)n)) return 0;
-    tl_node *nd = tl_node_new(op, ins, (int)n);
+    tl_node *nd = tl_node_new(row, ins, (int)n);
     if (nd == NULL) return -1;
     nd->iarg[0] = dim;
     tl_node_attach(nd, out);
@@ -779,15 +782,14 @@ static const PyGetSetDef shape_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static const tl_op_row shape_rows[] = {
-    {TL_OP_RESHAPE, "ReshapeBackward", tl_reshape_backward, TL_ROW_VIEW},
-    {TL_OP_PERMUTE, "PermuteBackward", tl_permute_backward, TL_ROW_VIEW},
-    {TL_OP_EXPAND, "ExpandBackward", tl_expand_backward, TL_ROW_VIEW},
-    {TL_OP_NARROW, "NarrowBackward", tl_narrow_backward, TL_ROW_VIEW},
-    {TL_OP_CAT, "CatBackward", tl_cat_backward},
-    {TL_OP_STACK, "StackBackward", tl_stack_backward},
-    {0},
-};
+static const tl_op_row ROW_RESHAPE = {"ReshapeBackward", tl_reshape_backward, TL_ROW_VIEW};
+static const tl_op_row ROW_PERMUTE = {"PermuteBackward", tl_permute_backward, TL_ROW_VIEW};
+static const tl_op_row ROW_EXPAND = {"ExpandBackward", tl_expand_backward, TL_ROW_VIEW};
+static const tl_op_row ROW_NARROW = {"NarrowBackward", tl_narrow_backward, TL_ROW_VIEW};
+static const tl_op_row ROW_CAT = {"CatBackward", tl_cat_backward};
+static const tl_op_row ROW_STACK = {"StackBackward", tl_stack_backward};
+static const tl_op_row *const shape_rows[] = {&ROW_RESHAPE, &ROW_PERMUTE, &ROW_EXPAND, &ROW_NARROW, &ROW_CAT,
+                                               &ROW_STACK, NULL};
 static const tl_grad_prims shape_prims = {.reshape = tl_reshape};
 
 const tl_family tl_family_shape = {shape_functions, shape_methods, NULL, shape_getset,

@@ -10,6 +10,8 @@
 #include "ops_common.h"
 #include "autograd.h"
 
+static const tl_op_row ROW_TOPK;   /* autograd rows (below) */
+
 static tl_kernel k_sort = TL_KERNEL("sort", "tl_sort_rows_f32");
 static tl_kernel k_back = TL_KERNEL("sort", "tl_topk_backward_f32");
 
@@ -125,7 +127,7 @@ values_indices(const char *op, tl_tensor *x, Py_ssize_t d0, Py_ssize_t k, int de
     }
     if (sort_core(x, dim, k, desc, &vals, &inds) < 0) return NULL;
     if (tl_autograd_wanted(&xo, 1)) {
-        tl_node *nd = tl_node_new(TL_OP_TOPK, &xo, 1);
+        tl_node *nd = tl_node_new(&ROW_TOPK, &xo, 1);
         if (nd == NULL) goto fail;
         nd->iarg[0] = dim;
         tl_node_save(nd, inds);
@@ -228,9 +230,7 @@ static const PyMethodDef sort_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row sort_rows[] = {
-    {TL_OP_TOPK, "TopkBackward", tl_topk_backward},
-    {0},
-};
+static const tl_op_row ROW_TOPK = {"TopkBackward", tl_topk_backward};
+static const tl_op_row *const sort_rows[] = {&ROW_TOPK, NULL};
 
 const tl_family tl_family_sort = {NULL, sort_methods, NULL, NULL, "topk sort argsort", .rows = sort_rows};

@@ -1,9 +1,11 @@
 /* ops_tri.c: tril(diagonal=0) and triu(diagonal=0) over the last two dims of a batched float32 or int32
  * tensor, one launch of kernels/tri.cl each; the backward applies the same mask to the gradient
- * (TL_OP_TRI, a row of tri_rows; iarg: diagonal, upper). */
+ * (ROW_TRI, a row of tri_rows; iarg: diagonal, upper). */
 #include "ops_common.h"
 #include "autograd.h"
 #include <limits.h>
+
+static const tl_op_row ROW_TRI;   /* autograd rows (below) */
 
 static PyObject *
 tri(PyObject *x, int diagonal, int upper)
@@ -33,7 +35,7 @@ tri(PyObject *x, int diagonal, int upper)
         }
     }
     const int iarg[2] = {diagonal, upper};
-    return tl_record1((PyObject *)out, TL_OP_TRI, x, iarg, 2, NULL);
+    return tl_record1((PyObject *)out, &ROW_TRI, x, iarg, 2, NULL);
 }
 
 static int
@@ -78,9 +80,7 @@ static const PyMethodDef tri_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static const tl_op_row tri_rows[] = {
-    {TL_OP_TRI, "TriBackward", tl_tri_backward},
-    {0},
-};
+static const tl_op_row ROW_TRI = {"TriBackward", tl_tri_backward};
+static const tl_op_row *const tri_rows[] = {&ROW_TRI, NULL};
 
 const tl_family tl_family_tri = {NULL, tri_methods, NULL, NULL, "tril triu", .rows = tri_rows};

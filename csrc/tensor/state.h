@@ -23,7 +23,7 @@ typedef struct {
     const PyType_Slot *slots;        /* Tensor slots ({0, NULL} terminated) */
     const PyGetSetDef *getset;       /* Tensor attributes */
     const char *aliases;             /* space-separated Tensor methods also offered as tlgpu.<name>(t, ...) */
-    const struct tl_op_row *rows;    /* autograd rows of the family's ops ({0} terminated; autograd.h) */
+    const struct tl_op_row *const *rows;   /* its ops' autograd rows (NULL terminated; autograd.h) */
     const struct tl_grad_prims *grad_prims;   /* ops the engine runs, if this family owns any (autograd.h) */
     /* may be NULL; called once at import after Tensor exists (its own types, program build rules);
      * -1 with an exception set. Families set it by name: .init = ... */
