@@ -1,4 +1,5 @@
 # make test: install what is missing (Debian OpenCL packages, Python test deps), build, run the suite.
+# make test-slow: the long cases (the `slow` marker) that make test leaves out; CI runs them too.
 # make test-sanitize: the suite under ASan + UBSan (a separate TLGPU_SANITIZE=1 build in build/sanitize).
 # make fuzz: the property-based op fuzz test with a long example count.
 # make demo: the RL learner demo (PPO on CartPole, actors fed by the weight publisher) on the default device.
@@ -11,7 +12,7 @@ FUZZ_EXAMPLES ?= 5000
 
 .DEFAULT_GOAL := build
 
-.PHONY: test test-sanitize fuzz demo build deps check-size bench clean
+.PHONY: test test-slow test-sanitize fuzz demo build deps check-size bench clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -34,7 +35,11 @@ check-size:
 	if [ -n "$$big" ]; then echo "over the line budget: $$big"; exit 1; fi
 
 test: build check-size
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -m "not slow" tests
+
+# The long cases (pytest's `slow` marker: the emulated NVIDIA sweep builds, ~10 minutes with a cold kernel cache).
+test-slow: build
+	$(PYTHON) -m pytest -q -m slow tests
 
 # The Python files beside a sanitizer build of _C; the tree's own build is left as it is. Leak detection
 # is off (the interpreter itself leaks at exit); any ASan or UBSan report ends the run with an error.
@@ -44,7 +49,7 @@ test-sanitize: deps
 	TLGPU_TEST_HOOKS=1 TLGPU_SANITIZE=1 $(PYTHON) setup.py -q build_ext --build-lib $(SAN_DIR) --build-temp $(SAN_DIR)-tmp
 	TLGPU_SANITIZE=1 TLGPU_PKG_ROOT=$(SAN_DIR) LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	    ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests --ignore=tests/test_package.py
+	    $(PYTHON) -m pytest -q -p no:cacheprovider -m "not slow" tests --ignore=tests/test_package.py
 
 fuzz: build
 	TLGPU_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PYTHON) -m pytest -q tests/test_fuzz.py tests/test_fuzz_ops.py -s

@@ -206,10 +206,11 @@ def test_new_rows_listed():
     assert set(want) - set(PRODUCTION) == set(BIG)
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def children():
-    """sweep_sgemm.py's builds (TLGPU_BUILD_OPTIONS), one child process each, all started before the first
-    test of the file: most of their time is PoCL compiling kernels, beside the other tests."""
+    """sweep_sgemm.py's builds (TLGPU_BUILD_OPTIONS), one child process each, all started together: most of
+    their time is PoCL compiling kernels (about 10 minutes of a cold-cache `make test` on 2 cores, hence
+    `make test-slow`)."""
     code = (f"import sys; sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
             "import test_gemm_sg as t\n"
             "print('ok', t.child_checks(sys.argv[1].split(',')))\n")
@@ -224,6 +225,7 @@ def children():
             p.communicate()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(BUILDS))
 def test_sweep_builds(children, name):
     """The -DSG_SWEEP tags, the knobs (8 x 4 warps, unpadded tiles, another tile order), and the
