@@ -41,7 +41,7 @@ def _blas_paths():
     path off), else numpy's bundled OpenBLAS, then the system's. Only names here: C dlopens them at the first
     product on a CPU device, never on a GPU."""
     import os
-    env = os.environ.get("TLGPU_BLAS")
+    env = _C.settings()["TLGPU_BLAS"]["value"]        # csrc/core/settings.c is the one reader of the environment
     if env is not None:
         return [] if env in ("", "0") else [env]
     import glob

@@ -12,13 +12,6 @@ NO_DEVICE_HINT = ("install an OpenCL driver: on Debian/Ubuntu `apt-get install p
                   "or the GPU vendor's ICD (e.g. nvidia-opencl-icd)")
 
 
-def _cache_dir():
-    if "TLGPU_CACHE_DIR" in os.environ:
-        return os.environ["TLGPU_CACHE_DIR"] or None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tlgpu")
-
-
 def _check_op(tlgpu, np):
     """a*b+a summed on the device against numpy, with the sync counted: 0 waits before numpy(), 1 after."""
     rng = np.random.default_rng(0)
@@ -38,10 +31,10 @@ def _check_op(tlgpu, np):
 
 def _check_cache(tlgpu):
     """The elementwise program came from the disk cache, or was built and a fresh process now loads it."""
-    where = _cache_dir()
+    st = tlgpu._C._program_stats()
+    where = st["cache_dir"]                          # as the C side resolves it (csrc/core/settings.c reads)
     if where is None:
         return True, "disabled (TLGPU_CACHE_DIR is empty)"
-    st = tlgpu._C._program_stats()
     if st["binary_loads"] > 0:
         return True, f"hit ({st['binary_loads']} program(s) loaded from {where})"
     if st["cache_writes"] == 0:
@@ -79,7 +72,7 @@ def main():
         mark = "*" if (d["platform"], d["index"]) == (dev.platform, dev.index) and d["name"] == dev.name else " "
         print(f"  {mark} [{d['index']}] {d['name']} ({d['type']}, {d['version']}, driver {d['driver']}, "
               f"{d['global_mem_bytes'] / 2**30:.1f} GiB, {d['compute_units']} compute units)")
-    sel = os.environ.get("TLGPU_DEVICE")
+    sel = tlgpu.settings()["TLGPU_DEVICE"]["value"]
     print(f"default device: {dev.name} on {dev.platform}" + (f" (TLGPU_DEVICE={sel})" if sel else ""))
     failed = 0
     t0 = time.perf_counter()

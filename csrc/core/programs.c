@@ -132,24 +132,32 @@ family_options(const tl_runtime *rt, const char *family, const char *incdir, cha
     if (incdir != NULL) snprintf(out + k, cap - (size_t)k, " -I %s", incdir);
 }
 
-static void
-cache_path(const tl_runtime *rt, const char *text, size_t len, const char *opts, char *out, size_t cap)
+int
+tl_program_cache_dir(char *out, size_t cap)
 {
     const char *dir = tl_setting_str(TL_SET_CACHE_DIR), *xdg = tl_setting_str(TL_SET_XDG_CACHE_HOME);
     const char *home = tl_setting_str(TL_SET_HOME);
+    out[0] = '\0';
+    if (dir != NULL) {
+        if (*dir == '\0') return 0;                       /* explicitly disabled */
+        snprintf(out, cap, "%s", dir);
+    } else if (xdg != NULL) {
+        snprintf(out, cap, "%s/tlgpu", xdg);
+    } else if (home != NULL) {
+        snprintf(out, cap, "%s/.cache/tlgpu", home);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static void
+cache_path(const tl_runtime *rt, const char *text, size_t len, const char *opts, char *out, size_t cap)
+{
     char base[900], hex[65];
     tl_sha256 h;
     out[0] = '\0';
-    if (dir != NULL) {
-        if (*dir == '\0') return;                         /* explicitly disabled */
-        snprintf(base, sizeof base, "%s", dir);
-    } else if (xdg != NULL) {
-        snprintf(base, sizeof base, "%s/tlgpu", xdg);
-    } else if (home != NULL) {
-        snprintf(base, sizeof base, "%s/.cache/tlgpu", home);
-    } else {
-        return;
-    }
+    if (!tl_program_cache_dir(base, sizeof base)) return;
     const char *parts[] = {opts, rt->info.platform, rt->info.platform_version, rt->info.name,
                            rt->info.version, rt->info.driver};
     unsigned fmt[2] = {CACHE_FORMAT, (unsigned)sizeof(void *)};

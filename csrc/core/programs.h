@@ -47,5 +47,6 @@ tl_status tl_kernel_prepare(tl_kernel *kh, tl_err *err);     /* builds the famil
 tl_status tl_program_create_kernel(const char *family, const char *name, cl_kernel *out, tl_err *err);
 tl_status tl_program_build_log(const char *family, char **log, tl_err *err);   /* builds if needed; malloc'd */
 void      tl_program_get_stats(tl_program_stats *out);
+int       tl_program_cache_dir(char *out, size_t cap);   /* the disk cache folder now; 0: none (disabled) */
 size_t    tl_round_up(size_t n, size_t m);
 #endif

@@ -168,9 +168,11 @@ static PyObject *
 fn_program_stats(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
     tl_program_stats s;
+    char dir[1024];
     tl_program_get_stats(&s);
-    return Py_BuildValue("{s:l,s:l,s:l,s:l}", "builds", s.builds, "binary_loads", s.binary_loads, "cache_writes",
-                         s.cache_writes, "cache_rejects", s.cache_rejects);
+    int has_dir = tl_program_cache_dir(dir, sizeof dir);
+    return Py_BuildValue("{s:l,s:l,s:l,s:l,s:s}", "builds", s.builds, "binary_loads", s.binary_loads, "cache_writes",
+                         s.cache_writes, "cache_rejects", s.cache_rejects, "cache_dir", has_dir ? dir : NULL);
 }
 
 static PyObject *
