@@ -47,22 +47,23 @@ def _one_list_in_tuple(key):
     return key[:p] + (slice(None),) + key[p + 1:], dim, key[p]
 
 
+def _check_mask(self, mask, op):
+    if tuple(mask.shape) != tuple(self.shape[:mask.ndim]):
+        raise IndexError(f"{op}: index tensors must be int32; a boolean mask (a numpy bool array or a float32 "
+                         f"tensor) of shape {tuple(mask.shape)} must match the leading dims of {tuple(self.shape)}")
+
+
 def _mask_for(self, mask, op):
     """The mask as a tensor shaped to broadcast over self (mask over self's leading dims), or an error."""
+    _check_mask(self, mask, op)
     shape = tuple(mask.shape)
-    if shape != tuple(self.shape[:len(shape)]):
-        raise IndexError(f"{op}: a mask of shape {shape} must match the leading dims of the tensor's shape "
-                         f"{tuple(self.shape)}")
     m = mask if isinstance(mask, Tensor) else _C.tensor(mask.astype(np.float32))
     return m.reshape(shape + (1,) * (self.ndim - len(shape)))
 
 
 def getitem(self, key):
     if _is_mask(key):                                 # a sync point: the result's length is the mask's count
-        if tuple(key.shape) != tuple(self.shape[:key.ndim]):
-            raise IndexError(f"__getitem__: index tensors must be int32; a boolean mask (a numpy bool array or "
-                             f"a float32 tensor) of shape {tuple(key.shape)} must match the leading dims of "
-                             f"{tuple(self.shape)}")
+        _check_mask(self, key, "__getitem__")
         flat = np.asarray(key.numpy() if isinstance(key, Tensor) else key).reshape(-1)
         rows = self.reshape((flat.size,) + tuple(self.shape[key.ndim:]))
         return rows.index_select(0, np.flatnonzero(flat).astype(np.int32))

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _C
 from ._device import Device, check_device, device as _the_device
+from .autograd import _is_int  # an int or a numpy integer (anything with __index__), not a tensor
 
 Tensor = _C.Tensor
 float32 = np.dtype("float32")
@@ -144,7 +145,7 @@ def normal(mean, std=1.0, size=None):
     if not mt and not st:
         if size is None:
             raise TypeError("normal: with a number mean and std, give the shape as size=")
-        shape = (size,) if hasattr(type(size), "__index__") else tuple(size)
+        shape = (size,) if _is_int(size) else tuple(size)
         return _C.empty(*shape).normal_(float(mean), float(std))
     if size is not None:
         raise TypeError("normal: size= goes with number mean and std; a tensor mean or std gives the shape")
@@ -165,11 +166,11 @@ def _like_dtype(t, dtype, op):
     return int32 if kind in "iu" else float32
 
 
-def _like(name, make):
+def _like(name, make, float_only=False):
     def fn(t, *args, dtype=None, device=None, requires_grad=False, memory_format=None, **kwargs):
         check_device(device, name)
         dt = _like_dtype(t, dtype, name)
-        if name in ("rand_like", "randn_like") and dt != float32:
+        if float_only and dt != float32:
             raise TypeError(f"{name}: dtype must be float32 (got {dt}; use randint for int32)")
         return _with_grad(make(t, *args, dtype=dt, **kwargs), requires_grad, name)
     fn.__name__ = fn.__qualname__ = name
@@ -181,8 +182,8 @@ zeros_like = _like("zeros_like", lambda t, dtype: _C.zeros(tuple(t.shape), dtype
 ones_like = _like("ones_like", lambda t, dtype: _C.ones(tuple(t.shape), dtype=dtype))
 empty_like = _like("empty_like", lambda t, dtype: _C.empty(tuple(t.shape), dtype=dtype))
 full_like = _like("full_like", lambda t, value, dtype: _C.full(tuple(t.shape), value, dtype=dtype))
-rand_like = _like("rand_like", lambda t, dtype: _C.rand(tuple(t.shape), dtype=dtype))
-randn_like = _like("randn_like", lambda t, dtype: _C.randn(tuple(t.shape), dtype=dtype))
+rand_like = _like("rand_like", lambda t, dtype: _C.rand(tuple(t.shape), dtype=dtype), float_only=True)
+randn_like = _like("randn_like", lambda t, dtype: _C.randn(tuple(t.shape), dtype=dtype), float_only=True)
 LIKE = dict(zeros_like=zeros_like, ones_like=ones_like, empty_like=empty_like, full_like=full_like,
             rand_like=rand_like, randn_like=randn_like)
 

@@ -111,7 +111,8 @@ def _named(c_fn, result):
 
 
 def _is_int(v):
-    """An int, or anything that is one (numpy integers: __index__), as PyTorch and numpy take for a size or dim."""
+    """An int, or anything that is one (numpy integers: __index__), as PyTorch and numpy take for a size or dim;
+    the one test of that in the Python layer. A tensor (whose __index__ is a sync point) is not one here."""
     return isinstance(v, int) or (hasattr(type(v), "__index__") and not isinstance(v, _Tensor))
 
 

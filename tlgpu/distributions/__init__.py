@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .. import _C
-from ..autograd import no_grad
+from ..autograd import _is_int, no_grad
 
 Tensor = _C.Tensor
 
@@ -36,7 +36,7 @@ def _as_tensor(v, name, dist):
 
 
 def _shape(sample_shape):
-    if hasattr(type(sample_shape), "__index__"):        # an int or a numpy integer
+    if _is_int(sample_shape):
         return (sample_shape,)
     return tuple(sample_shape)
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import _C, _device
 from .. import _torch_compat as _compat
-from ..autograd import no_grad
+from ..autograd import _is_int, no_grad
 from . import functional, init, utils  # noqa: F401
 
 Tensor = _C.Tensor
@@ -524,7 +524,7 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
         super().__init__()
-        if hasattr(type(normalized_shape), "__index__"):     # an int or a numpy integer
+        if _is_int(normalized_shape):
             normalized_shape = (normalized_shape,)
         self.normalized_shape, self.eps = tuple(int(d) for d in normalized_shape), eps
         self.elementwise_affine = elementwise_affine

@@ -3,10 +3,11 @@ The work is in C (csrc/ops/ops_conv.c): conv2d lowers to im2col + the project's 
 import math
 
 from . import Module, _uniform, functional
+from ..autograd import _is_int  # an int or a numpy integer (anything with __index__), not a tensor
 
 
 def _pair(v):
-    return (v, v) if hasattr(type(v), "__index__") else tuple(v)     # an int or a numpy integer
+    return (v, v) if _is_int(v) else tuple(v)
 
 
 class Conv2d(Module):

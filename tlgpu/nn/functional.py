@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from .. import _C
+from ..autograd import _is_int  # an int or a numpy integer (anything with __index__), not a tensor
 
 tanh = _C.Tensor.tanh
 sigmoid = _C.Tensor.sigmoid
@@ -453,7 +454,7 @@ def _conv_padding(padding, weight, dilation, stride):
         return 0
     if padding != "same":
         raise ValueError(f"conv2d: padding must be an int, a pair, 'valid' or 'same', not {padding!r}")
-    d = (dilation, dilation) if hasattr(type(dilation), "__index__") else tuple(dilation)
+    d = (dilation, dilation) if _is_int(dilation) else tuple(dilation)
     if stride not in (1, (1, 1), [1, 1]):
         raise ValueError(f"conv2d: padding='same' needs stride 1, got {stride}")
     total = [d[i] * (weight.shape[2 + i] - 1) for i in range(2)]
