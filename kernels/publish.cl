@@ -1,4 +1,4 @@
-/* publish.cl: the weight publisher's device work (csrc/publisher.c).
+/* publish.cl: the weight publisher's device work (csrc/publish/pub_core.c).
  *  - tl_publish_gather_f32 (learner, compute queue): copies up to 16 parameter buffers into one flat
  *    snapshot buffer in a single launch (OpenCL 1.2 has no pointer arrays, so the sources are 16 buffer
  *    arguments and a by-value descriptor). Work-groups are spread over the sources in proportion to their
@@ -8,7 +8,7 @@
  *    orders like the float because every value is >= 0. NaN counts as +inf: a NaN always "changed".
  *  - tl_publish_update_f32 (publisher thread): copies the flagged tensors' blocks into the device copy of
  *    the last delivered version, when it cannot simply take over the snapshot buffer.
- * The descriptor layout is mirrored in csrc/publisher.c (a static_assert checks its size). */
+ * The descriptor layout is mirrored in csrc/publish/pub_internal.h (a static_assert checks its size). */
 
 #define TL_PUB_SRCS 16
 #define TL_PUB_PER_ITEM 16
