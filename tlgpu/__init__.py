@@ -34,6 +34,7 @@ from ._C import DeviceError, KernelBuildError, OutOfMemoryError, Tensor
 from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 from . import nn, optim, publish, quant  # noqa: F401,E402
 from . import distributions  # noqa: F401,E402
+from ._jit import jit  # noqa: F401,E402
 
 
 def _blas_paths():

@@ -10,9 +10,10 @@
 typedef int tl_status;
 enum { TL_OK = 0, TL_E_BASE = -1000, TL_E_NOMEM = -1001, TL_E_CLOSED = -1002, TL_E_NODEVICE = -1003,
        TL_E_INVALID = -1004, TL_E_TOO_LARGE = -1005, TL_E_ARG = -1006, TL_E_OS = -1007,
-       TL_E_INDEX = -1008 };
+       TL_E_INDEX = -1008, TL_E_STATE = -1009 };
 /* TL_E_ARG: a bad argument or input (ValueError); TL_E_OS: a failed system call, its errno in os_errno (OSError);
- * TL_E_INDEX: an index out of range, found by a device-side check (IndexError) */
+ * TL_E_INDEX: an index out of range, found by a device-side check (IndexError); TL_E_STATE: a call the
+ * current state refuses, e.g. a host read inside a traced function (RuntimeError "routine: what") */
 typedef struct { tl_status code; const char *routine; char what[1024]; char *log; char options[1024];
                  int os_errno; } tl_err;
 

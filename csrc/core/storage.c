@@ -2,6 +2,7 @@
  * still read or write it: compute-queue work is ordered before any later user (q0 is in order), and
  * transfer-queue events are waited for here (rare: a download or upload still in flight at release). */
 #include "storage.h"
+#include "arena.h"
 #include "pool.h"
 #include "stream.h"
 #include <stdlib.h>
@@ -11,7 +12,9 @@ tl_storage_new(size_t nbytes, tl_storage **out, tl_err *err)
 {
     tl_storage *s = calloc(1, sizeof *s);
     if (s == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_storage_new", "host memory");
-    tl_status st = tl_pool_alloc(nbytes, &s->mem, &s->cap, &s->use_seq, err);
+    s->arena = tl_arena_current();
+    tl_status st = s->arena != NULL ? tl_arena_alloc(s->arena, nbytes, &s->mem, &s->cap, &s->use_seq, err)
+                                    : tl_pool_alloc(nbytes, &s->mem, &s->cap, &s->use_seq, err);
     if (st != TL_OK) { free(s); return st; }
     atomic_init(&s->refs, 1);
     atomic_init(&s->version, 0);
@@ -21,17 +24,12 @@ tl_storage_new(size_t nbytes, tl_storage **out, tl_err *err)
 }
 
 void
-tl_storage_retain(tl_storage *s)
-{
-    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
-}
-
-void
 tl_storage_release(tl_storage *s)
 {
     if (s == NULL || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
     tl_stream_retire(s);                             /* waits for and drops transfer-queue events */
-    tl_pool_release(s->mem, s->cap, s->use_seq);
+    if (s->arena != NULL) tl_arena_put(s->arena, s->mem, s->cap, s->use_seq);   /* drops its reference */
+    else tl_pool_release(s->mem, s->cap, s->use_seq);
     free(s);
 }
 

@@ -1,5 +1,5 @@
 /* storage.h: a device buffer shared by every view of it (Arc-style). The last release waits for any
- * transfer-queue event still on the buffer, then returns it to the pool. The event fields and use_seq are
+ * transfer-queue event still on the buffer, then returns it to the pool (or to its trace's arena). The event fields and use_seq are
  * owned by stream.c and changed only under its lock. */
 #ifndef TL_STORAGE_H
 #define TL_STORAGE_H
@@ -16,11 +16,18 @@ typedef struct tl_storage {
     cl_event ready_ev;               /* pending transfer-queue write into it (an upload) */
     cl_event rd_ev;                  /* pending transfer-queue read of it (a download) */
     const char *writer;              /* the last in-place op (a static string), for autograd's errors */
+    struct tl_arena *arena;          /* the trace arena its block came from (arena.h), NULL: the pool */
 } tl_storage;
 
-tl_status tl_storage_new(size_t nbytes, tl_storage **out, tl_err *err);   /* nbytes > 0 */
-void      tl_storage_retain(tl_storage *s);
+/* nbytes > 0; from this thread's current arena while a trace is being captured, else from the pool */
+tl_status tl_storage_new(size_t nbytes, tl_storage **out, tl_err *err);
 void      tl_storage_release(tl_storage *s);                               /* NULL is a no-op */
 void      tl_storage_bump_version(tl_storage *s);
 uint64_t  tl_storage_version(const tl_storage *s);
+
+static inline void
+tl_storage_retain(tl_storage *s)                       /* inline: the layers under storage.c hold too */
+{
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+}
 #endif

@@ -13,6 +13,7 @@
  * copies exceed TLGPU_MAX_STAGING_MB (64) wait for the oldest upload. These waits never drain a queue and
  * are counted apart from the sync-point `waits`, as backpressure_waits (only those that had to block). */
 #include "stream.h"
+#include "capture.h"
 #include "cl_runtime.h"
 #include "settings.h"
 #include <pthread.h>
@@ -266,7 +267,9 @@ tl_stream_launch(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws,
                  unsigned written, const char *what, tl_err *err)
 {
     const q0_cmd c = {.k = k, .dim = dim, .gws = gws, .lws = lws};
-    return q0_command(enqueue_kernel, &c, "clEnqueueNDRangeKernel", st, n, written, what, err);
+    tl_status s = q0_command(enqueue_kernel, &c, "clEnqueueNDRangeKernel", st, n, written, what, err);
+    if (s == TL_OK && tl_capture_current() != NULL) tl_capture_kernel(k, dim, gws, lws, st, n, what);
+    return s;
 }
 
 tl_status
@@ -277,7 +280,9 @@ tl_stream_native(void (CL_CALLBACK *fn)(void *), void *args, size_t cb, const vo
     if (n > MAX_WAIT) return tl_err_set(err, CL_INVALID_VALUE, "clEnqueueNativeKernel", what);
     for (int i = 0; i < n; i++) mem[i] = st[i]->mem;
     const q0_cmd c = {.fn = fn, .args = args, .cb = cb, .mem_loc = mem_loc, .mem = mem, .nmem = (cl_uint)n};
-    return q0_command(enqueue_native, &c, "clEnqueueNativeKernel", st, n, written, what, err);
+    tl_status s = q0_command(enqueue_native, &c, "clEnqueueNativeKernel", st, n, written, what, err);
+    if (s == TL_OK && tl_capture_current() != NULL) tl_capture_native(fn, args, cb, mem_loc, st, n, what);
+    return s;
 }
 
 tl_status
@@ -285,7 +290,9 @@ tl_stream_copy(tl_storage *dst, size_t doff, tl_storage *src, size_t soff, size_
 {
     tl_storage *both[2] = {src, dst};                  /* src's events first, then dst's (written) */
     const q0_cmd c = {.src = src->mem, .dst = dst->mem, .soff = soff, .doff = doff, .n = n};
-    return q0_command(enqueue_copy, &c, "clEnqueueCopyBuffer", both, 2, 2u, "copy", err);
+    tl_status s = q0_command(enqueue_copy, &c, "clEnqueueCopyBuffer", both, 2, 2u, "copy", err);
+    if (s == TL_OK && tl_capture_current() != NULL) tl_capture_copy(dst, doff, src, soff, n);
+    return s;
 }
 
 /* ---- device-side checks (stream.h) ---- */
@@ -327,6 +334,20 @@ tl_stream_check_arm(void)
     pthread_mutex_lock(&slock);
     check_seq = q0_seq;
     pthread_mutex_unlock(&slock);
+    tl_trace *tr = tl_capture_current();
+    if (tr != NULL && tr->ncmds > 0) tr->cmds[tr->ncmds - 1].arms_check = 1;
+}
+
+/* A host wait inside a traced function would read values the replays never refresh. */
+static tl_status
+refuse_in_capture(const char *what, tl_err *err)
+{
+    if (tl_capture_current() == NULL) return TL_OK;
+    tl_err_set(err, TL_E_STATE, "tlgpu.jit", NULL);
+    snprintf(err->what, sizeof err->what, "%s waits for the device inside a traced function: replays would not "
+             "repeat it (a host read: numpy(), item(), tolist(), float(), bool() or an `if` on a tensor). "
+             "Return the tensor from the function and read it outside", what);
+    return TL_E_STATE;
 }
 
 /* After a host wait that covered every q0 command before it: reads the check word when a checked launch
@@ -362,6 +383,7 @@ tl_stream_read(tl_storage *s, size_t off, void *dst, size_t n, tl_err *err)
     int nwl;
     uint64_t seq;
     tl_status st = tl_runtime_get(&rt, err);
+    if (st == TL_OK) st = refuse_in_capture("a read of device memory", err);
     if (st != TL_OK) return st;
     pthread_mutex_lock(&slock);
     if (per_flush < 0) configure();
@@ -422,6 +444,7 @@ tl_stream_upload(tl_storage *s, size_t off, const void *src, size_t n, tl_err *e
     void *copy = malloc(n);                            /* the caller's memory may go away before the write */
     if (copy == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_stream_upload", "host staging copy");
     memcpy(copy, src, n);
+    tl_capture_pin(s);                                 /* host data: a trace keeps it as a constant */
     pthread_mutex_lock(&slock);
     st = marker_covering(rt, s->use_seq, &mk, err);   /* a recycled block may still be in use on q0 */
     if (st == TL_OK) {
@@ -453,6 +476,7 @@ tl_stream_synchronize(tl_err *err)
 {
     const tl_runtime *rt;
     tl_status st = tl_runtime_get(&rt, err);
+    if (st == TL_OK) st = refuse_in_capture("synchronize()", err);
     if (st != TL_OK) return st;
     pthread_mutex_lock(&slock);
     uint64_t seq = q0_seq, useq = up_seq;              /* what the finishes below cover */
@@ -467,6 +491,117 @@ tl_stream_synchronize(tl_err *err)
     tl_stream_count_wait("synchronize");
     if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clFinish", "compute queue");
     return rc1 == CL_SUCCESS ? collect_checks(rt, err) : tl_err_set(err, rc1, "clFinish", "transfer queue");
+}
+
+/* ---- replay of a captured trace (capture.h) ---- */
+
+static cl_mem
+bound(const tl_cmd_mem *mm, tl_storage *const *slots)
+{
+    return mm->slot >= 0 ? slots[mm->slot]->mem : mm->mem;
+}
+
+/* One recorded command on q0: rebinds its slot arguments where the buffer changed, draws its random
+ * stream position, enqueues. slock held. */
+static cl_int
+replay_cmd(const tl_runtime *rt, tl_cmd *m, tl_storage *const *slots, tl_rng_take_fn take, const char **routine)
+{
+    cl_int rc = CL_SUCCESS;
+    if (m->kind == TL_CMD_COPY) {
+        *routine = "clEnqueueCopyBuffer";
+        return clEnqueueCopyBuffer(rt->q0, bound(&m->mems[0], slots), bound(&m->mems[1], slots), m->soff, m->doff,
+                                   m->n, 0, NULL, NULL);
+    }
+    if (m->kind == TL_CMD_NATIVE) {
+        cl_mem mem[MAX_WAIT];
+        const void *loc[MAX_WAIT];
+        for (int j = 0; j < m->nmem && j < MAX_WAIT; j++) {
+            mem[j] = m->mems[j].mem;                   /* natives' slots are copied, never rebound */
+            loc[j] = (const char *)m->args + m->loc[j];
+        }
+        *routine = "clEnqueueNativeKernel";
+        return clEnqueueNativeKernel(rt->q0, m->fn, m->args, m->cb, (cl_uint)m->nmem, mem, loc, 0, NULL, NULL);
+    }
+    *routine = "clSetKernelArg";
+    for (int j = 0; j < m->nmem && rc == CL_SUCCESS; j++) {
+        tl_cmd_mem *mm = &m->mems[j];
+        if (mm->slot < 0 || slots[mm->slot]->mem == mm->mem) continue;
+        mm->mem = slots[mm->slot]->mem;
+        rc = clSetKernelArg(m->k, mm->idx, sizeof(cl_mem), &mm->mem);
+    }
+    if (rc == CL_SUCCESS && m->rng_block >= 0 && take != NULL) {
+        cl_ulong seed, block = take(m->rng_used, &seed);
+        rc = clSetKernelArg(m->k, (cl_uint)m->rng_seed, sizeof seed, &seed);
+        if (rc == CL_SUCCESS) rc = clSetKernelArg(m->k, (cl_uint)m->rng_block, sizeof block, &block);
+    }
+    if (rc != CL_SUCCESS) return rc;
+    *routine = "clEnqueueNDRangeKernel";
+    return clEnqueueNDRangeKernel(rt->q0, m->k, m->dim, NULL, m->gws, m->has_lws ? m->lws : NULL, 0, NULL, NULL);
+}
+
+tl_status
+tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
+{
+    const tl_runtime *rt;
+    cl_event wl[MAX_WAIT], oldest = NULL;
+    const char *routine = "clEnqueueBarrierWithWaitList", *what = "tlgpu.jit replay";
+    int nwl = 0, n = 0;
+    cl_int rc = CL_SUCCESS;
+    tl_status st = tl_runtime_get(&rt, err);
+    if (st != TL_OK) return st;
+    if (tl_capture_current() != NULL)
+        return tl_err_set(err, TL_E_STATE, "tlgpu.jit", "a trace cannot be replayed while another is captured");
+    tl_rng_take_fn take = tl_capture_rng_source();
+    pthread_mutex_lock(&slock);
+    if (per_flush < 0) configure();
+    for (int i = 0; i < tr->nslots; i++)               /* transfers still on its buffers come first */
+        if (slots[i] != NULL) nwl = take_events(slots[i], 1, wl, nwl);
+    for (int i = 0; i < tr->nheld; i++) nwl = take_events(tr->held[i], 1, wl, nwl);
+    if (nwl > 0) rc = clEnqueueBarrierWithWaitList(rt->q0, (cl_uint)nwl, wl, NULL);
+    const uint64_t base = q0_seq;
+    for (int i = 0; i < tr->ncopies && rc == CL_SUCCESS; i++) {          /* copied inputs */
+        const tl_slot_copy *c = &tr->copies[i];
+        if (c->slot >= tr->ninputs) continue;
+        const tl_storage *src = slots[c->slot];
+        routine = "clEnqueueCopyBuffer";
+        rc = clEnqueueCopyBuffer(rt->q0, src->mem, c->traced->mem, 0, 0,
+                                 src->nbytes < c->traced->nbytes ? src->nbytes : c->traced->nbytes, 0, NULL, NULL);
+        n++;
+    }
+    for (int i = 0; i < tr->ncmds && rc == CL_SUCCESS; i++, n++) {
+        rc = replay_cmd(rt, &tr->cmds[i], slots, take, &routine);
+        what = tr->cmds[i].what;
+        if (tr->cmds[i].arms_check) check_seq = base + (uint64_t)n + 1;
+    }
+    for (int i = 0; i < tr->ncopies && rc == CL_SUCCESS; i++) {          /* copied outputs */
+        const tl_slot_copy *c = &tr->copies[i];
+        if (c->slot < tr->ninputs) continue;
+        routine = "clEnqueueCopyBuffer";
+        rc = clEnqueueCopyBuffer(rt->q0, c->traced->mem, slots[c->slot]->mem, 0, 0, c->traced->nbytes, 0, NULL, NULL);
+        n++;
+    }
+    q0_seq += (uint64_t)n;
+    for (int i = 0; i < tr->nslots; i++)
+        if (slots[i] != NULL) slots[i]->use_seq = q0_seq;
+    for (int i = 0; i < tr->nheld; i++) tr->held[i]->use_seq = q0_seq;
+    atomic_fetch_add(&n_enqueued, n);
+    since_flush += n;
+    if (rc != CL_SUCCESS) {
+        st = tl_err_set(err, rc, routine, what);
+    } else if (sync_mode) {
+        rc = clFinish(rt->q0);
+        tl_stream_count_wait(what);
+        since_flush = 0;
+        if (rc != CL_SUCCESS) st = tl_err_set(err, rc, "clFinish", what);
+    } else if ((rc = flush_batch(rt, &oldest)) != CL_SUCCESS) {   /* the device starts on the whole step */
+        st = tl_err_set(err, rc, "clFlush", what);
+    }
+    const uint64_t upto = q0_seq;
+    pthread_mutex_unlock(&slock);
+    tl_arena_touch(tr->arena, upto);
+    release_all(wl, nwl);
+    if (oldest != NULL) backpressure_wait(oldest, "compute batches in flight");
+    return st;
 }
 
 int

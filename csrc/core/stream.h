@@ -9,6 +9,7 @@
 #define TL_STREAM_H
 #include "storage.h"
 
+struct tl_trace;                                       /* capture.h */
 typedef struct { long enqueued, flushes, waits, backpressure_waits; } tl_stream_stats;
 typedef void *(*tl_block_enter_fn)(void);            /* e.g. release the GIL if this thread holds it */
 typedef void (*tl_block_leave_fn)(void *);
@@ -35,6 +36,9 @@ void      tl_stream_count_wait(const char *why);
  * after the checked launch, makes the next sync points read the buffer until one has covered that launch. */
 tl_status tl_stream_check_mem(const char *op, cl_mem *mem, int *op_id, tl_err *err);
 void      tl_stream_check_arm(void);
+/* Enqueues a captured trace (capture.h) with slots[] bound (its inputs, then fresh output storages), one
+ * flush after it; the stream's per-buffer ordering and counts as for the commands it recorded. */
+tl_status tl_stream_replay(struct tl_trace *tr, tl_storage *const *slots, tl_err *err);
 void      tl_stream_set_block_hooks(tl_block_enter_fn enter, tl_block_leave_fn leave);   /* back-pressure */
 void      tl_stream_get_stats(tl_stream_stats *out);
 void      tl_stream_reset_stats(void);

@@ -44,7 +44,9 @@ launch(tl_kernel *kh, PyObject *const *ts, int nts, const size_t *sz, const void
     int n = (int)tl_tensor_numel(p);
     if (k == NULL) return -1;
     if (p->storage == NULL) return 0;
-    if (clSetKernelArg(k, 0, sizeof n, &n) != CL_SUCCESS) return PyErr_Format(PyExc_SystemError, "clSetKernelArg"), -1;
+    const size_t nsz = sizeof n;
+    const void *nval = &n;
+    if (tl_set_args(k, 0, 1, &nsz, &nval) < 0) return -1;
     for (int i = 0; i < nts; i++) {
         tl_tensor *t = ts[i] == Py_None ? NULL : tl_tensor_CAST(ts[i]);
         if (t != NULL && t->offset != 0)

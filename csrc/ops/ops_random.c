@@ -10,6 +10,7 @@
 #include "ops_common.h"
 #include "ops.h"
 #include "autograd.h"
+#include "capture.h"
 
 #define TL_RNG_DEFAULT_SEED 0x853c49e6748fea9bULL
 
@@ -36,6 +37,7 @@ rng_fill(rng_kind kind, tl_tensor *out, int nextra, const size_t *xsz, const voi
     const void *v[4] = {&n, &out->storage->mem, &seed, &block0};
     if (tl_set_args(k, 0, 4, sz, v) < 0 || tl_set_args(k, 4, nextra, xsz, xval) < 0) return -1;
     if (tl_launch_1d(kh, blocks, &out->storage, 1, 1u) < 0) return -1;
+    tl_capture_rng(2, 3, 4 * (uint64_t)blocks);          /* a replay draws the next numbers again */
     rng_offset += 4 * (uint64_t)blocks;                  /* only once enqueued: a failed call replays */
     return 0;
 }
@@ -275,6 +277,7 @@ fill_into(int normal, tl_tensor *t, float lo, float scale)
     const size_t sz[6] = {sizeof L, sizeof(cl_mem), sizeof seed, sizeof block0, 4, 4};
     const void *v[6] = {&L, &t->storage->mem, &seed, &block0, &lo, &scale};
     if (tl_set_args(k, 0, 6, sz, v) < 0 || tl_launch_1d(kh, blocks, &t->storage, 1, 1u) < 0) return -1;
+    tl_capture_rng(2, 3, 4 * (uint64_t)blocks);
     rng_offset += 4 * blocks;
     return 0;
 }
@@ -380,6 +383,7 @@ m_multinomial(PyObject *self, PyObject *args, PyObject *kwargs)
         const void *v[7] = {&m, &n32, &k32, TL_MEM(tl_tensor_CAST(cdf)), &out->storage->mem, &seed, &block0};
         tl_storage *st[2] = {out->storage, tl_tensor_CAST(cdf)->storage};
         if (tl_set_args(kk, 0, 7, sz, v) < 0 || tl_launch_1d(&kr, blocks, st, 2, 1u) < 0) goto fail;
+        tl_capture_rng(5, 6, 4 * (uint64_t)blocks);
     } else {
         cl_kernel kk = tl_kernel_py(&kn);
         if (kk == NULL || (scratch = tl_tensor_empty(TL_F32, 2, shape)) == NULL) goto fail;
@@ -391,6 +395,7 @@ m_multinomial(PyObject *self, PyObject *args, PyObject *kwargs)
                              &scratch->storage->mem, &seed, &block0};
         tl_storage *st[3] = {out->storage, p->storage, scratch->storage};
         if (tl_set_args(kk, 0, 11, sz, v) < 0 || tl_launch_1d(&kn, (size_t)rows, st, 3, 5u) < 0) goto fail;
+        tl_capture_rng(9, 10, 4 * (uint64_t)blocks);
     }
     rng_offset += 4 * (uint64_t)blocks;
     Py_XDECREF(cdf);
@@ -427,4 +432,22 @@ static const PyMethodDef random_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_random = {random_functions, random_methods, NULL, NULL, "multinomial"};
+/* A replay's draws (capture.h): the next `used` values of the stream, as the eager call would take them. */
+static uint64_t
+rng_take(uint64_t used, uint64_t *seed)
+{
+    uint64_t block0 = rng_offset / 4;
+    *seed = rng_seed;
+    rng_offset += used;
+    return block0;
+}
+
+static int
+random_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
+{
+    tl_capture_set_rng(rng_take);
+    return 0;
+}
+
+const tl_family tl_family_random = {.functions = random_functions, .methods = random_methods,
+                                    .aliases = "multinomial", .init = random_init};

@@ -6,6 +6,7 @@
 #define NO_IMPORT_ARRAY
 #include "ops_common.h"
 #include "cl_runtime.h"
+#include "capture.h"
 #include <numpy/arrayobject.h>
 
 cl_kernel
@@ -39,6 +40,7 @@ tl_set_args(cl_kernel k, int first, int n, const size_t *sizes, const void *cons
 {
     for (int i = 0; i < n; i++) {
         cl_int rc = clSetKernelArg(k, (cl_uint)(first + i), sizes[i], values[i]);
+        tl_capture_arg(k, (cl_uint)(first + i), sizes[i], values[i]);   /* no-op unless tlgpu.jit captures */
         if (rc != CL_SUCCESS) {
             tl_err err = {0};
             tl_err_set(&err, rc, "clSetKernelArg", NULL);

@@ -35,12 +35,13 @@ tl_raise(tl_err *err)
     char msg[4096];
     const tl_runtime *rt = NULL;
     tl_err ignore = {0};
-    if (err->code == TL_E_ARG || err->code == TL_E_CLOSED || err->code == TL_E_OS || err->code == TL_E_INDEX) {
+    if (err->code == TL_E_ARG || err->code == TL_E_CLOSED || err->code == TL_E_OS || err->code == TL_E_INDEX ||
+        err->code == TL_E_STATE) {
         if (err->code == TL_E_OS && (exc = PyObject_CallFunction(PyExc_OSError, "is", err->os_errno, err->what)))
             PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);          /* OSError(errno, ...) picks the subclass */
         if (err->code == TL_E_ARG) PyErr_SetString(PyExc_ValueError, err->what);
         if (err->code == TL_E_INDEX) PyErr_SetString(PyExc_IndexError, err->what);
-        if (err->code == TL_E_CLOSED)
+        if (err->code == TL_E_CLOSED || err->code == TL_E_STATE)
             PyErr_Format(PyExc_RuntimeError, "%s: %s", err->routine ? err->routine : "?", err->what);
         Py_XDECREF(exc);
         tl_err_clear(err);

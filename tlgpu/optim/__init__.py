@@ -9,7 +9,40 @@ resumed run continues exactly as the uninterrupted one. tlgpu.save flattens it i
 import numpy as np
 
 from .. import _C
+from .. import _jit
 from . import lr_scheduler  # noqa: F401,E402
+
+
+class _Replay:
+    """An optimizer step inside a traced function (tlgpu.jit): the kernels replay, but the Python that
+    computed their scalar arguments does not. Each launch is recorded as (command, param, state, group);
+    before every replay, refresh(trace) advances the state's step counts and sets the scalars that depend on
+    them or on the group's hyperparameters (so an lr scheduler keeps working), by argument index."""
+
+    def __init__(self, scalars):
+        self.scalars = scalars                         # (group, state, t) -> {argument index: float}
+        self.items = []
+
+    def launched(self, before, p, st, group):
+        cmd = _C._jit_last_command()
+        if cmd != before:                              # a zero-size parameter launches nothing
+            self.items.append((cmd, st, group))
+
+    def __call__(self, trace):
+        for cmd, st, group in self.items:
+            if "step" in st:
+                st["step"] += 1
+            for idx, value in self.scalars(group, st).items():
+                trace.set_arg(cmd, idx, value, "f")
+
+
+def _recorder(scalars):
+    """A _Replay registered with the trace being recorded, or None outside tlgpu.jit's tracing."""
+    if not _C._jit_capturing():
+        return None
+    rec = _Replay(scalars)
+    _jit._on_replay(rec)
+    return rec
 
 
 class Optimizer:
@@ -103,15 +136,26 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov))
 
+    # kernel argument indices of tl_sgd_f32's scalars (csrc/ops/ops_optim.c)
+    _ARGS = {"lr": 4, "momentum": 5, "dampening": 6, "weight_decay": 7}
+
+    @classmethod
+    def _scalars(cls, group, st):
+        return {i: group[k] for k, i in cls._ARGS.items()}
+
     def step(self):
+        rec = _recorder(self._scalars)
         for group in self.param_groups:
             for p, g in self._grads(group):
                 st = self.state.setdefault(p, {})
                 first = "momentum_buffer" not in st
                 if group["momentum"] != 0 and first:
                     st["momentum_buffer"] = _C.zeros(*p.shape)
+                before = _C._jit_last_command() if rec else None
                 _C._sgd_step(p, g, st.get("momentum_buffer"), group["lr"], group["momentum"], group["dampening"],
                              group["weight_decay"], group["nesterov"], first)
+                if rec:
+                    rec.launched(before, p, st, group)
 
 
 class Adam(Optimizer):
@@ -124,7 +168,17 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad))
 
+    @staticmethod
+    def _scalars(group, st):
+        """tl_adam_f32's step-dependent arguments (csrc/ops/ops_optim.c): lr, beta1, beta2, eps, weight_decay
+        at 6-10, the bias corrections at 12-13."""
+        b1, b2 = group["betas"]
+        t = st["step"]
+        return {6: group["lr"], 7: b1, 8: b2, 9: group["eps"], 10: group["weight_decay"], 12: 1 - b1 ** t,
+                13: 1 - b2 ** t}
+
     def step(self):
+        rec = _recorder(self._scalars)
         for group in self.param_groups:
             b1, b2 = group["betas"]
             for p, g in self._grads(group):
@@ -134,9 +188,12 @@ class Adam(Optimizer):
                                           "max_exp_avg_sq": _C.zeros(*p.shape) if group["amsgrad"] else None}
                 st["step"] += 1
                 t = st["step"]
+                before = _C._jit_last_command() if rec else None
                 _C._adam_step(p, g, st["exp_avg"], st["exp_avg_sq"], st["max_exp_avg_sq"], group["lr"], b1, b2,
                               group["eps"], group["weight_decay"], self._decoupled, 1 - b1 ** t, 1 - b2 ** t,
                               group["amsgrad"])
+                if rec:
+                    rec.launched(before, p, st, group)
 
 
     def _complete_state(self, entry, p):
@@ -168,7 +225,7 @@ class RAdam(Optimizer):
                                       decoupled_weight_decay=bool(decoupled_weight_decay)))
 
     @staticmethod
-    def _scalars(lr, b1, b2, t):
+    def _step_scalars(lr, b1, b2, t):
         """(step_size, adaptive) of step t, torch's formulas."""
         bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
         rho_inf = 2 / (1 - b2) - 1
@@ -178,7 +235,17 @@ class RAdam(Optimizer):
             return lr * rect * bc2 ** 0.5 / bc1, True
         return lr / bc1, False
 
+    @classmethod
+    def _scalars(cls, group, st):
+        """tl_radam_f32's arguments (csrc/ops/ops_optim.c): lr, beta1, beta2, eps, weight_decay at 5-9,
+        step_size at 11. `adaptive` (12, an int) changes once, after the first steps: a trace made earlier
+        is refused (see step)."""
+        b1, b2 = group["betas"]
+        step_size, _ = cls._step_scalars(group["lr"], b1, b2, st["step"])
+        return {5: group["lr"], 6: b1, 7: b2, 8: group["eps"], 9: group["weight_decay"], 11: step_size}
+
     def step(self):
+        rec = _recorder(self._scalars)
         for group in self.param_groups:
             b1, b2 = group["betas"]
             for p, g in self._grads(group):
@@ -186,9 +253,15 @@ class RAdam(Optimizer):
                 if st is None:
                     st = self.state[p] = {"step": 0, "exp_avg": _C.zeros(*p.shape), "exp_avg_sq": _C.zeros(*p.shape)}
                 st["step"] += 1
-                step_size, adaptive = self._scalars(group["lr"], b1, b2, st["step"])
+                step_size, adaptive = self._step_scalars(group["lr"], b1, b2, st["step"])
+                if rec and not adaptive:
+                    raise RuntimeError("tlgpu.jit: RAdam's first steps (rho_t <= 5) switch kernels when they end; "
+                                       "trace the step after them (a few eager steps first)")
+                before = _C._jit_last_command() if rec else None
                 _C._radam_step(p, g, st["exp_avg"], st["exp_avg_sq"], group["lr"], b1, b2, group["eps"],
                                group["weight_decay"], group["decoupled_weight_decay"], step_size, adaptive)
+                if rec:
+                    rec.launched(before, p, st, group)
 
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))

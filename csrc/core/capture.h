@@ -1,0 +1,69 @@
+/* capture.h: recording the compute-queue commands of a function call into a trace, for tlgpu.jit.
+ * While this thread captures, stream.c runs every q0 command as usual and also records it here: a kernel
+ * as a private cl_kernel with the argument values the op set (tl_capture_arg, from tl_set_args), a copy
+ * or a native kernel as its parameters. Storages the commands touch that the trace's arena did not give
+ * are held (retained) by the trace so their blocks stay; the arena's blocks stay with the arena. After the
+ * call, trace.h binds the slots and frees traces; stream.c's tl_stream_replay enqueues one. */
+#ifndef TL_CAPTURE_H
+#define TL_CAPTURE_H
+#include "storage.h"
+#include "arena.h"
+
+enum { TL_CMD_KERNEL, TL_CMD_COPY, TL_CMD_NATIVE };
+typedef struct { cl_uint idx; cl_mem mem; int slot; } tl_cmd_mem;   /* a cl_mem argument; slot -1: fixed */
+
+typedef struct {
+    int kind, arms_check;                              /* arms_check: a device-side check (stream.h) */
+    const char *what;
+    cl_kernel k;                                       /* TL_CMD_KERNEL: the trace's own kernel object */
+    cl_uint dim;
+    size_t gws[3], lws[3];
+    int has_lws;
+    tl_cmd_mem *mems;                                  /* its cl_mem arguments (copies: src 0, dst 1) */
+    int nmem;
+    size_t soff, doff, n;                              /* TL_CMD_COPY */
+    void (CL_CALLBACK *fn)(void *);                    /* TL_CMD_NATIVE */
+    void *args;
+    size_t cb, *loc;                                   /* loc[i]: offset of mems[i]'s pointer in args */
+    int rng_seed, rng_block;                           /* argument indices refreshed per replay; -1: none */
+    uint64_t rng_used;
+} tl_cmd;
+
+typedef struct { int slot; tl_storage *traced; } tl_slot_copy;   /* a slot copied in (input) or out (output) */
+
+typedef struct tl_trace {
+    tl_cmd *cmds;
+    int ncmds, room;
+    tl_storage **held;                                 /* retained: touched storages not of the arena */
+    int nheld, held_room;
+    tl_arena *arena;
+    int nslots, ninputs;
+    tl_slot_copy *copies;                              /* slots touched by native kernels */
+    int ncopies;
+    char error[512];                                   /* the first recording failure; "" if none */
+} tl_trace;
+
+/* The replay's source of random-stream positions (ops_random.c installs it): advances the stream by
+ * `used` 32-bit values and returns the first Philox block and the seed. Called with the GIL held. */
+typedef uint64_t (*tl_rng_take_fn)(uint64_t used, uint64_t *seed);
+void tl_capture_set_rng(tl_rng_take_fn take);
+tl_rng_take_fn tl_capture_rng_source(void);
+
+tl_status tl_capture_begin(tl_err *err);               /* this thread; TL_E_STATE if it captures already */
+tl_trace *tl_capture_end(void);                        /* stops; the trace (check ->error), NULL if none */
+tl_trace *tl_capture_current(void);                    /* this thread's, NULL when not capturing */
+
+/* Called by the layers above while capturing (cheap no-ops otherwise). */
+void tl_capture_arg(cl_kernel k, cl_uint idx, size_t size, const void *value);
+void tl_capture_rng(int seed_arg, int block_arg, uint64_t used);   /* tags the last command as a draw */
+int  tl_capture_last(void);                            /* index of the last recorded command, -1: none */
+void tl_capture_pin(tl_storage *s);    /* host data uploaded into s: the trace keeps s, even an arena block */
+
+/* Called by stream.c after each q0 command it enqueued while capturing. */
+void tl_capture_kernel(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws, tl_storage *const *st,
+                       int n, const char *what);
+void tl_capture_copy(tl_storage *dst, size_t doff, tl_storage *src, size_t soff, size_t n);
+void tl_capture_native(void (CL_CALLBACK *fn)(void *), const void *args, size_t cb, const void **mem_loc,
+                       tl_storage *const *st, int n, const char *what);
+void tl_capture_fail(const char *fmt, const char *what);   /* records the first failure (fmt has one %s) */
+#endif

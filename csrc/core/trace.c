@@ -1,0 +1,79 @@
+/* trace.c: a captured trace's slots and lifetime (trace.h): binding the inputs and outputs after the call,
+ * scalar arguments refreshed between replays, and the release of everything the trace holds. Above
+ * storage.c (it releases storages) and capture.c (whose recording it finishes). */
+#include "trace.h"
+#include <stdlib.h>
+
+void
+tl_trace_free(tl_trace *tr)
+{
+    if (tr == NULL) return;
+    for (int i = 0; i < tr->ncmds; i++) {
+        tl_cmd *m = &tr->cmds[i];
+        if (m->k != NULL) clReleaseKernel(m->k);
+        free(m->mems);
+        free(m->args);
+        free(m->loc);
+    }
+    for (int i = 0; i < tr->ncopies; i++)
+        if (tr->copies[i].slot >= tr->ninputs) tl_storage_release(tr->copies[i].traced);
+    for (int i = 0; i < tr->nheld; i++) tl_storage_release(tr->held[i]);
+    free(tr->cmds);
+    free(tr->held);
+    free(tr->copies);
+    tl_arena_release(tr->arena);
+    free(tr);
+}
+
+/* Slots: a cl_mem argument equal to a slot's buffer is rebound at each replay, unless a native kernel
+ * touches that buffer: then the slot is copied in (inputs: the traced buffer, held, receives the new
+ * input first) or out (outputs: the arena's block is copied to the fresh one last). */
+tl_status
+tl_trace_bind(tl_trace *tr, tl_storage *const *slots, int nslots, int ninputs, tl_err *err)
+{
+    unsigned char *copied = calloc((size_t)(nslots ? nslots : 1), 1);
+    tr->copies = calloc((size_t)(nslots ? nslots : 1), sizeof *tr->copies);
+    if (copied == NULL || tr->copies == NULL) {
+        free(copied);
+        return tl_err_set(err, TL_E_NOMEM, "tlgpu.jit", "host memory for a trace's slots");
+    }
+    tr->nslots = nslots;
+    tr->ninputs = ninputs;
+    for (int i = 0; i < tr->ncmds; i++) {
+        const tl_cmd *m = &tr->cmds[i];
+        for (int j = 0; j < m->nmem && m->kind == TL_CMD_NATIVE; j++)
+            for (int s = 0; s < nslots; s++)
+                if (slots[s] != NULL && m->mems[j].mem == slots[s]->mem) copied[s] = 1;
+    }
+    for (int i = 0; i < tr->ncmds; i++) {
+        tl_cmd *m = &tr->cmds[i];
+        for (int j = 0; j < m->nmem; j++)
+            for (int s = 0; s < nslots; s++)
+                if (slots[s] != NULL && !copied[s] && m->mems[j].mem == slots[s]->mem) m->mems[j].slot = s;
+    }
+    for (int s = 0; s < nslots; s++) {
+        if (slots[s] == NULL) continue;
+        if (copied[s]) {
+            tr->copies[tr->ncopies++] = (tl_slot_copy){s, slots[s]};
+            if (s >= ninputs) tl_storage_retain(slots[s]);   /* an output's traced block, read at each replay */
+            continue;
+        }
+        for (int h = 0; h < tr->nheld; h++)                  /* rebound: the trace no longer needs it */
+            if (tr->held[h] == slots[s]) {
+                tl_storage_release(tr->held[h]);
+                tr->held[h] = tr->held[--tr->nheld];
+                break;
+            }
+    }
+    free(copied);
+    return TL_OK;
+}
+
+tl_status
+tl_trace_set_arg(tl_trace *tr, int cmd, cl_uint idx, size_t size, const void *value, tl_err *err)
+{
+    if (cmd < 0 || cmd >= tr->ncmds || tr->cmds[cmd].kind != TL_CMD_KERNEL)
+        return tl_err_set(err, TL_E_ARG, "tlgpu.jit", "no such kernel command in the trace");
+    cl_int rc = clSetKernelArg(tr->cmds[cmd].k, idx, size, value);
+    return rc == CL_SUCCESS ? TL_OK : tl_err_set(err, rc, "clSetKernelArg", tr->cmds[cmd].what);
+}

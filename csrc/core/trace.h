@@ -1,0 +1,13 @@
+/* trace.h: finishing and freeing a captured trace (capture.h records it). tl_trace_bind names the slots:
+ * slots[0..ninputs) the inputs (rebound to the caller's buffers at each replay), then the outputs, storages
+ * the arena gave (fresh blocks at each replay). A slot a native kernel touches is copied instead of rebound
+ * (the BLAS path learns buffer pointers per cl_mem): an input into the traced buffer before the commands,
+ * an output out of it after them. */
+#ifndef TL_TRACE_H
+#define TL_TRACE_H
+#include "capture.h"
+
+tl_status tl_trace_bind(tl_trace *tr, tl_storage *const *slots, int nslots, int ninputs, tl_err *err);
+tl_status tl_trace_set_arg(tl_trace *tr, int cmd, cl_uint idx, size_t size, const void *value, tl_err *err);
+void      tl_trace_free(tl_trace *tr);                 /* releases what it holds; NULL is a no-op */
+#endif

@@ -1,0 +1,169 @@
+"""tlgpu.jit: run a function's device work as one captured trace (docs/jit.md).
+
+    @tlgpu.jit
+    def train_step(x, y):
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+The first call with a new signature runs eagerly (it creates the lazily made state: gradients, optimizer
+moments, kernels); the second traces: it runs for real while every device command is recorded with its
+arguments; later calls replay the recording from C, with the new input tensors bound in place of the traced
+ones and fresh output tensors returned. A signature is the structure of the arguments, each tensor's
+shape/strides/offset/dtype/requires_grad, which inputs share storage, the values of the non-tensor
+arguments and the grad mode: a different one traces again (at most `max_traces` are kept).
+
+What replays: every kernel, copy and native BLAS call the function enqueued, in order; in-place updates of
+parameters, optimizer state and buffers (they write the same buffers again); random ops (each replay draws
+the next numbers of the generator, as eager calls would); autograd inside the function; the optimizers'
+step counts and learning rates (they refresh their scalar arguments before each replay, so schedulers work).
+What does not: Python side effects (appending to a list, rebinding an attribute to a new tensor: carry such
+state in and out as arguments, or update it in place); host data turned into a tensor inside the function
+(captured as a constant). A host read inside the function (numpy(), item(), tolist(), float(), bool(), an
+`if` on a tensor) raises RuntimeError naming tlgpu.jit instead of freezing a stale value.
+"""
+import functools
+import threading
+from collections import OrderedDict
+
+from . import _C
+
+__all__ = ["jit", "Jitted", "is_tracing"]
+
+_local = threading.local()
+
+
+def is_tracing():
+    """True while this thread records a trace (the traced call of a jitted function)."""
+    return _C._jit_capturing()
+
+
+def _on_replay(fn):
+    """Registers fn(trace) to run before each replay of the trace being recorded (the optimizers refresh
+    their step-dependent scalars this way). A no-op when nothing is being traced."""
+    hooks = getattr(_local, "hooks", None)
+    if hooks is not None and _C._jit_capturing():
+        hooks.append(fn)
+
+
+def _flatten(obj, tensors):
+    """(structure, tensors appended in order): tensors become their index, lists/tuples/dicts recurse, other
+    values stay as they are (they must be hashable to be part of a signature)."""
+    if isinstance(obj, _C.Tensor):
+        tensors.append(obj)
+        return ("T", len(tensors) - 1)
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__, tuple(_flatten(v, tensors) for v in obj))
+    if isinstance(obj, dict):
+        return ("dict", tuple((k, _flatten(v, tensors)) for k, v in obj.items()))
+    return ("V", obj)
+
+
+def _unflatten(struct, tensors):
+    tag, val = struct
+    if tag == "T":
+        return tensors[val]
+    if tag == "list":
+        return [_unflatten(v, tensors) for v in val]
+    if tag == "tuple":
+        return tuple(_unflatten(v, tensors) for v in val)
+    if tag == "dict":
+        return {k: _unflatten(v, tensors) for k, v in val}
+    return val
+
+
+class _Entry:
+    __slots__ = ("trace", "out_struct", "hooks")
+
+    def __init__(self, trace, out_struct, hooks):
+        self.trace, self.out_struct, self.hooks = trace, out_struct, hooks
+
+
+class Jitted:
+    """A jitted function (tlgpu.jit(fn)): call it as fn. traces() lists the signatures traced;
+    memory_plan() reports the newest trace's device memory and command counts."""
+
+    def __init__(self, fn, max_traces=8):
+        if not callable(fn):
+            raise TypeError(f"tlgpu.jit: expected a callable, got {type(fn).__name__}")
+        if max_traces < 1:
+            raise ValueError(f"tlgpu.jit: max_traces must be >= 1, got {max_traces}")
+        self.fn = fn
+        self.max_traces = int(max_traces)
+        self._entries = OrderedDict()
+        self._seen = set()
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, objtype=None):             # a jitted method: bind like a function would
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    def _key(self, args, kwargs):
+        tensors = []
+        struct = _flatten((args, kwargs), tensors)
+        key = (struct, _C._jit_key(tensors), _C.is_grad_enabled())
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError("tlgpu.jit: every argument must be a tensor, a list/tuple/dict of them, or a hashable "
+                            "value (non-tensor values are part of the signature)") from None
+        return key, tensors
+
+    def __call__(self, *args, **kwargs):
+        if _C._jit_capturing():                      # inside another traced function: part of its trace
+            return self.fn(*args, **kwargs)
+        key, tensors = self._key(args, kwargs)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            for hook in entry.hooks:
+                hook(entry.trace)
+            return _unflatten(entry.out_struct, entry.trace.replay(tensors))
+        if key not in self._seen:                    # first call: eager, makes the lazy state
+            self._seen.add(key)
+            return self.fn(*args, **kwargs)
+        return self._trace(key, args, kwargs, tensors)
+
+    def _trace(self, key, args, kwargs, tensors):
+        _local.hooks = hooks = []
+        _C._jit_begin()
+        try:
+            out = self.fn(*args, **kwargs)
+            outs = []
+            out_struct = _flatten(out, outs)
+        except BaseException:
+            _C._jit_abort()
+            raise
+        finally:
+            _local.hooks = None
+        trace = _C._jit_end(tensors, outs)
+        self._entries[key] = _Entry(trace, out_struct, hooks)
+        while len(self._entries) > self.max_traces:
+            self._entries.popitem(last=False)
+        return out
+
+    def traces(self):
+        """The number of signatures with a trace kept."""
+        return len(self._entries)
+
+    def memory_plan(self):
+        """The newest trace's plan: arena_bytes (intermediates and state the trace made, shared by liveness),
+        arena_blocks, reused_blocks, held_bytes (buffers made before the trace that it touches: parameters,
+        optimizer state), output_bytes (fresh blocks each replay returns), commands, kernels, copies, native,
+        inputs, replays. None before the first trace."""
+        if not self._entries:
+            return None
+        return next(reversed(self._entries.values())).trace.memory_plan()
+
+    def reset(self):
+        """Drops every trace (the next call runs eagerly again)."""
+        self._entries.clear()
+        self._seen.clear()
+
+
+def jit(fn=None, *, max_traces=8):
+    """tlgpu.jit(fn) or @tlgpu.jit / @tlgpu.jit(max_traces=N): see the module's doc."""
+    if fn is None:
+        return lambda f: Jitted(f, max_traces)
+    return Jitted(fn, max_traces)
