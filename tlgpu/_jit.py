@@ -150,8 +150,9 @@ class Jitted:
     def memory_plan(self):
         """The newest trace's plan: arena_bytes (intermediates and state the trace made, shared by liveness),
         arena_blocks, reused_blocks, held_bytes (buffers made before the trace that it touches: parameters,
-        optimizer state), output_bytes (fresh blocks each replay returns), commands, kernels, copies, native,
-        inputs, replays. None before the first trace."""
+        optimizer state), output_bytes (fresh blocks each replay returns), commands (kernels + copies + native
+        BLAS calls), slot_copies (inputs/outputs a native call touches, copied rather than rebound), inputs,
+        replays. None before the first trace."""
         if not self._entries:
             return None
         return next(reversed(self._entries.values())).trace.memory_plan()

@@ -563,6 +563,7 @@ tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
         const tl_slot_copy *c = &tr->copies[i];
         if (c->slot >= tr->ninputs) continue;
         const tl_storage *src = slots[c->slot];
+        if (src->mem == c->traced->mem) continue;      /* the traced tensor itself again */
         routine = "clEnqueueCopyBuffer";
         rc = clEnqueueCopyBuffer(rt->q0, src->mem, c->traced->mem, 0, 0,
                                  src->nbytes < c->traced->nbytes ? src->nbytes : c->traced->nbytes, 0, NULL, NULL);

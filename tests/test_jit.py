@@ -1,0 +1,297 @@
+"""tlgpu.jit: replays equal eager results (forward, training, random draws), retraces on new signatures, keeps
+in-place state, allocates only its outputs per replay, and refuses host reads inside a trace."""
+import numpy as np
+import pytest
+
+import tlgpu
+import tlgpu.nn.functional as F
+from tlgpu import nn
+from conftest import needs_pool
+
+
+def test_forward_replays_match_numpy(rng):
+    def f(x, y):
+        return (x * y + x).relu().sum(1), x - 1, (x @ y.T).tanh()
+    jf = tlgpu.jit(f)
+    for _ in range(6):
+        a = rng.standard_normal((5, 7)).astype(np.float32)
+        b = rng.standard_normal((5, 7)).astype(np.float32)
+        s, d, m = jf(tlgpu.tensor(a), tlgpu.tensor(b))
+        np.testing.assert_allclose(s.numpy(), np.maximum(a * b + a, 0).sum(1), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(d.numpy(), a - 1)
+        np.testing.assert_allclose(m.numpy(), np.tanh(a @ b.T), rtol=1e-5, atol=1e-5)
+    assert jf.traces() == 1
+    assert jf.memory_plan()["replays"] == 4          # call 1 eager, call 2 traced, 4 replays
+
+
+def test_outputs_are_fresh_tensors_each_call(rng):
+    jf = tlgpu.jit(lambda x: x * 2)
+    outs = []
+    for _ in range(5):
+        a = rng.standard_normal(9).astype(np.float32)
+        outs.append((a, jf(tlgpu.tensor(a))))
+    for a, o in outs:                                 # an earlier result is not overwritten by a later replay
+        np.testing.assert_array_equal(o.numpy(), a * 2)
+
+
+def _mlp(seed, opt_cls, **kw):
+    tlgpu.manual_seed(seed)
+    m = nn.Sequential(nn.Linear(8, 32), nn.Tanh(), nn.Linear(32, 3))
+    return m, opt_cls(m.parameters(), **kw)
+
+
+def _step(model, opt):
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        tlgpu.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+        return loss
+    return step
+
+
+@pytest.mark.parametrize("opt_cls,kw", [(tlgpu.optim.Adam, dict(lr=1e-2)), (tlgpu.optim.AdamW, dict(lr=1e-2)),
+                                        (tlgpu.optim.SGD, dict(lr=0.1, momentum=0.9)),
+                                        (tlgpu.optim.RAdam, dict(lr=1e-2))])
+def test_training_replays_equal_eager(rng, opt_cls, kw):
+    m1, o1 = _mlp(3, opt_cls, **kw)
+    m2, o2 = _mlp(3, opt_cls, **kw)
+    eager, jitted = _step(m1, o1), tlgpu.jit(_step(m2, o2))
+    sched = tlgpu.optim.lr_scheduler.StepLR(o2, step_size=4, gamma=0.5)
+    sched1 = tlgpu.optim.lr_scheduler.StepLR(o1, step_size=4, gamma=0.5)
+    warm = 8 if opt_cls is tlgpu.optim.RAdam else 0   # RAdam's first steps switch kernels: trace after them
+    for i in range(warm + 12):
+        x = rng.standard_normal((16, 8)).astype(np.float32)
+        y = rng.integers(0, 3, 16).astype(np.int32)
+        l1 = eager(tlgpu.tensor(x), tlgpu.tensor(y)).item()
+        step = eager if i < warm else jitted
+        if i < warm:
+            _step(m2, o2)(tlgpu.tensor(x), tlgpu.tensor(y))
+            l2 = l1
+        else:
+            l2 = jitted(tlgpu.tensor(x), tlgpu.tensor(y)).item()
+        assert step is not None
+        sched.step()
+        sched1.step()
+        assert l1 == pytest.approx(l2, rel=1e-6, abs=1e-7)
+    for a, b in zip(m1.parameters(), m2.parameters()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7)
+    assert jitted.traces() == 1
+    st1, st2 = o1.state_dict(), o2.state_dict()     # the step counts advanced through the replays too
+    assert [s.get("step") for s in st1["state"].values()] == [s.get("step") for s in st2["state"].values()]
+
+
+def test_new_shapes_and_grad_mode_trace_again(rng):
+    jf = tlgpu.jit(lambda x: (x * x).sum())
+    for n in (3, 4, 3, 4, 3, 4):
+        a = rng.standard_normal(n).astype(np.float32)
+        assert jf(tlgpu.tensor(a)).item() == pytest.approx(float((a * a).sum()), rel=1e-5)
+    assert jf.traces() == 2
+    with tlgpu.no_grad():
+        for _ in range(3):
+            jf(tlgpu.tensor(a))
+    assert jf.traces() == 3
+    a = rng.standard_normal((2, 4)).astype(np.float32)
+    t = tlgpu.tensor(a)
+    for _ in range(3):                                # a transposed view: its strides are another signature
+        assert jf(t.T).item() == pytest.approx(float((a * a).sum()), rel=1e-5)
+    assert jf.traces() == 4
+
+
+def test_random_ops_draw_what_eager_calls_draw():
+    def f(x):
+        return x + tlgpu.randn(*x.shape), tlgpu.rand(3), F.dropout(x, 0.5, training=True)
+    x = tlgpu.ones(64)
+    tlgpu.manual_seed(7)
+    eager = [[t.numpy() for t in f(x)] for _ in range(5)]
+    tlgpu.manual_seed(7)
+    jf = tlgpu.jit(f)
+    jitted = [[t.numpy() for t in jf(x)] for _ in range(5)]
+    for e, j in zip(eager, jitted):
+        for a, b in zip(e, j):
+            np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(jitted[3][0], jitted[4][0])   # fresh numbers on every replay
+
+
+def test_in_place_state_persists(rng):
+    acc = tlgpu.zeros(6)
+    jf = tlgpu.jit(lambda x: acc.add_(x * 2))
+    total = np.zeros(6, np.float32)
+    for _ in range(7):
+        a = rng.standard_normal(6).astype(np.float32)
+        total += a * 2
+        out = jf(tlgpu.tensor(a))
+    np.testing.assert_allclose(acc.numpy(), total, rtol=1e-5, atol=1e-6)
+    assert out is acc                                 # an output that is captured state comes back as itself
+
+
+def test_outputs_that_are_inputs_or_views_of_them(rng):
+    jf = tlgpu.jit(lambda x, y: (x[1:], y, x.T))
+    for _ in range(4):
+        a = rng.standard_normal((3, 4)).astype(np.float32)
+        b = rng.standard_normal(2).astype(np.float32)
+        x, y = tlgpu.tensor(a), tlgpu.tensor(b)
+        v, w, t = jf(x, y)
+        np.testing.assert_array_equal(v.numpy(), a[1:])
+        np.testing.assert_array_equal(t.numpy(), a.T)
+        np.testing.assert_array_equal(w.numpy(), b)
+
+
+def test_aliased_inputs_are_another_signature(rng):
+    jf = tlgpu.jit(lambda x, y: x + y)
+    a = tlgpu.tensor(rng.standard_normal(5).astype(np.float32))
+    b = tlgpu.tensor(rng.standard_normal(5).astype(np.float32))
+    for _ in range(3):
+        np.testing.assert_allclose(jf(a, a).numpy(), 2 * a.numpy())
+        np.testing.assert_allclose(jf(a, b).numpy(), a.numpy() + b.numpy())
+    assert jf.traces() == 2
+
+
+@pytest.mark.parametrize("read", ["item", "numpy", "bool", "tolist", "synchronize"])
+def test_host_read_inside_a_trace_raises(read):
+    def f(x):
+        y = x * 2
+        if read == "item":
+            y.sum().item()
+        elif read == "numpy":
+            y.numpy()
+        elif read == "bool":
+            if (y.sum() > 0):
+                pass
+        elif read == "tolist":
+            y.tolist()
+        else:
+            tlgpu.synchronize()
+        return y
+    jf = tlgpu.jit(f)
+    x = tlgpu.ones(4)
+    jf(x)                                             # the eager call may read
+    with pytest.raises(RuntimeError, match="tlgpu.jit"):
+        jf(x)
+    assert not tlgpu._C._jit_capturing()             # the failed trace was dropped
+    np.testing.assert_array_equal((x * 3).numpy(), 3 * np.ones(4))
+
+
+def test_error_inside_the_traced_call_drops_the_trace():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyError("boom")
+        return x + 1
+    jf = tlgpu.jit(f)
+    x = tlgpu.ones(3)
+    jf(x)
+    with pytest.raises(KeyError):
+        jf(x)
+    assert not tlgpu._C._jit_capturing()
+    assert jf.traces() == 0
+    np.testing.assert_array_equal(jf(x).numpy(), 2 * np.ones(3))   # traces now
+    np.testing.assert_array_equal(jf(x).numpy(), 2 * np.ones(3))   # replays
+    assert jf.traces() == 1
+
+
+def test_nested_jit_is_part_of_the_outer_trace(rng):
+    inner = tlgpu.jit(lambda x: x * 3)
+    outer = tlgpu.jit(lambda x: inner(x) + 1)
+    for _ in range(5):
+        a = rng.standard_normal(4).astype(np.float32)
+        np.testing.assert_allclose(outer(tlgpu.tensor(a)).numpy(), a * 3 + 1, rtol=1e-6)
+
+
+def test_non_tensor_arguments_are_part_of_the_signature(rng):
+    jf = tlgpu.jit(lambda x, k: x * k)
+    a = rng.standard_normal(4).astype(np.float32)
+    for k in (2.0, 3.0, 2.0, 3.0, 2.0):
+        np.testing.assert_allclose(jf(tlgpu.tensor(a), k).numpy(), a * k, rtol=1e-6)
+    assert jf.traces() == 2
+    with pytest.raises(TypeError, match="hashable"):
+        jf(tlgpu.tensor(a), {1.0})                    # a set: not a container jit walks, not hashable
+
+
+def test_replay_counts_and_enqueues(rng):
+    m, opt = _mlp(0, tlgpu.optim.Adam, lr=1e-3)
+    jf = tlgpu.jit(_step(m, opt))
+    x = tlgpu.tensor(rng.standard_normal((16, 8)).astype(np.float32))
+    y = tlgpu.tensor(rng.integers(0, 3, 16).astype(np.int32))
+    jf(x, y)
+    jf(x, y)
+    tlgpu.synchronize()
+    plan = jf.memory_plan()
+    xs = [tlgpu.tensor(rng.standard_normal((16, 8)).astype(np.float32)) for _ in range(5)]
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    for x in xs:                                      # new inputs: a slot a BLAS call reads is copied in
+        jf(x, y)
+    st = tlgpu.stream_stats()
+    assert st["waits"] == 0                           # a replay never waits for the device
+    assert st["enqueued"] == 5 * (plan["commands"] + plan["slot_copies"])
+    assert st["flushes"] >= 5                         # one flush ends every replay
+
+
+@needs_pool
+def test_replay_allocates_only_its_outputs(rng):
+    m, opt = _mlp(0, tlgpu.optim.Adam, lr=1e-3)
+    jf = tlgpu.jit(_step(m, opt))
+    x = tlgpu.tensor(rng.standard_normal((16, 8)).astype(np.float32))
+    y = tlgpu.tensor(rng.integers(0, 3, 16).astype(np.int32))
+    for _ in range(3):
+        jf(x, y)
+    tlgpu.synchronize()
+    before = tlgpu.memory_stats()
+    for _ in range(20):
+        loss = jf(x, y)
+    del loss
+    tlgpu.synchronize()
+    after = tlgpu.memory_stats()
+    assert after["allocations"] - before["allocations"] == 20   # the loss, one block per call
+    assert after["live"] == before["live"]
+    plan = jf.memory_plan()
+    assert plan["arena_bytes"] > 0 and plan["reused_blocks"] > 0 and plan["held_bytes"] > 0
+
+
+@needs_pool
+def test_dropping_the_jitted_function_frees_its_trace(rng):
+    import gc
+    gc.collect()
+    tlgpu.synchronize()
+    live0 = tlgpu.memory_stats()["live"]
+    w = tlgpu.tensor(rng.standard_normal((32, 32)).astype(np.float32))
+    jf = tlgpu.jit(lambda x: ((x @ w).relu() @ w).sum(0))
+    x = tlgpu.tensor(rng.standard_normal((8, 32)).astype(np.float32))
+    for _ in range(4):
+        jf(x)
+    assert tlgpu.memory_stats()["live"] > live0
+    del jf, w, x
+    gc.collect()
+    assert tlgpu.memory_stats()["live"] == live0
+
+
+def test_decorator_forms_and_methods(rng):
+    class Policy:
+        def __init__(self):
+            tlgpu.manual_seed(0)
+            self.net = nn.Linear(4, 2)
+
+        @tlgpu.jit
+        def act(self, obs):
+            return self.net(obs).softmax(-1)
+
+    @tlgpu.jit(max_traces=1)
+    def sq(x):
+        return x * x
+    p = Policy()
+    for _ in range(4):
+        a = rng.standard_normal((3, 4)).astype(np.float32)
+        w, b = p.net.weight.numpy(), p.net.bias.numpy()
+        z = a @ w.T + b
+        e = np.exp(z - z.max(-1, keepdims=True))
+        np.testing.assert_allclose(p.act(tlgpu.tensor(a)).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5)
+        np.testing.assert_array_equal(sq(tlgpu.tensor(a)).numpy(), a * a)
+    for n in (2, 3, 2):
+        sq(tlgpu.ones(n))
+    assert sq.traces() == 1
+    with pytest.raises(TypeError):
+        tlgpu.jit(3)
