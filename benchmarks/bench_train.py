@@ -5,6 +5,7 @@ also runs on the OpenCL GEMM kernels (the path off), in the same run; there each
 forward (the fused linear: bias written into C, then sgemm) and one for its weight and bias gradients.
 Where tlgpu has its TF32 tensor-core path (NVIDIA, compute capability >= 8.0) also a TF32 row each:
 tlgpu.set_matmul_precision("tf32") and PyTorch with allow_tf32.
+The `jit` rows run the same update through tlgpu.jit (docs/jit.md): one trace replayed from C.
 Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
 import os
 import sys
@@ -28,17 +29,22 @@ def data():
     return rng.standard_normal((BATCH, SIZES[0])).astype(np.float32), rng.integers(0, 10, BATCH).astype(np.int32)
 
 
-def bench_tlgpu(read_loss):
+def bench_tlgpu(read_loss, jit=False):
     x_np, y_np = data()
     x, y = tlgpu.tensor(x_np), tlgpu.tensor(y_np)
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
     opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
 
-    def step():
+    def update(x, y):
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        return loss
+    update = tlgpu.jit(update) if jit else update       # docs/jit.md: call 1 eager, 2 traced, then replays
+
+    def step():
+        loss = update(x, y)
         return float(loss) if read_loss else None
 
     for _ in range(5):
@@ -90,9 +96,11 @@ def main():
     rows = []
     blas = tlgpu.device().type == "cpu" and tlgpu._C._cpu_blas()["loaded"]   # docs/cpu.md
     for read in (False, True):
-        dt, waits, enq = bench_tlgpu(read)
-        rows.append({"what": f"tlgpu{', BLAS' if blas else ''}, loss {'read' if read else 'not read'}",
-                     "ms/step": dt * 1e3, "waits/step": waits, "enqueues/step": enq})
+        for jit in (False, True):
+            dt, waits, enq = bench_tlgpu(read, jit)
+            rows.append({"what": f"tlgpu{', BLAS' if blas else ''}{', jit' if jit else ''}, loss "
+                                 f"{'read' if read else 'not read'}",
+                         "ms/step": dt * 1e3, "waits/step": waits, "enqueues/step": enq})
         if blas:                                       # the same step on the OpenCL GEMM kernels
             tlgpu._C._cpu_blas(enable=False)
             dt, waits, enq = bench_tlgpu(read)
@@ -104,10 +112,11 @@ def main():
             rows.append({"what": f"PyTorch {t[1]}, loss {'read' if read else 'not read'}", "ms/step": t[0] * 1e3})
     if tlgpu._C._gemm_tc()["capability"] >= 80:         # the TF32 rows: tensor cores on both sides
         tlgpu.set_matmul_precision("tf32")
-        dt, waits, enq = bench_tlgpu(False)
+        for jit in (False, True):
+            dt, waits, enq = bench_tlgpu(False, jit)
+            rows.append({"what": f"tlgpu TF32{', jit' if jit else ''}, loss not read", "ms/step": dt * 1e3,
+                         "waits/step": waits, "enqueues/step": enq})
         tlgpu.set_matmul_precision("highest")
-        rows.append({"what": "tlgpu TF32, loss not read", "ms/step": dt * 1e3, "waits/step": waits,
-                     "enqueues/step": enq})
         t = bench_torch(False, tf32=True)
         if t is not None:
             rows.append({"what": f"PyTorch {t[1]} TF32, loss not read", "ms/step": t[0] * 1e3})

@@ -173,6 +173,26 @@ def test_host_read_inside_a_trace_raises(read):
     np.testing.assert_array_equal((x * 3).numpy(), 3 * np.ones(4))
 
 
+@pytest.mark.parametrize("how", ["tensor", "index"])
+def test_host_data_uploaded_inside_a_trace_raises(rng, how):
+    idx = np.array([2, 0, 1])
+
+    def f(x):
+        if how == "tensor":
+            return x + tlgpu.tensor(rng.standard_normal(3).astype(np.float32))
+        return x[idx]                                 # an index array: uploaded, would replay as a constant
+    jf = tlgpu.jit(f)
+    x = tlgpu.ones(3)
+    jf(x)
+    with pytest.raises(RuntimeError, match="tlgpu.jit.*argument"):
+        jf(x)
+    i = tlgpu.tensor(idx.astype(np.int32))           # the fix the message names: a tensor argument
+    jg = tlgpu.jit(lambda x, i: x.gather(0, i))      # (gather checks its index on the device: no host read)
+    for _ in range(3):
+        a = rng.standard_normal(3).astype(np.float32)
+        np.testing.assert_array_equal(jg(tlgpu.tensor(a), i).numpy(), a[idx])
+
+
 def test_error_inside_the_traced_call_drops_the_trace():
     calls = []
 

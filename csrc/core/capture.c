@@ -145,12 +145,12 @@ new_cmd(capture *c, int kind, const char *what)
     return m;
 }
 
-/* Retains s once for the trace unless the arena gave its block (pinned: even then). */
+/* Retains s once for the trace unless the arena gave its block. */
 static void
-hold_storage(capture *c, tl_storage *s, int pinned)
+hold(capture *c, tl_storage *s)
 {
     tl_trace *tr = c->tr;
-    if (s == NULL || (s->arena == tr->arena && !pinned)) return;
+    if (s == NULL || s->arena == tr->arena) return;
     if (2 * (tr->nheld + 1) > c->setcap) {                 /* grow the set (and rehash) */
         int cap = c->setcap ? 2 * c->setcap : 64;
         tl_storage **set = calloc((size_t)cap, sizeof *set);
@@ -181,16 +181,16 @@ hold_storage(capture *c, tl_storage *s, int pinned)
     tr->held[tr->nheld++] = s;
 }
 
-static void
-hold(capture *c, tl_storage *s)
-{
-    hold_storage(c, s, 0);
-}
-
 void
-tl_capture_pin(tl_storage *s)
+tl_capture_drop_last(void)
 {
-    if (cur != NULL) hold_storage(cur, s, 1);
+    capture *c = cur;
+    if (c == NULL || c->tr->ncmds == 0) return;
+    tl_cmd *m = &c->tr->cmds[--c->tr->ncmds];          /* what it held stays held: harmless */
+    if (m->k != NULL) clReleaseKernel(m->k);
+    free(m->mems);
+    free(m->args);
+    free(m->loc);
 }
 
 static int

@@ -57,7 +57,7 @@ tl_trace *tl_capture_current(void);                    /* this thread's, NULL wh
 void tl_capture_arg(cl_kernel k, cl_uint idx, size_t size, const void *value);
 void tl_capture_rng(int seed_arg, int block_arg, uint64_t used);   /* tags the last command as a draw */
 int  tl_capture_last(void);                            /* index of the last recorded command, -1: none */
-void tl_capture_pin(tl_storage *s);    /* host data uploaded into s: the trace keeps s, even an arena block */
+void tl_capture_drop_last(void);       /* the last command needs no replay (a one-time setup of a buffer) */
 
 /* Called by stream.c after each q0 command it enqueued while capturing. */
 void tl_capture_kernel(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws, tl_storage *const *st,

@@ -439,12 +439,18 @@ tl_stream_upload(tl_storage *s, size_t off, const void *src, size_t n, tl_err *e
     cl_event mk = NULL, ev = NULL;
     cl_int rc;
     tl_status st = tl_runtime_get(&rt, err);
+    if (st == TL_OK && tl_capture_current() != NULL) {   /* a replay would repeat the same bytes: refuse */
+        tl_err_set(err, TL_E_STATE, "tlgpu.jit", "host data uploaded inside a traced function (tensor() or "
+                   "from_numpy of an array, indexing with a list or a numpy array, copy_ from numpy) would replay "
+                   "as the same constant every call: pass it in as a tensor argument, or make it outside the "
+                   "function");
+        return TL_E_STATE;
+    }
     if (st != TL_OK) return st;
     make_staging_room(n);
     void *copy = malloc(n);                            /* the caller's memory may go away before the write */
     if (copy == NULL) return tl_err_set(err, TL_E_NOMEM, "tl_stream_upload", "host staging copy");
     memcpy(copy, src, n);
-    tl_capture_pin(s);                                 /* host data: a trace keeps it as a constant */
     pthread_mutex_lock(&slock);
     st = marker_covering(rt, s->use_seq, &mk, err);   /* a recycled block may still be in use on q0 */
     if (st == TL_OK) {

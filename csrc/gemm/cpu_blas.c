@@ -20,6 +20,7 @@
 #include "cl_runtime.h"
 #include "state.h"
 #include "stream.h"
+#include "capture.h"
 #include "settings.h"
 #include <dlfcn.h>
 #include <pthread.h>
@@ -118,6 +119,7 @@ cell_of(tl_storage *s, tl_err *err)
     const void *loc = &l.mem;
     if (tl_stream_native(learn_ptr, &l, sizeof l, &loc, &s, 1, 0u, "cpu_blas_pointer", err) != TL_OK) return NULL;
     c->queued = 1;                    /* a failed enqueue leaves the cell to try again */
+    tl_capture_drop_last();           /* a trace keeps the buffer alive: its pointer is learnt for good */
     atomic_fetch_add(&n_learnt, 1);
     return c;
 }
