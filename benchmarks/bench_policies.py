@@ -4,6 +4,7 @@ sequences with backward over 64 sequences, Categorical sampling (+ log_prob) of 
 Q(s, a) gather with its backward (a device scatter-add) over 4096 rows. Each is timed
 next to PyTorch on the same hardware class when torch is importable (CUDA when available, else CPU), in the
 same run. Host waits per iteration are counted for tlgpu (they should be 0: one sync ends each timing).
+The `jit` column runs each case through tlgpu.jit (one trace replayed from C; docs/jit.md).
 Usage: python benchmarks/bench_policies.py [--json] [--batch N] [--reps N]"""
 import os
 import sys
@@ -175,16 +176,19 @@ def main():
             "sample": (f"Categorical sample + log_prob, {ROWS} rows x {CATS}", 50),
             "q_gather": (f"Q(s, a) gather + backward (DQN), {ROWS} rows x {CATS}", 50)}
     tl = tlgpu_cases()
+    tlj = {k: tlgpu.jit(f) for k, f in tl.items()}   # the same work replayed from one trace (docs/jit.md)
     th, th_sync, th_name = torch_cases()
     rows = []
     for key, (label, iters) in what.items():
-        t = timed([(tl[key], tlgpu.synchronize)] + ([(th[key], th_sync)] if th is not None else []), iters)
-        row = {"what": label, "tlgpu ms": t[0] * 1e3, "tlgpu waits/iter": tl_waits(tl[key], iters)}
+        cases = [(tl[key], tlgpu.synchronize), (tlj[key], tlgpu.synchronize)]
+        t = timed(cases + ([(th[key], th_sync)] if th is not None else []), iters)
+        row = {"what": label, "tlgpu ms": t[0] * 1e3, "jit ms": t[1] * 1e3,
+               "tlgpu waits/iter": tl_waits(tl[key], iters)}
         if th is not None:
-            row.update({"torch ms": t[1] * 1e3, "tlgpu / torch": t[0] / t[1]})
+            row.update({"torch ms": t[2] * 1e3, "tlgpu / torch": t[0] / t[2], "jit / torch": t[1] / t[2]})
         rows.append(row)
     report("RL policy blocks: conv, GRU, LSTM, Categorical, gather", rows,
-           ["what", "tlgpu ms", "torch ms", "tlgpu / torch", "tlgpu waits/iter"],
+           ["what", "tlgpu ms", "jit ms", "torch ms", "tlgpu / torch", "jit / torch", "tlgpu waits/iter"],
            extra={"reference": th_name or "torch not importable", "median of reps": REPS})
 
 
