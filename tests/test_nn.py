@@ -233,3 +233,37 @@ def test_training_example_reaches_95_percent():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main(steps=300) >= 0.95
+
+
+@pytest.mark.parametrize("cls,decoupled", [(tlgpu.optim.Adam, False), (tlgpu.optim.AdamW, True)])
+def test_adam_over_many_parameters_in_shared_launches(cls, decoupled):
+    """Adam without amsgrad steps up to 8 parameters at the same step in one launch (_adam_multi): 11 parameters
+    of odd sizes (one zero-size), some without a gradient at some steps (so their step counts differ), each
+    against numpy over 12 steps; the launches per step are counted."""
+    shapes = [(5, 3), (7,), (0, 4), (33,), (2, 2, 2), (1,), (65, 3), (9,), (4, 4), (3,), (17, 2)]
+    p0 = [R.standard_normal(s).astype(np.float32) for s in shapes]
+    ps = [tlgpu.tensor(a, requires_grad=True) for a in p0]
+    opt = cls(ps, lr=0.02, weight_decay=0.03)
+    ref, grads = [a.astype(np.float64) for a in p0], [[] for _ in shapes]
+    for step in range(12):
+        steps = {}
+        for k, p in enumerate(ps):
+            if (k + step) % 5 == 0:                    # no gradient for this one now: it skips the step
+                p.grad = None
+                continue
+            g = R.standard_normal(shapes[k]).astype(np.float32)
+            p.grad = tlgpu.tensor(g)
+            grads[k].append(g.astype(np.float64))
+            if p.numel():
+                steps[len(grads[k])] = steps.get(len(grads[k]), 0) + 1
+        held = {id(q) for q in opt.state}
+        fresh = sum(2 for p in ps if p.grad is not None and p.numel() and id(p) not in held)   # zeros(): m, v
+        tlgpu.synchronize()
+        tlgpu.reset_stream_stats()
+        opt.step()                                     # one launch per 8 parameters at the same step count
+        assert tlgpu.stream_stats()["enqueued"] == fresh + sum((n + 7) // 8 for n in steps.values()), (step, steps)
+    for k in range(len(shapes)):
+        want = _np_adam(ref[k], grads[k], 0.02, 0.9, 0.999, 1e-8, 0.03, decoupled, False)
+        np.testing.assert_allclose(ps[k].numpy(), want, rtol=1e-5, atol=1e-6)
+        if shapes[k][0]:
+            assert opt.state[ps[k]]["step"] == len(grads[k])

@@ -100,6 +100,80 @@ fn_adam_step(PyObject *Py_UNUSED(m), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _adam_multi(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2):
+ * Adam/AdamW without amsgrad over up to 8 parameters at the same step, one launch (tl_adam8_f32). */
+static PyObject *
+fn_adam_multi(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh = TL_KERNEL("optim", "tl_adam8_f32");
+    enum { K = 8 };
+    PyObject *lists[4];
+    float sc[5], bc1, bc2;
+    int decoupled;
+    if (!PyArg_ParseTuple(args, "OOOOfffffpff:_adam_multi", &lists[0], &lists[1], &lists[2], &lists[3], &sc[0],
+                          &sc[1], &sc[2], &sc[3], &sc[4], &decoupled, &bc1, &bc2))
+        return NULL;
+    Py_ssize_t n = PySequence_Size(lists[0]);
+    if (n < 1 || n > K) return PyErr_Format(PyExc_ValueError, "adam: _adam_multi takes 1 to %d parameters", K);
+    for (int j = 1; j < 4; j++)
+        if (PySequence_Size(lists[j]) != n) return PyErr_Format(PyExc_ValueError, "adam: list lengths differ");
+    tl_storage *st[4 * K] = {NULL};
+    tl_tensor *params[K] = {NULL};
+    cl_mem mem[4 * K];
+    cl_int ends[K];
+    long total = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *ts[4];
+        for (int j = 0; j < 4; j++) {
+            ts[j] = PySequence_GetItem(lists[j], k);
+            if (ts[j] == NULL) { for (int q = 0; q < j; q++) Py_DECREF(ts[q]); return NULL; }
+            Py_DECREF(ts[j]);                         /* the lists keep them alive */
+        }
+        if (check_group("adam", ts, 4, 0u) < 0) return NULL;
+        for (int j = 0; j < 4; j++) {
+            tl_tensor *t = tl_tensor_CAST(ts[j]);
+            if (t->offset != 0)
+                return PyErr_Format(PyExc_ValueError, "adam: tensors must start at element 0 (a slice)");
+            st[4 * k + j] = t->storage;
+        }
+        params[k] = tl_tensor_CAST(ts[0]);
+        total += (long)tl_tensor_numel(params[k]);
+        if (total > INT32_MAX) return PyErr_Format(PyExc_ValueError, "adam: more than 2**31-1 elements in one call");
+        ends[k] = (cl_int)total;
+    }
+    if (total == 0) Py_RETURN_NONE;
+    int real = 0;                                     /* a parameter with a buffer (total > 0: one exists) */
+    while (st[4 * real] == NULL) real++;
+    for (int k = 0; k < K; k++) {                     /* zero-size or unused slots alias it, never reached */
+        const int use = k < n && st[4 * k] != NULL ? k : real;
+        for (int j = 0; j < 4; j++) mem[4 * k + j] = st[4 * use + j]->mem;
+        if (k >= n) ends[k] = (cl_int)total;
+    }
+    cl_kernel k = tl_kernel_py(&kh);
+    if (k == NULL) return NULL;
+    size_t sz[1 + 4 * K + 8];
+    const void *val[1 + 4 * K + 8];
+    sz[0] = sizeof ends;
+    val[0] = ends;
+    for (int i = 0; i < 4 * K; i++) { sz[1 + i] = sizeof(cl_mem); val[1 + i] = &mem[i]; }
+    const void *scal[8] = {&sc[0], &sc[1], &sc[2], &sc[3], &sc[4], &decoupled, &bc1, &bc2};
+    for (int i = 0; i < 8; i++) { sz[1 + 4 * K + i] = 4; val[1 + 4 * K + i] = scal[i]; }
+    if (tl_set_args(k, 0, 1 + 4 * K + 8, sz, val) < 0) return NULL;
+    unsigned written = 0;
+    tl_storage *touched[4 * K];
+    int nt = 0;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        if (st[4 * q] == NULL) continue;
+        tl_mark_write(params[q], kh.name);
+        for (int j = 0; j < 4; j++) {
+            if (j != 1) written |= 1u << nt;           /* p, m, v written; g read */
+            touched[nt++] = st[4 * q + j];
+        }
+    }
+    if (tl_launch_1d(&kh, (size_t)total, touched, nt, written) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* RAdam: the step's scalars (step_size, adaptive: rho_t > 5) come from the host (tlgpu/optim). */
 static PyObject *
 fn_radam_step(PyObject *Py_UNUSED(m), PyObject *args)
@@ -123,6 +197,9 @@ static const PyMethodDef optim_functions[] = {
      "_sgd_step(p, g, buf|None, lr, momentum, dampening, weight_decay, nesterov, first): one fused SGD step."},
     {"_adam_step", fn_adam_step, METH_VARARGS,
      "_adam_step(p, g, m, v, vmax|None, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2, amsgrad)."},
+    {"_adam_multi", fn_adam_multi, METH_VARARGS,
+     "_adam_multi(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2): "
+     "Adam without amsgrad over up to 8 parameters at one step, one launch."},
     {"_radam_step", fn_radam_step, METH_VARARGS,
      "_radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, adaptive)."},
     {NULL, NULL, 0, NULL},

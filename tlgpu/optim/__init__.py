@@ -23,16 +23,18 @@ class _Replay:
         self.scalars = scalars                         # (group, state, t) -> {argument index: float}
         self.items = []
 
-    def launched(self, before, p, st, group):
+    def launched(self, before, states, group):
+        """After a launch for the parameters whose states are `states` (a list)."""
         cmd = _C._jit_last_command()
-        if cmd != before:                              # a zero-size parameter launches nothing
-            self.items.append((cmd, st, group))
+        if cmd != before:                              # zero-size parameters launch nothing
+            self.items.append((cmd, states, group))
 
     def __call__(self, trace):
-        for cmd, st, group in self.items:
-            if "step" in st:
-                st["step"] += 1
-            for idx, value in self.scalars(group, st).items():
+        for cmd, states, group in self.items:
+            for st in states:
+                if "step" in st:
+                    st["step"] += 1
+            for idx, value in self.scalars(group, states[0]).items():
                 trace.set_arg(cmd, idx, value, "f")
 
 
@@ -155,7 +157,7 @@ class SGD(Optimizer):
                 _C._sgd_step(p, g, st.get("momentum_buffer"), group["lr"], group["momentum"], group["dampening"],
                              group["weight_decay"], group["nesterov"], first)
                 if rec:
-                    rec.launched(before, p, st, group)
+                    rec.launched(before, [st], group)
 
 
 class Adam(Optimizer):
@@ -177,24 +179,59 @@ class Adam(Optimizer):
         return {6: group["lr"], 7: b1, 8: b2, 9: group["eps"], 10: group["weight_decay"], 12: 1 - b1 ** t,
                 13: 1 - b2 ** t}
 
+    @staticmethod
+    def _multi_scalars(group, st):
+        """tl_adam8_f32's (csrc/ops/ops_optim.c): lr, beta1, beta2, eps, weight_decay at 33-37, bias
+        corrections at 39-40."""
+        b1, b2 = group["betas"]
+        t = st["step"]
+        return {33: group["lr"], 34: b1, 35: b2, 36: group["eps"], 37: group["weight_decay"], 39: 1 - b1 ** t,
+                40: 1 - b2 ** t}
+
     def step(self):
+        """Without amsgrad, one launch per 8 parameters at the same step (_adam_multi: a small network's step is
+        one launch); with amsgrad, one per parameter."""
         rec = _recorder(self._scalars)
+        rec_multi = _recorder(self._multi_scalars)
         for group in self.param_groups:
             b1, b2 = group["betas"]
+            items = []
             for p, g in self._grads(group):
                 st = self.state.get(p)
                 if st is None:
                     st = self.state[p] = {"step": 0, "exp_avg": _C.zeros(*p.shape), "exp_avg_sq": _C.zeros(*p.shape),
                                           "max_exp_avg_sq": _C.zeros(*p.shape) if group["amsgrad"] else None}
                 st["step"] += 1
+                items.append((p, g, st))
+            if not group["amsgrad"]:
+                self._step_multi(group, items, rec_multi)
+                continue
+            for p, g, st in items:
                 t = st["step"]
                 before = _C._jit_last_command() if rec else None
                 _C._adam_step(p, g, st["exp_avg"], st["exp_avg_sq"], st["max_exp_avg_sq"], group["lr"], b1, b2,
                               group["eps"], group["weight_decay"], self._decoupled, 1 - b1 ** t, 1 - b2 ** t,
                               group["amsgrad"])
                 if rec:
-                    rec.launched(before, p, st, group)
+                    rec.launched(before, [st], group)
 
+    def _step_multi(self, group, items, rec):
+        """The parameters grouped by step count (they differ only where some had no gradient at some step),
+        8 per launch."""
+        b1, b2 = group["betas"]
+        by_step = {}
+        for it in items:
+            if it[0].numel():                          # zero-size: nothing to update
+                by_step.setdefault(it[2]["step"], []).append(it)
+        for t, same in by_step.items():
+            for i in range(0, len(same), 8):
+                chunk = same[i:i + 8]
+                before = _C._jit_last_command() if rec else None
+                _C._adam_multi([c[0] for c in chunk], [c[1] for c in chunk], [c[2]["exp_avg"] for c in chunk],
+                               [c[2]["exp_avg_sq"] for c in chunk], group["lr"], b1, b2, group["eps"],
+                               group["weight_decay"], self._decoupled, 1 - b1 ** t, 1 - b2 ** t)
+                if rec:
+                    rec.launched(before, [c[2] for c in chunk], group)
 
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))
@@ -261,7 +298,7 @@ class RAdam(Optimizer):
                 _C._radam_step(p, g, st["exp_avg"], st["exp_avg_sq"], group["lr"], b1, b2, group["eps"],
                                group["weight_decay"], group["decoupled_weight_decay"], step_size, adaptive)
                 if rec:
-                    rec.launched(before, p, st, group)
+                    rec.launched(before, [st], group)
 
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))
