@@ -11,7 +11,9 @@ to feed a --prompt-token prompt in one pass (Decoder.prefill: GEMMs over all row
 8 layers, 16 / 4 heads, hidden 5632, vocab 32000, 1.7 GB float32; the default on GPUs too). On CPU devices with
 the BLAS path (docs/cpu.md) each model runs with it and without it (the OpenCL GEMM kernels) in the same run;
 blas_products counts the products it ran in the decode runs / in the prefill measurement (decode-shaped
-products keep the mul_mv kernel: 0 in decode).
+products keep the mul_mv kernel: 0 in decode). `loop`: sync (a host read of each token, the greedy choice
+on the host), device (token and position stay on the device, one read at the end) or jit (that loop's step
+replayed through tlgpu.jit, docs/jit.md); all three must produce the same tokens.
 """
 import argparse
 import os
@@ -62,17 +64,18 @@ def main():
     for name in models:
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
-        for q4, blas in [(q4, blas) for q4 in (False, True) for blas in modes]:
+        for q4, blas, mode in [(q4, blas, mode) for q4 in (False, True) for blas in modes
+                               for mode in ("sync", "device", "jit")]:
             if blas is not None:                          # CPU BLAS path on / off (docs/cpu.md), same run
                 tlgpu._C._cpu_blas(enable=blas)
             l0 = tlgpu._C._cpu_blas()["launches"]
-            toks, tps, model = td.run(cfg, q4, tokens, runs)
+            toks, tps, model = td.run(cfg, q4, tokens, runs, mode=mode)
             per_tok = model.bytes_per_token()
             floor_s = per_tok / bw
             l1 = tlgpu._C._cpu_blas()["launches"]
             pre = prefill(model, args.prompt, cfg.vocab)
             rows.append({"model": name, "weights": ("q4_0" if q4 else "float32") +
-                         ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"),
+                         ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"), "loop": mode,
                          "tokens_per_s": round(tps, 1),
                          "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),
                          "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
@@ -81,7 +84,7 @@ def main():
             del model
         if modes != [None]:
             tlgpu._C._cpu_blas(enable=True)
-    cols = ["model", "weights", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor",
+    cols = ["model", "weights", "loop", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor",
             "prefill_ms", "prefill_tokens_per_s"] + (["blas_products"] if modes != [None] else [])
     report("Decode", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "tokens": tokens,
                                   "identical_runs (best of)": runs, "prefill_prompt_tokens (best of 3)": args.prompt})

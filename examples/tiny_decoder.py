@@ -91,11 +91,17 @@ class Decoder:
 
     def reset(self):
         """One (2 * Hkv, max_len, D) cache per layer, keys then values, so a single kv_write stores both;
-        kc / vc are its halves (contiguous views)."""
+        kc / vc are its halves (contiguous views). Made once and zeroed in place after: a traced decode step
+        (generate(jit=True)) keeps writing the caches it was traced with."""
         c = self.cfg
-        self.kv = [tlgpu.zeros((2 * c.n_kv_heads, c.max_len, c.head_dim)) for _ in self.layers]
-        self.kc = [kv[:c.n_kv_heads] for kv in self.kv]
-        self.vc = [kv[c.n_kv_heads:] for kv in self.kv]
+        if not hasattr(self, "kv"):
+            self.kv = [tlgpu.zeros((2 * c.n_kv_heads, c.max_len, c.head_dim)) for _ in self.layers]
+            self.kc = [kv[:c.n_kv_heads] for kv in self.kv]
+            self.vc = [kv[c.n_kv_heads:] for kv in self.kv]
+            self._jstep = tlgpu.jit(self.device_step)
+        else:
+            for kv in self.kv:
+                kv.zero_()
 
     def linear(self, x, w):
         return quant.matmul(x, w) if self.q4 else x @ w.T
@@ -105,7 +111,8 @@ class Decoder:
         return quant.addmm(r, x, w) if self.q4 else tlgpu.addmm(r, x, w.T)
 
     def step(self, token, pos):
-        """Logits (1, vocab) after feeding `token` at position `pos`."""
+        """Logits (1, vocab) after feeding `token` at position `pos`: ints, or int32 tensors of one element that
+        the kernels read on the device (embedding, rope, kv_write and attention all take either)."""
         c = self.cfg
         hd = c.head_dim
         x = quant.embedding(self.embed, token)                           # (1, dim); the id a kernel argument
@@ -115,12 +122,19 @@ class Decoder:
             qkv = self.linear(h, lw["wqkv"]).reshape(nq + 2 * nkv, hd)          # q heads, k heads, v heads
             tlgpu.rope(qkv[:nq + nkv], pos, theta=c.theta, inplace=True)       # q and k rotated together
             tlgpu.kv_write(self.kv[i], qkv[nq:], pos)                          # k and v heads in one launch
-            a = tlgpu.attention(qkv[:nq], self.kc[i], self.vc[i], pos + 1)
+            a = tlgpu.attention(qkv[:nq], self.kc[i], self.vc[i], pos, offset=1)   # the first pos + 1
             x = self.residual(x, a.reshape(1, c.dim), lw["wo"])
             h = tlgpu.rms_norm(x, lw["mlp_norm"], eps=c.eps)
             g = self.linear(h, lw["w13"])                                       # (1, 2 * hidden): w1 | w3
             x = self.residual(x, tlgpu.silu_mul(g[:, :hid], g[:, hid:]), lw["w2"])
         return self.linear(tlgpu.rms_norm(x, self.norm, eps=c.eps), self.out)
+
+    def device_step(self, token, pos):
+        """(logits, next token) for int32 tensors token (1,) and pos (1,), advancing pos in place: no host read,
+        so tlgpu.jit can replay it (the greedy choice stays on the device)."""
+        logits = self.step(token, pos)
+        pos.add_(1)
+        return logits, logits.argmax(-1)
 
     def prefill(self, tokens, pos=0):
         """Logits (1, vocab) after feeding `tokens` at positions pos, pos + 1, ... in one pass: GEMMs over all
@@ -142,10 +156,20 @@ class Decoder:
             x = self.residual(x, tlgpu.silu_mul(g[:, :hid], g[:, hid:]), lw["w2"])
         return self.linear(tlgpu.rms_norm(x[T - 1:], self.norm, eps=c.eps), self.out)
 
-    def generate(self, prompt, n_tokens):
+    def generate(self, prompt, n_tokens, device=False, jit=False):
+        """Greedy tokens after the prompt. device=True keeps the token and position on the device (one read at
+        the end instead of one per token); jit=True also replays the step through tlgpu.jit."""
         self.reset()
         tokens, pos = list(prompt), len(prompt)
         logits = self.prefill(prompt)
+        if device or jit:
+            step = self._jstep if jit else self.device_step
+            tok, pos_t, out = logits.argmax(-1), tlgpu.tensor([pos], dtype=tlgpu.int32), []
+            for i in range(n_tokens):
+                out.append(tok)
+                if i + 1 < n_tokens:
+                    logits, tok = step(tok, pos_t)
+            return [int(t) for t in tlgpu.cat(out).tolist()]
         for i in range(n_tokens):
             tokens.append(int(logits.argmax().item()))                # the one sync point per token
             if i + 1 < n_tokens:
@@ -215,14 +239,17 @@ def dequantized(weights):
     return out
 
 
-def run(cfg, q4, n_tokens, runs, seed=0):
+def run(cfg, q4, n_tokens, runs, seed=0, mode="sync"):
+    """mode: "sync" (a host read per token), "device" (token and position stay on the device) or "jit" (the
+    device loop replayed through tlgpu.jit)."""
     model = Decoder(cfg, make_weights(cfg, seed), q4=q4)
     prompt = [1, 2, 3]
-    model.generate(prompt, 2)                                        # warm-up: kernel builds
+    kw = {"device": mode == "device", "jit": mode == "jit"}
+    model.generate(prompt, 4, **kw)                                  # warm-up: kernel builds (and the trace)
     results, times = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
-        results.append(model.generate(prompt, n_tokens))
+        results.append(model.generate(prompt, n_tokens, **kw))
         times.append(time.perf_counter() - t0)
     assert all(r == results[0] for r in results), "greedy generation is not repeatable"
     steps = len(prompt) - 1 + n_tokens
@@ -234,6 +261,8 @@ def main():
     ap.add_argument("--q4", action="store_true", help="q4_0 weights")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--mode", choices=("sync", "device", "jit"), default="sync",
+                    help="a host read per token, the device loop, or the device loop through tlgpu.jit")
     for f in ("dim", "layers", "heads", "kv_heads", "vocab", "hidden"):
         ap.add_argument("--" + f, type=int)
     a = ap.parse_args()
@@ -243,9 +272,10 @@ def main():
         if getattr(a, f) is not None:
             setattr(cfg, attr, getattr(a, f))
     cfg.max_len = max(cfg.max_len, a.tokens + 8)
-    tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs)
+    tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs, mode=a.mode)
     print(f"device: {tlgpu.device().name}")
-    print(f"weights: {'q4_0' if a.q4 else 'float32'}, {model.weight_bytes / 1e6:.2f} MB; {a.runs} runs identical")
+    print(f"weights: {'q4_0' if a.q4 else 'float32'}, {model.weight_bytes / 1e6:.2f} MB; {a.runs} runs identical; "
+          f"mode {a.mode}")
     print(f"tokens: {tokens}")
     print(f"{tps:.1f} tokens/s (best run)")
 

@@ -94,15 +94,19 @@ tl_silu_mul_f32(int n, global const float *x, int offx, global const float *g, i
     y[i] = v / (1.0f + exp(-v)) * g[offg + i];
 }
 
-/* cache (Hkv, max_len, D) at offc; x (Hkv, T, D) contiguous at offx; rows [pos, pos + T) of every head. */
+/* cache (Hkv, max_len, D) at offc; x (Hkv, T, D) contiguous at offx; rows [pos, pos + T) of every head.
+ * With pbuf (not NULL) the position is pbuf[offp] + pos, read on the device (a traced decode step replays
+ * with the position a tensor holds); rows outside the cache are not written there. */
 kernel void
 tl_kv_write_f32(int Hkv, int T, int D, int max_len, int pos, global const float *x, int offx, global float *cache,
-                int offc)
+                int offc, global const int *pbuf, int offp)
 {
     const int g = get_global_id(0);
     if (g >= Hkv * T * D) return;
     const int d = g % D, t = (g / D) % T, h = g / (D * T);
-    cache[offc + (h * max_len + pos + t) * D + d] = x[offx + g];
+    const int p = (pbuf != 0 ? pbuf[offp] : 0) + pos + t;
+    if (p < 0 || p >= max_len) return;
+    cache[offc + (h * max_len + p) * D + d] = x[offx + g];
 }
 
 /* q (T, H, D): the last T of `length` positions (T = 1: a decode step); caches (Hkv, max_len, D), head h reads
@@ -111,15 +115,16 @@ tl_kv_write_f32(int Hkv, int T, int D, int max_len, int pos, global const float 
 kernel void
 tl_attention_f32(int G, int D, int length, int max_len, float scale, int H, int T, global const float *q, int offq,
                  global const float *kc, int offk, global const float *vc, int offv, global float *out,
-                 global float *sc, local float *red)
+                 global float *sc, local float *red, global const int *lbuf, int offl, int stride)
 {
     const int g = get_group_id(0), lid = get_local_id(0), L = get_local_size(0);
+    if (lbuf != 0) length = clamp(lbuf[offl] + length, T, max_len);   /* the length a tensor holds (+ offset) */
     const int t = g / H, h = g - t * H, kvh = h / G, Lk = length - T + 1 + t;
     q += offq + g * D;
     out += g * D;
     kc += offk + kvh * max_len * D;
     vc += offv + kvh * max_len * D;
-    sc += g * length;
+    sc += g * stride;
     float mx = -FLT_MAX;
     for (int l = lid; l < Lk; l += L) {              /* each work-item scores whole positions */
         const global float *k = kc + l * D;

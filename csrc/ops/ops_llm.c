@@ -258,14 +258,43 @@ check_cache(const char *op, const char *name, const tl_tensor *c)
     return 0;
 }
 
+/* An int, or an int32 tensor of one element whose value the kernel reads on the device (no sync: a traced
+ * decode step replays with whatever the tensor then holds). *t: borrowed, NULL for an int (then *v). */
+static int
+device_scalar(const char *op, const char *name, PyObject *o, tl_tensor **t, Py_ssize_t *v)
+{
+    *t = NULL;
+    if (!tl_tensor_check(o)) {
+        *v = PyNumber_AsSsize_t(o, PyExc_OverflowError);
+        if (*v == -1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError))
+                PyErr_Format(PyExc_TypeError, "%s: %s must be an int or an int32 tensor of one element, got %s", op,
+                             name, Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        return 0;
+    }
+    tl_tensor *x = tl_tensor_CAST(o);
+    if (x->dtype != TL_I32 || tl_tensor_numel(x) != 1) {
+        char s[128];
+        tl_shape_str(x->shape, x->ndim, s, sizeof s);
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int or an int32 tensor of one element, got %s %s", op, name,
+                     tl_dtype_name(x->dtype), s);
+        return -1;
+    }
+    *t = x;
+    return 0;
+}
+
 /* kv_write(cache, x, pos): cache[:, pos:pos+T, :] = x for x (Hkv, D) (T = 1) or (Hkv, T, D). Returns cache. */
 static PyObject *
 fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    PyObject *co, *xo;
-    Py_ssize_t pos_in;
-    tl_tensor *c, *x, *xc = NULL;
-    if (!PyArg_ParseTuple(args, "OOn:kv_write", &co, &xo, &pos_in)) return NULL;
+    PyObject *co, *xo, *po;
+    Py_ssize_t pos_in = 0;
+    tl_tensor *c, *x, *xc = NULL, *pt = NULL;
+    if (!PyArg_ParseTuple(args, "OOO:kv_write", &co, &xo, &po)) return NULL;
+    if (device_scalar("kv_write", "pos", po, &pt, &pos_in) < 0) return NULL;
     if ((c = arg_tensor("kv_write", "cache", co, TL_F32)) == NULL ||
         (x = arg_tensor("kv_write", "x", xo, TL_F32)) == NULL)
         return NULL;
@@ -279,18 +308,19 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
         tl_shape_str(x->shape, x->ndim, b, sizeof b);
         return PyErr_Format(PyExc_ValueError, "kv_write: x %s must be (Hkv, D) or (Hkv, T, D) for cache %s", b, a);
     }
-    if (pos_in < 0 || pos_in + T > ML)
+    if (pt == NULL && (pos_in < 0 || pos_in + T > ML))
         return PyErr_Format(PyExc_IndexError, "kv_write: positions [%zd, %zd) outside the cache's max_len %d",
                             pos_in, pos_in + T, ML);
     int pos = (int)pos_in;
     if (c->storage == NULL || T == 0) return Py_NewRef(co);
     if (tl_kernel_py(&k_kv) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) return NULL;
-    int ox = (int)xc->offset, oc = (int)c->offset;
-    const size_t sz[9] = {I, I, I, I, I, Mm, I, Mm, I};
-    const void *v[9] = {&Hkv, &T, &D, &ML, &pos, &xc->storage->mem, &ox, &c->storage->mem, &oc};
-    tl_storage *st[2] = {c->storage, xc->storage};
-    int rc = tl_set_args(k_kv.k, 0, 9, sz, v);
-    if (rc == 0) rc = tl_launch_1d(&k_kv, (size_t)Hkv * (size_t)T * (size_t)D, st, 2, 1u);
+    int ox = (int)xc->offset, oc = (int)c->offset, op = pt != NULL ? (int)pt->offset : 0;
+    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL;
+    const size_t sz[11] = {I, I, I, I, I, Mm, I, Mm, I, Mm, I};
+    const void *v[11] = {&Hkv, &T, &D, &ML, &pos, &xc->storage->mem, &ox, &c->storage->mem, &oc, &pmem, &op};
+    tl_storage *st[3] = {c->storage, xc->storage, pt != NULL ? pt->storage : NULL};
+    int rc = tl_set_args(k_kv.k, 0, 11, sz, v);
+    if (rc == 0) rc = tl_launch_1d(&k_kv, (size_t)Hkv * (size_t)T * (size_t)D, st, 3, 1u);
     Py_DECREF(xc);
     if (rc < 0) return NULL;
     tl_mark_write(c, "kv_write");
@@ -302,11 +332,13 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
 static PyObject *
 fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-    static char *kwl[] = {"q", "k_cache", "v_cache", "length", "scale", NULL};
-    PyObject *qo, *ko, *vo, *so = Py_None;
-    Py_ssize_t Lk_in;
-    tl_tensor *q, *kc, *vc, *qc = NULL, *out = NULL, *sc = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOn|O:attention", kwl, &qo, &ko, &vo, &Lk_in, &so)) return NULL;
+    static char *kwl[] = {"q", "k_cache", "v_cache", "length", "scale", "offset", NULL};
+    PyObject *qo, *ko, *vo, *lo, *so = Py_None;
+    Py_ssize_t Lk_in = 0, offset = 0;
+    tl_tensor *q, *kc, *vc, *qc = NULL, *out = NULL, *sc = NULL, *lt = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|On:attention", kwl, &qo, &ko, &vo, &lo, &so, &offset))
+        return NULL;
+    if (device_scalar("attention", "length", lo, &lt, &Lk_in) < 0) return NULL;
     if ((q = arg_tensor("attention", "q", qo, TL_F32)) == NULL ||
         (kc = arg_tensor("attention", "k_cache", ko, TL_F32)) == NULL ||
         (vc = arg_tensor("attention", "v_cache", vo, TL_F32)) == NULL)
@@ -327,10 +359,12 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "attention: q %s, k_cache %s, v_cache %s: caches must match, share D "
                             "with q, and Hkv must divide H", a, b, c);
     }
-    if (Lk_in < T || Lk_in < 1 || Lk_in > ML)
-        return PyErr_Format(PyExc_ValueError, "attention: length %zd outside [max(1, T=%d), max_len=%d]", Lk_in, T,
-                            ML);
-    int Lk = (int)Lk_in;
+    if (lt == NULL && (Lk_in + offset < T || Lk_in + offset < 1 || Lk_in + offset > ML))
+        return PyErr_Format(PyExc_ValueError, "attention: length %zd outside [max(1, T=%d), max_len=%d]",
+                            Lk_in + offset, T, ML);
+    if (offset < -ML || offset > ML) return PyErr_Format(PyExc_ValueError, "attention: offset %zd", offset);
+    /* a length on the device: the scratch and the work-group size are those of the whole cache */
+    int Lk = lt != NULL ? ML : (int)(Lk_in + offset), len_arg = lt != NULL ? (int)offset : Lk;
     double scale = 1.0 / sqrt((double)(D > 0 ? D : 1));
     if (so != Py_None && ((scale = PyFloat_AsDouble(so)) == -1.0 && PyErr_Occurred())) return NULL;
     if ((out = tl_tensor_empty(TL_F32, q->ndim, q->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
@@ -341,11 +375,14 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     int G = H / Hkv, oq = (int)qc->offset, ok = (int)kc->offset, ov = (int)vc->offset;
     float s = (float)scale;
     size_t L = row_wg(&k_attn, Lk > D ? Lk : D);
-    const size_t sz[16] = {I, I, I, I, F, I, I, Mm, I, Mm, I, Mm, I, Mm, Mm, L * F};
-    const void *v[16] = {&G, &D, &Lk, &ML, &s, &H, &T, &qc->storage->mem, &oq, &kc->storage->mem, &ok,
-                         &vc->storage->mem, &ov, &out->storage->mem, &sc->storage->mem, NULL};
-    tl_storage *st[5] = {out->storage, sc->storage, qc->storage, kc->storage, vc->storage};
-    if (tl_set_args(k_attn.k, 0, 16, sz, v) < 0 || launch(&k_attn, (size_t)T * H * L, L, st, 5, 3u) < 0) goto fail;
+    cl_mem lmem = lt != NULL ? lt->storage->mem : NULL;
+    int ol = lt != NULL ? (int)lt->offset : 0;
+    const size_t sz[19] = {I, I, I, I, F, I, I, Mm, I, Mm, I, Mm, I, Mm, Mm, L * F, Mm, I, I};
+    const void *v[19] = {&G, &D, &len_arg, &ML, &s, &H, &T, &qc->storage->mem, &oq, &kc->storage->mem, &ok,
+                         &vc->storage->mem, &ov, &out->storage->mem, &sc->storage->mem, NULL, &lmem, &ol, &Lk};
+    tl_storage *st[6] = {out->storage, sc->storage, qc->storage, kc->storage, vc->storage,
+                         lt != NULL ? lt->storage : NULL};
+    if (tl_set_args(k_attn.k, 0, 19, sz, v) < 0 || launch(&k_attn, (size_t)T * H * L, L, st, 6, 3u) < 0) goto fail;
     Py_DECREF(qc); Py_DECREF(sc);
     return (PyObject *)out;
 fail:
@@ -436,10 +473,12 @@ static const PyMethodDef llm_functions[] = {
      "(dim -2) sees keys j <= i + Tk - Tq (no autograd)."},
     {"silu_mul", fn_silu_mul, METH_VARARGS, "silu_mul(x, y): silu(x) * y, same shapes (no autograd)."},
     {"kv_write", fn_kv_write, METH_VARARGS,
-     "kv_write(cache, x, pos): cache[:, pos:pos+T] = x for cache (Hkv, max_len, D), x (Hkv, D) or (Hkv, T, D)."},
+     "kv_write(cache, x, pos): cache[:, pos:pos+T] = x for cache (Hkv, max_len, D), x (Hkv, D) or (Hkv, T, D); pos an "
+     "int or an int32 tensor of one element read on the device (rows past max_len are then not written)."},
     {"attention", TL_KW(fn_attention),
-     "attention(q, k_cache, v_cache, length, scale=None): one decode step, q (H, D) over the first `length` "
-     "positions of caches (Hkv, max_len, D); head h reads kv head h // (H // Hkv); scale 1/sqrt(D) by default."},
+     "attention(q, k_cache, v_cache, length, scale=None, offset=0): one decode step, q (H, D) over the first "
+     "`length` + offset positions of caches (Hkv, max_len, D); head h reads kv head h // (H // Hkv); scale 1/sqrt(D) "
+     "by default; length an int or an int32 tensor of one element read on the device (clamped to [T, max_len])."},
     {"get_rows", fn_get_rows, METH_VARARGS,
      "get_rows(table, ids): table[ids] for a (V, D) float32 table and int32 ids (embedding lookup)."},
     {NULL, NULL, 0, NULL},
