@@ -157,6 +157,12 @@ class Jitted:
             return None
         return next(reversed(self._entries.values())).trace.memory_plan()
 
+    def commands(self):
+        """The newest trace's recorded commands (kernel names, "copy"), in replay order; None before a trace."""
+        if not self._entries:
+            return None
+        return next(reversed(self._entries.values())).trace.commands()
+
     def reset(self):
         """Drops every trace (the next call runs eagerly again)."""
         self._entries.clear()

@@ -248,6 +248,19 @@ trace_memory_plan(PyObject *self, PyObject *Py_UNUSED(a))
                          "native", kinds[TL_CMD_NATIVE], "inputs", t->ninputs, "replays", t->replays);
 }
 
+static PyObject *
+trace_commands(PyObject *self, PyObject *Py_UNUSED(a))
+{
+    const tl_trace *tr = ((trace_obj *)self)->tr;
+    PyObject *l = PyList_New(tr->ncmds);
+    for (int i = 0; l != NULL && i < tr->ncmds; i++) {
+        PyObject *s = PyUnicode_FromString(tr->cmds[i].what != NULL ? tr->cmds[i].what : "?");
+        if (s == NULL) { Py_CLEAR(l); break; }
+        PyList_SET_ITEM(l, i, s);
+    }
+    return l;
+}
+
 /* set_arg(command, index, value, kind): a scalar argument of a recorded kernel ('f' float32, 'i' int32), for
  * the Python state a replay must refresh (an optimizer's step count and learning rate). */
 static PyObject *
@@ -270,6 +283,7 @@ trace_set_arg(PyObject *self, PyObject *args)
 static PyMethodDef trace_methods[] = {
     {"replay", trace_replay, METH_O, "replay(inputs) -> list of output tensors: the recorded commands again."},
     {"memory_plan", trace_memory_plan, METH_NOARGS, "The trace's device memory and command counts."},
+    {"commands", trace_commands, METH_NOARGS, "The recorded commands' names (kernel names, copy), in order."},
     {"set_arg", trace_set_arg, METH_VARARGS, "set_arg(command, index, value, kind): refresh a scalar argument."},
     {NULL},
 };
