@@ -308,14 +308,41 @@ def gae(traj, gamma=0.99, lam=0.95):
     return adv, adv + val
 
 
-def ppo_update(tlgpu, model, opt, batch, epochs, minibatches, rng, gather="host", clip=0.1, ent_coef=0.01,
-               vf_coef=0.5, max_grad_norm=0.5):
-    """CleanRL's update: per-minibatch advantage normalisation, clipped surrogate, clipped value loss.
-    Returns the last minibatch's (pg, v, entropy, approx_kl) and the clip fraction (one host wait per
+def make_minibatch_step(tlgpu, model, opt, clip=0.1, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5):
+    """CleanRL's minibatch update (clipped surrogate, clipped value loss, entropy bonus, grad-norm clip, Adam)
+    as a tlgpu.jit function of the minibatch's tensors (docs/jit.md): traced on its second call per minibatch
+    size, replayed from C after. Returns (pg, v_loss, entropy, approx_kl, clipfrac) as 0-d tensors."""
+    from tlgpu.distributions import Categorical
+
+    @tlgpu.jit
+    def step(x, act, old_logp, old_v, ret, adv):
+        logits, value = model(x)
+        dist = Categorical(logits=logits)
+        logratio = dist.log_prob(act) - old_logp
+        ratio = logratio.exp()
+        pg = tlgpu.maximum(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+        v_clipped = old_v + (value - old_v).clamp(-clip, clip)
+        v_loss = 0.5 * tlgpu.maximum((value - ret).square(), (v_clipped - ret).square()).mean()
+        entropy = dist.entropy().mean()
+        loss = pg - ent_coef * entropy + vf_coef * v_loss
+        opt.zero_grad()
+        loss.backward()
+        tlgpu.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        opt.step()
+        with tlgpu.no_grad():
+            kl = ((ratio - 1) - logratio).mean()
+            clipfrac = ((ratio - 1).abs() > clip).mean()
+        return pg, v_loss, entropy, kl, clipfrac
+    return step
+
+
+def ppo_update(tlgpu, model, opt, batch, epochs, minibatches, rng, gather="host", step=None):
+    """CleanRL's update: per-minibatch advantage normalisation, then make_minibatch_step's step (made here if
+    None). Returns the last minibatch's (pg, v, entropy, approx_kl) and the clip fraction (one host wait per
     update for the numbers). gather="host": each minibatch's frames are picked and converted to float32 on
     the host and uploaded (cheapest where the device is the CPU); "device": the whole batch is uploaded once
     per update and each minibatch picked with index_select on the device (for a GPU)."""
-    from tlgpu.distributions import Categorical
+    step = step or make_minibatch_step(tlgpu, model, opt)
     n = batch["obs"].shape[0]
     stats = []
     all_obs = tlgpu.tensor(batch["obs"].astype(np.float32)) if gather == "device" else None
@@ -330,23 +357,7 @@ def ppo_update(tlgpu, model, opt, batch, epochs, minibatches, rng, gather="host"
                 x = tlgpu.tensor(batch["obs"][idx].astype(np.float32))         # uint8 -> float32, /255 in the model
             act, old_logp, old_v, ret, adv = (tlgpu.tensor(v) for v in (
                 batch["act"][idx], batch["logp"][idx], batch["val"][idx], batch["ret"][idx], a.astype(np.float32)))
-            logits, value = model(x)
-            dist = Categorical(logits=logits)
-            logratio = dist.log_prob(act) - old_logp
-            ratio = logratio.exp()
-            pg = tlgpu.maximum(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-            v_clipped = old_v + (value - old_v).clamp(-clip, clip)
-            v_loss = 0.5 * tlgpu.maximum((value - ret).square(), (v_clipped - ret).square()).mean()
-            entropy = dist.entropy().mean()
-            loss = pg - ent_coef * entropy + vf_coef * v_loss
-            opt.zero_grad()
-            loss.backward()
-            tlgpu.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            opt.step()
-            with tlgpu.no_grad():
-                kl = ((ratio - 1) - logratio).mean()
-                clipfrac = ((ratio - 1).abs() > clip).mean()
-            stats.append((pg, v_loss, entropy, kl, clipfrac))
+            stats.append(step(x, act, old_logp, old_v, ret, adv))
     pg, v_loss, entropy, kl, _ = (float(t.item()) for t in stats[-1])
     clipfrac = float(np.mean([float(s[4].item()) for s in stats]))
     return pg, v_loss, entropy, kl, clipfrac
@@ -402,6 +413,7 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     model = build_agent(n_actions)
     opt = tlgpu.optim.Adam(model.parameters(), lr=args.lr, eps=1e-5)
+    step = make_minibatch_step(tlgpu, model, opt)      # tlgpu.jit: replayed from C after its trace
     name = f"tlgpu_ppo_atari_{os.getpid()}"
     ctx = mp.get_context("spawn")
     out_q, stop = ctx.Queue(maxsize=args.actors), ctx.Event()
@@ -440,7 +452,8 @@ def main(argv=None):
                 steps += batch["obs"].shape[0]
                 opt.param_groups[0]["lr"] = (1.0 - update / args.updates) * args.lr        # linear annealing
                 tu = time.perf_counter()
-                pg, vl, ent, kl, cf = ppo_update(tlgpu, model, opt, batch, args.epochs, args.minibatches, rng, gather)
+                pg, vl, ent, kl, cf = ppo_update(tlgpu, model, opt, batch, args.epochs, args.minibatches, rng, gather,
+                                                 step=step)
                 update_s = time.perf_counter() - tu
                 update += 1
                 pub.publish(update)

@@ -4,7 +4,9 @@ The learner trains a small policy/value MLP on the default device and publishes 
 update (publish() only enqueues a device snapshot: the learner does not wait for the copy). N actor
 processes step gymnasium's CartPole-v1 vector environments with the newest policy they can read from shared memory
 (tlgpu.publish.Subscriber), ack the version they use, and send trajectories back. The learner prints a live
-progress line and a summary; the run ends when the mean return of the last 100 episodes passes 195.
+progress line and a summary; the run ends when the mean return of the last 100 episodes passes 195. Each PPO
+minibatch update is a tlgpu.jit function (make_minibatch_step): traced once per minibatch size, then
+replayed from C.
 
 With --ray the actors are Ray actors on another node of a local two-node Ray cluster (the head runs the
 learner; the actors require the second node's custom resource "remote"), fed by tlgpu.publish.RaySink
@@ -195,8 +197,34 @@ def build_model(tlgpu):
     return ActorCritic()
 
 
-def ppo_update(tlgpu, model, opt, batch, epochs=4, minibatches=4, clip=0.2):
+def make_minibatch_step(tlgpu, model, opt, clip=0.2):
+    """One PPO minibatch update as a tlgpu.jit function (docs/jit.md): its first call per minibatch size
+    runs eagerly, its second is traced, later ones replay from C. The minibatch arrives as an int32 index
+    tensor, which index_select reads on the device (a numpy index would be uploaded inside the trace)."""
     from tlgpu.nn import functional as F
+
+    @tlgpu.jit
+    def step(obs, act, old_logp, adv, ret, i):
+        logits, value = model(obs.index_select(0, i))
+        logp_all = logits.log_softmax(-1)
+        logp = -F.cross_entropy(logits, act.index_select(0, i), reduction="none")
+        ratio = (logp - old_logp.index_select(0, i)).exp()
+        a = adv.index_select(0, i)
+        pg = -tlgpu.minimum(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
+        vloss = (value - ret.index_select(0, i)).square().mean()
+        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        loss = pg + 0.5 * vloss - 0.01 * entropy
+        opt.zero_grad()
+        loss.backward()
+        tlgpu.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        opt.step()
+        return loss
+    return step
+
+
+def ppo_update(tlgpu, model, opt, batch, epochs=4, minibatches=4, step=None):
+    """PPO epochs over one batch; step: make_minibatch_step's function (made here if None)."""
+    step = step or make_minibatch_step(tlgpu, model, opt)
     n = batch["obs"].shape[0]
     obs, act = tlgpu.tensor(batch["obs"]), tlgpu.tensor(batch["act"])
     old_logp, adv, ret = (tlgpu.tensor(batch[k]) for k in ("logp", "adv", "ret"))
@@ -205,20 +233,7 @@ def ppo_update(tlgpu, model, opt, batch, epochs=4, minibatches=4, clip=0.2):
     for _ in range(epochs):
         perm = rng.permutation(n).astype(np.int32)
         for idx in np.array_split(perm, minibatches):
-            i = tlgpu.tensor(idx)
-            logits, value = model(obs.index_select(0, i))
-            logp_all = logits.log_softmax(-1)
-            logp = -F.cross_entropy(logits, act.index_select(0, i), reduction="none")
-            ratio = (logp - old_logp.index_select(0, i)).exp()
-            a = adv.index_select(0, i)
-            pg = -tlgpu.minimum(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
-            vloss = (value - ret.index_select(0, i)).square().mean()
-            entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
-            loss = pg + 0.5 * vloss - 0.01 * entropy
-            opt.zero_grad()
-            loss.backward()
-            tlgpu.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-            opt.step()
+            step(obs, act, old_logp, adv, ret, tlgpu.tensor(idx))
 
 
 def main(argv=None):
@@ -237,6 +252,7 @@ def main(argv=None):
     tlgpu.manual_seed(0)
     model = build_model(tlgpu)
     opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
+    step = make_minibatch_step(tlgpu, model, opt)
     name = f"tlgpu_rl_{os.getpid()}"
     returns, t0, steps, update, blocking = deque(maxlen=100), time.perf_counter(), 0, 0, []
     print(f"device: {tlgpu.device().name}; {args.actors} actors x {args.envs} envs, horizon {args.horizon}"
@@ -296,7 +312,7 @@ def main(argv=None):
                     batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
                              for k in ("obs", "act", "logp", "adv", "ret")}
                     steps += batch["obs"].shape[0]
-                    ppo_update(tlgpu, model, opt, batch)
+                    ppo_update(tlgpu, model, opt, batch, step=step)
                     update += 1
                     b0 = time.perf_counter()
                     pub.publish(update)

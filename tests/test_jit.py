@@ -364,3 +364,35 @@ def test_jitted_decode_step_equals_eager(q4):
         logits, _ = model._jstep(tlgpu.tensor([t], dtype=tlgpu.int32), pos)
         np.testing.assert_allclose(logits.numpy()[0], ref[i], rtol=2e-3, atol=2e-3)
     assert pos.item() == len(seq)
+
+
+def test_index_select_with_a_device_index_reads_nothing_back(rng):
+    """index_select / t[idx] given a 1-D int32 tensor: checked on the device, backward on the device (repeated
+    indices add up), no host wait, so a traced minibatch step works; a list index still works as before."""
+    a = rng.standard_normal((9, 4)).astype(np.float32)
+    idx = np.array([3, 0, 3, 8, -1, 2], np.int32)
+    t = tlgpu.tensor(a, requires_grad=True)
+    i = tlgpu.tensor(idx)
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    y = t.index_select(0, i)
+    z = t[i]
+    w = t.T.index_select(1, i)
+    ((y * 2).sum() + (z * z).sum() + w.sum()).backward()
+    assert tlgpu.stream_stats()["waits"] == 0
+    np.testing.assert_array_equal(y.numpy(), a[idx])
+    np.testing.assert_array_equal(z.numpy(), a[idx])
+    np.testing.assert_array_equal(w.numpy(), a.T[:, idx])
+    g = np.zeros_like(a)
+    np.add.at(g, idx, 2 + 2 * a[idx] + 1)
+    np.testing.assert_allclose(t.grad.numpy(), g, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(t[[3, 0]].numpy(), a[[3, 0]])
+    bad = t.index_select(0, tlgpu.tensor(np.array([1, 9], np.int32)))
+    with pytest.raises(IndexError, match="index_select"):
+        bad.numpy()
+
+    jf = tlgpu.jit(lambda x, i: (x.index_select(0, i) * 3).sum(0))   # a minibatch as a tensor argument
+    for _ in range(4):
+        b = rng.standard_normal((9, 4)).astype(np.float32)
+        k = rng.integers(0, 9, 5).astype(np.int32)
+        np.testing.assert_allclose(jf(tlgpu.tensor(b), tlgpu.tensor(k)).numpy(), (b[k] * 3).sum(0), rtol=1e-5)

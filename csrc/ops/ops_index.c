@@ -6,9 +6,10 @@
  * Invariants:
  *  - Views address only elements inside the base's extent and keep offset >= 0: a negative step starts
  *    the offset at the first element it reads (the highest address) and walks down with a negative stride.
- *  - No index reads another buffer's memory. t[idx] and index_select read their index back and check it
- *    on the host (a sync point; their backward's plan is made from that copy); gather checks it in the
- *    kernel (an invalid one writes 0) and the next sync point raises IndexError (stream.h).
+ *  - No index reads another buffer's memory. gather, and t[idx] / index_select given a 1-D int32 tensor,
+ *    check the index in the kernel (an invalid one writes 0) and the next sync point raises IndexError
+ *    (stream.h); their backward is gather's device scatter-add. t[idx] / index_select given a list or array
+ *    check it on the host as they upload it (their backward's plan is made from that copy).
  *  - A write whose source shares storage with its target copies the source first: the copy kernel has no
  *    order between elements, so an overlapping t[1:] = t[:-1] would otherwise race.
  *  - A target with a stride-0 dim of size > 1 (an expand()ed view) is refused: one element, many writes.
@@ -22,6 +23,8 @@
 #include <numpy/arrayobject.h>
 
 static const tl_op_row ROW_INDEX, ROW_INDEX_SELECT, ROW_GATHER, ROW_SETITEM;   /* autograd rows (below) */
+static PyObject *gather_along(PyObject *self, int d, tl_tensor *idx, PyObject *host, const char *op);
+static PyObject *select_on_device(PyObject *self, int d, tl_tensor *idx, const char *op);
 
 typedef struct {
     int ndim, element;             /* element: the key is one integer per dim (numpy's single-element write) */
@@ -266,6 +269,11 @@ take_rows(tl_tensor *t, PyObject *key)
     Py_ssize_t shape[TL_MAX_DIMS];
     char s[128];
     if ((idx = to_index("__getitem__", key, PyExc_IndexError, &host)) == NULL) return NULL;
+    if (host == NULL && idx->ndim == 1 && t->ndim > 0) {     /* a 1-D device tensor: no host read */
+        out = (tl_tensor *)select_on_device((PyObject *)t, 0, idx, "__getitem__");
+        Py_DECREF(idx);
+        return (PyObject *)out;
+    }
     tl_shape_str(t->shape, t->ndim, s, sizeof s);
     int nd = idx->ndim + t->ndim - 1;
     if (t->ndim == 0) { PyErr_Format(PyExc_IndexError, "__getitem__: too many indices for a 0-d tensor"); goto fail; }
@@ -431,6 +439,11 @@ m_index_select(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_Format(PyExc_ValueError, "index_select: the index must be 1-D, got shape %s", s);
         goto fail;
     }
+    if (host == NULL && t->ndim > 0) {                       /* a device tensor: no host read */
+        out = (tl_tensor *)select_on_device(self, d, idx, "index_select");
+        Py_DECREF(idx);
+        return (PyObject *)out;
+    }
     Py_ssize_t k = idx->ndim == 1 ? idx->shape[0] : 1;
     memcpy(shape, t->shape, sizeof shape);
     shape[d] = k;
@@ -458,14 +471,26 @@ static PyObject *
 m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"dim", "index", NULL};
-    tl_tensor *t = tl_tensor_CAST(self), *idx = NULL, *out = NULL, src_l;
-    PyObject *index, *host = NULL;
-    Py_ssize_t d0, shape[TL_MAX_DIMS];
-    char a[128], b[128];
+    tl_tensor *t = tl_tensor_CAST(self), *idx = NULL;
+    PyObject *index, *host = NULL, *out;
+    Py_ssize_t d0;
     int d;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "nO:gather", kw, &d0, &index)) return NULL;
     if ((d = norm_dim("gather", d0, t)) < 0) return NULL;
     if ((idx = to_index("gather", index, PyExc_TypeError, &host)) == NULL) return NULL;
+    out = gather_along(self, d, idx, host, "gather");
+    Py_DECREF(idx);
+    Py_XDECREF(host);
+    return out;
+}
+
+/* gather's work for an index already converted (host: its checked host copy, NULL for a device tensor). */
+static PyObject *
+gather_along(PyObject *self, int d, tl_tensor *idx, PyObject *host, const char *op)
+{
+    tl_tensor *t = tl_tensor_CAST(self), *out = NULL, src_l;
+    Py_ssize_t shape[TL_MAX_DIMS];
+    char a[128], b[128];
     int ok = idx->ndim == t->ndim;
     for (int k = 0; ok && k < t->ndim; k++) {
         ok = k == d || t->shape[k] == idx->shape[k] || t->shape[k] == 1 || idx->shape[k] == 1;
@@ -474,16 +499,16 @@ m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!ok) {
         tl_shape_str(t->shape, t->ndim, a, sizeof a);
         tl_shape_str(idx->shape, idx->ndim, b, sizeof b);
-        PyErr_Format(PyExc_ValueError, "gather: an index of shape %s does not fit a tensor of shape %s along dim %d "
-                     "(same ndim; other dims equal or 1)", b, a, d);
-        goto fail;
+        PyErr_Format(PyExc_ValueError, "%s: an index of shape %s does not fit a tensor of shape %s along dim %d "
+                     "(same ndim; other dims equal or 1)", op, b, a, d);
+        return NULL;
     }
     fake(&src_l, t->ndim, t->offset);
     memcpy(src_l.shape, t->shape, sizeof shape);
     memcpy(src_l.strides, t->strides, sizeof shape);
     src_l.shape[d] = 1;
-    if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) goto fail;
-    if (run_gather("gather", out, t, &src_l, idx, idx, host, d, NULL) < 0) goto fail;
+    if ((out = tl_tensor_empty(t->dtype, t->ndim, shape)) == NULL) return NULL;
+    if (run_gather(op, out, t, &src_l, idx, idx, host, d, NULL) < 0) goto fail;
     if (tl_autograd_wanted(&self, 1)) {
         tl_node *nd = tl_node_new(&ROW_GATHER, &self, 1);
         if (nd == NULL) goto fail;
@@ -491,14 +516,29 @@ m_gather(PyObject *self, PyObject *args, PyObject *kwargs)
         tl_node_save(nd, idx);
         tl_node_attach(nd, out);
     }
-    Py_DECREF(idx);
-    Py_XDECREF(host);
     return (PyObject *)out;
 fail:
     Py_XDECREF(out);
-    Py_XDECREF(idx);
-    Py_XDECREF(host);
     return NULL;
+}
+
+/* index_select(d, idx) / t[idx] with idx a 1-D int32 tensor already on the device: gather along d with idx
+ * viewed as (1, .., k, .., 1), so the index is checked on the device (IndexError at the next sync point) and
+ * the backward is gather's device scatter-add: no host read, which a traced step (tlgpu.jit) needs. */
+static PyObject *
+select_on_device(PyObject *self, int d, tl_tensor *idx, const char *op)
+{
+    tl_tensor *t = tl_tensor_CAST(self);
+    Py_ssize_t shape[TL_MAX_DIMS], strides[TL_MAX_DIMS];
+    for (int k = 0; k < t->ndim; k++) {
+        shape[k] = k == d ? (idx->ndim == 1 ? idx->shape[0] : 1) : 1;
+        strides[k] = k == d && idx->ndim == 1 ? idx->strides[0] : 0;
+    }
+    tl_tensor *v = tl_tensor_view(idx, t->ndim, shape, strides, idx->offset);
+    if (v == NULL) return NULL;
+    PyObject *out = gather_along(self, d, v, NULL, op);
+    Py_DECREF(v);
+    return out;
 }
 
 /* ---- autograd ---- */
