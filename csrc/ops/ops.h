@@ -28,6 +28,10 @@ PyObject *tl_clone(tl_tensor *x);                                       /* a con
 int       tl_add_(tl_tensor *acc, tl_tensor *x);                        /* acc += x in place; 0 or -1 */
 int       tl_record_overwrite(tl_tensor *t);      /* after an in-place write of new values (fill_): 0 or -1 */
 
+/* ops_convert.c: x in dtype `to` (x itself when it has it); recorded between floating dtypes */
+PyObject *tl_convert(tl_tensor *x, int to);
+int       tl_convert_into(tl_tensor *dst, tl_tensor *src);   /* dst = src converted, broadcast; not recorded */
+
 /* ops_matmul.c */
 PyObject *tl_matmul(tl_tensor *a, tl_tensor *b);                       /* a @ b, numpy rules, not recorded */
 
