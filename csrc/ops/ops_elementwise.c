@@ -84,7 +84,7 @@ static int
 result_dtype(int op, const operand *o, int n)
 {
     int fl = -1, in = -1, fscalar = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = op == TL_EW_WHERE; i < n; i++) {    /* where's condition (a mask) does not promote */
         const int dt = o[i].t != NULL ? o[i].t->dtype : -1;
         if (dt < 0) fscalar |= !o[i].is_int;
         else if (TL_IS_FLOAT(dt)) fl = fl < 0 || fl == dt ? dt : TL_F32;
