@@ -316,18 +316,21 @@ def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
         raise TypeError("norm: tlgpu computes norms in float32")
     x = self if self.dtype == float32 else self.float()
     axis = None if dim is None else (dim if isinstance(dim, int) else tuple(dim))
+    back = self.dtype in (float16, bfloat16)          # computed in float32, returned in the half dtype (torch)
     if p in ("fro", 2, 2.0, None):
         s = (x * x).sum(axis=axis, keepdims=keepdim)
         zero = s == 0                                # sqrt of 1 there: a finite gradient, masked to 0; NaN stays
-        return _C.where(zero, 1.0, s).sqrt() * (1.0 - zero)
-    if p in (1, 1.0):
-        return x.abs().sum(axis=axis, keepdims=keepdim)
-    if p == math.inf:
-        return x.abs().max(axis=axis, keepdims=keepdim)
-    if p == -math.inf:
-        return x.abs().min(axis=axis, keepdims=keepdim)
-    raise ValueError(f"norm: p={p!r} is not supported (2, 'fro', 1, inf, -inf); compose others, e.g. "
-                     "x.abs().pow(p).sum() ** (1 / p)")
+        r = _C.where(zero, 1.0, s).sqrt() * (1.0 - zero)
+    elif p in (1, 1.0):
+        r = x.abs().sum(axis=axis, keepdims=keepdim)
+    elif p == math.inf:
+        r = x.abs().max(axis=axis, keepdims=keepdim)
+    elif p == -math.inf:
+        r = x.abs().min(axis=axis, keepdims=keepdim)
+    else:
+        raise ValueError(f"norm: p={p!r} is not supported (2, 'fro', 1, inf, -inf); compose others, e.g. "
+                         "x.abs().pow(p).sum() ** (1 / p)")
+    return r._convert(self.dtype) if back else r
 
 
 def _data_get(self):

@@ -47,6 +47,21 @@ tl_convert(tl_tensor *x, int to)
     return tl_record1((PyObject *)out, &ROW_CONVERT, in, iarg, 1, NULL);
 }
 
+PyObject *
+tl_convert_steal(PyObject *r, int to)
+{
+    if (r == NULL) return NULL;
+    PyObject *c = tl_convert(tl_tensor_CAST(r), to);
+    Py_DECREF(r);
+    return c;
+}
+
+int
+tl_check_float(const char *op, const tl_tensor *t)
+{
+    return TL_IS_FLOAT(t->dtype) ? 0 : tl_check_dtype(op, t, TL_F32);
+}
+
 int
 tl_convert_into(tl_tensor *dst, tl_tensor *src)
 {
