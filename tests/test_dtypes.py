@@ -198,3 +198,42 @@ def test_unsupported_dtypes_are_refused():
         tlgpu.zeros(2, dtype=tlgpu.float64)
     with pytest.raises(TypeError, match="int16"):
         tlgpu.tensor(np.zeros(2, np.int16))
+
+
+# ---- safetensors and modules ----
+
+def test_save_load_keeps_f16_bf16_u8(tmp_path):
+    rng = np.random.default_rng(7)
+    state = {"h": sample(np.float16, (3, 4), rng), "b": sample(BF16, (5,), rng),
+             "u": rng.integers(0, 256, (2, 3)).astype(np.uint8), "f": rng.standard_normal(2).astype(np.float32)}
+    tlgpu.save({k: tlgpu.tensor(v) for k, v in state.items()}, tmp_path / "m.safetensors")
+    got = tlgpu.load(tmp_path / "m.safetensors")
+    for k, v in state.items():
+        assert got[k].dtype == v.dtype, k
+        assert np.array_equal(bits(got[k].numpy()), bits(v)), k
+    header = (tmp_path / "m.safetensors").read_bytes()[8:400]
+    for code in (b'"F16"', b'"BF16"', b'"U8"'):
+        assert code in header
+    st = pytest.importorskip("safetensors.numpy")
+    theirs = st.load_file(str(tmp_path / "m.safetensors"))
+    for k in ("h", "u"):
+        assert theirs[k].dtype == state[k].dtype and np.array_equal(theirs[k], state[k])
+    assert np.array_equal(theirs["b"].view(np.uint16), bits(state["b"]))   # BF16 bits, whatever numpy type
+
+
+@pytest.mark.parametrize("dt", HALVES, ids=str)
+def test_module_to_half_converts_floating_parameters(dt):
+    m = tlgpu.nn.Sequential(tlgpu.nn.Linear(3, 4), tlgpu.nn.Linear(4, 2))
+    m.register_buffer("count", tlgpu.tensor(np.array([3, 4], np.int32)))
+    before = m.state_dict()
+    assert (m.half() if dt == np.float16 else m.bfloat16()) is m
+    for name, p in m.named_parameters():
+        assert p.dtype == dt and p.requires_grad and p.is_leaf
+        assert np.array_equal(bits(p.numpy()), bits(cast(before[name], dt)))
+    assert m.count.dtype == np.int32                                  # integer buffers stay as they are
+    assert m.to(tlgpu.float32) is m
+    for name, p in m.named_parameters():
+        assert p.dtype == np.float32
+        assert np.array_equal(p.numpy(), cast(before[name], dt).astype(np.float32))
+    with pytest.raises(TypeError, match="floating"):
+        m.to(tlgpu.uint8)
