@@ -8,8 +8,9 @@
  * .grad of leaves, and (without retain_graph) frees each node's saved tensors once its backward ran.
  * Grad mode is thread-local; the engine itself runs with it off (no higher-order graphs).
  * The engine knows no op: backward functions, node names and view flags come from the rows the op families
- * register (tl_autograd_register, checked at import), and the three ops it runs itself
- * (in-place add, sum over axes, reshape) from the primitives they register. */
+ * register (tl_autograd_register, checked at import), and the ops it runs itself (in-place add, sum over
+ * axes, reshape; and the conversion of an input's gradient to the input's dtype, optional) from the
+ * primitives they register. */
 #include "autograd.h"
 #include "ops_common.h"
 #include <stdarg.h>
