@@ -67,6 +67,10 @@ def _with_grad(t, requires_grad, op):
     return t.requires_grad_() if requires_grad else t
 
 
+_ANY_DTYPE = ("zeros", "ones", "full", "empty", "tensor")     # creation that makes the storage dtypes too
+_STORAGE_ONLY = (float16, bfloat16, uint8)
+
+
 def _creator(name, c_takes_grad):
     c_fn = getattr(_C, name)
 
@@ -75,6 +79,9 @@ def _creator(name, c_takes_grad):
             check_device(device, name)
         if dtype is not None:
             kwargs["dtype"] = as_dtype(dtype, name)
+            if name not in _ANY_DTYPE and np.dtype(kwargs["dtype"]) in _STORAGE_ONLY:
+                raise TypeError(f"{name}: dtype {kwargs['dtype']} is not supported here (float32 or int32); "
+                                f"convert the result with .to({kwargs['dtype']})")
         if c_takes_grad:
             return c_fn(*args, requires_grad=requires_grad, **kwargs)
         return _with_grad(c_fn(*args, **kwargs), requires_grad, name)
@@ -149,8 +156,10 @@ def _like_dtype(t, dtype, op):
         return as_dtype(dtype, op)
     if isinstance(t, Tensor):
         return t.dtype
-    kind = np.asarray(t).dtype.kind                  # a numpy operand: the dtype tlgpu would convert it to
-    return int32 if kind in "iu" else float32
+    dt = np.asarray(t).dtype                        # a numpy operand: the dtype tlgpu would convert it to
+    if dt in _STORAGE_ONLY:
+        return dt
+    return int32 if dt.kind in "iu" else float32
 
 
 def _like(name, make, float_only=False):
