@@ -118,3 +118,36 @@ def test_op_works_in_half_or_raises_type_error(name, fn, arrays, dt):
         np.testing.assert_allclose(got.numpy().astype(np.float32), w, rtol=RTOL[dt], atol=RTOL[dt], err_msg=name)
     else:
         np.testing.assert_array_equal(got.numpy(), w, err_msg=name)
+
+
+NO_GRAD = {"lt", "argmax", "argmin", "argsort", "round", "fill_", "zero_", "multinomial", "uniform_", "normal_",
+           "getitem_mask"}
+
+
+@pytest.mark.parametrize("dt", [np.dtype(np.float16), BF16], ids=str)
+@pytest.mark.parametrize("name,fn,arrays", OPS, ids=[o[0] for o in OPS])
+def test_gradients_in_half_match_float32(name, fn, arrays, dt):
+    """Where an op works on half inputs, its gradients do too: each input's .grad has the input's dtype and
+    matches the float32 gradient within half precision (upstream gradient: a fixed random tensor)."""
+    if name in NO_GRAD:
+        return
+    arrays = [a.astype(dt).astype(np.float32) for a in arrays]
+    ins = [tlgpu.tensor(a.astype(dt), requires_grad=True) for a in arrays]
+    try:
+        out = fn(*ins)
+    except TypeError:
+        return                                      # refused forward: test_op_works_in_half_or_raises_type_error
+    ref_ins = [tlgpu.tensor(a, requires_grad=True) for a in arrays]
+    ref = fn(*ref_ins)
+    if not ref.requires_grad:
+        return
+    w = np.random.default_rng(3).standard_normal(ref.shape).astype(np.float32)
+    (out * tlgpu.tensor(w.astype(dt))).sum().backward()
+    (ref * tlgpu.tensor(w)).sum().backward()
+    tol = 4 * RTOL[dt]
+    for t, r in zip(ins, ref_ins):
+        if r.grad is None:
+            continue
+        assert t.grad is not None and t.grad.dtype == dt, (name, None if t.grad is None else t.grad.dtype)
+        np.testing.assert_allclose(t.grad.numpy().astype(np.float32), r.grad.numpy(), rtol=tol,
+                                   atol=tol * max(1.0, float(np.abs(r.grad.numpy()).max())), err_msg=name)

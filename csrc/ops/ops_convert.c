@@ -21,7 +21,8 @@ convert_raw(tl_tensor *x, int to)
     tl_layout L;
     if (x->dtype == to) return (tl_tensor *)Py_NewRef(x);
     if ((out = tl_tensor_empty(to, x->ndim, x->shape)) == NULL || out->storage == NULL) return out;
-    const int dts = to | x->dtype << 4, i32f32 = (to == TL_F32 && x->dtype == TL_I32) || (to == TL_I32 && x->dtype == TL_F32);
+    const int dts = to | x->dtype << 4;
+    const int i32f32 = (to == TL_F32 && x->dtype == TL_I32) || (to == TL_I32 && x->dtype == TL_F32);
     tl_kernel *kh = !i32f32 ? &ka : to == TL_F32 ? &kf : &ki;
     cl_kernel k = tl_kernel_py(kh);
     ops[0] = out;
@@ -89,7 +90,10 @@ grad_convert(tl_tensor *x, int dtype)
 static PyObject *m_float(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_F32); }
 static PyObject *m_int(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_I32); }
 static PyObject *m_half(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_F16); }
-static PyObject *m_bfloat16(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_BF16); }
+static PyObject *m_bfloat16(PyObject *self, PyObject *Py_UNUSED(i))
+{
+    return tl_convert(tl_tensor_CAST(self), TL_BF16);
+}
 static PyObject *m_byte(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_U8); }
 
 /* _convert(dtype): the conversion Tensor.to(dtype) runs (any numpy dtype spelling of the five). */

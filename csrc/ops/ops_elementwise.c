@@ -473,11 +473,13 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_SIGMOID: gin[0] = ew2(TL_EW_SIGMOID_GRAD, out, g); break;
     case TL_EW_RELU: gin[0] = ew2(TL_EW_RELU_GRAD, a, g); break;
     case TL_EW_LEAKY_RELU: gin[0] = ew(TL_EW_LEAKY_RELU_GRAD, "backward", a, g, b, NULL); break;
-    case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND:   /* zeros, like torch (not g * 0: inf * 0 is NaN) */
-        if ((t = (PyObject *)tl_tensor_empty(tl_tensor_CAST(g)->dtype, tl_tensor_CAST(g)->ndim, tl_tensor_CAST(g)->shape)) != NULL &&
+    case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND: {  /* zeros, like torch (not g * 0: inf * 0 is NaN) */
+        const tl_tensor *gt = tl_tensor_CAST(g);
+        if ((t = (PyObject *)tl_tensor_empty(gt->dtype, gt->ndim, gt->shape)) != NULL &&
             tl_tensor_fill(tl_tensor_CAST(t), 0.0) == 0)
             gin[0] = Py_NewRef(t);
         break;
+    }
     case TL_EW_SILU: gin[0] = ew2(TL_EW_SILU_GRAD, a, g); break;
     case TL_EW_GELU: gin[0] = ew2(TL_EW_GELU_GRAD, a, g); break;
     case TL_EW_ABS:
