@@ -159,7 +159,10 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
     int nd_bc, rdt = result_dtype(op, o, n), as_int = rdt == TL_I32 && EW_INT[op];
     if (tl_broadcast(name, bc + (into == NULL), 4 - (into == NULL), &nd_bc, shape) < 0) goto done;
     if (rdt == TL_U8 && (op == TL_EW_FLOORDIV || op == TL_EW_MOD || op == TL_EW_POW)) {
-        PyErr_Format(PyExc_TypeError, "%s: not supported for uint8 tensors (convert with .int() first)", name);
+        char s[128];
+        tl_shape_str(shape, nd_bc, s, sizeof s);
+        PyErr_Format(PyExc_TypeError, "%s: not supported for uint8 tensors (shape %s); convert with .int() first",
+                     name, s);
         goto done;
     }
     for (int i = 0; (as_int || rdt == TL_U8) && i < n; i++) {
