@@ -5,7 +5,7 @@
 # WHEELS=dir: wheels installed first (--no-deps, into /tmp/pyx on PYTHONPATH: gymnasium and ale-py there);
 # BEFORE="commands": run after the build, before the suite; AFTER="commands": run last (same environment).
 # PYTEST_X=: run the whole suite past failures (default -x stops at the first).
-# TLGPU_WHEELHOUSE=dir: wheels (numpy, setuptools, wheel) test_package installs fresh venvs from (no network).
+# TLGPU_WHEELHOUSE=dir: wheels (numpy, ml_dtypes, setuptools, wheel) test_package installs fresh venvs from (no network).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PY=$(command -v /opt/torch/.venv/bin/python3 || command -v python3)

@@ -1,8 +1,9 @@
 /* elementwise.cl: every elementwise op through one switch on a uniform op code (kernels/ew_ops.h), in a
- * contiguous and a strided/broadcasting variant, the int32 subset in a strided kernel, plus copy, fill, cast
- * and arange. One kernel per shape
+ * contiguous and a strided/broadcasting variant, the int32 subset in a strided kernel, any mix of storage
+ * dtypes (float16, bfloat16, uint8) in one strided kernel, plus copy, fill, conversions and arange. One kernel per shape
  * class keeps PoCL's per-kernel specialisation compiles few. A NULL input pointer means "use the scalar". */
 #include "ew_ops.h"
+#include "dtype.h"
 
 /* The op switch, written once for float and float4 (OpenCL's builtins and ?: work on both; select()
  * turns a comparison into 1/0 for scalars and vectors alike). The op code is uniform across the launch,
@@ -242,9 +243,56 @@ tl_ew_i32(int op, tl_layout L, global int *o, global const int *a, global const 
     o[ix.s0] = ew_apply_i32(op, a ? a[ix.s1] : sa, b ? b[ix.s2] : sb, c ? c[ix.s3] : sc);
 }
 
-/* Bit copy of 4-byte elements (float32 and int32 alike) between strided layouts. */
+/* Any operand dtypes (float16, bfloat16, uint8, or a mix with float32/int32): each operand is loaded as
+ * float32 through its dtype code and the result stored through the output's (dts: 4 bits each, output in
+ * bits 0..3, a, b, c above; kernels/dtype.h). Strided, one element per work-item: the float32 kernels above
+ * keep float32's speed, this one keeps the kernel count down. */
+kernel void
+tl_ew_any(int op, int dts, tl_layout L, global uchar *o, global const uchar *a, global const uchar *b,
+          global const uchar *c, float sa, float sb, float sc)
+{
+    int gid = get_global_id(0);
+    if (gid >= L.n) return;
+    int4 ix = ew_index(&L, gid);
+    float x = a ? tl_ld(a, dts >> 4 & 15, ix.s1) : sa, y = b ? tl_ld(b, dts >> 8 & 15, ix.s2) : sb;
+    float z = c ? tl_ld(c, dts >> 12 & 15, ix.s3) : sc;
+    tl_st(o, dts & 15, ix.s0, ew_apply(op, x, y, z));
+}
+
+/* Conversion between any two dtypes (dts as tl_ew_any's: output bits 0..3, input 4..7): through float32,
+ * except int32 -> uint8, which wraps the integer (float32 would round values past 2**24). */
+kernel void
+tl_convert(int dts, tl_layout L, global uchar *o, global const uchar *a)
+{
+    int gid = get_global_id(0);
+    if (gid >= L.n) return;
+    int4 ix = ew_index(&L, gid);
+    int to = dts & 15, from = dts >> 4 & 15;
+    if (from == TL_DT_I32 && to == TL_DT_U8) o[ix.s0] = (uchar)(((global const int *)a)[ix.s1] & 0xff);
+    else tl_st(o, to, ix.s0, tl_ld(a, from, ix.s1));
+}
+
+/* Bit copies of 4-, 2- and 1-byte elements (any dtype of that size) between strided layouts. */
 kernel void
 tl_copy_u32(tl_layout L, global uint *o, global const uint *a)
+{
+    int gid = get_global_id(0);
+    if (gid >= L.n) return;
+    int4 ix = ew_index(&L, gid);
+    o[ix.s0] = a[ix.s1];
+}
+
+kernel void
+tl_copy_u16(tl_layout L, global ushort *o, global const ushort *a)
+{
+    int gid = get_global_id(0);
+    if (gid >= L.n) return;
+    int4 ix = ew_index(&L, gid);
+    o[ix.s0] = a[ix.s1];
+}
+
+kernel void
+tl_copy_u8(tl_layout L, global uchar *o, global const uchar *a)
 {
     int gid = get_global_id(0);
     if (gid >= L.n) return;
@@ -277,6 +325,22 @@ tl_fill_u32(tl_layout L, global uint *o, uint v)
     int gid = get_global_id(0);
     if (gid >= L.n) return;
     o[ew_index(&L, gid).s0] = v;
+}
+
+kernel void
+tl_fill_u16(tl_layout L, global ushort *o, uint v)
+{
+    int gid = get_global_id(0);
+    if (gid >= L.n) return;
+    o[ew_index(&L, gid).s0] = (ushort)v;
+}
+
+kernel void
+tl_fill_u8(tl_layout L, global uchar *o, uint v)
+{
+    int gid = get_global_id(0);
+    if (gid >= L.n) return;
+    o[ew_index(&L, gid).s0] = (uchar)v;
 }
 
 /* Casts: to_f32 from int32, to_i32 from float32 (truncation toward zero, like numpy's astype). */

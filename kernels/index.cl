@@ -19,21 +19,25 @@ report_bad(global int *chk, int chk_id, int i, int dim_size)
 }
 
 /* 4-byte elements moved as bits, so float32 and int32 sources share the kernel. */
-kernel void
-tl_gather_u32(tl_layout L, global uint *o, global const uint *a, global const int *idx, int dim_size,
-              int dim_stride, global int *chk, int chk_id)
-{
-    int gid = get_global_id(0);
-    if (gid >= L.n) return;
-    int4 ix = ew_index(&L, gid);
-    int i = idx[ix.s2], j = i < 0 ? i + dim_size : i;
-    if (j < 0 || j >= dim_size) {
-        report_bad(chk, chk_id, i, dim_size);
-        o[ix.s0] = 0u;
-        return;
-    }
-    o[ix.s0] = a[ix.s1 + j * dim_stride];
+#define TL_GATHER(NAME, T)                                                                               \
+kernel void                                                                                                \
+NAME(tl_layout L, global T *o, global const T *a, global const int *idx, int dim_size, int dim_stride,       \
+     global int *chk, int chk_id)                                                                          \
+{                                                                                                          \
+    int gid = get_global_id(0);                                                                            \
+    if (gid >= L.n) return;                                                                                \
+    int4 ix = ew_index(&L, gid);                                                                           \
+    int i = idx[ix.s2], j = i < 0 ? i + dim_size : i;                                                      \
+    if (j < 0 || j >= dim_size) {                                                                          \
+        report_bad(chk, chk_id, i, dim_size);                                                              \
+        o[ix.s0] = 0;                                                                                      \
+        return;                                                                                            \
+    }                                                                                                      \
+    o[ix.s0] = a[ix.s1 + j * dim_stride];                                                                  \
 }
+TL_GATHER(tl_gather_u32, uint)
+TL_GATHER(tl_gather_u16, ushort)   /* float16, bfloat16 */
+TL_GATHER(tl_gather_u8, uchar)     /* uint8 */
 
 /* gather backward, deterministic without atomics: one work-item per element of the source's gradient
  * (laid out contiguous over L's shape, whose dim d has the source's size; `inner` = the product of the

@@ -154,10 +154,20 @@ def _():
     raises(OverflowError, "int32", lambda: tlgpu.tensor(np.array([2**33]), dtype=tlgpu.long))
 
 
-@row('`torch.float16`, `half`, `bfloat16`, `uint8`, `float64`, `double`, `bool`')
+@row('`torch.float16`, `half`, `bfloat16`, `uint8`')
+def _():
+    x = tlgpu.tensor([1.5, -2.25])
+    for name, want in (("float16", np.float16), ("half", np.float16), ("bfloat16", tlgpu.bfloat16),
+                       ("uint8", np.uint8)):
+        dt = getattr(tlgpu, name)
+        assert tlgpu.zeros(2, dtype=dt).dtype == want and x.to(dt).dtype == want and x.type(dt).dtype == want
+    assert x.half().float().tolist() == [1.5, -2.25] and x.byte().tolist() == [1, 254]
+
+
+@row('`torch.float64`, `double`, `bool`')
 def _():
     x = tlgpu.ones(2)
-    for name in ("float16", "half", "bfloat16", "uint8", "float64", "double", "bool"):
+    for name in ("float64", "double", "bool"):
         dt = getattr(tlgpu, name)
         raises(TypeError, "use tlgpu", lambda: tlgpu.zeros(2, dtype=dt))
         raises(TypeError, "use tlgpu", lambda: x.to(dt))

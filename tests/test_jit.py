@@ -396,3 +396,20 @@ def test_index_select_with_a_device_index_reads_nothing_back(rng):
         b = rng.standard_normal((9, 4)).astype(np.float32)
         k = rng.integers(0, 9, 5).astype(np.int32)
         np.testing.assert_allclose(jf(tlgpu.tensor(b), tlgpu.tensor(k)).numpy(), (b[k] * 3).sum(0), rtol=1e-5)
+
+
+def test_half_precision_tensors_trace_and_replay(rng):
+    """float16/bfloat16/uint8 inputs are part of the signature; conversions and promoted ops replay."""
+    import ml_dtypes
+    jf = tlgpu.jit(lambda h, b, u: ((h * 2).float() + b.float(), (u.float() / 255).half()))
+    for _ in range(4):
+        h = rng.standard_normal(6).astype(np.float16)
+        b = rng.standard_normal(6).astype(ml_dtypes.bfloat16)
+        u = rng.integers(0, 256, 6).astype(np.uint8)
+        s, q = jf(tlgpu.tensor(h), tlgpu.tensor(b), tlgpu.tensor(u))
+        np.testing.assert_allclose(s.numpy(), (h * 2).astype(np.float32) + b.astype(np.float32), rtol=1e-6)
+        assert q.dtype == tlgpu.float16
+        np.testing.assert_array_equal(q.numpy(), (u.astype(np.float32) / 255).astype(np.float16))
+    assert jf.traces() == 1
+    jf(tlgpu.tensor(h.astype(np.float32)), tlgpu.tensor(b), tlgpu.tensor(u))   # float32 in: another signature
+    assert jf.traces() == 1 and len(jf._seen) == 2

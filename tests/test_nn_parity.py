@@ -275,7 +275,7 @@ def test_save_load_interoperates_with_safetensors(tmp_path):
     st.save_file(written, str(tmp_path / "theirs.safetensors"))
     got = tlgpu.load(tmp_path / "theirs.safetensors")
     for k, v in written.items():
-        assert got[k].dtype == (np.int32 if v.dtype.kind == "i" else np.float32)
+        assert got[k].dtype == (np.int32 if v.dtype.kind == "i" else np.float16 if k == "h" else np.float32)
         np.testing.assert_array_equal(got[k].numpy(), v.astype(got[k].dtype))
 
 

@@ -84,23 +84,26 @@ def run(cmd, cwd=None, env=None, timeout=HANG_S):
 
 @pytest.fixture(scope="module")
 def wheelhouse(tmp_path_factory):
-    """A folder of wheels for what a fresh venv needs to install tlgpu (numpy at the running interpreter's
-    version; setuptools and wheel for pip's isolated sdist build), so the installs below never reach a
+    """A folder of wheels for what a fresh venv needs to install tlgpu (numpy and ml_dtypes at the running
+    interpreter's versions; setuptools and wheel for pip's isolated sdist build), so the installs below never reach a
     package index. TLGPU_WHEELHOUSE names a prepared folder (the GPU machine has no network); otherwise
     pip downloads them once. With neither an index nor such a folder the install tests skip, saying so."""
+    import ml_dtypes
     import numpy
     given = os.environ.get("TLGPU_WHEELHOUSE")
     if given:
-        if not list(Path(given).glob("numpy-*.whl")):
-            pytest.skip(f"TLGPU_WHEELHOUSE={given} holds no numpy wheel")
+        for name in ("numpy", "ml_dtypes"):
+            if not list(Path(given).glob(f"{name}-*.whl")):
+                pytest.skip(f"TLGPU_WHEELHOUSE={given} holds no {name} wheel")
         return Path(given)
     out = tmp_path_factory.mktemp("wheelhouse")
     p = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--timeout", "20",
-                        "--retries", "1", "-d", str(out), f"numpy=={numpy.__version__}", "setuptools>=61", "wheel"],
+                        "--retries", "1", "-d", str(out), f"numpy=={numpy.__version__}",
+                        f"ml_dtypes=={ml_dtypes.__version__}", "setuptools>=61", "wheel"],
                        capture_output=True, text=True, timeout=HANG_S)
     if p.returncode != 0:
-        pytest.skip("no package index reachable and no TLGPU_WHEELHOUSE folder of wheels (numpy, setuptools, "
-                    f"wheel) to install from: {p.stderr.strip().splitlines()[-1:]}")
+        pytest.skip("no package index reachable and no TLGPU_WHEELHOUSE folder of wheels (numpy, ml_dtypes, "
+                    f"setuptools, wheel) to install from: {p.stderr.strip().splitlines()[-1:]}")
     return out
 
 

@@ -4,8 +4,9 @@ tlgpu). Argument sugar over the C ops, nothing computed here:
 - creation functions that take device= (checked against the one device, _device.py), requires_grad= and
   torch's dtype names; randint(high, size);
 - dtype names: long/int64/int -> int32 (int64 data is range-checked into int32 at the boundary), float ->
-  float32; float16/half, bfloat16, uint8, float64/double and bool exist as names, and asking for one raises
-  TypeError (no storage yet, or none planned) instead of converting silently;
+  float32; float16/half, bfloat16 (ml_dtypes) and uint8 are storage dtypes (docs/precision.md); float64/double
+  and bool exist as names, and asking for one raises TypeError (no storage planned) instead of converting
+  silently;
 - legacy constructors Tensor(data_or_sizes), FloatTensor, LongTensor, IntTensor;
 - normal(mean, std, size) in torch's forms;
 - Tensor methods: to, cpu, cuda, device, pin_memory, type, long, view_as, ravel, clip, norm, data; and equal.
@@ -22,26 +23,14 @@ Tensor = _C.Tensor
 float32 = np.dtype("float32")
 int32 = np.dtype("int32")
 
-try:                                     # the bfloat16 numpy dtype DESIGN names, when installed
-    from ml_dtypes import bfloat16 as _bf16
-    bfloat16 = np.dtype(_bf16)
-except ImportError:
-    class _Bfloat16Name:
-        def __repr__(self):
-            return "tlgpu.bfloat16"
-    bfloat16 = _Bfloat16Name()
-
+from ml_dtypes import bfloat16 as _bf16  # noqa: E402 (the bfloat16 numpy dtype: a dependency)
+bfloat16 = np.dtype(_bf16)
 float16 = np.dtype("float16")
 uint8 = np.dtype("uint8")
 float64 = np.dtype("float64")
 bool_ = np.dtype("bool")
 
-_PRECISION_LATER = ("tlgpu has no {name} storage yet (float32 and int32 only; half-precision storage is a "
-                    "later issue); use tlgpu.float32 (x.float()): tlgpu does not convert silently")
 _REFUSED = {
-    float16: _PRECISION_LATER.format(name="float16"),
-    uint8: "tlgpu has no uint8 storage yet (a later issue); use tlgpu.int32, or tlgpu.float32 for pixels "
-           "(numpy uint8 data is converted at the boundary)",
     float64: "tlgpu has no float64 tensors (OpenCL fp64 is optional and slow); use tlgpu.float32 (numpy float64 "
              "data becomes float32 at the boundary)",
     bool_: "tlgpu has no bool tensors: comparisons give float32 masks (1.0/0.0); use tlgpu.float32",
@@ -49,8 +38,6 @@ _REFUSED = {
 
 
 def _refusal(dt):
-    if dt is bfloat16:
-        return _PRECISION_LATER.format(name="bfloat16")
     try:
         return _REFUSED.get(np.dtype(dt))
     except TypeError:
@@ -58,7 +45,7 @@ def _refusal(dt):
 
 
 def as_dtype(dt, op):
-    """dt as float32/int32 for the C ops (a legacy class like FloatTensor gives its dtype); the refused
+    """dt as a numpy dtype for the C ops (a legacy class like FloatTensor gives its dtype); the refused
     names raise TypeError saying what to use; anything else goes to C, which names what it accepts."""
     if dt is None:
         return None
@@ -74,10 +61,14 @@ def as_dtype(dt, op):
 def _with_grad(t, requires_grad, op):
     """t.requires_grad_() for creation functions whose C form takes no requires_grad=, with the C forms'
     message naming the op."""
-    if requires_grad and t.dtype != float32:
-        raise TypeError(f"{op}: requires_grad=True needs float32; only float32 tensors can require gradients "
+    if requires_grad and t.dtype not in (float32, float16, bfloat16):
+        raise TypeError(f"{op}: requires_grad=True needs float32, float16 or bfloat16 (a floating dtype) "
                         f"(got {t.dtype})")
     return t.requires_grad_() if requires_grad else t
+
+
+_ANY_DTYPE = ("zeros", "ones", "full", "empty", "tensor")     # creation that makes the storage dtypes too
+_STORAGE_ONLY = (float16, bfloat16, uint8)
 
 
 def _creator(name, c_takes_grad):
@@ -88,6 +79,9 @@ def _creator(name, c_takes_grad):
             check_device(device, name)
         if dtype is not None:
             kwargs["dtype"] = as_dtype(dtype, name)
+            if name not in _ANY_DTYPE and np.dtype(kwargs["dtype"]) in _STORAGE_ONLY:
+                raise TypeError(f"{name}: dtype {kwargs['dtype']} is not supported here (float32 or int32); "
+                                f"convert the result with .to({kwargs['dtype']})")
         if c_takes_grad:
             return c_fn(*args, requires_grad=requires_grad, **kwargs)
         return _with_grad(c_fn(*args, **kwargs), requires_grad, name)
@@ -162,8 +156,10 @@ def _like_dtype(t, dtype, op):
         return as_dtype(dtype, op)
     if isinstance(t, Tensor):
         return t.dtype
-    kind = np.asarray(t).dtype.kind                  # a numpy operand: the dtype tlgpu would convert it to
-    return int32 if kind in "iu" else float32
+    dt = np.asarray(t).dtype                        # a numpy operand: the dtype tlgpu would convert it to
+    if dt in _STORAGE_ONLY:
+        return dt
+    return int32 if dt.kind in "iu" else float32
 
 
 def _like(name, make, float_only=False):
@@ -241,7 +237,8 @@ class LongTensor(FloatTensor):
     _tlgpu_dtype = int32
 
 
-_TYPE_NAMES = {float32: "tlgpu.FloatTensor", int32: "tlgpu.IntTensor"}
+_TYPE_NAMES = {float32: "tlgpu.FloatTensor", int32: "tlgpu.IntTensor", float16: "tlgpu.HalfTensor",
+               bfloat16: "tlgpu.BFloat16Tensor", uint8: "tlgpu.ByteTensor"}
 _TYPE_STRINGS = {f"{mod}.{name}": dt for mod in ("tlgpu", "torch", "torch.cuda")
                  for name, dt in (("FloatTensor", float32), ("IntTensor", int32), ("LongTensor", int32))}
 
@@ -251,11 +248,7 @@ _TYPE_STRINGS = {f"{mod}.{name}": dt for mod in ("tlgpu", "torch", "torch.cuda")
 def _to_dtype(t, dt, copy):
     if dt is None or np.dtype(dt) == t.dtype:
         return t.clone() if copy else t
-    if np.dtype(dt) == float32:
-        return t.float()
-    if np.dtype(dt) == int32:
-        return t.int()
-    raise TypeError(f"to: unsupported dtype {dt!r}: tlgpu tensors are float32 or int32")
+    return t._convert(dt)                         # on the device; differentiable between floating dtypes
 
 
 def _is_device_arg(a):
@@ -332,18 +325,21 @@ def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
         raise TypeError("norm: tlgpu computes norms in float32")
     x = self if self.dtype == float32 else self.float()
     axis = None if dim is None else (dim if isinstance(dim, int) else tuple(dim))
+    back = self.dtype in (float16, bfloat16)          # computed in float32, returned in the half dtype (torch)
     if p in ("fro", 2, 2.0, None):
         s = (x * x).sum(axis=axis, keepdims=keepdim)
         zero = s == 0                                # sqrt of 1 there: a finite gradient, masked to 0; NaN stays
-        return _C.where(zero, 1.0, s).sqrt() * (1.0 - zero)
-    if p in (1, 1.0):
-        return x.abs().sum(axis=axis, keepdims=keepdim)
-    if p == math.inf:
-        return x.abs().max(axis=axis, keepdims=keepdim)
-    if p == -math.inf:
-        return x.abs().min(axis=axis, keepdims=keepdim)
-    raise ValueError(f"norm: p={p!r} is not supported (2, 'fro', 1, inf, -inf); compose others, e.g. "
-                     "x.abs().pow(p).sum() ** (1 / p)")
+        r = _C.where(zero, 1.0, s).sqrt() * (1.0 - zero)
+    elif p in (1, 1.0):
+        r = x.abs().sum(axis=axis, keepdims=keepdim)
+    elif p == math.inf:
+        r = x.abs().max(axis=axis, keepdims=keepdim)
+    elif p == -math.inf:
+        r = x.abs().min(axis=axis, keepdims=keepdim)
+    else:
+        raise ValueError(f"norm: p={p!r} is not supported (2, 'fro', 1, inf, -inf); compose others, e.g. "
+                         "x.abs().pow(p).sum() ** (1 / p)")
+    return r._convert(self.dtype) if back else r
 
 
 def _data_get(self):

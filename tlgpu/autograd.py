@@ -6,6 +6,7 @@ import collections
 import functools
 
 import numpy as _np
+from ml_dtypes import bfloat16 as _bf16
 
 from . import _C
 
@@ -151,7 +152,8 @@ def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=N
         n *= x.shape[d] if x.ndim else 1
     red = axes if x.ndim else None
     d = x - x.mean(axis=red, keepdims=True)
-    return (d * d).sum(axis=red, keepdims=keepdim) / float(n - corr)
+    v = (d * d).sum(axis=red, keepdims=keepdim) / float(n - corr)
+    return v._convert(self.dtype) if self.dtype in (_np.float16, _np.dtype(_bf16)) else v   # float16 in: float16 out
 
 
 def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
@@ -219,7 +221,7 @@ def masked_fill(self, mask, value):
     if not ok:
         raise ValueError(f"masked_fill: mask of shape {mask.shape} does not broadcast to {self.shape}")
     out = _C.where(mask, value, self)
-    return out.int() if self.dtype == _np.int32 else out
+    return out if out.dtype == self.dtype else out._convert(self.dtype)     # keeps self's dtype, as torch
 
 
 def masked_fill_(self, mask, value):

@@ -2,13 +2,14 @@
 JSON header {name: {dtype, shape, data_offsets}, "__metadata__": {str: str}}, then the raw bytes), so the
 `safetensors` package and PyTorch's safetensors files interoperate with tlgpu's.
 
-- A module state_dict ({name: array or Tensor}) is stored key for key, float32 as F32 and int32 as I32.
+- A module state_dict ({name: array or Tensor}) is stored key for key: float32 as F32, int32 as I32, float16 as
+  F16, bfloat16 (ml_dtypes) as BF16, uint8 as U8.
 - An optimizer state_dict ({"state": {i: {name: value}}, "param_groups": [...]}) stores each state
   tensor as "state.<i>.<name>"; its non-tensor parts (param_groups with their hyperparameters and the
   parameter numbering, per-parameter scalars such as Adam's step) go into __metadata__["tlgpu.optimizer"]
   as JSON, and load() rebuilds the same nested dict.
-load() returns device tensors: F64/F16/BF16 become float32, I64/I16/I8/U8/BOOL int32 (an I64 value outside
-int32 raises OverflowError). A truncated or inconsistent file raises ValueError; the write is atomic
+load() returns device tensors: F32, I32, F16, BF16 and U8 keep their dtype; F64 becomes float32, I64/I16/I8/BOOL
+int32 (an I64 value outside int32 raises OverflowError). A truncated or inconsistent file raises ValueError; the write is atomic
 (a temporary file renamed over the target)."""
 import json
 import os
@@ -16,12 +17,15 @@ import struct
 from collections import OrderedDict
 
 import numpy as np
+from ml_dtypes import bfloat16 as _bf16
 
 from . import _C
 from ._device import check_device
 
-_TO_CODE = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}
-_FROM_CODE = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": np.uint16, "I64": np.int64,
+_TO_CODE = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32", np.dtype(np.float16): "F16",
+            np.dtype(_bf16): "BF16", np.dtype(np.uint8): "U8"}
+_KEPT = ("F32", "I32", "F16", "BF16", "U8")           # tlgpu's storage dtypes: loaded as they are
+_FROM_CODE = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "BF16": _bf16, "I64": np.int64,
               "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
 _OPTIM_KEY = "tlgpu.optimizer"
 
@@ -37,7 +41,8 @@ def _host(name, v):
             raise OverflowError(f"save: {name!r} has int64 values outside int32")
         a = a.astype(np.int32)
     if a.dtype not in _TO_CODE:
-        raise TypeError(f"save: {name!r} has dtype {a.dtype}; tlgpu stores float32 and int32")
+        raise TypeError(f"save: {name!r} has dtype {a.dtype}; tlgpu stores float32, int32, float16, bfloat16 and "
+                        "uint8")
     return np.ascontiguousarray(a)
 
 
@@ -101,8 +106,8 @@ def _array(name, entry, buf):
         raise ValueError(f"load: {name!r}: offsets [{begin}, {end}) do not fit shape {shape} of {code} in a "
                          f"{len(buf)}-byte data section")
     a = np.frombuffer(buf, dtype=dt, count=(end - begin) // dt.itemsize, offset=begin).reshape(shape)
-    if code == "BF16":
-        return (a.astype(np.uint32) << 16).view(np.float32)
+    if code in _KEPT:
+        return a
     if a.dtype.kind == "f":
         return a.astype(np.float32)
     if code == "I64" and a.size and (a.min() < -2**31 or a.max() >= 2**31):

@@ -8,8 +8,9 @@
  * .grad of leaves, and (without retain_graph) frees each node's saved tensors once its backward ran.
  * Grad mode is thread-local; the engine itself runs with it off (no higher-order graphs).
  * The engine knows no op: backward functions, node names and view flags come from the rows the op families
- * register (tl_autograd_register, checked at import), and the three ops it runs itself
- * (in-place add, sum over axes, reshape) from the primitives they register. */
+ * register (tl_autograd_register, checked at import), and the ops it runs itself (in-place add, sum over
+ * axes, reshape; and the conversion of an input's gradient to the input's dtype, optional) from the
+ * primitives they register. */
 #include "autograd.h"
 #include "ops_common.h"
 #include <stdarg.h>
@@ -66,7 +67,7 @@ check_rows(const tl_family *const *fams, size_t n, const tl_op_row **table, size
                 return row_error("two op families register the autograd engine's %s primitive", #m);            \
             prims->m = p->m;                                                                                    \
         }
-        TAKE(add_) TAKE(sum) TAKE(reshape)
+        TAKE(add_) TAKE(sum) TAKE(reshape) TAKE(convert)
 #undef TAKE
     }
     if (prims->add_ == NULL || prims->sum == NULL || prims->reshape == NULL)
@@ -130,6 +131,7 @@ tl_node_new(const tl_op_row *row, PyObject *const *ins, int n)
         tl_tensor *t = tl_tensor_CAST(ins[i]);
         tl_edge *e = &nd->in[i];
         e->ndim = t->ndim;
+        e->dtype = t->dtype;
         memcpy(e->shape, t->shape, sizeof(Py_ssize_t) * (size_t)t->ndim);
         if (!t->requires_grad) continue;
         if (t->grad_fn != NULL) {
@@ -324,7 +326,7 @@ accumulate(PyObject **acc, PyObject *g, int leaf)
         int private = Py_REFCNT(g) == 1 && t->offset == 0 && tl_tensor_is_contig(t) &&
                       (t->storage == NULL || atomic_load(&t->storage->refs) == 1);
         if (private) { *acc = Py_NewRef(g); return 0; }
-        tl_tensor *copy = tl_tensor_empty(TL_F32, t->ndim, t->shape);
+        tl_tensor *copy = tl_tensor_empty(t->dtype, t->ndim, t->shape);
         if (copy != NULL && tl_copy_into(copy, t) < 0) Py_CLEAR(copy);
         *acc = (PyObject *)copy;
         return copy == NULL ? -1 : 0;
@@ -393,6 +395,8 @@ run_backward(tl_node *root, PyObject *grad, int retain)
             tl_edge *e = &nd->in[i];
             if (st == 0 && gin[i] != NULL && (e->next != NULL || e->leaf != NULL)) {
                 PyObject *r = tl_sum_to_shape(gin[i], e->ndim, e->shape);
+                if (r != NULL && tl_tensor_CAST(r)->dtype != e->dtype && PRIMS.convert != NULL)
+                    Py_SETREF(r, PRIMS.convert(tl_tensor_CAST(r), e->dtype));    /* float16 input, float32 grad */
                 if (r == gin[i]) Py_CLEAR(gin[i]);    /* r is then the only ref: accumulate may keep it, no copy */
                 if (r == NULL) st = -1;
                 else if (accumulate(e->next ? &e->next->grad : &tl_tensor_CAST(e->leaf)->grad, r, e->next == NULL) < 0)
@@ -434,10 +438,11 @@ tensor_backward(PyObject *self, PyObject *args, PyObject *kwargs)
             return PyErr_Format(PyExc_RuntimeError, "backward: gradient can be implicit only for a one-element "
                                 "output; this one has shape %s: pass gradient=", s);
         }
-        g = (PyObject *)tl_tensor_empty(TL_F32, t->ndim, t->shape);
+        g = (PyObject *)tl_tensor_empty(t->dtype, t->ndim, t->shape);
         if (g != NULL && tl_tensor_fill(tl_tensor_CAST(g), 1.0) < 0) Py_CLEAR(g);
-    } else if (!tl_tensor_check(gradient) || tl_tensor_CAST(gradient)->dtype != TL_F32) {
-        return PyErr_Format(PyExc_TypeError, "backward: gradient must be a float32 Tensor");
+    } else if (!tl_tensor_check(gradient) || tl_tensor_CAST(gradient)->dtype != t->dtype) {
+        return PyErr_Format(PyExc_TypeError, "backward: gradient must be a %s Tensor (the output's dtype)",
+                            tl_dtype_name(t->dtype));
     } else {
         tl_tensor *gt = tl_tensor_CAST(gradient);
         if (gt->ndim != t->ndim || memcmp(gt->shape, t->shape, sizeof(Py_ssize_t) * (size_t)t->ndim) != 0) {

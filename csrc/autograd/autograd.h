@@ -18,7 +18,8 @@ typedef struct { tl_storage *storage; int dtype, ndim; Py_ssize_t shape[TL_MAX_D
 typedef struct tl_edge {
     struct tl_node *next;                      /* the input's grad_fn (owned ref), or NULL */
     PyObject *leaf;                            /* the input itself when it is a leaf requiring grad (owned) */
-    int ndim;                                  /* the input's shape: its gradient is reduced back to it */
+    int ndim, dtype;                           /* the input's shape and dtype: its gradient is reduced and
+                                                * converted back to them */
     Py_ssize_t shape[TL_MAX_DIMS];
 } tl_edge;
 
@@ -59,6 +60,7 @@ typedef struct tl_grad_prims {
     int       (*add_)(tl_tensor *acc, tl_tensor *x);                          /* acc += x in place */
     PyObject *(*sum)(tl_tensor *x, unsigned axes, int keepdims);              /* ops.h's tl_sum */
     PyObject *(*reshape)(tl_tensor *x, int ndim, const Py_ssize_t *shape);    /* ops.h's tl_reshape */
+    PyObject *(*convert)(tl_tensor *x, int dtype);    /* x in another dtype, not recorded (optional) */
 } tl_grad_prims;
 
 /* module.c at import: the engine's table from the families' rows and primitives (-1 + ImportError). */

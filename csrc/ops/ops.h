@@ -28,6 +28,14 @@ PyObject *tl_clone(tl_tensor *x);                                       /* a con
 int       tl_add_(tl_tensor *acc, tl_tensor *x);                        /* acc += x in place; 0 or -1 */
 int       tl_record_overwrite(tl_tensor *t);      /* after an in-place write of new values (fill_): 0 or -1 */
 
+/* ops_convert.c: x in dtype `to` (x itself when it has it); recorded between floating dtypes */
+PyObject *tl_convert(tl_tensor *x, int to);
+int       tl_convert_into(tl_tensor *dst, tl_tensor *src);   /* dst = src converted, broadcast; not recorded */
+PyObject *tl_convert_steal(PyObject *r, int to);             /* r (a new ref, or NULL) converted; r released */
+int       tl_check_float(const char *op, const tl_tensor *t); /* float32/16, bfloat16; else tl_check_dtype's error */
+/* The families that compute in float32 run a float16/bfloat16 input as: the op on tl_convert(x, TL_F32) (a
+ * recorded, exact widening), its result converted back with tl_convert_steal (docs/precision.md). */
+
 /* ops_matmul.c */
 PyObject *tl_matmul(tl_tensor *a, tl_tensor *b);                       /* a @ b, numpy rules, not recorded */
 

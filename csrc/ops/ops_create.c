@@ -15,7 +15,7 @@ fn_tensor(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     PyObject *data, *dtype = Py_None;
     int rg = 0, td;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|Op:tensor", kw, &data, &dtype, &rg)) return NULL;
-    if ((td = tl_parse_dtype(dtype, -1)) == -1 && PyErr_Occurred()) return NULL;
+    if ((td = tl_parse_dtype_all(dtype, -1)) == -1 && PyErr_Occurred()) return NULL;
     tl_tensor *t = tl_tensor_from_object(data, td, "tensor");
     if (t != NULL && rg && tl_require_grad_new("tensor", t) < 0) Py_CLEAR(t);
     return (PyObject *)t;
@@ -42,7 +42,7 @@ make_filled(PyObject *args, PyObject *kwargs, const char *op, int has_fill, doub
     Py_DECREF(empty);
     if (!ok || tl_parse_shape(op, args, &ndim, shape) < 0) return NULL;
     int dflt = fill_obj != NULL && PyLong_Check(fill_obj) && !PyBool_Check(fill_obj) ? TL_I32 : TL_F32;
-    if ((td = tl_parse_dtype(dtype, dflt)) < 0) return NULL;
+    if ((td = tl_parse_dtype_all(dtype, dflt)) < 0) return NULL;
     if (has_fill && td == TL_I32 && tl_check_int32_value(op, fill) < 0) return NULL;
     tl_tensor *t = tl_tensor_empty(td, ndim, shape);
     if (t != NULL && rg && tl_require_grad_new(op, t) < 0) Py_CLEAR(t);      /* before the fill: nothing wasted */

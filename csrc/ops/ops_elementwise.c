@@ -32,8 +32,6 @@ static const unsigned char EW_INT[TL_EW_COUNT] = {
 };
 #define IS_CMP(op) ((op) >= TL_EW_LT && (op) <= TL_EW_NE)
 
-static PyObject *cast(PyObject *self, int to);
-
 /* x as an operand. A numpy array or numpy scalar is uploaded (float64 -> float32, int64 -> int32) into a new
  * tensor returned in *held, so numpy data on either side of an operator stays on the device. */
 static int
@@ -78,21 +76,22 @@ is_operand(PyObject *x)
     return tl_tensor_check(x) || PyFloat_Check(x) || PyLong_Check(x) || tl_is_numpy(x);
 }
 
-/* 1 when OP runs in int32: it has an int32 kernel, its tensors are all int32 and its scalars all ints. */
+/* PyTorch's result dtype: floating tensors win over integer ones (float16 with float16 stays float16; two
+ * floating dtypes that differ give float32), uint8 with int32 gives int32; Python scalars do not promote
+ * a tensor's dtype within its kind, a float scalar makes integer tensors float32; ops without an integer
+ * form give float32 for integer tensors. */
 static int
-int_math(int op, const operand *o, int n)
+result_dtype(int op, const operand *o, int n)
 {
-    int any = 0;
-    if (!EW_INT[op]) return 0;
-    for (int i = 0; i < n; i++) {
-        if (o[i].t != NULL) {
-            if (o[i].t->dtype != TL_I32) return 0;
-            any = 1;
-        } else if (!o[i].is_int) {
-            return 0;
-        }
+    int fl = -1, in = -1, fscalar = 0;
+    for (int i = op == TL_EW_WHERE; i < n; i++) {    /* where's condition (a mask) does not promote */
+        const int dt = o[i].t != NULL ? o[i].t->dtype : -1;
+        if (dt < 0) fscalar |= !o[i].is_int;
+        else if (TL_IS_FLOAT(dt)) fl = fl < 0 || fl == dt ? dt : TL_F32;
+        else in = in < 0 || in == dt ? dt : TL_I32;
     }
-    return any;
+    if (fl >= 0) return fl;
+    return in < 0 || fscalar || !EW_INT[op] ? TL_F32 : in;
 }
 
 /* What each op's backward needs: bit 0..2 = operands a, b, c; bit 3 = the output. 0 = not differentiable
@@ -142,7 +141,7 @@ node_finish(tl_node *nd, tl_tensor *out)
 static int record_overwrite(tl_tensor *t, PyObject *src);
 
 /* The one dispatch: out = OP(x, y, z). `into` (in-place target) or NULL for a new contiguous result. */
-static PyObject *ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int as_int);
+static PyObject *ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int odt);
 
 static PyObject *
 ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *into)
@@ -157,9 +156,16 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
     }
     tl_tensor *bc[4] = {into, o[0].t, o[1].t, o[2].t};      /* shapes first: a failed op enqueues no cast */
     Py_ssize_t shape[TL_MAX_DIMS];
-    int nd_bc, as_int = int_math(op, o, n);
+    int nd_bc, rdt = result_dtype(op, o, n), as_int = rdt == TL_I32 && EW_INT[op];
     if (tl_broadcast(name, bc + (into == NULL), 4 - (into == NULL), &nd_bc, shape) < 0) goto done;
-    for (int i = 0; as_int && i < n; i++) {
+    if (rdt == TL_U8 && (op == TL_EW_FLOORDIV || op == TL_EW_MOD || op == TL_EW_POW)) {
+        char s[128];
+        tl_shape_str(shape, nd_bc, s, sizeof s);
+        PyErr_Format(PyExc_TypeError, "%s: not supported for uint8 tensors (shape %s); convert with .int() first",
+                     name, s);
+        goto done;
+    }
+    for (int i = 0; (as_int || rdt == TL_U8) && i < n; i++) {
         if (o[i].t == NULL && !o[i].fits) {
             PyErr_Format(PyExc_OverflowError, "%s: Python int operand does not fit int32", name);
             goto done;
@@ -173,21 +179,21 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
             goto done;
         }
     }
-    for (int i = 0; !as_int && i < n; i++) {          /* float math: int32 tensors become float32 first */
-        if (o[i].t == NULL || o[i].t->dtype == TL_F32) continue;
-        PyObject *c = cast((PyObject *)o[i].t, TL_F32);
+    for (int i = 0; as_int && i < n; i++) {           /* int32 math: uint8 tensors widen first */
+        if (o[i].t == NULL || o[i].t->dtype == TL_I32) continue;
+        PyObject *c = tl_convert(o[i].t, TL_I32);
         if (c == NULL) goto done;
         Py_XSETREF(held[i], c);
         ins[i] = c;
         o[i].t = tl_tensor_CAST(c);
     }
     if (into != NULL) {
-        int rdt = as_int && !IS_CMP(op) ? TL_I32 : TL_F32;
-        if (into->dtype != rdt) {
+        int r = IS_CMP(op) ? TL_F32 : rdt;           /* a floating result goes into any floating dtype */
+        if (into->dtype != r && !(TL_IS_FLOAT(into->dtype) && TL_IS_FLOAT(r))) {
             char s[128];
             tl_shape_str(into->shape, into->ndim, s, sizeof s);
             PyErr_Format(PyExc_TypeError, "%s: the %s result cannot be written in place into an %s tensor of "
-                         "shape %s", name, tl_dtype_name(rdt), tl_dtype_name(into->dtype), s);
+                         "shape %s", name, tl_dtype_name(r), tl_dtype_name(into->dtype), s);
             goto done;
         }
         if (tl_check_writable(name, into) < 0) goto done;
@@ -197,7 +203,7 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
             unaliased[i] = (PyObject *)o[i].t;      /* ins[i] keeps the original: the graph's edge */
         }
     }
-    res = ew_checked(op, name, ins, into, o, as_int);
+    res = ew_checked(op, name, ins, into, o, as_int ? -1 : IS_CMP(op) ? TL_F32 : rdt);
 done:
     for (int i = 0; i < 3; i++) {
         Py_XDECREF(unaliased[i]);
@@ -244,12 +250,15 @@ launch_rows(tl_kernel *kh, const tl_layout *L, tl_storage *const *st)
     return 0;
 }
 
+/* odt: the output's dtype, -1 for int32 math (tl_ew_i32). Float32 operands into a float32 output take the
+ * float32 kernels; any other mix (float16, bfloat16, uint8, int32 read as float) takes tl_ew_any. */
 static PyObject *
-ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int as_int)
+ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int odt)
 {
     static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32"),
                      ki = TL_KERNEL("elementwise", "tl_ew_i32"), kr = TL_KERNEL("elementwise", "tl_ew_rows_f32"),
-                     kh_hot = TL_KERNEL("elementwise", "tl_ew_hot_f32");
+                     kh_hot = TL_KERNEL("elementwise", "tl_ew_hot_f32"), ka = TL_KERNEL("elementwise", "tl_ew_any");
+    const int as_int = odt < 0;
     tl_tensor *ops[4], *out = NULL;
     tl_node *nd = NULL;
     PyObject *copies[3] = {NULL, NULL, NULL};
@@ -273,7 +282,7 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         if (track && (save_copies(op, into, o, copies) < 0 || (nd = node_make(op, ins, o)) == NULL)) goto fail;
         out = (tl_tensor *)Py_NewRef(into);
         tl_mark_write(out, name);
-    } else if ((out = tl_tensor_empty(as_int && !IS_CMP(op) ? TL_I32 : TL_F32, ndim, shape)) == NULL) {
+    } else if ((out = tl_tensor_empty(as_int ? (IS_CMP(op) ? TL_F32 : TL_I32) : odt, ndim, shape)) == NULL) {
         return NULL;
     } else if (!(EW_SAVE[op] & ND) && tl_autograd_wanted(ins, 3) && (nd = node_make(op, ins, o)) == NULL) {
         goto fail;
@@ -282,25 +291,28 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         ops[0] = out;
         for (int i = 0; i < 3; i++) ops[i + 1] = o[i].t;
         tl_layout_make(&L, ndim, shape, ops, 4);
-        int contig = !as_int && L.ndim <= 1;
+        int any = !as_int && out->dtype != TL_F32, dts = out->dtype;
+        for (int i = 0; i < 3; i++)
+            if (o[i].t != NULL) any |= !as_int && o[i].t->dtype != TL_F32, dts |= o[i].t->dtype << (4 + 4 * i);
+        int contig = !as_int && !any && L.ndim <= 1;
         for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
-        const int cpu = as_int ? 0 : tl_device_is_cpu();   /* CPU devices only: GPUs keep the kernels they had */
+        const int cpu = as_int || any ? 0 : tl_device_is_cpu();   /* CPU devices only: GPUs keep their kernels */
         if (cpu < 0) goto fail;
         int rows = cpu && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's case */
         for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
         int hot = cpu && contig && EW_HOT[op] && o[2].t == NULL;
-        tl_kernel *kh = as_int ? &ki : hot ? &kh_hot : contig ? &kc : rows ? &kr : &ks;
+        tl_kernel *kh = as_int ? &ki : any ? &ka : hot ? &kh_hot : contig ? &kc : rows ? &kr : &ks;
         cl_kernel k = tl_kernel_py(kh);
         if (k == NULL) goto fail;
-        const size_t sz[9] = {sizeof op, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
-                              4, 4, 4};
-        const void *v[9] = {&op, &L, TL_MEM(out), TL_MEM(o[0].t), TL_MEM(o[1].t), TL_MEM(o[2].t),
-                            &o[0].value, &o[1].value, &o[2].value};
-        if (as_int) for (int i = 0; i < 3; i++) v[6 + i] = &o[i].ivalue;
+        const size_t sz[10] = {sizeof op, sizeof dts, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
+                               sizeof(cl_mem), 4, 4, 4};
+        const void *v[10] = {&op, &dts, &L, TL_MEM(out), TL_MEM(o[0].t), TL_MEM(o[1].t), TL_MEM(o[2].t),
+                             &o[0].value, &o[1].value, &o[2].value};
+        if (as_int) for (int i = 0; i < 3; i++) v[7 + i] = &o[i].ivalue;
         tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
                              o[2].t ? o[2].t->storage : NULL};
         size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
-        if (tl_set_args(k, 0, 9, sz, v) < 0) goto fail;
+        if (tl_set_args(k, 0, 1, sz, v) < 0 || tl_set_args(k, 1, 8 + any, sz + 2 - any, v + 2 - any) < 0) goto fail;
         if ((rows ? launch_rows(kh, &L, st) : tl_launch_1d(kh, items, st, 4, 1u)) < 0) goto fail;
     }
     if (nd != NULL) node_finish(nd, out);
@@ -464,11 +476,13 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_SIGMOID: gin[0] = ew2(TL_EW_SIGMOID_GRAD, out, g); break;
     case TL_EW_RELU: gin[0] = ew2(TL_EW_RELU_GRAD, a, g); break;
     case TL_EW_LEAKY_RELU: gin[0] = ew(TL_EW_LEAKY_RELU_GRAD, "backward", a, g, b, NULL); break;
-    case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND:   /* zeros, like torch (not g * 0: inf * 0 is NaN) */
-        if ((t = (PyObject *)tl_tensor_empty(TL_F32, tl_tensor_CAST(g)->ndim, tl_tensor_CAST(g)->shape)) != NULL &&
+    case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND: {  /* zeros, like torch (not g * 0: inf * 0 is NaN) */
+        const tl_tensor *gt = tl_tensor_CAST(g);
+        if ((t = (PyObject *)tl_tensor_empty(gt->dtype, gt->ndim, gt->shape)) != NULL &&
             tl_tensor_fill(tl_tensor_CAST(t), 0.0) == 0)
             gin[0] = Py_NewRef(t);
         break;
+    }
     case TL_EW_SILU: gin[0] = ew2(TL_EW_SILU_GRAD, a, g); break;
     case TL_EW_GELU: gin[0] = ew2(TL_EW_GELU_GRAD, a, g); break;
     case TL_EW_ABS:
@@ -671,7 +685,7 @@ m_fill_(PyObject *self, PyObject *value)
     return fill_inplace(self, v, "fill_");
 }
 
-/* copy_(src): src is a Tensor of the same dtype broadcastable to self, or array-like data (uploaded). */
+/* copy_(src): src is a Tensor (of any dtype: converted) broadcastable to self, or array-like data (uploaded). */
 static PyObject *
 m_copy_(PyObject *self, PyObject *src_o)
 {
@@ -688,7 +702,7 @@ m_copy_(PyObject *self, PyObject *src_o)
     if (src == NULL) return NULL;
     ins[0] = t;
     ins[1] = src;
-    if (tl_check_dtype("copy_", src, t->dtype) < 0 || tl_broadcast("copy_", ins, 2, &ndim, shape) < 0) goto done;
+    if (tl_broadcast("copy_", ins, 2, &ndim, shape) < 0) goto done;
     if (ndim != t->ndim || memcmp(shape, t->shape, sizeof(Py_ssize_t) * (size_t)ndim) != 0) {
         char a[128], b[128];
         tl_shape_str(t->shape, t->ndim, a, sizeof a);
@@ -697,35 +711,12 @@ m_copy_(PyObject *self, PyObject *src_o)
         goto done;
     }
     tl_mark_write(t, "copy_");
-    rc = tl_copy_into(t, src);
+    rc = tl_convert_into(t, src);                    /* another dtype converts, as torch's copy_ */
     if (rc == 0 && record_overwrite(t, tl_tensor_check(src_o) ? src_o : NULL) < 0) rc = -1;
 done:
     Py_DECREF(src);
     return rc < 0 ? NULL : Py_NewRef(self);
 }
-
-static PyObject *
-cast(PyObject *self, int to)
-{
-    static tl_kernel kf = TL_KERNEL("elementwise", "tl_cast_i32_to_f32"),
-                     ki = TL_KERNEL("elementwise", "tl_cast_f32_to_i32");
-    tl_tensor *t = tl_tensor_CAST(self), *out;
-    tl_layout L;
-    if (t->dtype == to) return Py_NewRef(self);
-    if ((out = tl_tensor_empty(to, t->ndim, t->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
-    tl_kernel *kh = to == TL_F32 ? &kf : &ki;
-    cl_kernel k = tl_kernel_py(kh);
-    tl_tensor *ops[2] = {out, t};
-    tl_layout_make(&L, t->ndim, t->shape, ops, 2);
-    const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem)};
-    const void *v[3] = {&L, &out->storage->mem, &t->storage->mem};
-    tl_storage *st[2] = {out->storage, t->storage};
-    if (k == NULL || tl_set_args(k, 0, 3, sz, v) < 0 || tl_launch_1d(kh, (size_t)L.n, st, 2, 1u) < 0) Py_CLEAR(out);
-    return (PyObject *)out;
-}
-
-static PyObject *m_float(PyObject *self, PyObject *Py_UNUSED(i)) { return cast(self, TL_F32); }
-static PyObject *m_int(PyObject *self, PyObject *Py_UNUSED(i)) { return cast(self, TL_I32); }
 
 #define U(name, doc) {#name, m_##name, METH_NOARGS, doc}
 #define B(name, doc) {#name, m_##name, METH_O, doc}
@@ -745,10 +736,9 @@ static const PyMethodDef ew_methods[] = {
     B(eq, "== mask"), B(ne, "!= mask"),
     B(add_, "in place +="), B(sub_, "in place -="), B(mul_, "in place *="), B(div_, "in place /="),
     U(zero_, "in place: set to 0"), B(fill_, "in place: set to a value"),
-    B(copy_, "in place: copy (broadcast) from a tensor or array-like of the same dtype"),
+    B(copy_, "in place: copy (broadcast, converting the dtype) from a tensor or array-like"),
     {"clamp", (PyCFunction)(void (*)(void))m_clamp, METH_VARARGS | METH_KEYWORDS, "clamp(min=None, max=None)"},
     {"clamp_", (PyCFunction)(void (*)(void))m_clamp_, METH_VARARGS | METH_KEYWORDS, "in place clamp(min, max)"},
-    U(float, "cast to float32"), U(int, "cast to int32 (truncating)"),
     U(contiguous, "Self if contiguous, else a contiguous copy."),
     {NULL, NULL, 0, NULL},
 };

@@ -213,7 +213,10 @@ static int
 run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_tensor *idx, tl_tensor *idx_l,
            PyObject *host, int dim, PyObject **keep)
 {
-    static tl_kernel kh = TL_KERNEL("index", "tl_gather_u32");
+    static tl_kernel k3[3] = {TL_KERNEL("index", "tl_gather_u8"), TL_KERNEL("index", "tl_gather_u16"),
+                              TL_KERNEL("index", "tl_gather_u32")};
+    const size_t es = tl_dtype_size(src->dtype);
+    tl_kernel *kh = &k3[es == 1 ? 0 : es == 2 ? 1 : 2];             /* a bit copy of the element's size */
     tl_layout L;
     tl_err err = {0};
     cl_kernel k;
@@ -228,7 +231,7 @@ run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_
         return -1;
     }
     if (out->storage == NULL) return 0;                      /* zero-size: nothing to gather */
-    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
+    if ((k = tl_kernel_py(kh)) == NULL) return -1;
     if (tl_stream_check_mem(op, &chk, &chk_id, &err) != TL_OK) return tl_raise(&err);
     tl_tensor *ops[3] = {out, src_l, idx_l};
     tl_layout_make(&L, out->ndim, out->shape, ops, 3);
@@ -238,7 +241,7 @@ run_gather(const char *op, tl_tensor *out, tl_tensor *src, tl_tensor *src_l, tl_
     const void *v[8] = {&L, &out->storage->mem, &src->storage->mem, &idx->storage->mem, &dsize, &dstride, &chk,
                         &chk_id};
     tl_storage *st[3] = {out->storage, src->storage, idx->storage};
-    if (tl_set_args(k, 0, 8, sz, v) < 0 || tl_launch_1d(&kh, (size_t)L.n, st, 3, 1u) < 0) return -1;
+    if (tl_set_args(k, 0, 8, sz, v) < 0 || tl_launch_1d(kh, (size_t)L.n, st, 3, 1u) < 0) return -1;
     if (on_device) tl_stream_check_arm();
     return 0;
 }
@@ -333,7 +336,8 @@ tensor_sq_item(PyObject *self, Py_ssize_t i)
     return r;
 }
 
-/* The source of a write into dst: a tensor of dst's dtype that broadcasts to dst and shares no storage. */
+/* The source of a write into dst: a tensor (of any dtype: the copy converts) that broadcasts to dst and shares
+ * no storage. */
 static tl_tensor *
 write_source(tl_tensor *dst, PyObject *value, int element)
 {
@@ -343,7 +347,7 @@ write_source(tl_tensor *dst, PyObject *value, int element)
     int nd;
     if (tl_tensor_check(value)) src = (tl_tensor *)Py_NewRef(value);
     else src = tl_tensor_from_object(value, dst->dtype, "__setitem__");
-    if (src == NULL || tl_check_dtype("__setitem__", src, dst->dtype) < 0) goto fail;
+    if (src == NULL) goto fail;
     if (element && src->ndim > 0) {                          /* numpy: "setting an array element with a sequence" */
         tl_shape_str(src->shape, src->ndim, a, sizeof a);
         PyErr_Format(PyExc_ValueError, "__setitem__: the key selects one element; a value of shape %s is not a "
@@ -406,7 +410,7 @@ tensor_setitem(PyObject *self, PyObject *key, PyObject *value)
         rc = tl_tensor_fill(dst, x);
     } else if ((src = write_source(dst, value, v.element)) != NULL) {
         tl_mark_write(dst, "__setitem__");
-        rc = tl_copy_into(dst, src);
+        rc = tl_convert_into(dst, src);
     }
     if (rc == 0 && track) {                      /* t's grad_fn becomes the write: old graph and value */
         tl_node *nd = tl_node_new(&ROW_SETITEM, ins, 2);
@@ -543,11 +547,19 @@ select_on_device(PyObject *self, int d, tl_tensor *idx, const char *op)
 
 /* ---- autograd ---- */
 
+/* The backward kernels here are float32: a float16/bfloat16 gradient is widened first (exact); the engine
+ * converts the result to the input's dtype. New reference. */
+static PyObject *
+grad32(PyObject *g)
+{
+    return TL_IS_HALF(tl_tensor_CAST(g)->dtype) ? tl_convert(tl_tensor_CAST(g), TL_F32) : Py_NewRef(g);
+}
+
 /* Basic indexing: zeros of the input's shape with the gradient written through the same key. */
 static int
 tl_index_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
-    tl_tensor *z = tl_tensor_empty(TL_F32, nd->in[0].ndim, nd->in[0].shape);
+    tl_tensor *z = tl_tensor_empty(tl_tensor_CAST(g)->dtype, nd->in[0].ndim, nd->in[0].shape);
     if (z == NULL || tl_tensor_fill(z, 0.0) < 0 || tensor_setitem((PyObject *)z, nd->extra, g) < 0) {
         Py_XDECREF(z);
         return -1;
@@ -609,9 +621,10 @@ tl_index_select_backward(tl_node *nd, PyObject *g, PyObject **gin)
     memcpy(fill, st, sizeof(int32_t) * (size_t)rows);
     for (int i = 0; i < k; i++) ord[fill[ix[i] < 0 ? ix[i] + rows : ix[i]]++] = i;
     PyMem_Free(fill);
-    if ((gc = tl_tensor_contiguous(tl_tensor_CAST(g))) == NULL ||
-        (out = tl_tensor_empty(TL_F32, e->ndim, e->shape)) == NULL)
-        goto done;
+    PyObject *g32 = grad32(g);
+    gc = g32 != NULL ? tl_tensor_contiguous(tl_tensor_CAST(g32)) : NULL;
+    Py_XDECREF(g32);
+    if (gc == NULL || (out = tl_tensor_empty(TL_F32, e->ndim, e->shape)) == NULL) goto done;
     if (out->storage == NULL) { rc = 0; gin[0] = Py_NewRef(out); goto done; }
     if (k == 0) { rc = tl_tensor_fill(out, 0.0); if (rc == 0) gin[0] = Py_NewRef(out); goto done; }
     if ((order_t = tl_tensor_from_object(order, TL_I32, "backward")) == NULL ||
@@ -647,7 +660,10 @@ tl_gather_backward(tl_node *nd, PyObject *g, PyObject **gin)
     Py_ssize_t shape[TL_MAX_DIMS];
     tl_layout L;
     cl_kernel k;
-    if (idx == NULL || (gc = tl_tensor_contiguous(tl_tensor_CAST(g))) == NULL) goto done;
+    PyObject *g32 = idx != NULL ? grad32(g) : NULL;
+    gc = g32 != NULL ? tl_tensor_contiguous(tl_tensor_CAST(g32)) : NULL;
+    Py_XDECREF(g32);
+    if (gc == NULL) goto done;
     memcpy(shape, gc->shape, sizeof shape);
     shape[d] = e->shape[d];
     if ((out = tl_tensor_empty(TL_F32, e->ndim, shape)) == NULL) goto done;

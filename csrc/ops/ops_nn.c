@@ -66,7 +66,7 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (!tl_tensor_check(xo) || !tl_tensor_check(to))
         return PyErr_Format(PyExc_TypeError, "cross_entropy: logits and targets must be Tensors");
     tl_tensor *x = tl_tensor_CAST(xo), *t = tl_tensor_CAST(to);
-    if (tl_check_dtype("cross_entropy", x, TL_F32) < 0 || tl_check_dtype("cross_entropy", t, TL_I32) < 0) return NULL;
+    if (tl_check_float("cross_entropy", x) < 0 || tl_check_dtype("cross_entropy", t, TL_I32) < 0) return NULL;
     if (strcmp(red, "mean") == 0) mode = CE_MEAN;
     else if (strcmp(red, "sum") == 0) mode = CE_SUM;
     else if (strcmp(red, "none") == 0) mode = CE_NONE;
@@ -81,6 +81,13 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (x->shape[1] == 0 && x->shape[0] > 0) {     /* no class for any target to name */
         tl_shape_str(x->shape, x->ndim, a, sizeof a);
         return PyErr_Format(PyExc_ValueError, "cross_entropy: logits of shape %s have no classes", a);
+    }
+    PyObject *wide = NULL;                            /* float16/bfloat16 logits: in float32, result back */
+    const int half_in = TL_IS_HALF(x->dtype) ? x->dtype : -1;
+    if (half_in >= 0) {
+        if ((wide = tl_convert(x, TL_F32)) == NULL) return NULL;
+        xo = wide;
+        x = tl_tensor_CAST(wide);
     }
     int prev = tl_grad_set(0);                        /* the pieces are not recorded: one fused node is */
     res = cross_entropy_fwd(x, t, ignore, mode, &logp, &denom);
@@ -100,7 +107,8 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     }
     Py_XDECREF(logp);
     Py_XDECREF(denom);
-    return res;
+    Py_XDECREF(wide);
+    return half_in >= 0 ? tl_convert_steal(res, half_in) : res;
 }
 
 static int

@@ -306,6 +306,11 @@ static PyObject *
 reduce_impl(int op, tl_tensor *x, unsigned mask, int keepdims)
 {
     int needs = op == R_MAX || op == R_MIN || op == R_LSE;
+    if (TL_IS_HALF(x->dtype)) {                      /* accumulate in float32, result in x's dtype */
+        PyObject *w = tl_convert(x, TL_F32), *r = w != NULL ? reduce_impl(op, tl_tensor_CAST(w), mask, keepdims) : NULL;
+        Py_XDECREF(w);
+        return op == R_ARGMAX || op == R_ARGMIN ? r : tl_convert_steal(r, x->dtype);
+    }
     if (tl_check_dtype(R_NAME[op], x, TL_F32) < 0) return NULL;
     mask &= (1u << x->ndim) - 1u;
     return record(reduce_fwd(op, x, mask, keepdims), (PyObject *)x, &ROW_REDUCE, op, mask, keepdims,
@@ -332,7 +337,7 @@ reduce_method(int op, PyObject *self, PyObject *args, PyObject *kwargs)
     unsigned mask;
     int keepdims, arg = op == R_ARGMAX || op == R_ARGMIN;
     if (parse_args(R_NAME[op], args, kwargs, Py_None, &axis, &keepdims) < 0) return NULL;
-    if (tl_check_dtype(R_NAME[op], x, TL_F32) < 0 || parse_axes(R_NAME[op], x, axis, !arg, &mask) < 0) return NULL;
+    if (tl_check_float(R_NAME[op], x) < 0 || parse_axes(R_NAME[op], x, axis, !arg, &mask) < 0) return NULL;
     return reduce_impl(op, x, mask, keepdims);
 }
 
@@ -356,6 +361,11 @@ softmax_fwd(int logmode, tl_tensor *x, int axis)
     unsigned smask = 0;
     int glog = 0;
     geometry g;
+    if (TL_IS_HALF(x->dtype)) {                      /* in float32, result in x's dtype */
+        PyObject *w = tl_convert(x, TL_F32), *r = w != NULL ? softmax_fwd(logmode, tl_tensor_CAST(w), axis) : NULL;
+        Py_XDECREF(w);
+        return tl_convert_steal(r, x->dtype);
+    }
     if (axis >= 0) {                                  /* one axis: [outer, cols, inner]; none: all */
         cols = x->shape[axis];
         for (int d = axis + 1; d < x->ndim; d++) inner *= x->shape[d];
@@ -393,7 +403,7 @@ static PyObject *
 softmax_axis(int logmode, tl_tensor *x, int axis)
 {
     const char *name = logmode ? "log_softmax" : "softmax";
-    if (tl_check_dtype(name, x, TL_F32) < 0) return NULL;
+    if (tl_check_float(name, x) < 0) return NULL;
     if (axis < -x->ndim || axis >= x->ndim) {
         PyObject *o = PyLong_FromLong(axis);
         if (o != NULL) axis_error(name, o, x);
@@ -420,7 +430,7 @@ softmax_method(int logmode, PyObject *self, PyObject *args, PyObject *kwargs)
     if (ax != NULL && dim != NULL) return PyErr_Format(PyExc_TypeError, "%s: give axis or dim, not both", name);
     if (ax == NULL) ax = dim;
     if (ax == NULL) return softmax_axis(logmode, x, -1);
-    if (tl_check_dtype(name, x, TL_F32) < 0 || parse_axes(name, x, ax, 0, &mask) < 0) return NULL;
+    if (tl_check_float(name, x) < 0 || parse_axes(name, x, ax, 0, &mask) < 0) return NULL;
     if (ax == Py_None) return softmax_fwd(logmode, x, -1);
     while (!(mask & (1u << a))) a++;
     return softmax_fwd(logmode, x, a);

@@ -1,4 +1,5 @@
-/* ops_scan.c: cumsum along one axis, float32 and int32, and its backward (a cumsum of the gradient from the
+/* ops_scan.c: cumsum along one axis, float32 and int32 (float16/bfloat16 accumulate in float32; uint8 gives
+ * int32, as torch's int64), and its backward (a cumsum of the gradient from the
  * other end; ROW_CUMSUM, a row of this family's scan_rows). */
 #include "ops.h"
 #include "ops_common.h"
@@ -19,6 +20,11 @@ tl_cumsum(PyObject *x, int dim, int reverse)
         return PyErr_Format(PyExc_IndexError, "cumsum: dim %d is out of range for a tensor of shape %s", dim, s);
     }
     if (dim < 0) dim += rank;
+    if (TL_IS_HALF(t->dtype) || t->dtype == TL_U8) {   /* halves: in float32, back to the dtype; uint8 -> int32 */
+        PyObject *w = tl_convert(t, t->dtype == TL_U8 ? TL_I32 : TL_F32), *r = w ? tl_cumsum(w, dim, reverse) : NULL;
+        Py_XDECREF(w);
+        return t->dtype == TL_U8 ? r : tl_convert_steal(r, t->dtype);
+    }
     if ((out = tl_tensor_empty(t->dtype, nd, t->shape)) == NULL) return NULL;
     if (out->storage != NULL) {                      /* zero-size: enqueue nothing */
         int len = nd > 0 ? (int)t->shape[dim] : 1, inner = 1, outer = 1;

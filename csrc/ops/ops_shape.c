@@ -671,7 +671,7 @@ tl_expand_backward(tl_node *nd, PyObject *g, PyObject **gin)
 static int
 tl_narrow_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
-    tl_tensor *z = tl_tensor_empty(TL_F32, nd->in[0].ndim, nd->in[0].shape), *dst = NULL;
+    tl_tensor *z = tl_tensor_empty(tl_tensor_CAST(g)->dtype, nd->in[0].ndim, nd->in[0].shape), *dst = NULL;
     int rc = -1;
     if (z == NULL || tl_tensor_fill(z, 0.0) < 0) goto done;
     if ((dst = (tl_tensor *)narrow(z, nd->iarg[0], nd->iarg[1], tl_tensor_CAST(g)->shape[nd->iarg[0]])) == NULL)

@@ -1,14 +1,16 @@
 /* ops_sort.c: topk(k, dim=-1, largest=True, sorted=True), sort(dim=-1, descending=False) and
- * argsort(dim=-1, descending=False), float32. The sorted dim is swapped to the end and made contiguous
- * ([rows, n]); one launch of kernels/sort.cl sorts every row with a bitonic network in a scratch buffer and
- * writes the first k (value, index) pairs; the results are swapped back. The order is total (value, NaN
- * largest, then index ascending), so the sort is stable and ties come out in index order, bit-identical run
- * to run; topk's results are always sorted (sorted=False allows any order; this one is it).
+ * argsort(dim=-1, descending=False), float32 (float16/bfloat16 sorted as their exact float32 copies). The
+ * sorted dim is swapped to the end and made contiguous ([rows, n]); one launch of kernels/sort.cl sorts every
+ * row with a bitonic network in a scratch buffer and writes the first k (value, index) pairs; the results are
+ * swapped back. The order is total (value, NaN largest, then index ascending), so the sort is stable and ties
+ * come out in index order, bit-identical run to run; topk's results are always sorted (sorted=False allows
+ * any order; this one is it).
  * Invariants: indices are int32; zero-size results enqueue nothing; values record a TopkBackward node
  * (sort's too: k = n) saving the indices, whose backward scatters the gradient into zeros of x's shape (the
  * indices in a row are distinct: one writer per element). A 0-d x is sorted as one element. */
 #include "ops_common.h"
 #include "autograd.h"
+#include "ops.h"
 
 static const tl_op_row ROW_TOPK;   /* autograd rows (below) */
 
@@ -117,6 +119,15 @@ values_indices(const char *op, tl_tensor *x, Py_ssize_t d0, Py_ssize_t k, int de
     tl_tensor *vals = NULL, *inds = NULL;
     PyObject *xo = (PyObject *)x;
     int dim;
+    if (TL_IS_HALF(x->dtype)) {                      /* float16/bfloat16: sorted in float32 (exact), values back */
+        PyObject *w = tl_convert(x, TL_F32), *r = w != NULL ? values_indices(op, tl_tensor_CAST(w), d0, k, desc) : NULL;
+        Py_XDECREF(w);
+        PyObject *v = r != NULL ? tl_convert(tl_tensor_CAST(PyTuple_GET_ITEM(r, 0)), x->dtype) : NULL;
+        PyObject *res = v != NULL ? PyTuple_Pack(2, v, PyTuple_GET_ITEM(r, 1)) : NULL;
+        Py_XDECREF(v);
+        Py_XDECREF(r);
+        return res;
+    }
     if (tl_check_dtype(op, x, TL_F32) < 0 || (dim = norm_dim(op, x, d0)) < 0) return NULL;
     Py_ssize_t n = x->ndim > 0 ? x->shape[dim] : 1;
     if (k < 0 || k > n) {
@@ -180,9 +191,14 @@ m_argsort(PyObject *self, PyObject *args, PyObject *kwargs)
     tl_tensor *x = tl_tensor_CAST(self), *inds = NULL;
     Py_ssize_t dim;
     int desc, d;
-    if (parse_sort("|np$p:argsort", args, kwargs, &dim, &desc) < 0 || tl_check_dtype("argsort", x, TL_F32) < 0 ||
+    if (parse_sort("|np$p:argsort", args, kwargs, &dim, &desc) < 0 || tl_check_float("argsort", x) < 0 ||
         (d = norm_dim("argsort", x, dim)) < 0)
         return NULL;
+    if (TL_IS_HALF(x->dtype)) {                      /* float16/bfloat16: the indices of the exact float32 copy */
+        PyObject *w = tl_convert(x, TL_F32), *r = w != NULL ? m_argsort(w, args, kwargs) : NULL;
+        Py_XDECREF(w);
+        return r;
+    }
     if (sort_core(x, d, x->ndim > 0 ? x->shape[d] : 1, desc, NULL, &inds) < 0) return NULL;
     return (PyObject *)inds;
 }

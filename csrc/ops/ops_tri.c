@@ -1,8 +1,9 @@
 /* ops_tri.c: tril(diagonal=0) and triu(diagonal=0) over the last two dims of a batched float32 or int32
- * tensor, one launch of kernels/tri.cl each; the backward applies the same mask to the gradient
+ * tensor (float16, bfloat16 and uint8 through float32/int32), one launch of kernels/tri.cl each; the backward applies the same mask to the gradient
  * (ROW_TRI, a row of tri_rows; iarg: diagonal, upper). */
 #include "ops_common.h"
 #include "autograd.h"
+#include "ops.h"
 #include <limits.h>
 
 static const tl_op_row ROW_TRI;   /* autograd rows (below) */
@@ -18,6 +19,12 @@ tri(PyObject *x, int diagonal, int upper)
         char s[128];
         tl_shape_str(t->shape, t->ndim, s, sizeof s);
         return PyErr_Format(PyExc_ValueError, "%s: expected a tensor of at least 2 dims, got shape %s", name, s);
+    }
+    if (tl_dtype_size(t->dtype) != 4) {              /* float16/bfloat16/uint8: through float32/int32, exact */
+        int wide = TL_IS_HALF(t->dtype) ? TL_F32 : TL_I32;
+        PyObject *w = tl_convert(t, wide), *r = w != NULL ? tri(w, diagonal, upper) : NULL;
+        Py_XDECREF(w);
+        return tl_convert_steal(r, t->dtype);
     }
     if ((out = tl_tensor_empty(t->dtype, t->ndim, t->shape)) == NULL) return NULL;
     if (out->storage != NULL) {                      /* zero-size: enqueue nothing */

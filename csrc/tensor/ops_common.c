@@ -7,6 +7,7 @@
 #include "ops_common.h"
 #include "cl_runtime.h"
 #include "capture.h"
+#include "half.h"
 #include <numpy/arrayobject.h>
 
 cl_kernel
@@ -161,19 +162,28 @@ tl_parse_shape(const char *op, PyObject *args, int *ndim, Py_ssize_t *shape)
 }
 
 int
-tl_parse_dtype(PyObject *obj, int dflt)
+tl_parse_dtype_all(PyObject *obj, int dflt)
 {
     PyArray_Descr *d = NULL;
     if (obj == NULL || obj == Py_None) return dflt;
     if (!PyArray_DescrConverter2(obj, &d)) return -1;
-    int num = d != NULL ? d->type_num : -1;
+    int dt = d != NULL ? tl_dtype_of_typenum(d->type_num) : -1;
     Py_XDECREF(d);
-    if (num == NPY_FLOAT32) return TL_F32;
-    if (num == NPY_INT32) return TL_I32;
+    if (dt >= 0) return dt;
     PyObject *r = PyObject_Repr(obj);
-    PyErr_Format(PyExc_TypeError, "unsupported dtype %s: tlgpu tensors are float32 or int32",
-                 r ? PyUnicode_AsUTF8(r) : "?");
+    PyErr_Format(PyExc_TypeError, "unsupported dtype %s: tlgpu tensors are float32, int32, float16, bfloat16 "
+                 "or uint8", r ? PyUnicode_AsUTF8(r) : "?");
     Py_XDECREF(r);
+    return -1;
+}
+
+int
+tl_parse_dtype(PyObject *obj, int dflt)
+{
+    int dt = tl_parse_dtype_all(obj, dflt);
+    if (dt == TL_F32 || dt == TL_I32 || dt < 0) return dt;
+    PyErr_Format(PyExc_TypeError, "unsupported dtype %s here: this op makes float32 or int32 tensors (convert "
+                 "the result with .to(dtype))", tl_dtype_name(dt));
     return -1;
 }
 
@@ -185,7 +195,7 @@ copy_transposed(tl_tensor *dst, tl_tensor *src)
     static tl_kernel kh = TL_KERNEL("elementwise", "tl_transpose_u32");
     tl_err err = {0};
     const int nd = src->ndim;
-    if (nd < 2 || nd > 3 || src->strides[nd - 2] != 1 || src->shape[nd - 2] < 2 || src->shape[nd - 1] < 2 ||
+    if (tl_dtype_size(src->dtype) != 4 || nd < 2 || nd > 3 || src->strides[nd - 2] != 1 || src->shape[nd - 2] < 2 || src->shape[nd - 1] < 2 ||
         !tl_tensor_is_contig(dst) || tl_tensor_numel(src) > INT_MAX)
         return 0;
     const int R = (int)src->shape[nd - 1], C = (int)src->shape[nd - 2], sR = (int)src->strides[nd - 1];
@@ -226,23 +236,38 @@ tl_copy_flipped(tl_tensor *t)
     return v;
 }
 
+/* The bit copy and fill kernels by element size: [0] 1 byte, [1] 2 bytes, [2] 4 bytes. */
+static tl_kernel *
+by_size(tl_kernel *k3, int dtype)
+{
+    size_t s = tl_dtype_size(dtype);
+    return &k3[s == 1 ? 0 : s == 2 ? 1 : 2];
+}
+
 int
 tl_copy_into(tl_tensor *dst, tl_tensor *src)
 {
-    static tl_kernel kh = TL_KERNEL("elementwise", "tl_copy_u32");
+    static tl_kernel k3[3] = {TL_KERNEL("elementwise", "tl_copy_u8"), TL_KERNEL("elementwise", "tl_copy_u16"),
+                              TL_KERNEL("elementwise", "tl_copy_u32")};
+    tl_kernel *kh = by_size(k3, dst->dtype);
     tl_layout L;
     tl_tensor *ops[2] = {dst, src};
     cl_kernel k;
     int t;
     if (dst->storage == NULL) return 0;                  /* zero-size: nothing to do */
+    if (tl_dtype_size(src->dtype) != tl_dtype_size(dst->dtype)) {
+        PyErr_Format(PyExc_SystemError, "copy: %s into %s is no bit copy", tl_dtype_name(src->dtype),
+                     tl_dtype_name(dst->dtype));
+        return -1;
+    }
     if ((t = copy_transposed(dst, src)) != 0) return t < 0 ? -1 : 0;
-    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
+    if ((k = tl_kernel_py(kh)) == NULL) return -1;
     tl_layout_make(&L, dst->ndim, dst->shape, ops, 2);
     const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof(cl_mem)};
     const void *v[3] = {&L, &dst->storage->mem, &src->storage->mem};
     tl_storage *st[2] = {dst->storage, src->storage};
     if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
-    return tl_launch_1d(&kh, (size_t)L.n, st, 2, 1u);
+    return tl_launch_1d(kh, (size_t)L.n, st, 2, 1u);
 }
 
 tl_tensor *
@@ -268,20 +293,22 @@ tl_check_int32_value(const char *op, double v)
     return -1;
 }
 
-/* Fills every element of t (any layout) with the 32-bit pattern `bits`. */
+/* Fills every element of t (any layout) with the bit pattern `bits` (the low 1, 2 or 4 bytes of it). */
 static int
 fill_bits(tl_tensor *t, uint32_t bits)
 {
-    static tl_kernel kh = TL_KERNEL("elementwise", "tl_fill_u32");
+    static tl_kernel k3[3] = {TL_KERNEL("elementwise", "tl_fill_u8"), TL_KERNEL("elementwise", "tl_fill_u16"),
+                              TL_KERNEL("elementwise", "tl_fill_u32")};
+    tl_kernel *kh = by_size(k3, t->dtype);
     tl_layout L;
     cl_kernel k;
     if (t->storage == NULL) return 0;
-    if ((k = tl_kernel_py(&kh)) == NULL) return -1;
+    if ((k = tl_kernel_py(kh)) == NULL) return -1;
     tl_layout_make(&L, t->ndim, t->shape, &t, 1);
     const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof bits};
     const void *v[3] = {&L, &t->storage->mem, &bits};
     if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
-    return tl_launch_1d(&kh, (size_t)L.n, &t->storage, 1, 1u);
+    return tl_launch_1d(kh, (size_t)L.n, &t->storage, 1, 1u);
 }
 
 int
@@ -292,6 +319,13 @@ tl_tensor_fill(tl_tensor *t, double value)
         if (tl_check_int32_value("fill", value) < 0) return -1;    /* the cast below would be undefined */
         int32_t i = (int32_t)value;
         memcpy(&bits, &i, 4);
+    } else if (t->dtype == TL_U8) {                  /* torch's wrap: -1 -> 255, 300 -> 44 */
+        if (!(value > -9.2e18 && value < 9.2e18)) value = 0.0;
+        bits = (uint32_t)((uint64_t)(int64_t)value & 0xffu);
+    } else if (t->dtype == TL_F16) {
+        bits = tl_f32_to_f16_bits((float)value);
+    } else if (t->dtype == TL_BF16) {
+        bits = tl_f32_to_bf16_bits((float)value);
     } else {
         float f = (float)value;
         memcpy(&bits, &f, 4);
@@ -310,9 +344,9 @@ tl_is_dense(const tl_tensor *t)
 int
 tl_require_grad_new(const char *op, tl_tensor *t)
 {
-    if (t->dtype != TL_F32) {
-        PyErr_Format(PyExc_TypeError, "%s: requires_grad=True needs float32; only float32 tensors can require "
-                     "gradients (got %s)", op, tl_dtype_name(t->dtype));
+    if (!TL_IS_FLOAT(t->dtype)) {
+        PyErr_Format(PyExc_TypeError, "%s: requires_grad=True needs float32, float16 or bfloat16 (a floating "
+                     "dtype); got %s", op, tl_dtype_name(t->dtype));
         return -1;
     }
     t->requires_grad = 1;

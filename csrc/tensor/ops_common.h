@@ -22,13 +22,14 @@ void tl_layout_make(tl_layout *L, int ndim, const Py_ssize_t *shape, tl_tensor *
 int  tl_broadcast(const char *op, tl_tensor *const *ts, int n, int *ndim, Py_ssize_t *shape);
 int  tl_check_dtype(const char *op, const tl_tensor *t, int dtype);
 int  tl_parse_shape(const char *op, PyObject *args, int *ndim, Py_ssize_t *shape);  /* ints or one sequence */
-int  tl_parse_dtype(PyObject *obj, int dflt);                                        /* -1 with exception */
+int  tl_parse_dtype(PyObject *obj, int dflt);              /* float32/int32 only; -1 with exception */
+int  tl_parse_dtype_all(PyObject *obj, int dflt);          /* any of the five storage dtypes */
 tl_tensor *tl_tensor_contiguous(tl_tensor *t);                     /* new ref, maybe t; not recorded */
 int  tl_copy_into(tl_tensor *dst, tl_tensor *src);                 /* broadcasting strided bit copy */
 int  tl_tensor_fill(tl_tensor *t, double value);                    /* int32: OverflowError out of range */
 int  tl_check_int32_value(const char *op, double v);               /* NaN: ValueError; out of range: Overflow */
 int  tl_is_dense(const tl_tensor *t);                              /* contiguous, or zero-size (any strides) */
-int  tl_require_grad_new(const char *op, tl_tensor *t);            /* a new leaf: float32 only, TypeError else */
+int  tl_require_grad_new(const char *op, tl_tensor *t);            /* a new leaf: floating only, TypeError else */
 int  tl_check_writable(const char *op, const tl_tensor *t);        /* refuses expanded (stride-0) views */
 tl_tensor *tl_unalias(tl_tensor *dst, tl_tensor *src);             /* new ref: src, or a copy if it overlaps dst */
 

@@ -25,10 +25,66 @@ tl_tensor_grad_fn_name(const tl_tensor *t)
     return t->grad_fn != NULL ? node_ops.name(t->grad_fn) : NULL;
 }
 
+static const char *const DTYPE_NAME[TL_NDTYPES] = {"float32", "int32", "float16", "bfloat16", "uint8"};
+static const unsigned char DTYPE_SIZE[TL_NDTYPES] = {4, 4, 2, 2, 1};
+
 const char *
 tl_dtype_name(int dtype)
 {
-    return dtype == TL_I32 ? "int32" : "float32";
+    return dtype >= 0 && dtype < TL_NDTYPES ? DTYPE_NAME[dtype] : "?";
+}
+
+size_t
+tl_dtype_size(int dtype)
+{
+    return DTYPE_SIZE[dtype];
+}
+
+/* bfloat16 is ml_dtypes' user dtype: its numpy type number is known only once ml_dtypes is imported (at the
+ * first use here). 0: not looked up yet; -1: ml_dtypes is missing. */
+static int bf16_num;
+
+static int
+bf16_type_num(void)
+{
+    if (bf16_num != 0) return bf16_num;
+    PyObject *mod = PyImport_ImportModule("ml_dtypes"), *typ = NULL;
+    PyArray_Descr *d = NULL;
+    if (mod != NULL && (typ = PyObject_GetAttrString(mod, "bfloat16")) != NULL && PyArray_DescrConverter(typ, &d))
+        bf16_num = d->type_num;
+    else
+        bf16_num = -1;
+    PyErr_Clear();                                   /* missing ml_dtypes: bfloat16 is refused where asked for */
+    Py_XDECREF(d);
+    Py_XDECREF(typ);
+    Py_XDECREF(mod);
+    return bf16_num;
+}
+
+PyObject *
+tl_dtype_descr(int dtype)
+{
+    static const int num[TL_NDTYPES] = {NPY_FLOAT32, NPY_INT32, NPY_FLOAT16, -1, NPY_UINT8};
+    if (dtype == TL_BF16) {
+        if (bf16_type_num() < 0)
+            return PyErr_Format(PyExc_TypeError, "bfloat16 needs the ml_dtypes package (pip install ml_dtypes)");
+        return (PyObject *)PyArray_DescrFromType(bf16_num);
+    }
+    return (PyObject *)PyArray_DescrFromType(num[dtype]);
+}
+
+int
+tl_dtype_of_typenum(int type_num)
+{
+    switch (type_num) {
+    case NPY_FLOAT32: return TL_F32;
+    case NPY_INT32: return TL_I32;
+    case NPY_FLOAT16: return TL_F16;
+    case NPY_UINT8: return TL_U8;
+    default: break;
+    }
+    if (PyArray_EquivTypenums(type_num, NPY_INT32)) return TL_I32;    /* NPY_LONG where long is 32 bits */
+    return type_num >= NPY_USERDEF && type_num == bf16_type_num() ? TL_BF16 : -1;
 }
 
 void
@@ -95,7 +151,7 @@ tl_tensor_empty(int dtype, int ndim, const Py_ssize_t *shape)
         t->strides[d] = s;
         s *= (int)(shape[d] > 0 ? shape[d] : 1);
     }
-    if (n > 0 && tl_storage_new((size_t)n * 4, &t->storage, &err) != TL_OK) {
+    if (n > 0 && tl_storage_new((size_t)n * tl_dtype_size(dtype), &t->storage, &err) != TL_OK) {
         Py_DECREF(t);
         tl_raise(&err);
         return NULL;
@@ -213,7 +269,7 @@ get_shape(PyObject *op, void *Py_UNUSED(c))
 static PyObject *
 get_dtype(PyObject *op, void *Py_UNUSED(c))
 {
-    return (PyObject *)PyArray_DescrFromType(tl_tensor_CAST(op)->dtype == TL_I32 ? NPY_INT32 : NPY_FLOAT32);
+    return tl_dtype_descr(tl_tensor_CAST(op)->dtype);
 }
 
 static PyObject *
@@ -257,8 +313,9 @@ get_requires_grad(PyObject *op, void *Py_UNUSED(c))
 int
 tl_tensor_set_requires_grad(tl_tensor *t, int on)
 {
-    if (on && t->dtype != TL_F32) {
-        PyErr_SetString(PyExc_TypeError, "requires_grad: only float32 tensors can require gradients");
+    if (on && !TL_IS_FLOAT(t->dtype)) {
+        PyErr_Format(PyExc_TypeError, "requires_grad: only floating tensors (float32, float16, bfloat16) can "
+                     "require gradients (got %s)", tl_dtype_name(t->dtype));
         return -1;
     }
     if (!on && t->grad_fn != NULL) {
@@ -284,7 +341,7 @@ get_is_leaf(PyObject *op, void *Py_UNUSED(c))
 
 static const PyGetSetDef tensor_getset[] = {
     {"shape", get_shape, NULL, "Tuple of dimension sizes.", NULL},
-    {"dtype", get_dtype, NULL, "numpy dtype: float32 or int32.", NULL},
+    {"dtype", get_dtype, NULL, "numpy dtype: float32, int32, float16, bfloat16 (ml_dtypes) or uint8.", NULL},
     {"ndim", get_ndim, NULL, "Number of dimensions.", NULL},
     {"_version", get_version, NULL, "The storage's in-place version counter.", NULL},
     {"grad", get_grad, set_grad, "Accumulated gradient (leaves only) or None.", NULL},
@@ -311,7 +368,7 @@ static const PyType_Slot tensor_slots[] = {
     {Py_tp_clear, tensor_clear},
     {Py_mp_length, tensor_len},
     {Py_tp_members, tensor_members},
-    {Py_tp_doc, "A float32 or int32 tensor in OpenCL device memory."},
+    {Py_tp_doc, "A tensor in OpenCL device memory (float32, int32, float16, bfloat16 or uint8)."},
     {0, NULL},
 };
 

@@ -10,7 +10,12 @@
 #include "storage.h"
 #include "../kernels/ew_ops.h"
 
-enum { TL_F32 = 0, TL_I32 = 1 };
+/* Storage dtypes. float16/bfloat16 (2 bytes) and uint8 (1 byte) are storage formats: kernels load them as
+ * float32 (or int) and round on store (docs/precision.md). TL_F32..TL_I32 keep their values (kernels pass
+ * them). */
+enum { TL_F32 = 0, TL_I32 = 1, TL_F16 = 2, TL_BF16 = 3, TL_U8 = 4, TL_NDTYPES = 5 };
+#define TL_IS_FLOAT(dt) ((dt) == TL_F32 || (dt) == TL_F16 || (dt) == TL_BF16)
+#define TL_IS_HALF(dt) ((dt) == TL_F16 || (dt) == TL_BF16)
 
 typedef struct tl_tensor {
     PyObject_HEAD
@@ -35,6 +40,9 @@ tl_tensor  *tl_tensor_view(tl_tensor *base, int ndim, const Py_ssize_t *shape, c
 tl_tensor  *tl_tensor_from_storage(tl_storage *s, int dtype, int ndim, const Py_ssize_t *shape,
                                    const Py_ssize_t *strides, Py_ssize_t offset);      /* retains s */
 const char *tl_dtype_name(int dtype);
+size_t      tl_dtype_size(int dtype);                                          /* bytes per element */
+PyObject   *tl_dtype_descr(int dtype);                                /* new ref: the numpy dtype, or NULL */
+int         tl_dtype_of_typenum(int type_num);             /* a numpy type number's dtype, -1 if none (no error) */
 void        tl_shape_str(const Py_ssize_t *shape, int ndim, char *out, size_t cap); /* "(2, 3)" */
 
 /* What tensor/ needs of a grad_fn, installed by the autograd engine at import (a node is opaque here). */

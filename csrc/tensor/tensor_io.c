@@ -1,7 +1,7 @@
 /* tensor_io.c: numpy in and out of a Tensor, and the Tensor protocols that read values: numpy(), __array__,
  * tolist(), item(), float/int/bool, repr and pickling. Every reader is a sync point: it releases the GIL
  * and blocks on the device (repr too, except for zero-size tensors). In: float64 -> float32, int64 -> int32
- * with a range check, bool -> a float32 mask, anything else refused; uploads go to the transfer queue and
+ * with a range check, bool -> a float32 mask, float16/bfloat16/uint8 kept, anything else refused; uploads go to the transfer queue and
  * return at once. Uses ops_common.c (contiguous copies), tensor.c and core/. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
@@ -23,21 +23,25 @@ type_num(PyArrayObject *arr)
     return num;
 }
 
-/* The tensor dtype for a numpy type number, or -1 with a TypeError naming the op. */
+/* The tensor dtype for a numpy type number, or -1 with a TypeError naming the op. float16, bfloat16
+ * (ml_dtypes) and uint8 arrays keep their dtype. */
 static int
 dtype_for(int num, int requested, const char *op)
 {
     int is_float = num == NPY_FLOAT32 || num == NPY_FLOAT64;
     int is_int = num == NPY_INT32 || num == NPY_INT64;
-    if (requested >= 0 && (is_float || is_int || num == NPY_BOOL || num == NPY_INT16 || num == NPY_INT8 || num == NPY_UINT8 ||
-                           num == NPY_UINT16 || num == NPY_UINT32 || num == NPY_UINT64 || num == NPY_FLOAT16))
+    int own = tl_dtype_of_typenum(num);
+    if (requested >= 0 && (is_float || is_int || own >= 0 || num == NPY_BOOL || num == NPY_INT16 ||
+                           num == NPY_INT8 || num == NPY_UINT16 || num == NPY_UINT32 || num == NPY_UINT64))
         return requested;                            /* an explicit dtype converts like numpy's astype */
+    if (own >= 0) return own;
     if (is_float || num == NPY_BOOL) return TL_F32;   /* bools are float32 masks, like comparisons' */
     if (is_int) return TL_I32;
     PyArray_Descr *d = PyArray_DescrFromType(num);
     PyErr_Format(PyExc_TypeError,
-                 "%s: numpy dtype %s is not supported; tlgpu takes float32/float64 (stored as float32) and "
-                 "int32/int64 (stored as int32), bool (a float32 mask), or pass dtype= explicitly", op, d ? d->typeobj->tp_name : "?");
+                 "%s: numpy dtype %s is not supported; tlgpu takes float32/float64 (stored as float32), "
+                 "int32/int64 (stored as int32), float16, bfloat16 (ml_dtypes), uint8, bool (a float32 mask), "
+                 "or pass dtype= explicitly", op, d ? d->typeobj->tp_name : "?");
     Py_XDECREF(d);
     return -1;
 }
@@ -98,8 +102,9 @@ tl_tensor_from_object(PyObject *obj, int dtype, const char *op)
         goto done;
     }
     if (td == TL_I32 && check_int32_range(arr, op) < 0) goto done;
-    c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, PyArray_DescrFromType(td == TL_I32 ? NPY_INT32 : NPY_FLOAT32),
-                                         0, 0, NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST, NULL);
+    PyArray_Descr *want = (PyArray_Descr *)tl_dtype_descr(td);          /* stolen by PyArray_FromAny */
+    if (want == NULL) goto done;
+    c = (PyArrayObject *)PyArray_FromAny((PyObject *)arr, want, 0, 0, NPY_ARRAY_CARRAY_RO | NPY_ARRAY_FORCECAST, NULL);
     if (c == NULL) goto done;
     for (int d = 0; d < PyArray_NDIM(c); d++) shape[d] = PyArray_DIM(c, d);
     if ((t = tl_tensor_empty(td, PyArray_NDIM(c), shape)) == NULL) goto done;
@@ -125,11 +130,14 @@ tl_tensor_to_numpy(tl_tensor *self)
     npy_intp dims[TL_MAX_DIMS];
     for (int d = 0; d < self->ndim; d++) dims[d] = self->shape[d];
     if ((src = tl_tensor_contiguous(self)) == NULL) goto fail;
-    arr = PyArray_SimpleNew(self->ndim, dims, self->dtype == TL_I32 ? NPY_INT32 : NPY_FLOAT32);
+    PyArray_Descr *descr = (PyArray_Descr *)tl_dtype_descr(self->dtype);     /* stolen */
+    if (descr == NULL) goto fail;
+    arr = PyArray_NewFromDescr(&PyArray_Type, descr, self->ndim, dims, NULL, NULL, 0, NULL);
     if (arr == NULL) goto fail;
     if (src->storage != NULL) {                      /* zero-size owns nothing */
         void *dst = PyArray_DATA((PyArrayObject *)arr);
-        size_t off = (size_t)src->offset * 4, n = (size_t)tl_tensor_numel(src) * 4;
+        const size_t es = tl_dtype_size(src->dtype);
+        size_t off = (size_t)src->offset * es, n = (size_t)tl_tensor_numel(src) * es;
         tl_storage *s = src->storage;
         Py_BEGIN_ALLOW_THREADS                       /* a sync point: blocks until the data is here */
         st = tl_stream_read(s, off, dst, n, &err);
@@ -193,7 +201,13 @@ scalar_value(tl_tensor *t, const char *what)
     PyObject *arr = tl_tensor_to_numpy(t), *v;
     if (arr == NULL) return NULL;
     if (t->dtype == TL_I32) v = PyLong_FromLong(*(int *)PyArray_DATA((PyArrayObject *)arr));
-    else v = PyFloat_FromDouble(*(float *)PyArray_DATA((PyArrayObject *)arr));
+    else if (t->dtype == TL_U8) v = PyLong_FromLong(*(unsigned char *)PyArray_DATA((PyArrayObject *)arr));
+    else if (t->dtype == TL_F32) v = PyFloat_FromDouble(*(float *)PyArray_DATA((PyArrayObject *)arr));
+    else {                                           /* float16/bfloat16: numpy's scalar, then a float */
+        PyObject *sc = PyArray_GETITEM((PyArrayObject *)arr, PyArray_DATA((PyArrayObject *)arr));
+        v = sc != NULL ? PyNumber_Float(sc) : NULL;
+        Py_XDECREF(sc);
+    }
     Py_DECREF(arr);
     return v;
 }

@@ -36,6 +36,9 @@ class Parameter(metaclass=_ParameterMeta):
         return data.detach().requires_grad_(requires_grad)
 
 
+_FLOATING = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(_compat.bfloat16))
+
+
 class Module:
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -175,9 +178,11 @@ class Module:
         return self.train(False)
 
     def to(self, *args, device=None, dtype=None, non_blocking=False):
-        """to(device), to(dtype), to(device, dtype), to(tensor): self, after checking the device names tlgpu's
-        one device and the dtype is float32 (parameters are float32; int32 buffers stay int32, as torch leaves
-        integer buffers alone). Any other dtype raises TypeError: nothing is converted silently."""
+        """to(device), to(dtype), to(device, dtype), to(tensor): checks the device names tlgpu's one device,
+        and with a floating dtype (float32, float16, bfloat16) converts the floating parameters and buffers
+        on the device, as torch does (integer buffers stay as they are). tlgpu has no Parameter.data to swap:
+        each converted parameter is a new leaf tensor (its .grad converted too), so build optimizers after
+        the conversion. Any other dtype raises TypeError: nothing is converted silently. Returns self."""
         if len(args) > 2:
             raise TypeError(f"Module.to: at most a device and a dtype, got {len(args)} arguments")
         for a in args:
@@ -188,9 +193,22 @@ class Module:
             else:
                 dtype = a
         _device.check_device(device, "Module.to")
-        if dtype is not None and np.dtype(_compat.as_dtype(dtype, "Module.to")) != np.float32:
-            raise TypeError(f"Module.to: dtype {dtype!r}: tlgpu modules hold float32 parameters (torch accepts "
-                            "only floating dtypes here too)")
+        if dtype is None:
+            return self
+        dt = np.dtype(_compat.as_dtype(dtype, "Module.to"))
+        if dt not in _FLOATING:
+            raise TypeError(f"Module.to: dtype {dtype!r}: modules hold floating parameters (float32, float16 or "
+                            "bfloat16; torch accepts only floating dtypes here too)")
+        for m in self.modules():
+            for table in (m._parameters, m._buffers):
+                for name, t in list(table.items()):
+                    if t is None or t.dtype not in _FLOATING or t.dtype == dt:
+                        continue
+                    new = t.detach()._convert(dt).requires_grad_(t.requires_grad)
+                    if t.grad is not None:
+                        new.grad = t.grad._convert(dt)
+                    table[name] = new
+                    object.__setattr__(m, name, new)
         return self
 
     def cpu(self):
@@ -202,8 +220,8 @@ class Module:
         return self.to(device)
 
     def float(self):
-        """self: parameters are float32."""
-        return self
+        """Floating parameters and buffers to float32 (Module.to)."""
+        return self.to(_compat.float32)
 
     def half(self):
         return self.to(_compat.float16)

@@ -1,0 +1,128 @@
+/* ops_convert.c: dtype conversions on the device between the five storage dtypes (float32, int32, float16,
+ * bfloat16, uint8): float(), int(), half(), bfloat16(), byte(), one launch of kernels/elementwise.cl's
+ * tl_convert (float32 <-> int32 keep their own two kernels). Rounding is to nearest even, inf and NaN
+ * are kept; to int32 and uint8 truncates toward zero (uint8 then wraps modulo 256, as torch on CPU).
+ * A conversion between floating dtypes is differentiable: the gradient is converted back to the source
+ * dtype (ROW_CONVERT; iarg[0]: the source dtype), as PyTorch's ToCopyBackward. The engine also converts
+ * an input's gradient to the input's dtype with tl_convert (the family's grad primitive). */
+#include "ops_common.h"
+#include "autograd.h"
+#include "ops.h"
+
+static const tl_op_row ROW_CONVERT;   /* autograd rows (below) */
+
+/* x converted to dtype `to` (a new contiguous tensor; x itself when it has that dtype), not recorded. */
+static tl_tensor *
+convert_raw(tl_tensor *x, int to)
+{
+    static tl_kernel kf = TL_KERNEL("elementwise", "tl_cast_i32_to_f32"),
+                     ki = TL_KERNEL("elementwise", "tl_cast_f32_to_i32"), ka = TL_KERNEL("elementwise", "tl_convert");
+    tl_tensor *out, *ops[2];
+    tl_layout L;
+    if (x->dtype == to) return (tl_tensor *)Py_NewRef(x);
+    if ((out = tl_tensor_empty(to, x->ndim, x->shape)) == NULL || out->storage == NULL) return out;
+    const int dts = to | x->dtype << 4;
+    const int i32f32 = (to == TL_F32 && x->dtype == TL_I32) || (to == TL_I32 && x->dtype == TL_F32);
+    tl_kernel *kh = !i32f32 ? &ka : to == TL_F32 ? &kf : &ki;
+    cl_kernel k = tl_kernel_py(kh);
+    ops[0] = out;
+    ops[1] = x;
+    tl_layout_make(&L, x->ndim, x->shape, ops, 2);
+    const size_t sz[4] = {sizeof dts, sizeof L, sizeof(cl_mem), sizeof(cl_mem)};
+    const void *v[4] = {&dts, &L, &out->storage->mem, &x->storage->mem};
+    tl_storage *st[2] = {out->storage, x->storage};
+    const int first = i32f32;                        /* the two old kernels take no dts */
+    if (k == NULL || tl_set_args(k, 0, 4 - first, sz + first, v + first) < 0 ||
+        tl_launch_1d(kh, (size_t)L.n, st, 2, 1u) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+PyObject *
+tl_convert(tl_tensor *x, int to)
+{
+    PyObject *in = (PyObject *)x;
+    tl_tensor *out = convert_raw(x, to);
+    if (out == NULL || out == x || !TL_IS_FLOAT(to)) return (PyObject *)out;
+    const int iarg[1] = {x->dtype};
+    return tl_record1((PyObject *)out, &ROW_CONVERT, in, iarg, 1, NULL);
+}
+
+PyObject *
+tl_convert_steal(PyObject *r, int to)
+{
+    if (r == NULL) return NULL;
+    PyObject *c = tl_convert(tl_tensor_CAST(r), to);
+    Py_DECREF(r);
+    return c;
+}
+
+int
+tl_check_float(const char *op, const tl_tensor *t)
+{
+    return TL_IS_FLOAT(t->dtype) ? 0 : tl_check_dtype(op, t, TL_F32);
+}
+
+int
+tl_convert_into(tl_tensor *dst, tl_tensor *src)
+{
+    if (src->dtype == dst->dtype) return tl_copy_into(dst, src);
+    tl_tensor *c = convert_raw(src, dst->dtype);     /* contiguous: then a broadcasting bit copy */
+    int rc = c != NULL ? tl_copy_into(dst, c) : -1;
+    Py_XDECREF(c);
+    return rc;
+}
+
+static int
+convert_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    if (tl_wants_grad(nd, 0) && (gin[0] = (PyObject *)convert_raw(tl_tensor_CAST(g), nd->iarg[0])) == NULL) return -1;
+    return 0;
+}
+
+/* The engine's primitive: an input's gradient in the input's dtype. */
+static PyObject *
+grad_convert(tl_tensor *x, int dtype)
+{
+    return (PyObject *)convert_raw(x, dtype);
+}
+
+static PyObject *m_float(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_F32); }
+static PyObject *m_int(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_I32); }
+static PyObject *m_half(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_F16); }
+static PyObject *m_bfloat16(PyObject *self, PyObject *Py_UNUSED(i))
+{
+    return tl_convert(tl_tensor_CAST(self), TL_BF16);
+}
+static PyObject *m_byte(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_U8); }
+
+/* _convert(dtype): the conversion Tensor.to(dtype) runs (any numpy dtype spelling of the five). */
+static PyObject *
+m_convert(PyObject *self, PyObject *dtype)
+{
+    int to = tl_parse_dtype_all(dtype, -1);
+    if (to < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "to: a dtype is needed");
+        return NULL;
+    }
+    return tl_convert(tl_tensor_CAST(self), to);
+}
+
+#define U(name, doc) {#name, m_##name, METH_NOARGS, doc}
+static const PyMethodDef convert_methods[] = {
+    U(float, "convert to float32 (differentiable from float16/bfloat16)"),
+    U(int, "convert to int32 (truncating toward zero)"),
+    U(half, "convert to float16 (round to nearest even; differentiable)"),
+    U(bfloat16, "convert to bfloat16 (round to nearest even; differentiable)"),
+    U(byte, "convert to uint8 (truncating toward zero, wrapping modulo 256)"),
+    {"_convert", m_convert, METH_O, "_convert(dtype): the conversion Tensor.to(dtype) runs."},
+    {NULL, NULL, 0, NULL},
+};
+#undef U
+
+static const tl_op_row ROW_CONVERT = {"ToCopyBackward", convert_backward};
+static const tl_op_row *const convert_rows[] = {&ROW_CONVERT, NULL};
+static const tl_grad_prims convert_prims = {.convert = grad_convert};
+
+const tl_family tl_family_convert = {NULL, convert_methods, NULL, NULL, NULL, .rows = convert_rows,
+                                     .grad_prims = &convert_prims};

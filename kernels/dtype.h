@@ -1,0 +1,45 @@
+/* dtype.h: the storage dtypes' loads and stores (codes as csrc/tensor/tensor.h's enum: 0 float32, 1 int32,
+ * 2 float16, 3 bfloat16, 4 uint8). Arithmetic is float32: a load widens exactly, a store rounds to nearest
+ * even. float16 goes through vload_half/vstore_half_rte (core OpenCL: NVIDIA's OpenCL has no cl_khr_fp16);
+ * bfloat16 is the top half of a float32, rounded with integer bit operations (NaN -> sign | 0x7fc0, as
+ * ml_dtypes). Stores to int32 truncate (C's cast), to uint8 truncate and wrap modulo 256 (torch on CPU). */
+#ifndef TL_DTYPE_H
+#define TL_DTYPE_H
+#define TL_DT_F32 0
+#define TL_DT_I32 1
+#define TL_DT_F16 2
+#define TL_DT_BF16 3
+#define TL_DT_U8 4
+
+inline ushort
+tl_bf16_bits(float v)
+{
+    uint u = as_uint(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16 & 0x8000u) | 0x7fc0u);
+    return (ushort)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+}
+
+inline float
+tl_ld(global const uchar *p, int dt, int i)
+{
+    switch (dt) {
+    case TL_DT_F32: return ((global const float *)p)[i];
+    case TL_DT_I32: return (float)((global const int *)p)[i];
+    case TL_DT_F16: return vload_half(i, (global const half *)p);
+    case TL_DT_BF16: return as_float((uint)((global const ushort *)p)[i] << 16);
+    default: return (float)p[i];
+    }
+}
+
+inline void
+tl_st(global uchar *p, int dt, int i, float v)
+{
+    switch (dt) {
+    case TL_DT_F32: ((global float *)p)[i] = v; break;
+    case TL_DT_I32: ((global int *)p)[i] = (int)v; break;
+    case TL_DT_F16: vstore_half_rte(v, i, (global half *)p); break;
+    case TL_DT_BF16: ((global ushort *)p)[i] = tl_bf16_bits(v); break;
+    default: p[i] = (uchar)(convert_long_sat_rtz(v) & 0xff); break;
+    }
+}
+#endif
