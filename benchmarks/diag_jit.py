@@ -43,6 +43,7 @@ def main():
         print(f"{name}: host {np.median(host) * 1e6:.1f} us/step, whole {np.median(total) * 1e6:.1f} us/step")
         if name == "jit":
             print(fn.memory_plan())
+            print(fn.commands())
     print(tlgpu.device().name)
 
 

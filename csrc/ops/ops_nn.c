@@ -1,4 +1,5 @@
-/* ops_nn.c: fused losses. cross_entropy(logits [N, C], int32 targets [N], ignore_index, reduction) runs the
+/* ops_nn.c: fused losses. cross_entropy(logits [N, C], int32 targets [N], ignore_index, reduction): a small
+ * batch with mean/sum (C <= 1024, N * C <= 65536) is one work-group, one launch; otherwise it runs the
  * row log_softmax kernel, then one kernel for the per-row NLL and weights, then (mean/sum) a reduction; its
  * backward is a single kernel, (softmax - onehot) * upstream / count, from the saved log-probabilities.
  * The mean divides by the number of non-ignored targets, computed on the device: no sync point. */
@@ -10,6 +11,43 @@ static const tl_op_row ROW_CROSS_ENTROPY;   /* autograd rows (below) */
 
 enum { CE_MEAN, CE_SUM, CE_NONE };
 
+/* Small batches (few classes, few elements) as one work-group, one launch (tl_ce_small_f32); 1 done, 0 not
+ * that case, -1 raised. */
+static int
+cross_entropy_small(tl_tensor *x, tl_tensor *t, int ignore, int mode, PyObject **res, PyObject **logp_out,
+                    PyObject **denom_out)
+{
+    static tl_kernel kh = TL_KERNEL("nn", "tl_ce_small_f32");
+    const int n = (int)x->shape[0], c = (int)x->shape[1];
+    if (mode == CE_NONE || n == 0 || c > 1024 || (long)n * c > (1L << 16) || !tl_tensor_is_contig(x)) return 0;
+    cl_kernel k = tl_kernel_py(&kh);
+    if (k == NULL) return -1;
+    tl_tensor *tc = tl_tensor_contiguous(t), *logp = NULL, *loss = NULL, *denom = NULL;
+    if (tc == NULL || (logp = tl_tensor_empty(TL_F32, 2, x->shape)) == NULL ||
+        (loss = tl_tensor_empty(TL_F32, 0, NULL)) == NULL || (denom = tl_tensor_empty(TL_F32, 0, NULL)) == NULL)
+        goto fail;
+    size_t L = 1;
+    while (L * 2 <= kh.wg && L < (size_t)n) L *= 2;
+    const int xoff = (int)x->offset, toff = (int)tc->offset;
+    const size_t sz[12] = {4, 4, sizeof(cl_mem), 4, sizeof(cl_mem), 4, 4, 4, sizeof(cl_mem), sizeof(cl_mem),
+                           sizeof(cl_mem), 2 * L * sizeof(float)};
+    const void *v[12] = {&n, &c, &x->storage->mem, &xoff, &tc->storage->mem, &toff, &ignore, &mode,
+                         &logp->storage->mem, &loss->storage->mem, &denom->storage->mem, NULL};
+    tl_storage *st[5] = {logp->storage, loss->storage, denom->storage, x->storage, tc->storage};
+    tl_err err = {0};
+    if (tl_set_args(k, 0, 12, sz, v) < 0) goto fail;
+    if (tl_stream_launch(k, 1, &L, &L, st, 5, 7u, kh.name, &err) != TL_OK) { tl_raise(&err); goto fail; }
+    Py_DECREF(tc);
+    *res = (PyObject *)loss;
+    *logp_out = (PyObject *)logp;
+    if (mode == CE_MEAN) *denom_out = (PyObject *)denom;
+    else Py_DECREF(denom);
+    return 1;
+fail:
+    Py_XDECREF(tc); Py_XDECREF(logp); Py_XDECREF(loss); Py_XDECREF(denom);
+    return -1;
+}
+
 static PyObject *
 cross_entropy_fwd(tl_tensor *x, tl_tensor *t, int ignore, int mode, PyObject **logp_out, PyObject **denom_out)
 {
@@ -17,6 +55,8 @@ cross_entropy_fwd(tl_tensor *x, tl_tensor *t, int ignore, int mode, PyObject **l
     PyObject *logp = NULL, *loss = NULL, *w = NULL, *res = NULL, *denom = NULL;
     int n = (int)x->shape[0], c = (int)x->shape[1];
     Py_ssize_t nn = n;
+    int small = cross_entropy_small(x, t, ignore, mode, &res, logp_out, denom_out);
+    if (small != 0) return small > 0 ? res : NULL;
     if ((logp = tl_log_softmax(x, 1)) == NULL) goto done;
     if ((loss = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL ||
         (w = (PyObject *)tl_tensor_empty(TL_F32, 1, &nn)) == NULL)

@@ -271,8 +271,9 @@ def _ce_probs(input, target, weight, ignore_index, reduction, smoothing, cdim):
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
-    """Rows of weight picked by int32 indices of any shape: result shape input.shape + (dim,). Reads the
-    indices back to check them (a sync point), like index_select. padding_idx: that row's gradient is 0
+    """Rows of weight picked by int32 indices of any shape: result shape input.shape + (dim,). Index tensors
+    are checked on the device, as index_select's (an invalid one raises IndexError at the next sync point);
+    lists and arrays as they are uploaded. padding_idx: that row's gradient is 0
     (its forward value is returned unchanged, as torch)."""
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported "
