@@ -267,3 +267,33 @@ def test_adam_over_many_parameters_in_shared_launches(cls, decoupled):
         np.testing.assert_allclose(ps[k].numpy(), want, rtol=1e-5, atol=1e-6)
         if shapes[k][0]:
             assert opt.state[ps[k]]["step"] == len(grads[k])
+
+
+@pytest.mark.parametrize("n,c", [(37, 10), (5, 2000), (300, 300)])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cross_entropy_small_and_large_paths(n, c, reduction):
+    """Small batches run in one launch (tl_ce_small_f32), large ones as log_softmax + nll + sums: both against
+    numpy float64, with ignored targets, and the same gradient."""
+    x = R.standard_normal((n, c)).astype(np.float32) * 3
+    t = R.integers(0, c, n).astype(np.int32)
+    t[::4] = -100
+    xt = tlgpu.tensor(x, requires_grad=True)
+    tt = tlgpu.tensor(t)
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    loss = F.cross_entropy(xt, tt, reduction=reduction)
+    if n * c <= 1 << 16 and c <= 1024:
+        assert tlgpu.stream_stats()["enqueued"] == 1
+    x64 = x.astype(np.float64)
+    lse = np.log(np.exp(x64 - x64.max(1, keepdims=True)).sum(1)) + x64.max(1)
+    keep = t != -100
+    per = lse[keep] - x64[keep, t[keep]]
+    want = per.mean() if reduction == "mean" else per.sum()
+    np.testing.assert_allclose(loss.item(), want, rtol=1e-5, atol=1e-5)
+    loss.backward()
+    p = np.exp(x64 - lse[:, None])
+    p[keep, t[keep]] -= 1
+    p[~keep] = 0
+    if reduction == "mean":
+        p /= keep.sum()
+    np.testing.assert_allclose(xt.grad.numpy(), p, rtol=1e-4, atol=1e-6)
