@@ -200,7 +200,7 @@ run_reduce(int op, tl_tensor *src, int rows, int cols, int inner, tl_tensor *out
     /* inner > 1: one lane per row keeps adjacent threads on adjacent addresses (a column reduction) */
     p.glog = inner > 1 || cols <= 4 ? 0 : lanes_log2(cols, &g);
     size_t G = (size_t)1 << p.glog, want = g.W / G > 0 ? g.W / G : 1;
-    if ((size_t)rows < want && (size_t)cols >= 32 * G && (size_t)rows * (size_t)cols * (size_t)inner > (1u << 16)) {
+    if ((size_t)rows < want && (size_t)cols >= 32 * G && (size_t)rows * (size_t)cols > (1u << 16)) {
         /* too few rows to fill the device: split each into segments of >= 16 elements per lane (not for
          * 64K elements or fewer: a second launch costs more there than the lanes it adds; a small learner's
          * bias gradients and losses are launch-bound) */
