@@ -29,7 +29,8 @@ def data():
     return rng.standard_normal((BATCH, SIZES[0])).astype(np.float32), rng.integers(0, 10, BATCH).astype(np.int32)
 
 
-def bench_tlgpu(read_loss, jit=False):
+def make_update():
+    """(update, x, y): the benchmark's MLP, Adam and one batch; update(x, y) is one training step -> loss."""
     x_np, y_np = data()
     x, y = tlgpu.tensor(x_np), tlgpu.tensor(y_np)
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
@@ -41,6 +42,11 @@ def bench_tlgpu(read_loss, jit=False):
         loss.backward()
         opt.step()
         return loss
+    return update, x, y
+
+
+def bench_tlgpu(read_loss, jit=False):
+    update, x, y = make_update()
     update = tlgpu.jit(update) if jit else update       # docs/jit.md: call 1 eager, 2 traced, then replays
 
     def step():

@@ -9,23 +9,11 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]
 import tlgpu  # noqa: E402
-from tlgpu import nn  # noqa: E402
-from tlgpu.nn import functional as F  # noqa: E402
+from bench_train import make_update  # noqa: E402
 
 
 def main():
-    rng = np.random.default_rng(0)
-    x = tlgpu.tensor(rng.standard_normal((256, 784)).astype(np.float32))
-    y = tlgpu.tensor(rng.integers(0, 10, 256).astype(np.int32))
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
-    opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
-
-    def update(x, y):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    update, x, y = make_update()
     for name, fn in (("eager", update), ("jit", tlgpu.jit(update))):
         for _ in range(5):
             fn(x, y)

@@ -273,32 +273,17 @@ tl_convert(int dts, tl_layout L, global uchar *o, global const uchar *a)
 }
 
 /* Bit copies of 4-, 2- and 1-byte elements (any dtype of that size) between strided layouts. */
-kernel void
-tl_copy_u32(tl_layout L, global uint *o, global const uint *a)
-{
-    int gid = get_global_id(0);
-    if (gid >= L.n) return;
-    int4 ix = ew_index(&L, gid);
-    o[ix.s0] = a[ix.s1];
-}
-
-kernel void
-tl_copy_u16(tl_layout L, global ushort *o, global const ushort *a)
-{
-    int gid = get_global_id(0);
-    if (gid >= L.n) return;
-    int4 ix = ew_index(&L, gid);
-    o[ix.s0] = a[ix.s1];
-}
-
-kernel void
-tl_copy_u8(tl_layout L, global uchar *o, global const uchar *a)
-{
-    int gid = get_global_id(0);
-    if (gid >= L.n) return;
-    int4 ix = ew_index(&L, gid);
-    o[ix.s0] = a[ix.s1];
-}
+#define TL_COPY_KERNEL(name, T)                                                                               \
+    kernel void name(tl_layout L, global T *o, global const T *a)                                            \
+    {                                                                                                         \
+        int gid = get_global_id(0);                                                                           \
+        if (gid >= L.n) return;                                                                               \
+        int4 ix = ew_index(&L, gid);                                                                          \
+        o[ix.s0] = a[ix.s1];                                                                                  \
+    }
+TL_COPY_KERNEL(tl_copy_u32, uint)
+TL_COPY_KERNEL(tl_copy_u16, ushort)
+TL_COPY_KERNEL(tl_copy_u8, uchar)
 
 /* Y = X^T per batch for 4-byte elements (tl_copy_into's transposed views): X [R, C] at offX + b * sXb + r * sXr
  * + c (its columns contiguous), Y the contiguous [C, R] of batch b at offY. 32 x 32 tiles through local memory
