@@ -248,7 +248,8 @@ def test_replay_counts_and_enqueues(rng):
     st = tlgpu.stream_stats()
     assert st["waits"] == 0                           # a replay never waits for the device
     assert st["enqueued"] == 5 * (plan["commands"] + plan["slot_copies"])
-    assert st["flushes"] >= 5                         # one flush ends every replay
+    per = int(tlgpu.settings()["TLGPU_COMPUTE_PER_BUFFER"]["value"] or 50)
+    assert 1 <= st["flushes"] <= st["enqueued"] // per   # eager's flush policy: a flush once `per` are queued
 
 
 @needs_pool

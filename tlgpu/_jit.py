@@ -100,6 +100,12 @@ class Jitted:
         return self if obj is None else functools.partial(self.__call__, obj)
 
     def _key(self, args, kwargs):
+        if not kwargs:                                # the common case: positional tensors only
+            for a in args:
+                if not isinstance(a, _C.Tensor):
+                    break
+            else:
+                return (len(args), _C._jit_key(args), _C.is_grad_enabled()), args
         tensors = []
         struct = _flatten((args, kwargs), tensors)
         key = (struct, _C._jit_key(tensors), _C.is_grad_enabled())

@@ -600,7 +600,7 @@ tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
         tl_stream_count_wait(what);
         since_flush = 0;
         if (rc != CL_SUCCESS) st = tl_err_set(err, rc, "clFinish", what);
-    } else if ((rc = flush_batch(rt, &oldest)) != CL_SUCCESS) {   /* the device starts on the whole step */
+    } else if (since_flush >= per_flush && (rc = flush_batch(rt, &oldest)) != CL_SUCCESS) {   /* as eager */
         st = tl_err_set(err, rc, "clFlush", what);
     }
     const uint64_t upto = q0_seq;

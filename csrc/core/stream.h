@@ -36,8 +36,8 @@ void      tl_stream_count_wait(const char *why);
  * after the checked launch, makes the next sync points read the buffer until one has covered that launch. */
 tl_status tl_stream_check_mem(const char *op, cl_mem *mem, int *op_id, tl_err *err);
 void      tl_stream_check_arm(void);
-/* Enqueues a captured trace (capture.h) with slots[] bound (its inputs, then fresh output storages), one
- * flush after it; the stream's per-buffer ordering and counts as for the commands it recorded. */
+/* Enqueues a captured trace (capture.h) with slots[] bound (its inputs, then fresh output storages); the
+ * stream's per-buffer ordering, counts and flush policy as for the commands it recorded. */
 tl_status tl_stream_replay(struct tl_trace *tr, tl_storage *const *slots, tl_err *err);
 void      tl_stream_set_block_hooks(tl_block_enter_fn enter, tl_block_leave_fn leave);   /* back-pressure */
 void      tl_stream_get_stats(tl_stream_stats *out);
