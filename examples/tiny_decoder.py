@@ -1,6 +1,6 @@
 """A tiny llama-style decoder on tlgpu's inference ops: greedy generation with a KV cache.
 
-    python3 examples/tiny_decoder.py [--q4] [--tokens 32] [--runs 5] [--dim 256 --layers 4 ...]
+    python3 examples/tiny_decoder.py [--q4] [--tokens 32] [--runs 5] [--mode sync|device|jit] [--dim 256 ...]
 
 Random weights from a fixed numpy seed; float32 or q4_0 (--q4) weights. Each step: get_rows (embedding)
 -> per layer [rms_norm -> one fused q|k|v projection (x @ w.T: the mul_mv path) -> one rope over the q and k
@@ -9,7 +9,9 @@ residual -> rms_norm -> one fused w1|w3 projection -> silu_mul of its halves -> 
 logits -> argmax. Decoding is launch-bound, so launches are saved where the ops allow: fused projections
 (four per layer), residual adds done by the projection kernel (addmm: two per layer), rope in place with
 the position as an int (no upload), keys and values in one cache tensor written by one kv_write: 10
-launches per layer, 3 more per step (the embedding's id is a kernel argument too). The runs must produce identical tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
+launches per layer, 3 more per step (the embedding's id is a kernel argument too). --mode device keeps the
+token and the position on the device as int32 tensors the kernels read (no host read per token); --mode jit
+also replays that step through tlgpu.jit (docs/jit.md). The runs must produce identical tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
 """
 import argparse
