@@ -71,7 +71,18 @@ typedef CAT(float, CVW) realC;
 #define MM_ARGS int M, int N, int K, int nb2,                                                       \
     global const float *A, int offA, int sAb1, int sAb2, int sAm, int sAk,                          \
     global const float *B, int offB, int sBb1, int sBb2, int sBk, int sBn,                          \
-    global float *C, int offC
+    global float *C, int offC, global const float *bias, int epi
+
+/* The store epilogue (ops_matmul.c's mm_launch): epi bit 0 adds bias[n] (a linear layer's bias, one per
+ * column), bits 1-2 apply an activation after it (1: relu, as the elementwise kernel's, NaN kept; 2: tanh).
+ * epi 0 stores the product as it is. */
+inline float
+mm_epi(float v, int n, global const float *bias, int epi)
+{
+    if (epi & 1) v += bias[n];
+    const int act = epi >> 1;
+    return act == 1 ? ((v > 0.0f) | isnan(v) ? v : 0.0f) : act == 2 ? tanh(v) : v;
+}
 /* Direct kernels run a 1-D grid over row blocks x column blocks in swizzled order: DSW row blocks
  * (a slice of A that stays in L2) are swept against one column block (its B panel stays in L1) before
  * moving on, so consecutive work-items share operands. */
@@ -223,9 +234,13 @@ tl_gemm_f32(MM_ARGS)
             int n = n0 + (tn + j * NDIMC) * VW;
             global float *c = C + m * N + n;
 #if VW == 1
-            if (n < N) c[0] = acc[i][j];
+            if (n < N) c[0] = epi ? mm_epi(acc[i][j], n, bias, epi) : acc[i][j];
 #else
-            if (n + VW <= N) {
+            if (epi) {
+                float t[VW];
+                CAT(vstore, VW)(acc[i][j], 0, t);
+                for (int v = 0; v < VW && n + v < N; v++) c[v] = mm_epi(t[v], n + v, bias, epi);
+            } else if (n + VW <= N) {
                 CAT(vstore, VW)(acc[i][j], 0, c);
             } else {
                 float t[VW];
@@ -260,14 +275,22 @@ tl_gemm_direct_nn_f32(MM_ARGS)
             }
         }
         for (int i = 0; i < CMR && m0 + i < M; i++)
-            for (int j = 0; j < CNV; j++) CAT(vstore, CVW)(acc[i][j], 0, C + (m0 + i) * N + n0 + j * CVW);
+            for (int j = 0; j < CNV; j++) {
+                if (epi) {
+                    float t[CVW];
+                    CAT(vstore, CVW)(acc[i][j], 0, t);
+                    for (int v = 0; v < CVW; v++) t[v] = mm_epi(t[v], n0 + j * CVW + v, bias, epi);
+                    acc[i][j] = CAT(vload, CVW)(0, t);
+                }
+                CAT(vstore, CVW)(acc[i][j], 0, C + (m0 + i) * N + n0 + j * CVW);
+            }
         return;
     }
     for (int i = 0; i < CMR && m0 + i < M; i++)
         for (int n = n0; n < N; n++) {
             float s = 0.0f;
             for (int k = 0; k < K; k++) s = mad(A[mr[i] + k * sAk], B[k * sBk + n], s);
-            C[(m0 + i) * N + n] = s;
+            C[(m0 + i) * N + n] = epi ? mm_epi(s, n, bias, epi) : s;
         }
 }
 
@@ -310,7 +333,7 @@ tl_gemm_direct_nt_f32(MM_ARGS)
         for (int j = 0; j < CNR && n0 + j < N; j++) {
             float s = hsum(acc[i][j]);
             for (int k = kv; k < K; k++) s = mad(ar[i][k], br[j][k], s);
-            C[(m0 + i) * N + n0 + j] = s;
+            C[(m0 + i) * N + n0 + j] = epi ? mm_epi(s, n0 + j, bias, epi) : s;
         }
 }
 
@@ -446,7 +469,7 @@ tl_matmul_small_f32(MM_ARGS)
         int m = m0 + ty + i * R;
         for (int j = 0; j < MM_WPT; j++) {
             int n = n0 + tx + j * R;
-            if (m < M && n < N) C[m * N + n] = acc[i][j];
+            if (m < M && n < N) C[m * N + n] = epi ? mm_epi(acc[i][j], n, bias, epi) : acc[i][j];
         }
     }
 }
@@ -464,5 +487,5 @@ tl_matmul_naive_f32(MM_ARGS)
     B += offB + b1 * sBb1 + b2 * sBb2 + n * sBn;
     float acc = 0.0f;
     for (int k = 0; k < K; k++) acc = mad(A[k * sAk], B[k * sBk], acc);
-    C[offC + b * M * N + m * N + n] = acc;
+    C[offC + b * M * N + m * N + n] = epi ? mm_epi(acc, n, bias, epi) : acc;
 }

@@ -106,7 +106,10 @@ tl_gemm_splitk_launch(const tl_splitk_problem *p, int S, int ks, tl_kernel *kh, 
                                &p->sAk, &b->storage->mem, &offB, &sBs, &p->sBb, &p->sBk, &p->sBn,
                                &part->storage->mem, &offC};
         size_t g[3] = {gws[0], gws[1], (size_t)count * (size_t)p->batch}, lw[3] = {lws[0], lws[1], 1};
-        if (tl_set_args(kh->k, 0, 18, sz, val) < 0) goto done;
+        const int no_epi = 0;                         /* matmul.cl's store epilogue: off for partials */
+        if (tl_set_args(kh->k, 0, 18, sz, val) < 0 ||
+            tl_set_args(kh->k, 18, 2, (size_t[]){Mm, I}, (const void *[]){&part->storage->mem, &no_epi}) < 0)
+            goto done;
         if (tl_stream_launch(kh->k, 3, g, lw, st, 3, 1u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
         n_launches++;
     }

@@ -25,6 +25,9 @@ PyObject *tl_squeeze_dim(tl_tensor *x, int dim);                          /* dim
 PyObject *tl_exp(tl_tensor *x);
 PyObject *tl_eq(tl_tensor *a, tl_tensor *b);                            /* float32 mask, broadcast */
 PyObject *tl_clone(tl_tensor *x);                                       /* a contiguous copy, differentiable */
+enum { TL_ACT_NONE = 0, TL_ACT_RELU = 1, TL_ACT_TANH = 2 };              /* matmul.cl's mm_epi codes too */
+PyObject *tl_activation(tl_tensor *x, int act);                         /* relu / tanh, recorded if grad mode */
+PyObject *tl_activation_grad(int act, tl_tensor *out, PyObject *g);    /* g * act'(x) from out = act(x) */
 int       tl_add_(tl_tensor *acc, tl_tensor *x);                        /* acc += x in place; 0 or -1 */
 int       tl_record_overwrite(tl_tensor *t);      /* after an in-place write of new values (fill_): 0 or -1 */
 

@@ -30,6 +30,7 @@ typedef struct {
     int M, N, K;
     int sAm, sAk, sBk, sBn;
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3];
+    int act;                         /* an activation the store may apply (matmul.cl's mm_epi): 1 relu, 2 tanh */
 } mm_problem;
 
 typedef tl_gemm_params gemm_params;
@@ -213,8 +214,10 @@ mm_slices(const mm_problem *p, const gemm_params *q, int mode, int direct, int *
 
 /* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. With
  * `res` (contiguous: out's shape, or N elements added to every row, a bias) the mul_mv path (out's shape
- * only) and the CPU BLAS path add it and set *fused; other paths ignore it (split-K included). A forced
- * split-K (tests) takes every product it can split to the tiled kernel, past mul_mv, TF32, BLAS and direct. */
+ * only), the CPU BLAS path and matmul.cl's kernels (a bias only) add it and set bit 0 of *fused; matmul.cl's
+ * kernels also apply p->act as they store and set bit 1; other paths (tensor cores, matmul_sg, split-K)
+ * do neither. A forced split-K (tests) takes every product it can split to the tiled kernel, past mul_mv,
+ * TF32, BLAS and direct. */
 static int
 mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_tensor *res, int *fused)
 {
@@ -291,7 +294,13 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         return tl_gemm_splitk_launch(&sp, S, ks, kh, gws, lws, a, b, out);
     }
     gws[2] = (size_t)nb1 * (size_t)nb2;
-    tl_storage *st[3] = {out->storage, a->storage, b->storage};
+    /* matmul.cl's kernels (not tensor cores, not matmul_sg): the bias and activation epilogue */
+    const int bias_ok = !tc && res != NULL && res->ndim == 1 && res->shape[0] == p->N && res->offset == 0 &&
+                        tl_tensor_numel(res) != tl_tensor_numel(out);
+    const int epi = tc ? 0 : (bias_ok ? 1 : 0) | (p->act << 1);
+    cl_mem bmem = bias_ok ? res->storage->mem : out->storage->mem;   /* not read without bit 0 */
+    if (!tc) *fused = (bias_ok ? 1 : 0) | (p->act ? 2 : 0);
+    tl_storage *st[4] = {out->storage, a->storage, b->storage, bias_ok ? res->storage : NULL};
     for (int o = 0; o < nouter; o++) {
         int off[3] = {p->off[0], p->off[1], p->off[2]};
         for (int d = first - 1, rest = o; d >= 0; d--) {  /* batch dims the kernel does not walk */
@@ -304,8 +313,10 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         const void *val[18] = {&p->M, &p->N, &p->K, &nb2, &a->storage->mem, &off[1], &sb[0][0], &sb[0][1],
                                &p->sAm, &p->sAk, &b->storage->mem, &off[2], &sb[1][0], &sb[1][1], &p->sBk,
                                &p->sBn, &out->storage->mem, &off[0]};
-        if (tl_set_args(k, 0, 18, sz, val) < 0) return -1;
-        if (tl_stream_launch(k, 3, gws, lws, st, 3, 1u, kh->name, &err) != TL_OK)
+        if (tl_set_args(k, 0, 18, sz, val) < 0 ||
+            (!tc && tl_set_args(k, 18, 2, (size_t[]){Mm, I}, (const void *[]){&bmem, &epi}) < 0))
+            return -1;
+        if (tl_stream_launch(k, 3, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK)
             return tl_raise(&err);
     }
     return 0;
@@ -367,12 +378,13 @@ mm_batch(const char *op, tl_tensor *a, int nda, tl_tensor *b, int ndb, mm_proble
 }
 
 /* numpy matmul: a (..., M, K) or (K,), b (..., K, N) or (K,). With res, the result plus res where the kernel
- * can add it (*fused set; res must then be contiguous float32 of the result's shape, or of shape (N,) with
- * b a matrix: a bias added to every row), else just a @ b. */
+ * can add it (bit 0 of *fused set; res must then be contiguous float32 of the result's shape, or of shape (N,)
+ * with b a matrix: a bias added to every row), else just a @ b; act (1 relu, 2 tanh) applied after it where
+ * the kernel can (bit 1 of *fused; mm_launch). */
 static PyObject *
-mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *fused)
+mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int act, int *fused)
 {
-    mm_problem p = {0};
+    mm_problem p = {.act = act};
     Py_ssize_t shape[TL_MAX_DIMS + 2];
     int nshape = 0;
     tl_tensor *out = NULL;
@@ -396,7 +408,7 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int *
     if (kc == 0 && !av && !bv && (kc = tl_gemm_sg_copy_a(a, b, p.M, p.N, p.K, &a2)) > 0)
         b2 = (tl_tensor *)Py_NewRef(b);                  /* NVIDIA float32: a @ b as tn (gemm_sg.h) */
     if (kc != 0) {
-        PyObject *r = kc < 0 ? NULL : mm_forward_res(op, a2, b2, res, fused);
+        PyObject *r = kc < 0 ? NULL : mm_forward_res(op, a2, b2, res, act, fused);
         Py_XDECREF(a2);
         Py_XDECREF(b2);
         return r;
@@ -421,7 +433,7 @@ static PyObject *
 mm_forward(const char *op, tl_tensor *a, tl_tensor *b)
 {
     int fused = 0;
-    return mm_forward_res(op, a, b, NULL, &fused);
+    return mm_forward_res(op, a, b, NULL, 0, &fused);
 }
 
 /* Records out = a @ b (kind 0) or outer(a, b) (kind 1) for autograd: both operands are saved. */
@@ -566,23 +578,32 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
     if (want_tensor("addmm", io, &in) < 0 || want_tensor("addmm", ao, &a) < 0 || want_tensor("addmm", bo, &b) < 0)
         return NULL;
     PyObject *ins[3] = {io, ao, bo};
-    r = tl_autograd_wanted(ins, 3) ? mm("addmm", a, b) : mm_forward_res("addmm", a, b, in, &fused);
+    r = tl_autograd_wanted(ins, 3) ? mm("addmm", a, b) : mm_forward_res("addmm", a, b, in, 0, &fused);
     if (r != NULL && !fused) Py_SETREF(r, PyNumber_Add(io, r));
     return r;
 }
 
-/* linear(x, weight, bias=None): x @ weight.T (+ bias), weight [N, K], x [..., K], bias [N] (any shape that
- * broadcasts, or a number: added as by +, outside the fused op). On the CPU BLAS path with a bias of N elements
- * this is one command (the bias is written into C's rows, then sgemm adds the product); elsewhere the product
- * and an add, both under one autograd node (ROW_LINEAR; the pieces are not recorded). */
+/* linear(x, weight, bias=None, activation=None): x @ weight.T (+ bias), weight [N, K], x [..., K], bias [N] (any
+ * shape that broadcasts, or a number: added as by +, outside the fused op), then relu or tanh when asked
+ * (nn.Sequential asks for a Linear followed by ReLU or Tanh). On the CPU BLAS path with a bias of N elements
+ * the product is one command (the bias is written into C's rows, then sgemm adds the product); matmul.cl's
+ * kernels add the bias and apply the activation as they store (one command); elsewhere the product, an add
+ * and the activation. One autograd node either way (ROW_LINEAR; the pieces are not recorded): with an
+ * activation it saves the output, and its backward starts from g * act'(out). */
 static PyObject *
-fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
+fn_linear(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
-    PyObject *xo, *wo, *bo = Py_None, *wt = NULL, *out = NULL;
+    static char *kw[] = {"input", "weight", "bias", "activation", NULL};
+    PyObject *xo, *wo, *bo = Py_None, *ao = Py_None, *wt = NULL, *out = NULL;
     tl_tensor *x, *w, *b = NULL;
-    int fused = 0;
-    if (!PyArg_ParseTuple(args, "OO|O:linear", &xo, &wo, &bo)) return NULL;
+    int fused = 0, act = TL_ACT_NONE;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OO:linear", kw, &xo, &wo, &bo, &ao)) return NULL;
     if (want_tensor("linear", xo, &x) < 0 || want_tensor("linear", wo, &w) < 0) return NULL;
+    if (ao != Py_None) {
+        const char *a = PyUnicode_Check(ao) ? PyUnicode_AsUTF8(ao) : NULL;
+        act = a == NULL ? -1 : strcmp(a, "relu") == 0 ? TL_ACT_RELU : strcmp(a, "tanh") == 0 ? TL_ACT_TANH : -1;
+        if (act < 0) return PyErr_Format(PyExc_ValueError, "linear: activation must be None, 'relu' or 'tanh'");
+    }
     if (tl_tensor_check(bo)) b = tl_tensor_CAST(bo);      /* other biases (numbers, arrays) are added by + */
     if (w->ndim != 2) {
         char sw[128];
@@ -590,21 +611,27 @@ fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
         return PyErr_Format(PyExc_ValueError, "linear: weight must be 2-D [out_features, in_features], got %s", sw);
     }
     const int row_bias = b != NULL && b->dtype == TL_F32 && b->ndim == 1 && b->shape[0] == w->shape[0];
+    if (act != TL_ACT_NONE && bo != Py_None && !row_bias)
+        return PyErr_Format(PyExc_ValueError, "linear: with an activation the bias must be None or a float32 "
+                            "tensor of out_features elements");
     PyObject *ins[3] = {xo, wo, row_bias ? bo : NULL};
     const int prev = tl_grad_set(0);
     if ((wt = tl_transpose(w, 0, 1)) != NULL)
-        out = mm_forward_res("linear", x, tl_tensor_CAST(wt), row_bias ? b : NULL, &fused);
-    if (out != NULL && row_bias && !fused && tl_add_(tl_tensor_CAST(out), b) < 0) Py_CLEAR(out);
+        out = mm_forward_res("linear", x, tl_tensor_CAST(wt), row_bias ? b : NULL, act, &fused);
+    if (out != NULL && row_bias && !(fused & 1) && tl_add_(tl_tensor_CAST(out), b) < 0) Py_CLEAR(out);
+    if (out != NULL && act != TL_ACT_NONE && !(fused & 2)) Py_SETREF(out, tl_activation(tl_tensor_CAST(out), act));
     tl_grad_set(prev);
     Py_XDECREF(wt);
     if (out != NULL && tl_autograd_wanted(ins, 3)) {
         tl_node *nd = tl_node_new(&ROW_LINEAR, ins, 3);
         if (nd == NULL) { Py_DECREF(out); return NULL; }
+        nd->iarg[0] = act;
         tl_node_save(nd, x);
         tl_node_save(nd, w);
+        if (act != TL_ACT_NONE) tl_node_save(nd, tl_tensor_CAST(out));
         tl_node_attach(nd, tl_tensor_CAST(out));
     }
-    if (out != NULL && bo != Py_None && !row_bias) Py_SETREF(out, PyNumber_Add(out, bo));
+    if (out != NULL && bo != Py_None && !row_bias) Py_SETREF(out, PyNumber_Add(out, bo));   /* recorded */
     return out;
 }
 
@@ -639,10 +666,14 @@ linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
 static int
 tl_linear_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
-    tl_tensor *x = tl_node_saved(nd, 0), *w = x != NULL ? tl_node_saved(nd, 1) : NULL;
-    PyObject *g2 = NULL, *x2 = NULL, *gt = NULL;
+    tl_tensor *x = tl_node_saved(nd, 0), *w = x != NULL ? tl_node_saved(nd, 1) : NULL, *y = NULL;
+    PyObject *g2 = NULL, *x2 = NULL, *gt = NULL, *ga = NULL;
     int rc = -1;
     if (w == NULL) goto done;
+    if (nd->iarg[0] != TL_ACT_NONE) {                  /* through the activation first, from its saved output */
+        if ((y = tl_node_saved(nd, 2)) == NULL || (ga = tl_activation_grad(nd->iarg[0], y, g)) == NULL) goto done;
+        g = ga;
+    }
     if (tl_wants_grad(nd, 0) && (gin[0] = mm("backward", tl_tensor_CAST(g), w)) == NULL) goto done;
     if (tl_wants_grad(nd, 1) || tl_wants_grad(nd, 2)) {
         Py_ssize_t rows = 1;
@@ -660,7 +691,7 @@ tl_linear_backward(tl_node *nd, PyObject *g, PyObject **gin)
     }
     rc = 0;
 done:
-    Py_XDECREF(x); Py_XDECREF(w); Py_XDECREF(g2); Py_XDECREF(x2); Py_XDECREF(gt);
+    Py_XDECREF(x); Py_XDECREF(w); Py_XDECREF(y); Py_XDECREF(g2); Py_XDECREF(x2); Py_XDECREF(gt); Py_XDECREF(ga);
     return rc;
 }
 
@@ -726,8 +757,9 @@ static const PyMethodDef mm_methods[] = {
 };
 
 static const PyMethodDef mm_functions[] = {
-    {"linear", fn_linear, METH_VARARGS,
-     "linear(x, weight, bias=None): x @ weight.T + bias as one autograd node (one command on the CPU BLAS path)."},
+    {"linear", TL_KW(fn_linear),
+     "linear(x, weight, bias=None, activation=None): x @ weight.T + bias, then relu or tanh when asked, as one "
+     "autograd node (one command where the GEMM's store adds the bias and applies the activation)."},
     {"addmm", fn_addmm, METH_VARARGS, "addmm(input, mat1, mat2): input + mat1 @ mat2 (fused on the mul_mv path)."},
     {"_gemm_params", fn_gemm_params, METH_VARARGS, "_gemm_params(tier=0): a GEMM tier's tile parameters here."},
     {"_cpu_blas", (PyCFunction)(void (*)(void))tl_cpu_blas_py, METH_VARARGS | METH_KEYWORDS,

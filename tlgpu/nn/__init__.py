@@ -309,9 +309,27 @@ class Sequential(Module):
         return iter(self._modules.values())
 
     def forward(self, x):
-        for layer in self._modules.values():
-            x = layer(x)
+        """Each layer in turn; a Linear followed by ReLU or Tanh runs as one fused op (_C.linear with its
+        activation: the GEMM's store adds the bias and applies it where the kernel can, one autograd node),
+        with the same values and gradients as the two layers."""
+        layers = list(self._modules.values())
+        i = 0
+        while i < len(layers):
+            layer, nxt = layers[i], layers[i + 1] if i + 1 < len(layers) else None
+            act = _FUSED_ACTIVATIONS.get(type(nxt)) if type(layer) is Linear and isinstance(x, Tensor) else None
+            if act is not None and _fusable(x, layer):
+                x = _C.linear(x, layer.weight, layer.bias, activation=act)
+                i += 2
+            else:
+                x = layer(x)
+                i += 1
         return x
+
+
+def _fusable(x, linear):
+    """The fused Linear + activation takes float32 operands and a bias of out_features elements or None."""
+    b = linear.bias
+    return x.dtype == "float32" and linear.weight.dtype == "float32" and (b is None or b.dtype == "float32")
 
 
 def _apply(fn, x, inplace):
@@ -353,6 +371,9 @@ class LeakyReLU(Module):
 class Tanh(Module):
     def forward(self, x):
         return x.tanh()
+
+
+_FUSED_ACTIVATIONS = {ReLU: "relu", Tanh: "tanh"}   # Sequential: Linear + one of these is one op
 
 
 class SiLU(Module):
