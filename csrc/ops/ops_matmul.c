@@ -446,10 +446,28 @@ tl_matmul(tl_tensor *a, tl_tensor *b)
     return mm_forward("matmul", a, b);
 }
 
+static PyObject *mm(const char *op, tl_tensor *a, tl_tensor *b);
+
+static PyObject *
+mm_fn(PyObject *const *in, void *op)
+{
+    return mm((const char *)op, tl_tensor_CAST(in[0]), tl_tensor_CAST(in[1]));
+}
+
+/* The recorded product; float16/bfloat16 operands through float32 (tl_call_f32; autocast is off in backward). */
 static PyObject *
 mm(const char *op, tl_tensor *a, tl_tensor *b)
 {
+    if (a->dtype != TL_F32 || b->dtype != TL_F32) return tl_call_f32(op, mm_fn, (PyObject *[]){(PyObject *)a,
+                                                                                               (PyObject *)b}, 2, (void *)op);
     return record(mm_forward(op, a, b), a, b, 0);
+}
+
+/* A product the user asked for: under autocast in the autocast dtype. */
+static PyObject *
+mm_user(const char *op, tl_tensor *a, tl_tensor *b)
+{
+    return tl_call_f32(op, mm_fn, (PyObject *[]){(PyObject *)a, (PyObject *)b}, 2, (void *)op);
 }
 
 /* d(a @ b): da = g @ b^T, db = a^T @ g, with 1-D operands promoted to matrices (and the promoted dim squeezed
@@ -510,14 +528,14 @@ static PyObject *
 nb_matmul(PyObject *x, PyObject *y)
 {
     if (!tl_tensor_check(x) || !tl_tensor_check(y)) Py_RETURN_NOTIMPLEMENTED;
-    return mm("matmul", tl_tensor_CAST(x), tl_tensor_CAST(y));
+    return mm_user("matmul", tl_tensor_CAST(x), tl_tensor_CAST(y));
 }
 
 static PyObject *
 m_matmul(PyObject *self, PyObject *other)
 {
     tl_tensor *b;
-    return want_tensor("matmul", other, &b) < 0 ? NULL : mm("matmul", tl_tensor_CAST(self), b);
+    return want_tensor("matmul", other, &b) < 0 ? NULL : mm_user("matmul", tl_tensor_CAST(self), b);
 }
 
 static PyObject *
@@ -526,7 +544,7 @@ m_dot(PyObject *self, PyObject *other)
     tl_tensor *a = tl_tensor_CAST(self), *b;
     if (want_tensor("dot", other, &b) < 0) return NULL;
     if (a->ndim != 1 || b->ndim != 1) return shapes_error("dot", a, b, "are not both 1-D; use matmul");
-    return mm("dot", a, b);
+    return mm_user("dot", a, b);
 }
 
 /* outer(a, b)[i, j] = a[i] * b[j]: a product with K = 1, both contracted strides 0. */
@@ -557,18 +575,26 @@ m_outer(PyObject *self, PyObject *other)
  * nothing requires grad: the kernel adds it as it stores (a decoder's residual). Otherwise the product and
  * an add, recorded for autograd as those two ops. */
 static PyObject *
+addmm_fn(PyObject *const *in, void *Py_UNUSED(ctx))
+{
+    PyObject *r;
+    int fused = 0;
+    r = tl_autograd_wanted(in, 3) ? mm("addmm", tl_tensor_CAST(in[1]), tl_tensor_CAST(in[2]))
+                                  : mm_forward_res("addmm", tl_tensor_CAST(in[1]), tl_tensor_CAST(in[2]),
+                                                   tl_tensor_CAST(in[0]), &fused);
+    if (r != NULL && !fused) Py_SETREF(r, PyNumber_Add(in[0], r));
+    return r;
+}
+
+static PyObject *
 fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    PyObject *io, *ao, *bo, *r;
+    PyObject *io, *ao, *bo;
     tl_tensor *in, *a, *b;
-    int fused = 0;
     if (!PyArg_ParseTuple(args, "OOO:addmm", &io, &ao, &bo)) return NULL;
     if (want_tensor("addmm", io, &in) < 0 || want_tensor("addmm", ao, &a) < 0 || want_tensor("addmm", bo, &b) < 0)
         return NULL;
-    PyObject *ins[3] = {io, ao, bo};
-    r = tl_autograd_wanted(ins, 3) ? mm("addmm", a, b) : mm_forward_res("addmm", a, b, in, &fused);
-    if (r != NULL && !fused) Py_SETREF(r, PyNumber_Add(io, r));
-    return r;
+    return tl_call_f32("addmm", addmm_fn, (PyObject *[]){io, ao, bo}, 3, NULL);
 }
 
 /* linear(x, weight, bias=None): x @ weight.T (+ bias), weight [N, K], x [..., K], bias [N] (any shape that
@@ -576,12 +602,11 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
  * this is one command (the bias is written into C's rows, then sgemm adds the product); elsewhere the product
  * and an add, both under one autograd node (ROW_LINEAR; the pieces are not recorded). */
 static PyObject *
-fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
+linear_fn(PyObject *const *in, void *Py_UNUSED(ctx))
 {
-    PyObject *xo, *wo, *bo = Py_None, *wt = NULL, *out = NULL;
+    PyObject *xo = in[0], *wo = in[1], *bo = in[2] != NULL ? in[2] : Py_None, *wt = NULL, *out = NULL;
     tl_tensor *x, *w, *b = NULL;
     int fused = 0;
-    if (!PyArg_ParseTuple(args, "OO|O:linear", &xo, &wo, &bo)) return NULL;
     if (want_tensor("linear", xo, &x) < 0 || want_tensor("linear", wo, &w) < 0) return NULL;
     if (tl_tensor_check(bo)) b = tl_tensor_CAST(bo);      /* other biases (numbers, arrays) are added by + */
     if (w->ndim != 2) {
@@ -606,6 +631,14 @@ fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
     }
     if (out != NULL && bo != Py_None && !row_bias) Py_SETREF(out, PyNumber_Add(out, bo));
     return out;
+}
+
+static PyObject *
+fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *xo, *wo, *bo = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O:linear", &xo, &wo, &bo)) return NULL;
+    return tl_call_f32("linear", linear_fn, (PyObject *[]){xo, wo, bo == Py_None ? NULL : bo}, 3, NULL);
 }
 
 /* dw = g2^T @ x2 and db = the column sums of g2 as one command on the CPU BLAS path: 1 done, 0 not there (the
