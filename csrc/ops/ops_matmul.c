@@ -446,29 +446,23 @@ tl_matmul(tl_tensor *a, tl_tensor *b)
     return mm_forward("matmul", a, b);
 }
 
-static PyObject *mm(const char *op, tl_tensor *a, tl_tensor *b);
-
 static PyObject *
-mm_fn(PyObject *const *in, void *op)
+mm_fn(PyObject *const *in, void *op)                     /* float32 operands: the recorded product */
 {
-    return mm((const char *)op, tl_tensor_CAST(in[0]), tl_tensor_CAST(in[1]));
+    tl_tensor *a = tl_tensor_CAST(in[0]), *b = tl_tensor_CAST(in[1]);
+    return record(mm_forward((const char *)op, a, b), a, b, 0);
 }
 
-/* The recorded product; float16/bfloat16 operands through float32 (tl_call_f32; autocast is off in backward). */
+/* a @ b, recorded. Half operands run through float32 by tl_call_f32, which also casts to the autocast dtype
+ * when user is set (the products the user asked for; autocast is off in backward anyway). */
 static PyObject *
-mm(const char *op, tl_tensor *a, tl_tensor *b)
+mm_as(const char *op, tl_tensor *a, tl_tensor *b, int user)
 {
-    if (a->dtype != TL_F32 || b->dtype != TL_F32) return tl_call_f32(op, mm_fn, (PyObject *[]){(PyObject *)a,
-                                                                                               (PyObject *)b}, 2, (void *)op);
-    return record(mm_forward(op, a, b), a, b, 0);
+    PyObject *in[2] = {(PyObject *)a, (PyObject *)b};
+    if (a->dtype == TL_F32 && b->dtype == TL_F32 && (!user || tl_autocast_dtype() < 0)) return mm_fn(in, (void *)op);
+    return tl_call_f32(op, mm_fn, in, 2, (void *)op);
 }
-
-/* A product the user asked for: under autocast in the autocast dtype. */
-static PyObject *
-mm_user(const char *op, tl_tensor *a, tl_tensor *b)
-{
-    return tl_call_f32(op, mm_fn, (PyObject *[]){(PyObject *)a, (PyObject *)b}, 2, (void *)op);
-}
+static inline PyObject *mm(const char *op, tl_tensor *a, tl_tensor *b) { return mm_as(op, a, b, 0); }
 
 /* d(a @ b): da = g @ b^T, db = a^T @ g, with 1-D operands promoted to matrices (and the promoted dim squeezed
  * back out) so the engine's broadcast reduction sees only real batch dims. outer: da = g @ b, db = g^T @ a. */
@@ -528,14 +522,14 @@ static PyObject *
 nb_matmul(PyObject *x, PyObject *y)
 {
     if (!tl_tensor_check(x) || !tl_tensor_check(y)) Py_RETURN_NOTIMPLEMENTED;
-    return mm_user("matmul", tl_tensor_CAST(x), tl_tensor_CAST(y));
+    return mm_as("matmul", tl_tensor_CAST(x), tl_tensor_CAST(y), 1);
 }
 
 static PyObject *
 m_matmul(PyObject *self, PyObject *other)
 {
     tl_tensor *b;
-    return want_tensor("matmul", other, &b) < 0 ? NULL : mm_user("matmul", tl_tensor_CAST(self), b);
+    return want_tensor("matmul", other, &b) < 0 ? NULL : mm_as("matmul", tl_tensor_CAST(self), b, 1);
 }
 
 static PyObject *
@@ -544,7 +538,7 @@ m_dot(PyObject *self, PyObject *other)
     tl_tensor *a = tl_tensor_CAST(self), *b;
     if (want_tensor("dot", other, &b) < 0) return NULL;
     if (a->ndim != 1 || b->ndim != 1) return shapes_error("dot", a, b, "are not both 1-D; use matmul");
-    return mm_user("dot", a, b);
+    return mm_as("dot", a, b, 1);
 }
 
 /* outer(a, b)[i, j] = a[i] * b[j]: a product with K = 1, both contracted strides 0. */
@@ -594,7 +588,10 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO:addmm", &io, &ao, &bo)) return NULL;
     if (want_tensor("addmm", io, &in) < 0 || want_tensor("addmm", ao, &a) < 0 || want_tensor("addmm", bo, &b) < 0)
         return NULL;
-    return tl_call_f32("addmm", addmm_fn, (PyObject *[]){io, ao, bo}, 3, NULL);
+    PyObject *ins[3] = {io, ao, bo};
+    if (in->dtype == TL_F32 && a->dtype == TL_F32 && b->dtype == TL_F32 && tl_autocast_dtype() < 0)
+        return addmm_fn(ins, NULL);
+    return tl_call_f32("addmm", addmm_fn, ins, 3, NULL);
 }
 
 /* linear(x, weight, bias=None): x @ weight.T (+ bias), weight [N, K], x [..., K], bias [N] (any shape that
@@ -602,13 +599,11 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
  * this is one command (the bias is written into C's rows, then sgemm adds the product); elsewhere the product
  * and an add, both under one autograd node (ROW_LINEAR; the pieces are not recorded). */
 static PyObject *
-linear_fn(PyObject *const *in, void *Py_UNUSED(ctx))
-{
+linear_fn(PyObject *const *in, void *bias_tensor)        /* in: x, weight, bias or NULL; bias_tensor: non-NULL when */
+{                                                        /* the bias is a Tensor (numbers, arrays are added by +) */
     PyObject *xo = in[0], *wo = in[1], *bo = in[2] != NULL ? in[2] : Py_None, *wt = NULL, *out = NULL;
-    tl_tensor *x, *w, *b = NULL;
+    tl_tensor *x = tl_tensor_CAST(xo), *w = tl_tensor_CAST(wo), *b = bias_tensor != NULL ? tl_tensor_CAST(bo) : NULL;
     int fused = 0;
-    if (want_tensor("linear", xo, &x) < 0 || want_tensor("linear", wo, &w) < 0) return NULL;
-    if (tl_tensor_check(bo)) b = tl_tensor_CAST(bo);      /* other biases (numbers, arrays) are added by + */
     if (w->ndim != 2) {
         char sw[128];
         tl_shape_str(w->shape, w->ndim, sw, sizeof sw);
@@ -637,8 +632,15 @@ static PyObject *
 fn_linear(PyObject *Py_UNUSED(m), PyObject *args)
 {
     PyObject *xo, *wo, *bo = Py_None;
+    tl_tensor *x, *w;
     if (!PyArg_ParseTuple(args, "OO|O:linear", &xo, &wo, &bo)) return NULL;
-    return tl_call_f32("linear", linear_fn, (PyObject *[]){xo, wo, bo == Py_None ? NULL : bo}, 3, NULL);
+    if (want_tensor("linear", xo, &x) < 0 || want_tensor("linear", wo, &w) < 0) return NULL;
+    PyObject *ins[3] = {xo, wo, bo == Py_None ? NULL : bo};
+    void *bt = tl_tensor_check(bo) ? bo : NULL;
+    if (x->dtype == TL_F32 && w->dtype == TL_F32 && (bt == NULL || tl_tensor_CAST(bo)->dtype == TL_F32) &&
+        tl_autocast_dtype() < 0)
+        return linear_fn(ins, bt);                       /* the float32 path: no casts, no second check */
+    return tl_call_f32("linear", linear_fn, ins, 3, bt);
 }
 
 /* dw = g2^T @ x2 and db = the column sums of g2 as one command on the CPU BLAS path: 1 done, 0 not there (the
