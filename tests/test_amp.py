@@ -61,6 +61,16 @@ def test_matmul_int_operand_names_op_dtype_shape(rng):
         tlgpu.tensor(np.ones((2, 3), np.int32)) @ tlgpu.tensor(_half(rng, (3, 2), np.float16))
 
 
+def test_linear_conv_int_operands_name_op_dtype_shape(rng):
+    h = tlgpu.tensor(_half(rng, (2, 3), np.float16))
+    with pytest.raises(TypeError, match=r"linear: expected a float32 tensor, got int32 with shape \(4, 3\)"):
+        F.linear(h, tlgpu.tensor(np.ones((4, 3), np.int32)))
+    with pytest.raises(TypeError, match=r"conv2d: expected a float32 tensor, got uint8 with shape \(1, 1, 3, 3\)"):
+        F.conv2d(tlgpu.tensor(np.ones((1, 1, 3, 3), np.uint8)), tlgpu.tensor(_half(rng, (1, 1, 2, 2), bfloat16)))
+    with pytest.raises(TypeError, match=r"addmm: expected a float32 tensor, got int32 with shape \(2,\)"):
+        tlgpu.addmm(tlgpu.tensor(np.ones(2, np.int32)), h, h.T)
+
+
 @pytest.mark.parametrize("dt", HALVES)
 def test_matmul_half_grads_in_input_dtype(rng, dt):
     a, b, g = _half(rng, (5, 7), dt), _half(rng, (7, 3), dt), rng.standard_normal((5, 3)).astype(np.float32)
@@ -319,6 +329,20 @@ def test_gradscaler_skips_step_on_inf_and_backs_off(rng, bad):
     scaler.update()
     assert scaler.get_scale() == 128.0
     assert scaler.state_dict()["_growth_tracker"] == 0
+
+
+def test_gradscaler_one_host_read_per_step(rng):
+    ws = [_param(rng.standard_normal((3, 4))), _param(rng.standard_normal(5)), _param(rng.standard_normal(2))]
+    opt = tlgpu.optim.SGD(ws, lr=0.1)
+    scaler = tlgpu.amp.GradScaler()
+    scaler.scale(sum((w * 1.5).sum() for w in ws)).backward()
+    tlgpu.synchronize()
+    tlgpu._C.reset_stream_stats()
+    scaler.step(opt)
+    scaler.update()
+    assert tlgpu._C.stream_stats()["waits"] == 1                      # found_inf.item(), nothing else
+    for w in ws:
+        np.testing.assert_allclose(w.grad.numpy(), np.full(w.shape, 1.5, np.float32))
 
 
 def test_gradscaler_growth_after_interval_and_state_dict(rng):
