@@ -526,9 +526,7 @@ fn_set_autocast(PyObject *Py_UNUSED(m), PyObject *arg)
     if (dt != -2 && !TL_IS_HALF(dt))
         return PyErr_Format(PyExc_ValueError, "autocast: dtype must be float16 or bfloat16, got %s", tl_dtype_name(dt));
     PyObject *prev = autocast_on ? tl_dtype_descr(autocast_dt) : Py_NewRef(Py_None);
-    if (prev == NULL) return NULL;
-    autocast_on = dt != -2;
-    autocast_dt = autocast_on ? dt : 0;
+    if (prev != NULL) tl_autocast_set(dt == -2 ? -1 : dt);
     return prev;
 }
 
