@@ -35,6 +35,8 @@ from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled  # 
 from . import nn, optim, publish, quant  # noqa: F401,E402
 from . import distributions  # noqa: F401,E402
 from ._jit import jit  # noqa: F401,E402
+from . import amp  # noqa: F401,E402
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: F401,E402
 
 
 def _blas_paths():

@@ -16,6 +16,7 @@
 #include <stdarg.h>
 
 static _Thread_local int grad_off;
+static _Thread_local int autocast_on, autocast_dt;   /* tlgpu.autocast: per thread, like grad mode */
 static unsigned long run_id;
 
 #define TL_MAX_ROWS 128
@@ -99,6 +100,21 @@ tl_grad_set(int enabled)
 {
     int prev = !grad_off;
     grad_off = !enabled;
+    return prev;
+}
+
+int
+tl_autocast_dtype(void)
+{
+    return autocast_on ? autocast_dt : -1;
+}
+
+int
+tl_autocast_set(int dtype)
+{
+    int prev = tl_autocast_dtype();
+    autocast_on = dtype >= 0;
+    autocast_dt = autocast_on ? dtype : 0;
     return prev;
 }
 
@@ -454,11 +470,13 @@ tensor_backward(PyObject *self, PyObject *args, PyObject *kwargs)
         g = Py_NewRef(gradient);
     }
     if (g == NULL) return NULL;
-    int was_off = grad_off;
+    int was_off = grad_off, was_cast = autocast_on;
     grad_off = 1;
+    autocast_on = 0;                                  /* backward ops run in their forward's dtypes (torch) */
     if (t->grad_fn == NULL) rc = accumulate(&t->grad, g, 1);       /* a leaf: d(t)/d(t) */
     else rc = run_backward(t->grad_fn, g, retain);
     grad_off = was_off;
+    autocast_on = was_cast;
     Py_DECREF(g);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
@@ -495,6 +513,20 @@ fn_set_grad_enabled(PyObject *Py_UNUSED(m), PyObject *arg)
     if (on < 0) return NULL;
     PyObject *prev = PyBool_FromLong(!grad_off);
     grad_off = !on;
+    return prev;
+}
+
+/* _set_autocast(dtype or None): this thread's autocast dtype (float16 or bfloat16; None: off); returns the
+ * previous one. tlgpu/amp.py's autocast is the public face. */
+static PyObject *
+fn_set_autocast(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    int dt = tl_parse_dtype_all(arg, -2);
+    if (dt == -1) return NULL;
+    if (dt != -2 && !TL_IS_HALF(dt))
+        return PyErr_Format(PyExc_ValueError, "autocast: dtype must be float16 or bfloat16, got %s", tl_dtype_name(dt));
+    PyObject *prev = autocast_on ? tl_dtype_descr(autocast_dt) : Py_NewRef(Py_None);
+    if (prev != NULL) tl_autocast_set(dt == -2 ? -1 : dt);
     return prev;
 }
 
@@ -617,6 +649,7 @@ static const PyMethodDef autograd_methods[] = {
 
 static const PyMethodDef autograd_functions[] = {
     {"_set_grad_enabled", fn_set_grad_enabled, METH_O, "Set this thread's grad mode; returns the previous one."},
+    {"_set_autocast", fn_set_autocast, METH_O, "Set this thread's autocast dtype (None: off); returns the previous."},
     {"is_grad_enabled", fn_is_grad_enabled, METH_NOARGS, "Whether ops record graphs in this thread."},
 #ifdef TL_TEST_HOOKS
     {"_autograd_check_rows", fn_autograd_check_rows, METH_VARARGS, "Test hook: the import check on made-up rows."},

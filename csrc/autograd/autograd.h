@@ -68,6 +68,8 @@ int        tl_autograd_register(const tl_family *const *families, size_t n);
 
 int        tl_grad_enabled(void);
 int        tl_grad_set(int enabled);                               /* returns the previous mode */
+int        tl_autocast_dtype(void);           /* this thread's autocast dtype (TL_F16/TL_BF16), -1 when off */
+int        tl_autocast_set(int dtype);        /* -1: off; returns the previous */
 int        tl_autograd_wanted(PyObject *const *ins, int n);       /* grad mode on and an input requires grad */
 tl_node   *tl_node_new(const tl_op_row *row, PyObject *const *ins, int n);   /* NULL + exception on failure */
 PyObject  *tl_record1(PyObject *out, const tl_op_row *row, PyObject *in, const int *iarg, int n_iarg,

@@ -38,9 +38,22 @@ PyObject *tl_convert_steal(PyObject *r, int to);             /* r (a new ref, or
 int       tl_check_float(const char *op, const tl_tensor *t); /* float32/16, bfloat16; else tl_check_dtype's error */
 /* The families that compute in float32 run a float16/bfloat16 input as: the op on tl_convert(x, TL_F32) (a
  * recorded, exact widening), its result converted back with tl_convert_steal (docs/precision.md). */
+/* The float32 ops with autocast's low-precision rule (matmul, addmm, linear, conv2d): fn(in, ctx) runs the float32
+ * implementation on n <= TL_F32_OP_MAX operands (tensors, other objects or NULL). tl_call_f32 calls it directly
+ * when autocast is off and every tensor is float32; else casts floating tensors to the autocast dtype (when on),
+ * widens half tensors to float32 (recorded), and converts fn's result to the operands' promoted dtype (one half
+ * dtype: it; mixed: float32). An int tensor raises TypeError naming op, the dtype and the shape. */
+#define TL_F32_OP_MAX 4
+typedef PyObject *(*tl_f32_op)(PyObject *const *in, void *ctx);
+PyObject *tl_call_f32(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx);
 
 /* ops_matmul.c */
 PyObject *tl_matmul(tl_tensor *a, tl_tensor *b);                       /* a @ b, numpy rules, not recorded */
+/* a @ b (+ res: out's shape, or a bias of N) (then TL_ACT_* act) where the kernel fuses them; bit 0 of *fused:
+ * res added, bit 1: act applied (the caller does what is not). Not recorded. */
+PyObject *tl_matmul_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int act, int *fused);
+/* dw = g2^T @ x2 and db = column sums of g2 in one command on the CPU BLAS path: 1 done, 0 not there, -1 raised */
+int       tl_linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb);
 
 /* ops_scan.c */
 PyObject *tl_cumsum(PyObject *x, int dim, int reverse);                /* from the end when reverse */

@@ -316,17 +316,17 @@ fail:
     return -1;
 }
 
+/* conv2d on float32 operands (in: input, weight, bias or NULL; ctx: stride, padding, dilation objects). */
 static PyObject *
-fn_conv2d(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+conv2d_fn(PyObject *const *in, void *ctx)
 {
-    static char *kwl[] = {"input", "weight", "bias", "stride", "padding", "dilation", NULL};
-    PyObject *xo, *wo, *bo = Py_None, *so = NULL, *po = NULL, *dO = NULL;
+    PyObject *xo = in[0], *wo = in[1], *bo = in[2] != NULL ? in[2] : Py_None;
+    PyObject *so = ((PyObject **)ctx)[0], *po = ((PyObject **)ctx)[1], *dO = ((PyObject **)ctx)[2];
     PyObject *xb = NULL, *cols = NULL, *wm = NULL, *y = NULL, *out = NULL;
     tl_tensor *x, *w, *b = NULL;
     int s[2], p[2], d[2], batched = 1;
     char a[128], c[128];
     conv_geom g;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOO:conv2d", kwl, &xo, &wo, &bo, &so, &po, &dO)) return NULL;
     if ((x = arg_f32("conv2d", "input", xo)) == NULL || (w = arg_f32("conv2d", "weight", wo)) == NULL) return NULL;
     if (bo != Py_None && (b = arg_f32("conv2d", "bias", bo)) == NULL) return NULL;
     if (parse_pair("conv2d", "stride", so, 1, 1, s) < 0 || parse_pair("conv2d", "padding", po, 0, 0, p) < 0 ||
@@ -369,6 +369,17 @@ fn_conv2d(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 done:
     Py_XDECREF(xb); Py_XDECREF(cols); Py_XDECREF(wm); Py_XDECREF(y);
     return out;
+}
+
+/* float16/bfloat16 operands and autocast through tl_call_f32 (ops.h): the float32 convolution. */
+static PyObject *
+fn_conv2d(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"input", "weight", "bias", "stride", "padding", "dilation", NULL};
+    PyObject *xo, *wo, *bo = Py_None, *geo[3] = {NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOO:conv2d", kwl, &xo, &wo, &bo, &geo[0], &geo[1], &geo[2]))
+        return NULL;
+    return tl_call_f32("conv2d", conv2d_fn, (PyObject *[]){xo, wo, bo == Py_None ? NULL : bo}, 3, geo);
 }
 
 /* Pooling: kernel_size, stride (default: kernel_size), padding (at most half the kernel, as torch). */

@@ -63,6 +63,66 @@ tl_check_float(const char *op, const tl_tensor *t)
     return TL_IS_FLOAT(t->dtype) ? 0 : tl_check_dtype(op, t, TL_F32);
 }
 
+/* w[i] = in[i] widened to float32 (new refs; non-tensors and NULLs kept); returns the result dtype by PyTorch's
+ * promotion (every tensor of one half dtype: it, else float32), or -1 (TypeError naming op for an int tensor). */
+static int
+widen_args(const char *op, PyObject *const *in, PyObject **w, int n)
+{
+    int dt = -1;
+    for (int i = 0; i < n; i++) w[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        if (in[i] == NULL || !tl_tensor_check(in[i])) continue;
+        const tl_tensor *t = tl_tensor_CAST(in[i]);
+        if (tl_check_float(op, t) < 0) return -1;
+        dt = dt < 0 || dt == t->dtype ? t->dtype : TL_F32;
+    }
+    for (int i = 0; i < n; i++) {
+        w[i] = in[i] == NULL || !tl_tensor_check(in[i]) ? Py_XNewRef(in[i]) : tl_convert(tl_tensor_CAST(in[i]), TL_F32);
+        if (in[i] != NULL && w[i] == NULL) goto fail;
+    }
+    return dt < 0 ? TL_F32 : dt;
+fail:
+    for (int i = 0; i < n; i++) Py_CLEAR(w[i]);
+    return -1;
+}
+
+/* c[i] = in[i] (new refs), floating tensors cast to the autocast dtype when autocast is on; 0 or -1. */
+static int
+autocast_args(PyObject *const *in, PyObject **c, int n)
+{
+    const int low = tl_autocast_dtype();
+    for (int i = 0; i < n; i++) c[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        int cast = low >= 0 && in[i] != NULL && tl_tensor_check(in[i]) && TL_IS_FLOAT(tl_tensor_CAST(in[i])->dtype);
+        c[i] = cast ? tl_convert(tl_tensor_CAST(in[i]), low) : Py_XNewRef(in[i]);
+        if (in[i] != NULL && c[i] == NULL) {
+            for (int j = 0; j < i; j++) Py_CLEAR(c[j]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyObject *
+tl_call_f32(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx)
+{
+    PyObject *c[TL_F32_OP_MAX], *w[TL_F32_OP_MAX], *r = NULL;
+    int plain = tl_autocast_dtype() < 0, dt;
+    for (int i = 0; i < n && plain; i++)
+        plain = in[i] == NULL || !tl_tensor_check(in[i]) || tl_tensor_CAST(in[i])->dtype == TL_F32;
+    if (plain) return fn(in, ctx);                    /* the float32 path as it always was */
+    if (autocast_args(in, c, n) < 0) return NULL;
+    if ((dt = widen_args(op, c, w, n)) >= 0) {
+        const int low = tl_autocast_set(-1);          /* the float32 implementation's own products stay float32 */
+        r = fn(w, ctx);
+        tl_autocast_set(low);
+        r = tl_convert_steal(r, dt);
+        for (int i = 0; i < n; i++) Py_XDECREF(w[i]);
+    }
+    for (int i = 0; i < n; i++) Py_XDECREF(c[i]);
+    return r;
+}
+
 int
 tl_convert_into(tl_tensor *dst, tl_tensor *src)
 {

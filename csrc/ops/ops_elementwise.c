@@ -551,18 +551,10 @@ PyObject *tl_exp(tl_tensor *x) { return ew(TL_EW_EXP, "exp", (PyObject *)x, NULL
 PyObject *tl_eq(tl_tensor *a, tl_tensor *b) { return ew(TL_EW_EQ, "eq", (PyObject *)a, (PyObject *)b, NULL, NULL); }
 PyObject *tl_clone(tl_tensor *x) { return ew(TL_EW_COPY, "clone", (PyObject *)x, NULL, NULL, NULL); }
 
-PyObject *
-tl_activation(tl_tensor *x, int act)
-{
-    return ew(act == TL_ACT_RELU ? TL_EW_RELU : TL_EW_TANH, act == TL_ACT_RELU ? "relu" : "tanh", (PyObject *)x, NULL,
-              NULL, NULL);
-}
-
-PyObject *
-tl_activation_grad(int act, tl_tensor *out, PyObject *g)   /* relu's mask from its output: out > 0 iff x > 0 */
-{
-    return ew2(act == TL_ACT_RELU ? TL_EW_RELU_GRAD : TL_EW_TANH_GRAD, (PyObject *)out, g);
-}
+PyObject *tl_activation(tl_tensor *x, int act) { return ew(act == TL_ACT_RELU ? TL_EW_RELU : TL_EW_TANH, "activation",
+                                                          (PyObject *)x, NULL, NULL, NULL); }
+PyObject *tl_activation_grad(int act, tl_tensor *out, PyObject *g)   /* relu's mask from out: out > 0 iff x > 0 */
+{ return ew2(act == TL_ACT_RELU ? TL_EW_RELU_GRAD : TL_EW_TANH_GRAD, (PyObject *)out, g); }
 
 static PyObject *
 m_contiguous(PyObject *op, PyObject *Py_UNUSED(ignored))

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const tl_op_row ROW_MATMUL, ROW_LINEAR;   /* autograd rows (below) */
+static const tl_op_row ROW_MATMUL;   /* autograd rows (below) */
 
 /* Batch dims after collapsing: shape and, per operand (0 = C, 1 = A, 2 = B), strides in elements. */
 typedef struct {
@@ -459,10 +459,22 @@ tl_matmul(tl_tensor *a, tl_tensor *b)
 }
 
 static PyObject *
-mm(const char *op, tl_tensor *a, tl_tensor *b)
+mm_fn(PyObject *const *in, void *op)                     /* float32 operands: the recorded product */
 {
-    return record(mm_forward(op, a, b), a, b, 0);
+    tl_tensor *a = tl_tensor_CAST(in[0]), *b = tl_tensor_CAST(in[1]);
+    return record(mm_forward((const char *)op, a, b), a, b, 0);
 }
+
+/* a @ b, recorded. Half operands run through float32 by tl_call_f32, which also casts to the autocast dtype
+ * when user is set (the products the user asked for; autocast is off in backward anyway). */
+static PyObject *
+mm_as(const char *op, tl_tensor *a, tl_tensor *b, int user)
+{
+    PyObject *in[2] = {(PyObject *)a, (PyObject *)b};
+    if (a->dtype == TL_F32 && b->dtype == TL_F32 && (!user || tl_autocast_dtype() < 0)) return mm_fn(in, (void *)op);
+    return tl_call_f32(op, mm_fn, in, 2, (void *)op);
+}
+static inline PyObject *mm(const char *op, tl_tensor *a, tl_tensor *b) { return mm_as(op, a, b, 0); }
 
 /* d(a @ b): da = g @ b^T, db = a^T @ g, with 1-D operands promoted to matrices (and the promoted dim squeezed
  * back out) so the engine's broadcast reduction sees only real batch dims. outer: da = g @ b, db = g^T @ a. */
@@ -510,35 +522,27 @@ done:
     return rc;
 }
 
-static int
-want_tensor(const char *op, PyObject *x, tl_tensor **out)
-{
-    if (tl_tensor_check(x)) { *out = tl_tensor_CAST(x); return 0; }
-    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor, got %s", op, Py_TYPE(x)->tp_name);
-    return -1;
-}
-
 static PyObject *
 nb_matmul(PyObject *x, PyObject *y)
 {
     if (!tl_tensor_check(x) || !tl_tensor_check(y)) Py_RETURN_NOTIMPLEMENTED;
-    return mm("matmul", tl_tensor_CAST(x), tl_tensor_CAST(y));
+    return mm_as("matmul", tl_tensor_CAST(x), tl_tensor_CAST(y), 1);
 }
 
 static PyObject *
 m_matmul(PyObject *self, PyObject *other)
 {
     tl_tensor *b;
-    return want_tensor("matmul", other, &b) < 0 ? NULL : mm("matmul", tl_tensor_CAST(self), b);
+    return tl_want_tensor("matmul", other, &b) < 0 ? NULL : mm_as("matmul", tl_tensor_CAST(self), b, 1);
 }
 
 static PyObject *
 m_dot(PyObject *self, PyObject *other)
 {
     tl_tensor *a = tl_tensor_CAST(self), *b;
-    if (want_tensor("dot", other, &b) < 0) return NULL;
+    if (tl_want_tensor("dot", other, &b) < 0) return NULL;
     if (a->ndim != 1 || b->ndim != 1) return shapes_error("dot", a, b, "are not both 1-D; use matmul");
-    return mm("dot", a, b);
+    return mm_as("dot", a, b, 1);
 }
 
 /* outer(a, b)[i, j] = a[i] * b[j]: a product with K = 1, both contracted strides 0. */
@@ -547,7 +551,7 @@ m_outer(PyObject *self, PyObject *other)
 {
     tl_tensor *a = tl_tensor_CAST(self), *b, *out;
     mm_problem p = {0};
-    if (want_tensor("outer", other, &b) < 0) return NULL;
+    if (tl_want_tensor("outer", other, &b) < 0) return NULL;
     if (tl_check_dtype("outer", a, TL_F32) < 0 || tl_check_dtype("outer", b, TL_F32) < 0) return NULL;
     if (a->ndim != 1 || b->ndim != 1) return shapes_error("outer", a, b, "are not both 1-D");
     Py_ssize_t shape[2] = {a->shape[0], b->shape[0]};
@@ -569,76 +573,35 @@ m_outer(PyObject *self, PyObject *other)
  * nothing requires grad: the kernel adds it as it stores (a decoder's residual). Otherwise the product and
  * an add, recorded for autograd as those two ops. */
 static PyObject *
-fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
+addmm_fn(PyObject *const *in, void *Py_UNUSED(ctx))
 {
-    PyObject *io, *ao, *bo, *r;
-    tl_tensor *in, *a, *b;
+    PyObject *r;
     int fused = 0;
-    if (!PyArg_ParseTuple(args, "OOO:addmm", &io, &ao, &bo)) return NULL;
-    if (want_tensor("addmm", io, &in) < 0 || want_tensor("addmm", ao, &a) < 0 || want_tensor("addmm", bo, &b) < 0)
-        return NULL;
-    PyObject *ins[3] = {io, ao, bo};
-    r = tl_autograd_wanted(ins, 3) ? mm("addmm", a, b) : mm_forward_res("addmm", a, b, in, 0, &fused);
-    if (r != NULL && !fused) Py_SETREF(r, PyNumber_Add(io, r));
+    r = tl_autograd_wanted(in, 3) ? mm("addmm", tl_tensor_CAST(in[1]), tl_tensor_CAST(in[2]))
+                                  : mm_forward_res("addmm", tl_tensor_CAST(in[1]), tl_tensor_CAST(in[2]),
+                                                   tl_tensor_CAST(in[0]), 0, &fused);
+    if (r != NULL && !fused) Py_SETREF(r, PyNumber_Add(in[0], r));
     return r;
 }
 
-/* linear(x, weight, bias=None, activation=None): x @ weight.T (+ bias), weight [N, K], x [..., K], bias [N] (any
- * shape that broadcasts, or a number: added as by +, outside the fused op), then relu or tanh when asked
- * (nn.Sequential asks for a Linear followed by ReLU or Tanh). On the CPU BLAS path with a bias of N elements
- * the product is one command (the bias is written into C's rows, then sgemm adds the product); matmul.cl's
- * kernels add the bias and apply the activation as they store (one command); elsewhere the product, an add
- * and the activation. One autograd node either way (ROW_LINEAR; the pieces are not recorded): with an
- * activation it saves the output, and its backward starts from g * act'(out). */
 static PyObject *
-fn_linear(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    static char *kw[] = {"input", "weight", "bias", "activation", NULL};
-    PyObject *xo, *wo, *bo = Py_None, *ao = Py_None, *wt = NULL, *out = NULL;
-    tl_tensor *x, *w, *b = NULL;
-    int fused = 0, act = TL_ACT_NONE;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OO:linear", kw, &xo, &wo, &bo, &ao)) return NULL;
-    if (want_tensor("linear", xo, &x) < 0 || want_tensor("linear", wo, &w) < 0) return NULL;
-    if (ao != Py_None) {
-        const char *a = PyUnicode_Check(ao) ? PyUnicode_AsUTF8(ao) : NULL;
-        act = a == NULL ? -1 : strcmp(a, "relu") == 0 ? TL_ACT_RELU : strcmp(a, "tanh") == 0 ? TL_ACT_TANH : -1;
-        if (act < 0) return PyErr_Format(PyExc_ValueError, "linear: activation must be None, 'relu' or 'tanh'");
-    }
-    if (tl_tensor_check(bo)) b = tl_tensor_CAST(bo);      /* other biases (numbers, arrays) are added by + */
-    if (w->ndim != 2) {
-        char sw[128];
-        tl_shape_str(w->shape, w->ndim, sw, sizeof sw);
-        return PyErr_Format(PyExc_ValueError, "linear: weight must be 2-D [out_features, in_features], got %s", sw);
-    }
-    const int row_bias = b != NULL && b->dtype == TL_F32 && b->ndim == 1 && b->shape[0] == w->shape[0];
-    if (act != TL_ACT_NONE && bo != Py_None && !row_bias)
-        return PyErr_Format(PyExc_ValueError, "linear: with an activation the bias must be None or a float32 "
-                            "tensor of out_features elements");
-    PyObject *ins[3] = {xo, wo, row_bias ? bo : NULL};
-    const int prev = tl_grad_set(0);
-    if ((wt = tl_transpose(w, 0, 1)) != NULL)
-        out = mm_forward_res("linear", x, tl_tensor_CAST(wt), row_bias ? b : NULL, act, &fused);
-    if (out != NULL && row_bias && !(fused & 1) && tl_add_(tl_tensor_CAST(out), b) < 0) Py_CLEAR(out);
-    if (out != NULL && act != TL_ACT_NONE && !(fused & 2)) Py_SETREF(out, tl_activation(tl_tensor_CAST(out), act));
-    tl_grad_set(prev);
-    Py_XDECREF(wt);
-    if (out != NULL && tl_autograd_wanted(ins, 3)) {
-        tl_node *nd = tl_node_new(&ROW_LINEAR, ins, 3);
-        if (nd == NULL) { Py_DECREF(out); return NULL; }
-        nd->iarg[0] = act;
-        tl_node_save(nd, x);
-        tl_node_save(nd, w);
-        if (act != TL_ACT_NONE) tl_node_save(nd, tl_tensor_CAST(out));
-        tl_node_attach(nd, tl_tensor_CAST(out));
-    }
-    if (out != NULL && bo != Py_None && !row_bias) Py_SETREF(out, PyNumber_Add(out, bo));   /* recorded */
-    return out;
+    PyObject *io, *ao, *bo;
+    tl_tensor *in, *a, *b;
+    if (!PyArg_ParseTuple(args, "OOO:addmm", &io, &ao, &bo)) return NULL;
+    if (tl_want_tensor("addmm", io, &in) < 0 || tl_want_tensor("addmm", ao, &a) < 0 || tl_want_tensor("addmm", bo, &b) < 0)
+        return NULL;
+    PyObject *ins[3] = {io, ao, bo};
+    if (in->dtype == TL_F32 && a->dtype == TL_F32 && b->dtype == TL_F32 && tl_autocast_dtype() < 0)
+        return addmm_fn(ins, NULL);
+    return tl_call_f32("addmm", addmm_fn, ins, 3, NULL);
 }
 
 /* dw = g2^T @ x2 and db = the column sums of g2 as one command on the CPU BLAS path: 1 done, 0 not there (the
  * caller runs the product and a sum), -1 with an exception set. */
-static int
-linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
+int
+tl_linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
 {
     const int rows = to_int(g2->shape[0]), N = to_int(g2->shape[1]), K = to_int(x2->shape[1]);
     tl_tensor *w = NULL, *b = NULL;
@@ -661,38 +624,12 @@ linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
     return 1;
 }
 
-/* d linear: dx = g @ w; over the rows of x and g (leading dims flattened), dw = g^T @ x and db = sum of g
- * (one command for both on the CPU BLAS path). */
-static int
-tl_linear_backward(tl_node *nd, PyObject *g, PyObject **gin)
+/* ops.h: a @ b (+ res) (then act) where the kernel can fuse them, not recorded; *fused says what it did. */
+PyObject *
+tl_matmul_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int act, int *fused)
 {
-    tl_tensor *x = tl_node_saved(nd, 0), *w = x != NULL ? tl_node_saved(nd, 1) : NULL, *y = NULL;
-    PyObject *g2 = NULL, *x2 = NULL, *gt = NULL, *ga = NULL;
-    int rc = -1;
-    if (w == NULL) goto done;
-    if (nd->iarg[0] != TL_ACT_NONE) {                  /* through the activation first, from its saved output */
-        if ((y = tl_node_saved(nd, 2)) == NULL || (ga = tl_activation_grad(nd->iarg[0], y, g)) == NULL) goto done;
-        g = ga;
-    }
-    if (tl_wants_grad(nd, 0) && (gin[0] = mm("backward", tl_tensor_CAST(g), w)) == NULL) goto done;
-    if (tl_wants_grad(nd, 1) || tl_wants_grad(nd, 2)) {
-        Py_ssize_t rows = 1;
-        for (int d = 0; d < x->ndim - 1; d++) rows *= x->shape[d];
-        if ((g2 = tl_reshape(tl_tensor_CAST(g), 2, (Py_ssize_t[]){rows, w->shape[0]})) == NULL) goto done;
-        if ((x2 = tl_reshape(x, 2, (Py_ssize_t[]){rows, w->shape[1]})) == NULL) goto done;
-        int both = tl_wants_grad(nd, 1) && tl_wants_grad(nd, 2) ?
-                   linear_grads_blas(tl_tensor_CAST(g2), tl_tensor_CAST(x2), &gin[1], &gin[2]) : 0;
-        if (both < 0) goto done;
-        if (!both && tl_wants_grad(nd, 1) &&
-            ((gt = tl_transpose(tl_tensor_CAST(g2), 0, 1)) == NULL ||
-             (gin[1] = mm("backward", tl_tensor_CAST(gt), tl_tensor_CAST(x2))) == NULL))
-            goto done;
-        if (!both && tl_wants_grad(nd, 2) && (gin[2] = tl_sum(tl_tensor_CAST(g2), 1u, 0)) == NULL) goto done;
-    }
-    rc = 0;
-done:
-    Py_XDECREF(x); Py_XDECREF(w); Py_XDECREF(y); Py_XDECREF(g2); Py_XDECREF(x2); Py_XDECREF(gt); Py_XDECREF(ga);
-    return rc;
+    *fused = 0;
+    return mm_forward_res(op, a, b, res, act, fused);
 }
 
 /* The GEMM parameters of a tier on this device (after the environment overrides), for benchmarks and docs. */
@@ -757,9 +694,6 @@ static const PyMethodDef mm_methods[] = {
 };
 
 static const PyMethodDef mm_functions[] = {
-    {"linear", TL_KW(fn_linear),
-     "linear(x, weight, bias=None, activation=None): x @ weight.T + bias, then relu or tanh when asked, as one "
-     "autograd node (one command where the GEMM's store adds the bias and applies the activation)."},
     {"addmm", fn_addmm, METH_VARARGS, "addmm(input, mat1, mat2): input + mat1 @ mat2 (fused on the mul_mv path)."},
     {"_gemm_params", fn_gemm_params, METH_VARARGS, "_gemm_params(tier=0): a GEMM tier's tile parameters here."},
     {"_cpu_blas", (PyCFunction)(void (*)(void))tl_cpu_blas_py, METH_VARARGS | METH_KEYWORDS,
@@ -788,8 +722,7 @@ static const PyType_Slot mm_slots[] = {
 };
 
 static const tl_op_row ROW_MATMUL = {"MatmulBackward", tl_matmul_backward};
-static const tl_op_row ROW_LINEAR = {"LinearBackward", tl_linear_backward};
-static const tl_op_row *const matmul_rows[] = {&ROW_MATMUL, &ROW_LINEAR, NULL};
+static const tl_op_row *const matmul_rows[] = {&ROW_MATMUL, NULL};
 
 /* tl_gemm_init (gemm_sg.c): the GEMM layer's program build rules and binary hook, registered at import. */
 const tl_family tl_family_matmul = {mm_functions, mm_methods, mm_slots, NULL, "matmul dot outer",

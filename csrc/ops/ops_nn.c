@@ -148,7 +148,7 @@ fn_cross_entropy(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     Py_XDECREF(logp);
     Py_XDECREF(denom);
     Py_XDECREF(wide);
-    return half_in >= 0 ? tl_convert_steal(res, half_in) : res;
+    return half_in >= 0 && tl_autocast_dtype() < 0 ? tl_convert_steal(res, half_in) : res;   /* autocast: float32 */
 }
 
 static int

@@ -311,7 +311,8 @@ reduce_impl(int op, tl_tensor *x, unsigned mask, int keepdims)
     if (TL_IS_HALF(x->dtype)) {                      /* accumulate in float32, result in x's dtype */
         PyObject *w = tl_convert(x, TL_F32), *r = w != NULL ? reduce_impl(op, tl_tensor_CAST(w), mask, keepdims) : NULL;
         Py_XDECREF(w);
-        return op == R_ARGMAX || op == R_ARGMIN ? r : tl_convert_steal(r, x->dtype);
+        int keep = op == R_ARGMAX || op == R_ARGMIN || (tl_autocast_dtype() >= 0 && op != R_MAX && op != R_MIN);
+        return keep ? r : tl_convert_steal(r, x->dtype);   /* torch's autocast: sum/mean/prod/logsumexp float32 */
     }
     if (tl_check_dtype(R_NAME[op], x, TL_F32) < 0) return NULL;
     mask &= (1u << x->ndim) - 1u;
@@ -366,7 +367,7 @@ softmax_fwd(int logmode, tl_tensor *x, int axis)
     if (TL_IS_HALF(x->dtype)) {                      /* in float32, result in x's dtype */
         PyObject *w = tl_convert(x, TL_F32), *r = w != NULL ? softmax_fwd(logmode, tl_tensor_CAST(w), axis) : NULL;
         Py_XDECREF(w);
-        return tl_convert_steal(r, x->dtype);
+        return tl_autocast_dtype() >= 0 ? r : tl_convert_steal(r, x->dtype);   /* autocast: float32 */
     }
     if (axis >= 0) {                                  /* one axis: [outer, cols, inner]; none: all */
         cols = x->shape[axis];

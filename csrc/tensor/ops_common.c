@@ -122,6 +122,14 @@ tl_broadcast(const char *op, tl_tensor *const *ts, int n, int *ndim, Py_ssize_t 
 }
 
 int
+tl_want_tensor(const char *op, PyObject *x, tl_tensor **out)
+{
+    if (tl_tensor_check(x)) { *out = tl_tensor_CAST(x); return 0; }
+    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor, got %s", op, Py_TYPE(x)->tp_name);
+    return -1;
+}
+
+int
 tl_check_dtype(const char *op, const tl_tensor *t, int dtype)
 {
     if (t->dtype == dtype) return 0;

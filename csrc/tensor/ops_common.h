@@ -21,6 +21,7 @@ int tl_set_args(cl_kernel k, int first, int n, const size_t *sizes, const void *
 void tl_layout_make(tl_layout *L, int ndim, const Py_ssize_t *shape, tl_tensor *const *ops, int nops);
 int  tl_broadcast(const char *op, tl_tensor *const *ts, int n, int *ndim, Py_ssize_t *shape);
 int  tl_check_dtype(const char *op, const tl_tensor *t, int dtype);
+int  tl_want_tensor(const char *op, PyObject *x, tl_tensor **out);  /* TypeError "<op>: expected a Tensor" */
 int  tl_parse_shape(const char *op, PyObject *args, int *ndim, Py_ssize_t *shape);  /* ints or one sequence */
 int  tl_parse_dtype(PyObject *obj, int dflt);              /* float32/int32 only; -1 with exception */
 int  tl_parse_dtype_all(PyObject *obj, int dflt);          /* any of the five storage dtypes */

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from .. import _C
+from ..amp import _to_float32  # autocast's float32 ops: half inputs widened (tlgpu/amp.py)
 from ..autograd import _is_int  # an int or a numpy integer (anything with __index__), not a tensor
 
 tanh = _C.Tensor.tanh
@@ -139,6 +140,7 @@ def mse_loss(input, target, reduction="mean", *, size_average=None, reduce=None)
     input with a (N,) target is an (N, N) loss): so does this. reduction is the third positional argument
     (torch's third is the deprecated size_average, which is keyword-only here)."""
     reduction = _reduction(size_average, reduce, reduction, "mse_loss")
+    input, target = _to_float32(input, target)
     ts = getattr(target, "shape", None)                  # a tensor or an array; a Python number broadcasts
     if ts is not None and tuple(ts) != tuple(input.shape):
         warnings.warn(f"mse_loss: target size {tuple(ts)} differs from input size {tuple(input.shape)}; they "
@@ -203,6 +205,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if input.ndim == 0:
         raise ValueError("cross_entropy: input must have a class dim, got a 0-d tensor")
     target = _as_target(target)
+    input, target = _to_float32(input, target)
     cdim = 0 if input.ndim == 1 else 1
     c = input.shape[cdim]
     if weight is not None:
@@ -293,6 +296,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) dims, var biased, as
     torch's layer_norm (nn.LayerNorm's own ops): differentiable wrt input, weight and bias."""
     _check_tensor(input, "layer_norm")
+    input, weight, bias = _to_float32(input, weight, bias)
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(d) for d in normalized_shape)
     n = len(shape)
     if input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
