@@ -7,9 +7,10 @@ Random weights from a fixed numpy seed; float32 or q4_0 (--q4) weights. Each ste
 heads (NeoX pairing) -> kv_write of k and v -> attention over the cache (grouped-query heads) -> output projection ->
 residual -> rms_norm -> one fused w1|w3 projection -> silu_mul of its halves -> w2 -> residual] -> rms_norm ->
 logits -> argmax. Decoding is launch-bound, so launches are saved where the ops allow: fused projections
-(four per layer), residual adds done by the projection kernel (addmm: two per layer), rope in place with
-the position as an int (no upload), keys and values in one cache tensor written by one kv_write: 10
-launches per layer, 3 more per step (the embedding's id is a kernel argument too). --mode device keeps the
+(four per layer), residual adds done by the projection kernel (addmm: two per layer), the rope of q and k
+and the cache write of k and v in one launch (rope_kv_write, the position an int or a device tensor), keys
+and values in one cache tensor: 9 launches per layer, 3 more per step (the embedding's id is a kernel
+argument too). --mode device keeps the
 token and the position on the device as int32 tensors the kernels read (no host read per token); --mode jit
 also replays that step through tlgpu.jit (docs/jit.md). The runs must produce identical tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
@@ -122,8 +123,7 @@ class Decoder:
         for i, lw in enumerate(self.layers):
             h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)
             qkv = self.linear(h, lw["wqkv"]).reshape(nq + 2 * nkv, hd)          # q heads, k heads, v heads
-            tlgpu.rope(qkv[:nq + nkv], pos, theta=c.theta, inplace=True)       # q and k rotated together
-            tlgpu.kv_write(self.kv[i], qkv[nq:], pos)                          # k and v heads in one launch
+            tlgpu.rope_kv_write(qkv, self.kv[i], pos, nq, theta=c.theta)       # q, k rotated; k, v cached
             a = tlgpu.attention(qkv[:nq], self.kc[i], self.vc[i], pos, offset=1)   # the first pos + 1
             x = self.residual(x, a.reshape(1, c.dim), lw["wo"])
             h = tlgpu.rms_norm(x, lw["mlp_norm"], eps=c.eps)

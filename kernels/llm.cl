@@ -67,6 +67,34 @@ tl_rope_f32(int T, int H, int D, float log2_theta, int interleaved, global const
     y[i1] = a * s + b * c;
 }
 
+/* One decode step's rope and cache write in one launch: qkv (nq + 2 * nkv, D) holds the q, k and v heads of
+ * one token; the q and k heads are rotated in place (as tl_rope_f32 at position p) and the k and v heads are
+ * written to cache (2 * nkv, max_len, D) at row p (keys, then values: kv_write's layout). p = pbuf[offp] +
+ * pos0 with pbuf, else pos0; rows outside the cache are not written. One work-item per pair of a head. */
+kernel void
+tl_rope_kv_f32(int nq, int nkv, int D, float log2_theta, int interleaved, global float *qkv, int offx,
+               global float *cache, int offc, int max_len, global const int *pbuf, int offp, int pos0)
+{
+    const int g = get_global_id(0), half_d = D / 2;
+    if (g >= (nq + 2 * nkv) * half_d) return;
+    const int i = g % half_d, r = g / half_d, p = (pbuf != 0 ? pbuf[offp] : 0) + pos0;
+    const int i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half_d;
+    global float *x = qkv + offx + r * D;
+    float a = x[i0], b = x[i1];
+    if (r < nq + nkv) {
+        const float ang = (float)p * exp2(-(float)(2 * i) / (float)D * log2_theta);
+        float c, s = sincos(ang, &c);
+        const float a2 = a * c - b * s, b2 = a * s + b * c;
+        x[i0] = a = a2;
+        x[i1] = b = b2;
+    }
+    if (r >= nq && p >= 0 && p < max_len) {
+        global float *row = cache + offc + ((r - nq) * max_len + p) * D;
+        row[i0] = a;
+        row[i1] = b;
+    }
+}
+
 /* Rows of n; row r is query r % Tq of its group. Masked entries (causal) become exactly 0. */
 kernel void
 tl_softmax_rows_f32(int n, int Tq, float scale, int causal, global const float *x, int offx, global float *y,

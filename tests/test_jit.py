@@ -414,3 +414,24 @@ def test_half_precision_tensors_trace_and_replay(rng):
     assert jf.traces() == 1
     jf(tlgpu.tensor(h.astype(np.float32)), tlgpu.tensor(b), tlgpu.tensor(u))   # float32 in: another signature
     assert jf.traces() == 1 and len(jf._seen) == 2
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("device_pos", [False, True])
+def test_rope_kv_write_equals_rope_then_kv_write(rng, interleaved, device_pos):
+    nq, nkv, D, ML = 4, 2, 8, 10
+    for pos in (0, 3, 9):
+        qkv = rng.standard_normal((nq + 2 * nkv, D)).astype(np.float32)
+        cache0 = rng.standard_normal((2 * nkv, ML, D)).astype(np.float32)
+        a, ca = tlgpu.tensor(qkv), tlgpu.tensor(cache0)
+        tlgpu.rope(a[:nq + nkv], pos, theta=500.0, interleaved=interleaved, inplace=True)
+        tlgpu.kv_write(ca, a[nq:], pos)
+        b, cb = tlgpu.tensor(qkv), tlgpu.tensor(cache0)
+        p = tlgpu.tensor([pos], dtype=tlgpu.int32) if device_pos else pos
+        assert tlgpu.rope_kv_write(b, cb, p, nq, theta=500.0, interleaved=interleaved) is b
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(cb.numpy(), ca.numpy(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="rope_kv_write"):
+        tlgpu.rope_kv_write(b, cb, 1, nq + 1)
+    with pytest.raises(IndexError, match="max_len"):
+        tlgpu.rope_kv_write(b, cb, ML, nq)

@@ -327,6 +327,60 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
     return Py_NewRef(co);
 }
 
+/* rope_kv_write(qkv, cache, pos, n_q, theta=10000.0, interleaved=False): one decode step's rope and cache write
+ * as one launch: qkv (n_q + 2 * Hkv, D) contiguous, the q, k and v heads of one token; q and k rotated in
+ * place at position pos, then k and v written to cache (2 * Hkv, max_len, D) at row pos. Returns qkv. The
+ * same as rope(qkv[:n_q + Hkv], pos, inplace=True) then kv_write(cache, qkv[n_q:], pos). */
+static PyObject *
+fn_rope_kv_write(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static tl_kernel k_rkv = TL_KERNEL("llm", "tl_rope_kv_f32");
+    static char *kwl[] = {"qkv", "cache", "pos", "n_q", "theta", "interleaved", NULL};
+    PyObject *xo, *co, *po;
+    Py_ssize_t nq_in, pos_in = 0;
+    double theta = 10000.0;
+    int inter = 0;
+    tl_tensor *x, *c, *pt = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOn|dp:rope_kv_write", kwl, &xo, &co, &po, &nq_in, &theta, &inter))
+        return NULL;
+    if ((x = arg_tensor("rope_kv_write", "qkv", xo, TL_F32)) == NULL ||
+        (c = arg_tensor("rope_kv_write", "cache", co, TL_F32)) == NULL || no_grad("rope_kv_write", &xo, 1) < 0 ||
+        device_scalar("rope_kv_write", "pos", po, &pt, &pos_in) < 0)
+        return NULL;
+    if (check_cache("rope_kv_write", "cache must be (2 * Hkv, max_len, D)", c) < 0 ||
+        tl_check_inplace("rope_kv_write", c) < 0 || tl_check_inplace("rope_kv_write", x) < 0)
+        return NULL;
+    const int R = x->ndim == 2 ? (int)x->shape[0] : -1, D = x->ndim == 2 ? (int)x->shape[1] : -1;
+    const int two_kv = (int)c->shape[0], ML = (int)c->shape[1], nq = (int)nq_in, nkv = two_kv / 2;
+    if (x->ndim != 2 || !tl_tensor_is_contig(x) || D % 2 != 0 || D != (int)c->shape[2] || two_kv % 2 != 0 ||
+        nq_in < 0 || nq_in + two_kv != R) {
+        char a[128], b[128];
+        tl_shape_str(x->shape, x->ndim, a, sizeof a);
+        tl_shape_str(c->shape, c->ndim, b, sizeof b);
+        return PyErr_Format(PyExc_ValueError, "rope_kv_write: qkv %s must be contiguous (n_q + 2 * Hkv, D) with D "
+                            "even, for cache %s = (2 * Hkv, max_len, D) and n_q = %zd", a, b, nq_in);
+    }
+    if (!(theta > 0.0) || !isfinite(theta)) return PyErr_Format(PyExc_ValueError, "rope_kv_write: bad theta");
+    if (pt == NULL && (pos_in < 0 || pos_in >= ML))
+        return PyErr_Format(PyExc_IndexError, "rope_kv_write: position %zd outside the cache's max_len %d", pos_in,
+                            ML);
+    if (x->storage == NULL || c->storage == NULL) return Py_NewRef(xo);
+    if (tl_kernel_py(&k_rkv) == NULL) return NULL;
+    int offx = (int)x->offset, offc = (int)c->offset, offp = pt != NULL ? (int)pt->offset : 0, pos0 = (int)pos_in;
+    float lt = (float)log2(theta);
+    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL;
+    const size_t sz[13] = {I, I, I, F, I, Mm, I, Mm, I, I, Mm, I, I};
+    const void *v[13] = {&nq, &nkv, &D, &lt, &inter, &x->storage->mem, &offx, &c->storage->mem, &offc, &ML, &pmem,
+                         &offp, &pos0};
+    tl_storage *st[3] = {x->storage, c->storage, pt != NULL ? pt->storage : NULL};
+    if (tl_set_args(k_rkv.k, 0, 13, sz, v) < 0 ||
+        tl_launch_1d(&k_rkv, (size_t)R * (size_t)(D / 2), st, 3, 3u) < 0)
+        return NULL;
+    tl_mark_write(x, "rope_kv_write");
+    tl_mark_write(c, "rope_kv_write");
+    return Py_NewRef(xo);
+}
+
 /* attention(q, k_cache, v_cache, length, scale=None): q (H, D) (a decode step) or (T, H, D) (the last T of
  * `length` positions, causal: prefill), caches (Hkv, max_len, D), H % Hkv == 0. */
 static PyObject *
@@ -475,6 +529,9 @@ static const PyMethodDef llm_functions[] = {
     {"kv_write", fn_kv_write, METH_VARARGS,
      "kv_write(cache, x, pos): cache[:, pos:pos+T] = x for cache (Hkv, max_len, D), x (Hkv, D) or (Hkv, T, D); pos an "
      "int or an int32 tensor of one element read on the device (rows past max_len are then not written)."},
+    {"rope_kv_write", TL_KW(fn_rope_kv_write),
+     "rope_kv_write(qkv, cache, pos, n_q, theta=10000.0, interleaved=False): one decode step's rope of the q and k "
+     "heads (in place) and kv_write of k and v in one launch; pos an int or an int32 tensor of one element."},
     {"attention", TL_KW(fn_attention),
      "attention(q, k_cache, v_cache, length, scale=None, offset=0): one decode step, q (H, D) over the first "
      "`length` + offset positions of caches (Hkv, max_len, D); head h reads kv head h // (H // Hkv); scale 1/sqrt(D) "
