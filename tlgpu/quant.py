@@ -236,3 +236,47 @@ def embedding(table, ids):
             raise IndexError(f"embedding: ids outside the table's {table.shape[0]} rows")
         ids = _C.tensor(arr.astype(np.int32))
     return table._fn("get_rows")(table.qs, table.d, *table.shape, ids)
+
+
+def linear(x, w, bias=None):
+    """F.linear with a Q4_0/Q8_0 weight (N, K): x (..., K) float32 -> x @ dequantize(w).T (+ bias). Inference
+    only for the weight: it gets no gradient. With grad mode on and an x that requires grad, x's gradient
+    flows (the product runs as x @ dequantize(w).T, a float32 GEMM with its autograd node); a bias that
+    requires grad gets its gradient (a plain add)."""
+    w = _check(w, "linear")
+    for name, t in (("input", x), ("bias", bias)):
+        if isinstance(t, Tensor) and t.dtype != "float32":
+            raise TypeError(f"linear ({w.KIND} weight {w.shape}): {name} {tuple(t.shape)} must be float32, "
+                            f"got {t.dtype}")
+    if bias is not None and (not isinstance(bias, Tensor) or tuple(bias.shape) != (w.shape[0],)):
+        shape = tuple(bias.shape) if isinstance(bias, Tensor) else type(bias).__name__
+        raise ValueError(f"linear ({w.KIND} weight {w.shape}): bias must be a float32 Tensor of shape "
+                         f"({w.shape[0]},), got {shape}")
+    if isinstance(x, Tensor) and x.requires_grad and _C.is_grad_enabled():
+        if x.ndim == 0 or x.shape[-1] != w.shape[1]:
+            raise ValueError(f"linear ({w.KIND}): x {tuple(x.shape)} and weights {w.shape}: last dims differ")
+        y = x @ w.dequantize().T
+    else:
+        y = matmul(x, w)
+    return y if bias is None else y + bias
+
+
+_QUANTIZERS = {"q4_0": quantize_q4_0, "q8_0": quantize_q8_0}
+
+
+def quantize_linears(module, kind="q8_0"):
+    """Replaces the weight of every nn.Linear in module (itself included) whose in_features is a multiple of 32
+    with its Q4_0 or Q8_0 (kind); the others, and weights already quantized, are left as they are. The layers
+    then run through quant.linear (inference only); their weights leave parameters() and state_dict().
+    Returns the names of the layers quantized (named_modules' names, "" for module itself)."""
+    from .nn import Linear
+    if kind not in _QUANTIZERS:
+        raise ValueError(f"quantize_linears: kind must be one of {sorted(_QUANTIZERS)}, got {kind!r}")
+    done = []
+    for name, m in module.named_modules():
+        if isinstance(m, Linear) and isinstance(m.weight, Tensor) and m.weight.ndim == 2 \
+                and m.weight.shape[1] % QK8_0 == 0:
+            m.weight = _QUANTIZERS[kind](m.weight.float().numpy() if m.weight.dtype != "float32"
+                                         else m.weight.numpy())
+            done.append(name)
+    return done
