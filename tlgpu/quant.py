@@ -280,3 +280,15 @@ def quantize_linears(module, kind="q8_0"):
                                          else m.weight.numpy())
             done.append(name)
     return done
+
+
+def load_gguf(path):
+    """(tensors, metadata) of a GGUF file: tlgpu/gguf_io.py's load_gguf (needs the gguf package)."""
+    from .gguf_io import load_gguf as load
+    return load(path)
+
+
+def save_gguf(path, tensors, metadata=None):
+    """Writes a GGUF file of Tensors / Q4_0 / Q8_0: tlgpu/gguf_io.py's save_gguf (needs the gguf package)."""
+    from .gguf_io import save_gguf as save
+    return save(path, tensors, metadata)
