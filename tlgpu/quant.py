@@ -1,6 +1,6 @@
-"""q4_0 and q8_0 weights on the device. q4_0 is llama.cpp's 4.5-bit format (blocks of 32 weights: one fp16 scale d and 16
-bytes of nibbles; byte j holds element j in its low nibble and element j+16 in its high nibble; the
-value is d*(q-8)).
+"""q4_0 and q8_0 weights on the device. q4_0 is llama.cpp's 4.5-bit format (blocks of 32 weights: one
+fp16 scale d and 16 bytes of nibbles; byte j holds element j in its low nibble and element j+16 in its
+high nibble; the value is d*(q-8)).
 
 Quantization runs once on the host in numpy, exactly as llama.cpp's reference quantizer
 (``quantize_row_q4_0_ref``: d = the element of largest magnitude / -8, q = min(15, trunc(x/d + 8.5))),

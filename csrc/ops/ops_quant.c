@@ -1,9 +1,9 @@
 /* ops_quant.c: the q4_0 and q8_0 op family (kernels/quant.cl): dequantize, get_rows and the matrix-vector
  * product of float32 activations by quantized weights, one set of functions for both formats (table fmts).
- * The Python face is tlgpu/quant.py (classes Q4_0, Q8_0), which quantizes
- * on the host and hands these private functions the two device arrays of the flat layout: qs, an int32
- * tensor of 4 (q4_0: 16 bytes of nibbles) or 8 (q8_0: 32 int8) words per block, and d, an int32 tensor holding the N*K/32 fp16
- * scales two to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
+ * The Python face is tlgpu/quant.py (classes Q4_0, Q8_0), which quantizes on the host and hands these
+ * private functions the two device arrays of the flat layout: qs, an int32 tensor of 4 (q4_0: 16 bytes of
+ * nibbles) or 8 (q8_0: 32 int8) words per block, and d, an int32 tensor holding the N*K/32 fp16 scales two
+ * to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
  * them; the kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT flag
  * so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; no autograd (weights are
  * constants; activations that require grad are refused). */
@@ -20,7 +20,8 @@ typedef struct {
     tl_kernel deq, rows, mv[4], mv_rows;
 } qfmt;
 
-#define QFMT(F, W) {#F, W, TL_KERNEL("quant", "tl_dequantize_" #F "_f32"), TL_KERNEL("quant", "tl_get_rows_" #F "_f32"), \
+#define QFMT(F, W) {#F, W, TL_KERNEL("quant", "tl_dequantize_" #F "_f32"),                                   \
+    TL_KERNEL("quant", "tl_get_rows_" #F "_f32"),                                                            \
     {TL_KERNEL("quant", "tl_mul_mv_" #F "_r1_f32"), TL_KERNEL("quant", "tl_mul_mv_" #F "_r2_f32"),               \
      TL_KERNEL("quant", "tl_mul_mv_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mul_mv_" #F "_r8_f32")},              \
     TL_KERNEL("quant", "tl_mul_mv_" #F "_rows_f32")}
