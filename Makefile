@@ -5,7 +5,7 @@
 # make demo: the RL learner demo (PPO on CartPole, actors fed by the weight publisher) on the default device.
 PYTHON ?= python3
 APT_PACKAGES := ocl-icd-opencl-dev pocl-opencl-icd clinfo
-PY_PACKAGES := "numpy>=1.23" "ml_dtypes>=0.3" "pytest>=7" "hypothesis>=6" "build>=1" safetensors "gymnasium>=1.1" ale-py setuptools wheel "ray>=2.9"
+PY_PACKAGES := "numpy>=1.23" "ml_dtypes>=0.3" "pytest>=7" "hypothesis>=6" "build>=1" safetensors "gymnasium>=1.1" ale-py setuptools wheel "ray>=2.9" "gguf>=0.10"
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SAN_DIR := build/sanitize
 FUZZ_EXAMPLES ?= 5000
@@ -20,7 +20,7 @@ deps:
 	    echo "installing:$$missing"; \
 	    $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import numpy, ml_dtypes, pytest, hypothesis, build, safetensors, gymnasium, ale_py, setuptools, wheel, ray" 2>/dev/null || \
+	@$(PYTHON) -c "import numpy, ml_dtypes, pytest, hypothesis, build, safetensors, gymnasium, ale_py, setuptools, wheel, ray, gguf" 2>/dev/null || \
 	    $(PYTHON) -m pip install -q $(PY_PACKAGES)
 
 # The tree's build carries the test hooks (-DTL_TEST_HOOKS); wheels and sdists built by pip do not.

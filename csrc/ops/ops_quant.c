@@ -1,8 +1,9 @@
-/* ops_quant.c: the q4_0 op family (kernels/quant.cl): dequantize, get_rows and the matrix-vector product
- * of float32 activations by q4_0 weights. The Python face is tlgpu/quant.py (class Q4_0), which quantizes
- * on the host and hands these private functions the two device arrays of the flat layout: qs, an int32
- * tensor of N*K/8 words (16 bytes of nibbles per block), and d, an int32 tensor holding the N*K/32 fp16
- * scales two to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
+/* ops_quant.c: the q4_0 and q8_0 op family (kernels/quant.cl): dequantize, get_rows and the matrix-vector
+ * product of float32 activations by quantized weights, one set of functions for both formats (table fmts).
+ * The Python face is tlgpu/quant.py (classes Q4_0, Q8_0), which quantizes on the host and hands these
+ * private functions the two device arrays of the flat layout: qs, an int32 tensor of 4 (q4_0: 16 bytes of
+ * nibbles) or 8 (q8_0: 32 int8) words per block, and d, an int32 tensor holding the N*K/32 fp16 scales two
+ * to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
  * them; the kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT flag
  * so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; no autograd (weights are
  * constants; activations that require grad are refused). */
@@ -12,16 +13,25 @@
 
 #include "gemm_params.h"
 
-static tl_kernel k_deq = TL_KERNEL("quant", "tl_dequantize_q4_0_f32"),
-                 k_rows = TL_KERNEL("quant", "tl_get_rows_q4_0_f32"),
-                 k_mv[4] = {TL_KERNEL("quant", "tl_mul_mv_q4_0_r1_f32"), TL_KERNEL("quant", "tl_mul_mv_q4_0_r2_f32"),
-                            TL_KERNEL("quant", "tl_mul_mv_q4_0_r4_f32"), TL_KERNEL("quant", "tl_mul_mv_q4_0_r8_f32")},
-                 k_mv_rows = TL_KERNEL("quant", "tl_mul_mv_q4_0_rows_f32");
+/* One row per format: its name, qs words per block of 32 weights, and its kernels. */
+typedef struct {
+    const char *name;
+    int words;
+    tl_kernel deq, rows, mv[4], mv_rows;
+} qfmt;
+
+#define QFMT(F, W) {#F, W, TL_KERNEL("quant", "tl_dequantize_" #F "_f32"),                                   \
+    TL_KERNEL("quant", "tl_get_rows_" #F "_f32"),                                                            \
+    {TL_KERNEL("quant", "tl_mul_mv_" #F "_r1_f32"), TL_KERNEL("quant", "tl_mul_mv_" #F "_r2_f32"),               \
+     TL_KERNEL("quant", "tl_mul_mv_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mul_mv_" #F "_r8_f32")},              \
+    TL_KERNEL("quant", "tl_mul_mv_" #F "_rows_f32")}
+enum { Q4_0, Q8_0, NFMT };
+static qfmt fmts[NFMT] = {QFMT(q4_0, 4), QFMT(q8_0, 8)};
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 
-/* Parses (qs, d, N, K) at the front of args and checks the flat q4_0 arrays. */
+/* Parses (qs, d, N, K) at the front of args and checks the flat arrays of format f. */
 static int
-q4_args(const char *op, PyObject *qo, PyObject *dq, int N, int K, tl_tensor **qs, tl_tensor **d)
+q_args(const qfmt *f, const char *op, PyObject *qo, PyObject *dq, int N, int K, tl_tensor **qs, tl_tensor **d)
 {
     if (!tl_tensor_check(qo) || !tl_tensor_check(dq)) {
         PyErr_Format(PyExc_TypeError, "%s: qs and d must be int32 Tensors", op);
@@ -31,35 +41,36 @@ q4_args(const char *op, PyObject *qo, PyObject *dq, int N, int K, tl_tensor **qs
     *d = tl_tensor_CAST(dq);
     if (tl_check_dtype(op, *qs, TL_I32) < 0 || tl_check_dtype(op, *d, TL_I32) < 0) return -1;
     if (N < 0 || K < 0 || K % 32 != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: q4_0 shape (%d, %d): the row length must be a multiple of 32", op, N, K);
+        PyErr_Format(PyExc_ValueError, "%s: %s shape (%d, %d): the row length must be a multiple of 32", op, f->name,
+                     N, K);
         return -1;
     }
     Py_ssize_t nblk = (Py_ssize_t)N * (K / 32);
-    if (!tl_tensor_is_contig(*qs) || !tl_tensor_is_contig(*d) || tl_tensor_numel(*qs) != nblk * 4 ||
+    if (!tl_tensor_is_contig(*qs) || !tl_tensor_is_contig(*d) || tl_tensor_numel(*qs) != nblk * f->words ||
         tl_tensor_numel(*d) < (nblk + 1) / 2 || (*qs)->offset != 0 || (*d)->offset != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: q4_0 arrays (%zd words, %zd scale words) do not hold a (%d, %d) matrix",
-                     op, tl_tensor_numel(*qs), tl_tensor_numel(*d), N, K);
+        PyErr_Format(PyExc_ValueError, "%s: %s arrays (%zd words, %zd scale words) do not hold a (%d, %d) matrix",
+                     op, f->name, tl_tensor_numel(*qs), tl_tensor_numel(*d), N, K);
         return -1;
     }
     return 0;
 }
 
 static PyObject *
-fn_dequantize(PyObject *Py_UNUSED(m), PyObject *args)
+dequantize(qfmt *f, PyObject *args)
 {
     PyObject *qo, *dq;
     int N, K;
     tl_tensor *qs, *d, *out;
-    if (!PyArg_ParseTuple(args, "OOii:_q4_0_dequantize", &qo, &dq, &N, &K)) return NULL;
-    if (q4_args("dequantize", qo, dq, N, K, &qs, &d) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "OOii:dequantize", &qo, &dq, &N, &K)) return NULL;
+    if (q_args(f, "dequantize", qo, dq, N, K, &qs, &d) < 0) return NULL;
     Py_ssize_t shape[2] = {N, K};
     if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL) return (PyObject *)out;
     int nblk = N * (K / 32);
     const size_t sz[4] = {I, Mm, Mm, Mm};
     const void *v[4] = {&nblk, &qs->storage->mem, &d->storage->mem, &out->storage->mem};
     tl_storage *st[3] = {out->storage, qs->storage, d->storage};
-    if (tl_kernel_py(&k_deq) == NULL || tl_set_args(k_deq.k, 0, 4, sz, v) < 0 ||
-        tl_launch_1d(&k_deq, (size_t)nblk, st, 3, 1u) < 0)
+    if (tl_kernel_py(&f->deq) == NULL || tl_set_args(f->deq.k, 0, 4, sz, v) < 0 ||
+        tl_launch_1d(&f->deq, (size_t)nblk, st, 3, 1u) < 0)
         Py_CLEAR(out);
     return (PyObject *)out;
 }
@@ -67,13 +78,13 @@ fn_dequantize(PyObject *Py_UNUSED(m), PyObject *args)
 /* _q4_0_get_rows(qs, d, N, K, ids): ids an int32 Tensor, or one int (a kernel argument, no upload); checked
  * in quant.py when given as ints. */
 static PyObject *
-fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
+get_rows(qfmt *f, PyObject *args)
 {
     PyObject *qo, *dq, *io;
     int N, K, has_ids = 1, id0 = 0;
     tl_tensor *qs, *d, *ids = NULL, *out = NULL;
-    if (!PyArg_ParseTuple(args, "OOiiO:_q4_0_get_rows", &qo, &dq, &N, &K, &io)) return NULL;
-    if (q4_args("embedding", qo, dq, N, K, &qs, &d) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "OOiiO:embedding", &qo, &dq, &N, &K, &io)) return NULL;
+    if (q_args(f, "embedding", qo, dq, N, K, &qs, &d) < 0) return NULL;
     if (PyLong_Check(io)) {
         long id = PyLong_AsLong(io);
         if (id == -1 && PyErr_Occurred()) return NULL;
@@ -87,8 +98,8 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
         if (N == 0 && tl_tensor_numel(it) > 0) {        /* every id is out of range, known without a sync */
             char s[128];
             tl_shape_str(it->shape, it->ndim, s, sizeof s);
-            return PyErr_Format(PyExc_IndexError, "embedding: the q4_0 table (0, %d) has no rows for ids of shape %s",
-                                K, s);
+            return PyErr_Format(PyExc_IndexError, "embedding: the %s table (0, %d) has no rows for ids of shape %s",
+                                f->name, K, s);
         }
         if ((ids = tl_tensor_contiguous(it)) == NULL) return NULL;
     }
@@ -104,8 +115,8 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
     const void *v[10] = {&n, &N, &nb, &imem, &oi, &has_ids, &id0, &qs->storage->mem, &d->storage->mem,
                          &out->storage->mem};
     tl_storage *st[4] = {out->storage, qs->storage, d->storage, has_ids ? ids->storage : NULL};
-    if (tl_kernel_py(&k_rows) == NULL || tl_set_args(k_rows.k, 0, 10, sz, v) < 0 ||
-        tl_launch_1d(&k_rows, (size_t)n * (size_t)nb, st, 3 + has_ids, 1u) < 0)
+    if (tl_kernel_py(&f->rows) == NULL || tl_set_args(f->rows.k, 0, 10, sz, v) < 0 ||
+        tl_launch_1d(&f->rows, (size_t)n * (size_t)nb, st, 3 + has_ids, 1u) < 0)
         Py_CLEAR(out);
 done:
     Py_XDECREF(ids);
@@ -115,7 +126,7 @@ done:
 /* _q4_0_mul_mv(x, qs, d, N, K, res=None): x (R, K) float32 with R <= 8 -> (R, N) = x @ W^T (+ res, a
  * contiguous float32 (R, N), added as y is stored: addmm). */
 static PyObject *
-fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
+mul_mv(qfmt *f, PyObject *args)
 {
     PyObject *xo, *qo, *dq;
     int N, K;
@@ -124,18 +135,19 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     const tl_runtime *rt;
     PyObject *ro = Py_None;
     tl_tensor *res = NULL;
-    if (!PyArg_ParseTuple(args, "OOOii|O:_q4_0_mul_mv", &xo, &qo, &dq, &N, &K, &ro)) return NULL;
-    if (q4_args("matmul", qo, dq, N, K, &qs, &d) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOii|O:matmul", &xo, &qo, &dq, &N, &K, &ro)) return NULL;
+    if (q_args(f, "matmul", qo, dq, N, K, &qs, &d) < 0) return NULL;
     if (!tl_tensor_check(xo)) return PyErr_Format(PyExc_TypeError, "matmul: x must be a Tensor");
     x = tl_tensor_CAST(xo);
     if (tl_check_dtype("matmul", x, TL_F32) < 0) return NULL;
     if (tl_autograd_wanted(&xo, 1))
-        return PyErr_Format(PyExc_NotImplementedError, "matmul (q4_0): no backward; use tlgpu.no_grad() or detach()");
+        return PyErr_Format(PyExc_NotImplementedError, "matmul (%s): no backward; use tlgpu.no_grad() or detach()",
+                            f->name);
     if (x->ndim != 2 || x->shape[1] != K || x->shape[0] > 8) {
         char s[128];
         tl_shape_str(x->shape, x->ndim, s, sizeof s);
-        return PyErr_Format(PyExc_ValueError, "matmul (q4_0 mul_mv): x %s must be (R <= 8, %d) for weights (%d, %d)",
-                            s, K, N, K);
+        return PyErr_Format(PyExc_ValueError, "matmul (%s mul_mv): x %s must be (R <= 8, %d) for weights (%d, %d)",
+                            f->name, s, K, N, K);
     }
     int R = (int)x->shape[0];
     Py_ssize_t shape[2] = {R, N};
@@ -144,7 +156,8 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
         res = tl_tensor_CAST(ro);
         if (res->dtype != TL_F32 || res->ndim != 2 || res->shape[0] != R || res->shape[1] != N ||
             !tl_tensor_is_contig(res))
-            return PyErr_Format(PyExc_ValueError, "addmm (q4_0): input must be contiguous float32 (%d, %d)", R, N);
+            return PyErr_Format(PyExc_ValueError, "addmm (%s): input must be contiguous float32 (%d, %d)", f->name,
+                                R, N);
     }
     if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL) return (PyObject *)out;
     if (K == 0) { if (tl_tensor_fill(out, 0.0) < 0) Py_CLEAR(out); return (PyObject *)out; }
@@ -156,13 +169,13 @@ fn_mul_mv(PyObject *Py_UNUSED(m), PyObject *args)
     const int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: padded row-count variant */
     size_t gws[2], lws[2] = {1, 1}, per_lane = 0;
     if (!cpu) {                                          /* GPU: a power-of-two group with a lane per value */
-        if (tl_kernel_py(&k_mv[rv]) == NULL) goto fail;
+        if (tl_kernel_py(&f->mv[rv]) == NULL) goto fail;
         per_lane = ((size_t)nr_of[rv] * (size_t)rr + 1) * sizeof(float);   /* mv_reduce's padded rows */
-        while (lws[0] * 2 <= k_mv[rv].wg && lws[0] * 2 * per_lane <= rt->info.local_mem - 1024) lws[0] *= 2;
+        while (lws[0] * 2 <= f->mv[rv].wg && lws[0] * 2 * per_lane <= rt->info.local_mem - 1024) lws[0] *= 2;
         cpu = lws[0] < (size_t)(nr_of[rv] * rr);         /* too few lanes: the barrier-free kernel */
     }
     const int nr = cpu ? 4 : nr_of[rv];
-    tl_kernel *kh = cpu ? &k_mv_rows : &k_mv[rv];
+    tl_kernel *kh = cpu ? &f->mv_rows : &f->mv[rv];
     if (tl_kernel_py(kh) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     int ox = (int)xc->offset, sx = K;
     const size_t sz[9] = {I, I, I, Mm, I, I, Mm, Mm, Mm};
@@ -196,10 +209,20 @@ fail:
     return NULL;
 }
 
+#define QFNS(F, E)                                                                                     \
+    static PyObject *fn_##F##_dequantize(PyObject *Py_UNUSED(m), PyObject *a) { return dequantize(&fmts[E], a); } \
+    static PyObject *fn_##F##_get_rows(PyObject *Py_UNUSED(m), PyObject *a) { return get_rows(&fmts[E], a); }     \
+    static PyObject *fn_##F##_mul_mv(PyObject *Py_UNUSED(m), PyObject *a) { return mul_mv(&fmts[E], a); }
+QFNS(q4_0, Q4_0)
+QFNS(q8_0, Q8_0)
+#define QDEFS(F)                                                                                            \
+    {"_" #F "_dequantize", fn_##F##_dequantize, METH_VARARGS, "_" #F "_dequantize(qs, d, N, K): float32 (N, K)"}, \
+    {"_" #F "_get_rows", fn_##F##_get_rows, METH_VARARGS, "_" #F "_get_rows(qs, d, N, K, ids): dequantized rows"}, \
+    {"_" #F "_mul_mv", fn_##F##_mul_mv, METH_VARARGS, "_" #F "_mul_mv(x, qs, d, N, K): x @ W^T for x (R <= 8, K)"}
+
 static const PyMethodDef quant_functions[] = {
-    {"_q4_0_dequantize", fn_dequantize, METH_VARARGS, "_q4_0_dequantize(qs, d, N, K): float32 (N, K)"},
-    {"_q4_0_get_rows", fn_get_rows, METH_VARARGS, "_q4_0_get_rows(qs, d, N, K, ids): dequantized rows"},
-    {"_q4_0_mul_mv", fn_mul_mv, METH_VARARGS, "_q4_0_mul_mv(x, qs, d, N, K): x @ W^T for x (R <= 8, K)"},
+    QDEFS(q4_0),
+    QDEFS(q8_0),
     {NULL, NULL, 0, NULL},
 };
 

@@ -290,7 +290,8 @@ class Linear(Module):
         return functional.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        q = "" if isinstance(self.weight, Tensor) else f", weight={type(self.weight).__name__}"   # tlgpu.quant
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}{q}"
 
 
 class Sequential(Module):

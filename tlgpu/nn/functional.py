@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from .. import _C
+from .. import quant as _quant
 from ..amp import _to_float32  # autocast's float32 ops: half inputs widened (tlgpu/amp.py)
 from ..autograd import _is_int  # an int or a numpy integer (anything with __index__), not a tensor
 
@@ -111,7 +112,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
 
 def linear(input, weight, bias=None):
     """input @ weight.T (+ bias); weight is [out_features, in_features] like torch. One C op and one autograd
-    node; on CPU devices with the BLAS path (docs/cpu.md) one command, the bias written before the product."""
+    node; on CPU devices with the BLAS path (docs/cpu.md) one command, the bias written before the product.
+    A Q4_0/Q8_0 weight (tlgpu.quant) runs quant.linear: inference only."""
+    if _quant.is_quantized(weight):
+        return _quant.linear(input, weight, bias)
     return _C.linear(input, weight, bias)
 
 
