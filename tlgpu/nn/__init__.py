@@ -329,8 +329,9 @@ class Sequential(Module):
 
 def _fusable(x, linear):
     """The fused Linear + activation takes float32 operands and a bias of out_features elements or None."""
-    b = linear.bias
-    return x.dtype == "float32" and linear.weight.dtype == "float32" and (b is None or b.dtype == "float32")
+    w, b = linear.weight, linear.bias                  # a quantized weight (tlgpu.quant) is not a Tensor
+    return (x.dtype == "float32" and isinstance(w, Tensor) and w.dtype == "float32" and
+            (b is None or b.dtype == "float32"))
 
 
 def _apply(fn, x, inplace):
