@@ -3,10 +3,11 @@ every supported type (F32, F16, BF16, Q4_0, Q8_0) and of the metadata; the dimen
 (ggml's ne[], the reverse of numpy's shape) and the quantized payloads checked with the package's own
 reader and dequantize; a file written by the package itself; refusal of an unsupported type by name;
 ValueError on truncated and corrupt files."""
-import gguf
 import ml_dtypes
 import numpy as np
 import pytest
+
+gguf = pytest.importorskip("gguf", reason="the gguf package (make test installs it; pip install gguf)")
 
 import tlgpu
 from tlgpu import quant

@@ -6,9 +6,10 @@ and quantize_linears on a small MLP."""
 import math
 import os
 
-import gguf
 import numpy as np
 import pytest
+
+gguf = pytest.importorskip("gguf", reason="the gguf package (make test installs it; pip install gguf)")
 
 import tlgpu
 import tlgpu.nn.functional as F
