@@ -1,4 +1,4 @@
-"""Decode tokens/s of examples/tiny_decoder.py (float32 and q4_0 weights) next to the bytes-moved floor.
+"""Decode tokens/s of examples/tiny_decoder.py (float32, q4_0 and q8_0 weights) next to the bytes-moved floor.
 
 Usage: python3 benchmarks/bench_decode.py [--quick] [--models tiny medium] [--tokens 32] [--json]
 
@@ -64,17 +64,17 @@ def main():
     for name in models:
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
-        for q4, blas, mode in [(q4, blas, mode) for q4 in (False, True) for blas in modes
-                               for mode in ("sync", "device", "jit")]:
+        for kind, blas, mode in [(kind, blas, mode) for kind in (None, "q4_0", "q8_0") for blas in modes
+                                 for mode in ("sync", "device", "jit")]:
             if blas is not None:                          # CPU BLAS path on / off (docs/cpu.md), same run
                 tlgpu._C._cpu_blas(enable=blas)
             l0 = tlgpu._C._cpu_blas()["launches"]
-            toks, tps, model = td.run(cfg, q4, tokens, runs, mode=mode)
+            toks, tps, model = td.run(cfg, False, tokens, runs, mode=mode, kind=kind)
             per_tok = model.bytes_per_token()
             floor_s = per_tok / bw
             l1 = tlgpu._C._cpu_blas()["launches"]
             pre = prefill(model, args.prompt, cfg.vocab)
-            rows.append({"model": name, "weights": ("q4_0" if q4 else "float32") +
+            rows.append({"model": name, "weights": (kind or "float32") +
                          ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"), "loop": mode,
                          "tokens_per_s": round(tps, 1),
                          "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),

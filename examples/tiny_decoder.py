@@ -1,8 +1,9 @@
 """A tiny llama-style decoder on tlgpu's inference ops: greedy generation with a KV cache.
 
-    python3 examples/tiny_decoder.py [--q4] [--tokens 32] [--runs 5] [--mode sync|device|jit] [--dim 256 ...]
+    python3 examples/tiny_decoder.py [--q4 | --q8] [--tokens 32] [--runs 5] [--mode sync|device|jit] [--dim 256 ...]
 
-Random weights from a fixed numpy seed; float32 or q4_0 (--q4) weights. Each step: get_rows (embedding)
+Random weights from a fixed numpy seed; float32, q4_0 (--q4) or q8_0 (--q8) weights; save_gguf /
+Decoder.from_gguf write and read them as a llama-architecture GGUF file. Each step: get_rows (embedding)
 -> per layer [rms_norm -> one fused q|k|v projection (x @ w.T: the mul_mv path) -> one rope over the q and k
 heads (NeoX pairing) -> kv_write of k and v -> attention over the cache (grouped-query heads) -> output projection ->
 residual -> rms_norm -> one fused w1|w3 projection -> silu_mul of its halves -> w2 -> residual] -> rms_norm ->
@@ -67,25 +68,63 @@ def make_weights(cfg, seed=0):
             "out": lin(cfg.vocab, cfg.dim)}
 
 
+QUANTIZE = {None: tlgpu.tensor, "q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}
+# llama.cpp's tensor names (blk.N.<name>.weight) for this decoder's weights
+GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "attn_v", "wo": "attn_output",
+              "mlp_norm": "ffn_norm", "w1": "ffn_gate", "w3": "ffn_up", "w2": "ffn_down"}
+
+
 class Decoder:
-    def __init__(self, cfg, weights, q4=False):
-        self.cfg, self.q4 = cfg, q4
-        up = quant.quantize_q4_0 if q4 else tlgpu.tensor
-        self.embed = up(weights["embed"])
-        self.out = up(weights["out"])
-        self.norm = tlgpu.tensor(weights["norm"])
-        self.layers = []
-        for lw in weights["layers"]:                  # fused rows: [wq; wk; wv] and [w1; w3] (same math)
-            self.layers.append({"attn_norm": tlgpu.tensor(lw["attn_norm"]), "mlp_norm": tlgpu.tensor(lw["mlp_norm"]),
-                                "wqkv": up(np.concatenate([lw["wq"], lw["wk"], lw["wv"]])), "wo": up(lw["wo"]),
-                                "w13": up(np.concatenate([lw["w1"], lw["w3"]])), "w2": up(lw["w2"])})
+    def __init__(self, cfg, weights, q4=False, kind=None):
+        """numpy weights (make_weights); kind None (float32), "q4_0" or "q8_0" for the linear layers and the
+        embedding/head (q4=True: "q4_0")."""
+        kind = "q4_0" if q4 else kind
+        up = QUANTIZE[kind]
+        self._build(cfg, up(weights["embed"]), up(weights["out"]), tlgpu.tensor(weights["norm"]),
+                    [{"attn_norm": tlgpu.tensor(lw["attn_norm"]), "mlp_norm": tlgpu.tensor(lw["mlp_norm"]),
+                      "wqkv": up(np.concatenate([lw["wq"], lw["wk"], lw["wv"]])), "wo": up(lw["wo"]),
+                      "w13": up(np.concatenate([lw["w1"], lw["w3"]])), "w2": up(lw["w2"])}
+                     for lw in weights["layers"]])           # fused rows: [wq; wk; wv] and [w1; w3] (same math)
+
+    def _build(self, cfg, embed, out, norm, layers):
+        self.cfg, self.embed, self.out, self.norm, self.layers = cfg, embed, out, norm, layers
+        self.q4 = quant.is_quantized(out)                    # quantized weights: tlgpu.quant's products
         self.weight_bytes = sum(self._bytes(w) for w in [self.embed, self.out] +
                                 [lw[k] for lw in self.layers for k in ("wqkv", "wo", "w13", "w2")])
         self.reset()
 
+    @classmethod
+    def from_gguf(cls, path):
+        """A decoder from a llama-architecture GGUF file (save_gguf's, or any with the same tensor names and
+        keys; F32/F16/BF16 norms, F32/Q4_0/Q8_0 matrices): the projections' rows are joined on the device
+        (quantized ones as their blocks), as __init__ joins them."""
+        t, meta = quant.load_gguf(path)
+        cfg = Config(dim=int(meta["llama.embedding_length"]), n_layers=int(meta["llama.block_count"]),
+                     n_heads=int(meta["llama.attention.head_count"]),
+                     n_kv_heads=int(meta["llama.attention.head_count_kv"]), vocab=t["output.weight"].shape[0],
+                     hidden=int(meta["llama.feed_forward_length"]), max_len=int(meta["llama.context_length"]),
+                     eps=float(meta["llama.attention.layer_norm_rms_epsilon"]),
+                     theta=float(meta["llama.rope.freq_base"]))
+
+        def w(i, k):
+            return t[f"blk.{i}.{GGUF_NAMES[k]}.weight"]
+
+        def rows(*ws):                                       # [w1; w2; ...] along rows
+            if not quant.is_quantized(ws[0]):
+                return tlgpu.cat([x.float() for x in ws], 0)
+            shape = (sum(x.shape[0] for x in ws), ws[0].shape[1])
+            return type(ws[0]).from_bytes(b"".join(x.to_bytes() for x in ws), shape)
+        layers = [{"attn_norm": w(i, "attn_norm").float(), "mlp_norm": w(i, "mlp_norm").float(),
+                   "wqkv": rows(w(i, "wq"), w(i, "wk"), w(i, "wv")), "wo": rows(w(i, "wo")),
+                   "w13": rows(w(i, "w1"), w(i, "w3")), "w2": rows(w(i, "w2"))} for i in range(cfg.n_layers)]
+        self = cls.__new__(cls)
+        self._build(cfg, rows(t["token_embd.weight"]), rows(t["output.weight"]), t["output_norm.weight"].float(),
+                    layers)
+        return self
+
     @staticmethod
     def _bytes(w):
-        return w.nbytes if isinstance(w, quant.Q4_0) else 4 * w.numel()
+        return w.nbytes if quant.is_quantized(w) else 4 * w.numel()           # float32 otherwise
 
     def bytes_per_token(self):
         """Weight bytes one decode step reads: every linear layer and the head, one embedding row."""
@@ -230,6 +269,24 @@ def reference_logits(cfg, weights, tokens):
     return np.array(out)
 
 
+def save_gguf(path, cfg, weights, kind=None):
+    """Writes numpy weights (make_weights) as a llama-architecture GGUF through the gguf package: llama.cpp's
+    tensor names and llama.* keys; kind None (F32), "q4_0" or "q8_0" for the matrices. This decoder's rope
+    pairs dim i with i + D/2 (NeoX); llama.cpp reads a "llama" file's rope as adjacent pairs, so the file is
+    for this decoder (Decoder.from_gguf), not for llama.cpp's own runtime."""
+    up = {None: lambda a: a, "q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}[kind]
+    tensors = {"token_embd.weight": up(weights["embed"]), "output_norm.weight": weights["norm"],
+               "output.weight": up(weights["out"])}
+    for i, lw in enumerate(weights["layers"]):
+        for k, v in lw.items():
+            tensors[f"blk.{i}.{GGUF_NAMES[k]}.weight"] = up(v) if k in LINEARS else v
+    quant.save_gguf(path, tensors, {
+        "general.architecture": "llama", "llama.embedding_length": cfg.dim, "llama.block_count": cfg.n_layers,
+        "llama.attention.head_count": cfg.n_heads, "llama.attention.head_count_kv": cfg.n_kv_heads,
+        "llama.feed_forward_length": cfg.hidden, "llama.context_length": cfg.max_len,
+        "llama.attention.layer_norm_rms_epsilon": float(cfg.eps), "llama.rope.freq_base": float(cfg.theta)})
+
+
 def dequantized(weights):
     """The weights a q4_0 model really computes with (for its reference)."""
     def dq(w):
@@ -241,10 +298,10 @@ def dequantized(weights):
     return out
 
 
-def run(cfg, q4, n_tokens, runs, seed=0, mode="sync"):
+def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None):
     """mode: "sync" (a host read per token), "device" (token and position stay on the device) or "jit" (the
-    device loop replayed through tlgpu.jit)."""
-    model = Decoder(cfg, make_weights(cfg, seed), q4=q4)
+    device loop replayed through tlgpu.jit); kind: the weights' format (q4=True: "q4_0")."""
+    model = Decoder(cfg, make_weights(cfg, seed), q4=q4, kind=kind)
     prompt = [1, 2, 3]
     kw = {"device": mode == "device", "jit": mode == "jit"}
     model.generate(prompt, 4, **kw)                                  # warm-up: kernel builds (and the trace)
@@ -261,6 +318,7 @@ def run(cfg, q4, n_tokens, runs, seed=0, mode="sync"):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--q4", action="store_true", help="q4_0 weights")
+    ap.add_argument("--q8", action="store_true", help="q8_0 weights")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mode", choices=("sync", "device", "jit"), default="sync",
@@ -274,9 +332,10 @@ def main():
         if getattr(a, f) is not None:
             setattr(cfg, attr, getattr(a, f))
     cfg.max_len = max(cfg.max_len, a.tokens + 8)
-    tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs, mode=a.mode)
+    tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs, mode=a.mode, kind="q8_0" if a.q8 else None)
     print(f"device: {tlgpu.device().name}")
-    print(f"weights: {'q4_0' if a.q4 else 'float32'}, {model.weight_bytes / 1e6:.2f} MB; {a.runs} runs identical; "
+    print(f"weights: {'q4_0' if a.q4 else 'q8_0' if a.q8 else 'float32'}, {model.weight_bytes / 1e6:.2f} MB; "
+          f"{a.runs} runs identical; "
           f"mode {a.mode}")
     print(f"tokens: {tokens}")
     print(f"{tps:.1f} tokens/s (best run)")

@@ -122,3 +122,27 @@ def test_truncated_and_corrupt(rng, tmp_path):
     bad.write_bytes(bytes(junk))
     with pytest.raises(ValueError, match="load_gguf"):
         quant.load_gguf(bad)
+
+
+@pytest.mark.parametrize("kind", [None, "q8_0", "q4_0"])
+def test_tiny_decoder_from_a_gguf_file_decodes_as_from_memory(tmp_path, kind):
+    """examples/tiny_decoder.py writes its weights as a llama-architecture GGUF (llama.cpp's tensor names and
+    keys) through the gguf package, reads it back with Decoder.from_gguf (load_gguf, projections joined on the
+    device) and gives the in-memory decoder's logits and tokens."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import tiny_decoder as td
+    cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=24)
+    w = td.make_weights(cfg, seed=11)
+    path = tmp_path / "tiny.gguf"
+    td.save_gguf(path, cfg, w, kind)
+    _, meta = quant.load_gguf(path)
+    assert meta["general.architecture"] == "llama" and meta["llama.block_count"] == 2
+    mem, disk = td.Decoder(cfg, w, kind=kind), td.Decoder.from_gguf(path)
+    import dataclasses
+    assert dataclasses.replace(disk.cfg, eps=cfg.eps) == cfg and disk.weight_bytes == mem.weight_bytes
+    assert disk.cfg.eps == pytest.approx(cfg.eps, rel=1e-6)           # GGUF keeps it as float32
+    for pos, tok in enumerate([3, 17, 5, 40]):
+        np.testing.assert_allclose(disk.step(tok, pos).numpy(), mem.step(tok, pos).numpy(), rtol=1e-6, atol=1e-6)
+    assert disk.generate([1, 2, 3], 6) == mem.generate([1, 2, 3], 6)
