@@ -9,7 +9,6 @@ writer reverses it back, so a numpy (N, K) weight is ne = [K, N] in the file, as
 import numpy as np
 
 from . import _C
-from . import quant as _quant
 from ._C import Tensor
 
 _META_SKIP = ("GGUF.",)          # the reader's pseudo-fields (version, counts): not metadata
@@ -38,9 +37,9 @@ def _field_value(field, gguf):
     return bool(v) if main == vt.BOOL else v
 
 
-def load_gguf(path):
+def load_gguf(path, formats):
     """(tensors, metadata) of a GGUF file: tensors a dict name -> device Tensor (F32, F16, BF16) or Q4_0/Q8_0
-    matrix, in the file's order; metadata a dict key -> value (str, int, float, bool or list). Raises
+    matrix (formats: GGUF type name -> the class holding it, tlgpu.quant's), in the file's order; metadata a dict key -> value (str, int, float, bool or list). Raises
     ValueError for a corrupt or truncated file and for a tensor type tlgpu does not take (named)."""
     gguf = _gguf()
     T = gguf.GGMLQuantizationType
@@ -72,7 +71,7 @@ def load_gguf(path):
             if len(shape) != 2:
                 raise ValueError(f"load_gguf: {path}: tensor {t.name!r} is {kind.name} of shape {shape}; tlgpu "
                                  f"takes quantized tensors as 2-D matrices only")
-            cls = _quant.Q4_0 if kind == T.Q4_0 else _quant.Q8_0
+            cls = formats[kind.name]
             out[t.name] = cls.from_bytes(np.asarray(t.data).reshape(-1), shape)
         else:
             raise ValueError(f"load_gguf: {path}: tensor {t.name!r} {shape} has type {kind.name}, which tlgpu does "
@@ -100,11 +99,12 @@ def _add_meta(writer, gguf, key, val):
                         f"got {type(val).__name__}")
 
 
-def _tensor_array(name, t, gguf):
+def _tensor_array(name, t, gguf, formats):
     """(numpy array, raw_dtype or None) to hand GGUFWriter.add_tensor for one value of save_gguf's dict."""
     T = gguf.GGMLQuantizationType
-    if isinstance(t, _quant._Quantized):
-        kind = T.Q4_0 if isinstance(t, _quant.Q4_0) else T.Q8_0
+    fmt = next((f for f, cls in formats.items() if isinstance(t, cls)), None)
+    if fmt is not None:
+        kind = T[fmt]
         n, k = t.shape
         return np.frombuffer(t.to_bytes(), np.uint8).reshape(n, k // 32 * (2 + t.BYTES)), kind
     arr = t.numpy() if isinstance(t, Tensor) else np.asarray(t)
@@ -117,14 +117,14 @@ def _tensor_array(name, t, gguf):
                     f"take float32, float16, bfloat16, Q4_0 and Q8_0")
 
 
-def save_gguf(path, tensors, metadata=None):
+def save_gguf(path, tensors, formats, metadata=None):
     """Writes a GGUF file: tensors a dict name -> Tensor / numpy array (float32, float16, bfloat16) or
-    Q4_0/Q8_0; metadata a dict key -> str, int, float, bool or list. general.architecture is
+    Q4_0/Q8_0 (formats: GGUF type name -> class, tlgpu.quant's); metadata a dict key -> str, int, float, bool or list. general.architecture is
     metadata's if given, else "tlgpu"."""
     gguf = _gguf()
     metadata = dict(metadata or {})
     arch = metadata.pop("general.architecture", "tlgpu")
-    items = [(name, *_tensor_array(name, t, gguf)) for name, t in tensors.items()]   # check all before writing
+    items = [(name, *_tensor_array(name, t, gguf, formats)) for name, t in tensors.items()]   # check all before writing
     writer = gguf.GGUFWriter(str(path), arch)
     try:
         for key, val in metadata.items():

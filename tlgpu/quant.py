@@ -22,7 +22,7 @@ These are inference ops: no autograd. ``F.linear``/``nn.Linear`` take a Q4_0/Q8_
 """
 import numpy as np
 
-from . import _C
+from . import _C, gguf_io
 from ._C import Tensor
 
 QK4_0 = QK8_0 = 32
@@ -282,13 +282,14 @@ def quantize_linears(module, kind="q8_0"):
     return done
 
 
+_GGUF_FORMATS = {"Q4_0": Q4_0, "Q8_0": Q8_0}        # GGUF's type names -> the classes that hold them
+
+
 def load_gguf(path):
     """(tensors, metadata) of a GGUF file: tlgpu/gguf_io.py's load_gguf (needs the gguf package)."""
-    from .gguf_io import load_gguf as load
-    return load(path)
+    return gguf_io.load_gguf(path, _GGUF_FORMATS)
 
 
 def save_gguf(path, tensors, metadata=None):
     """Writes a GGUF file of Tensors / Q4_0 / Q8_0: tlgpu/gguf_io.py's save_gguf (needs the gguf package)."""
-    from .gguf_io import save_gguf as save
-    return save(path, tensors, metadata)
+    return gguf_io.save_gguf(path, tensors, _GGUF_FORMATS, metadata)
