@@ -132,39 +132,48 @@ MVQ_KERNEL(q8_0, 4, 8)
 MVQ_KERNEL(q8_0, 8, 8)
 
 /* CPU: one work-item per MV_NR rows of W and two rows of x (global (ceil(N/MV_NR), ceil(R/2))), so each
- * block is unpacked once for two activation rows; no barriers. */
-kernel void
-tl_mul_mv_q4_0_rows_f32(int N, int K, int R, global const float *x, int offx, int sx, global const uint *qs,
-                        global const half *d, global float *y, global const float *res, int offr, int has_res)
-{
-    const int n0 = get_global_id(0) * MV_NR, r0 = get_global_id(1) * 2, nb = K / 32;
-    if (n0 >= N || r0 >= R) return;
-    const int r1 = min(r0 + 1, R - 1);
-    const global float *x0 = x + offx + r0 * sx, *x1 = x + offx + r1 * sx;
-    float16 a0[MV_NR], a1[MV_NR];
-    for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (float16)0.0f;
-    for (int b = 0; b < nb; b++) {
-        const float16 xl0 = vload16(0, x0 + b * 32), xh0 = vload16(1, x0 + b * 32);
-        const float16 xl1 = vload16(0, x1 + b * 32), xh1 = vload16(1, x1 + b * 32);
-        for (int j = 0; j < MV_NR; j++) {
-            const int blk = min(n0 + j, N - 1) * nb + b;
-            const uchar16 q = as_uchar16(vload4(blk, qs));
-            const float16 s = (float16)vload_half(blk, d);
-            const float16 lo = (convert_float16(q & (uchar)0xF) - 8.0f) * s;
-            const float16 hi = (convert_float16(q >> (uchar)4) - 8.0f) * s;
-            a0[j] = mad(lo, xl0, mad(hi, xh0, a0[j]));
-            if (r1 != r0) a1[j] = mad(lo, xl1, mad(hi, xh1, a1[j]));   /* uniform: an odd last row */
-        }
-    }
-    for (int j = 0; j < MV_NR && n0 + j < N; j++) {
-        float8 h8 = a0[j].lo + a0[j].hi;
-        float4 h = h8.lo + h8.hi;
-        y[r0 * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_res ? res[offr + r0 * N + n0 + j] : 0.0f);
-        h8 = a1[j].lo + a1[j].hi;
-        h = h8.lo + h8.hi;
-        if (r1 != r0) y[r1 * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_res ? res[offr + r1 * N + n0 + j] : 0.0f);
-    }
+ * block is unpacked once for two activation rows; no barriers. ROWS_BLOCK_<fmt> unpacks block blk, scaled,
+ * into its elements 0-15 (lo) and 16-31 (hi). */
+#define ROWS_BLOCK_q4_0(qs, blk, s, lo, hi)                                                                   \
+    const uchar16 q = as_uchar16(vload4(blk, qs));                                                            \
+    const float16 lo = (convert_float16(q & (uchar)0xF) - 8.0f) * s, hi = (convert_float16(q >> (uchar)4) - 8.0f) * s
+#define ROWS_BLOCK_q8_0(qs, blk, s, lo, hi)                                                                   \
+    const float16 lo = convert_float16(as_char16(vload4(2 * (blk), qs))) * s;                                 \
+    const float16 hi = convert_float16(as_char16(vload4(2 * (blk) + 1, qs))) * s
+#define MVQ_ROWS_KERNEL(FMT)                                                                                  \
+kernel void                                                                                               \
+tl_mul_mv_##FMT##_rows_f32(int N, int K, int R, global const float *x, int offx, int sx,                   \
+                           global const uint *qs, global const half *d, global float *y,                  \
+                           global const float *res, int offr, int has_res)                                \
+{                                                                                                         \
+    const int n0 = get_global_id(0) * MV_NR, r0 = get_global_id(1) * 2, nb = K / 32;                      \
+    if (n0 >= N || r0 >= R) return;                                                                       \
+    const int r1 = min(r0 + 1, R - 1);                                                                    \
+    const global float *x0 = x + offx + r0 * sx, *x1 = x + offx + r1 * sx;                                \
+    float16 a0[MV_NR], a1[MV_NR];                                                                         \
+    for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (float16)0.0f;                                       \
+    for (int b = 0; b < nb; b++) {                                                                        \
+        const float16 xl0 = vload16(0, x0 + b * 32), xh0 = vload16(1, x0 + b * 32);                      \
+        const float16 xl1 = vload16(0, x1 + b * 32), xh1 = vload16(1, x1 + b * 32);                      \
+        for (int j = 0; j < MV_NR; j++) {                                                                 \
+            const int blk = min(n0 + j, N - 1) * nb + b;                                                  \
+            const float16 s = (float16)vload_half(blk, d);                                                \
+            ROWS_BLOCK_##FMT(qs, blk, s, lo, hi);                                                         \
+            a0[j] = mad(lo, xl0, mad(hi, xh0, a0[j]));                                                    \
+            if (r1 != r0) a1[j] = mad(lo, xl1, mad(hi, xh1, a1[j]));   /* uniform: an odd last row */     \
+        }                                                                                                 \
+    }                                                                                                     \
+    for (int j = 0; j < MV_NR && n0 + j < N; j++) {                                                       \
+        float8 h8 = a0[j].lo + a0[j].hi;                                                                  \
+        float4 h = h8.lo + h8.hi;                                                                         \
+        y[r0 * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_res ? res[offr + r0 * N + n0 + j] : 0.0f);   \
+        h8 = a1[j].lo + a1[j].hi;                                                                         \
+        h = h8.lo + h8.hi;                                                                                \
+        if (r1 != r0)                                                                                     \
+            y[r1 * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_res ? res[offr + r1 * N + n0 + j] : 0.0f); \
+    }                                                                                                     \
 }
+MVQ_ROWS_KERNEL(q4_0)
 
 /* q8_0: dequantize, get_rows and the per-row (CPU) mul_mv, as their q4_0 twins above. */
 inline void
@@ -197,34 +206,4 @@ tl_get_rows_q8_0_f32(int n, int N, int nb, global const int *ids, int offi, int 
     deq_block_q8_0(qs, d, id * nb + b, y);
 }
 
-kernel void
-tl_mul_mv_q8_0_rows_f32(int N, int K, int R, global const float *x, int offx, int sx, global const uint *qs,
-                        global const half *d, global float *y, global const float *res, int offr, int has_res)
-{
-    const int n0 = get_global_id(0) * MV_NR, r0 = get_global_id(1) * 2, nb = K / 32;
-    if (n0 >= N || r0 >= R) return;
-    const int r1 = min(r0 + 1, R - 1);
-    const global float *x0 = x + offx + r0 * sx, *x1 = x + offx + r1 * sx;
-    float16 a0[MV_NR], a1[MV_NR];
-    for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (float16)0.0f;
-    for (int b = 0; b < nb; b++) {
-        const float16 xl0 = vload16(0, x0 + b * 32), xh0 = vload16(1, x0 + b * 32);
-        const float16 xl1 = vload16(0, x1 + b * 32), xh1 = vload16(1, x1 + b * 32);
-        for (int j = 0; j < MV_NR; j++) {
-            const int blk = min(n0 + j, N - 1) * nb + b;
-            const float16 s = (float16)vload_half(blk, d);
-            const float16 lo = convert_float16(as_char16(vload4(2 * blk, qs))) * s;
-            const float16 hi = convert_float16(as_char16(vload4(2 * blk + 1, qs))) * s;
-            a0[j] = mad(lo, xl0, mad(hi, xh0, a0[j]));
-            if (r1 != r0) a1[j] = mad(lo, xl1, mad(hi, xh1, a1[j]));   /* uniform: an odd last row */
-        }
-    }
-    for (int j = 0; j < MV_NR && n0 + j < N; j++) {
-        float8 h8 = a0[j].lo + a0[j].hi;
-        float4 h = h8.lo + h8.hi;
-        y[r0 * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_res ? res[offr + r0 * N + n0 + j] : 0.0f);
-        h8 = a1[j].lo + a1[j].hi;
-        h = h8.lo + h8.hi;
-        if (r1 != r0) y[r1 * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_res ? res[offr + r1 * N + n0 + j] : 0.0f);
-    }
-}
+MVQ_ROWS_KERNEL(q8_0)
