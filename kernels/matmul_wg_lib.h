@@ -13,10 +13,27 @@
 #ifndef WG_RNA
 #define WG_RNA 0
 #endif
+/* WG_HALF (matmul_wgb.cl's 16-bit builds, families matmul_wgb_bf16 / matmul_wgb_f16): 1 bfloat16, 2 float16
+ * operands, two to a 4-byte word along k (the lower k in the low half), so a tile row of WG_BK words holds
+ * 2 WG_BK values and the byte layout, the swizzle and the descriptors stay the TF32 ones; wgmma m64nNk16
+ * reads the 32 bytes one m64nNk8 TF32 instruction read. The result is stored in the operands' dtype. */
+#ifndef WG_HALF
+#define WG_HALF 0
+#endif
 #define WG_CAT_(a, b) a##b
 #define WG_CAT(a, b) WG_CAT_(a, b)
+#if WG_HALF == 1
+#include "dtype.h"
+#define WG_DT _bf16
+#define WG_MMA WG_CAT(wg_mma_bf16_n, WG_BN)
+#elif WG_HALF == 2
+#define WG_DT _f16
+#define WG_MMA WG_CAT(wg_mma_f16_n, WG_BN)
+#else
+#define WG_DT _f32
 /* The wgmma wrappers (matmul_wg_asm.h) for the including configuration's width WG_BN, at each use. */
 #define WG_MMA WG_CAT(wg_mma_n, WG_BN)
+#endif
 #define WG_FENCE WG_CAT(wg_fence_n, WG_BN)
 #define WG_WAIT0 WG_CAT(wg_wait0_n, WG_BN)
 #define WG_WAIT1 WG_CAT(wg_wait1_n, WG_BN)
@@ -91,8 +108,24 @@ wg_proxy_fence(void)
 #define wg_wait0_n128(d) ((void)0)
 #define wg_wait0_n256(d) ((void)0)
 
+#if WG_HALF
+/* Value h (0 or 1: the low or high half) of a packed word, widened exactly. */
+static inline float
+wg_half(float w, int h)
+{
+    const uint u = as_uint(w) >> (16 * h) & 0xffffu;
+#if WG_HALF == 1
+    return as_float(u << 16);
+#else
+    const ushort v = (ushort)u;
+    return vload_half(0, (const half *)&v);
+#endif
+}
+#endif
+
 /* What one tile's wgmma group adds to work-item t (0-127) of a warpgroup: rows 16(t/32) + (t%32)/4 (+ 8)
- * of the warpgroup's 64, columns 8j + 2(t%4) (+ 1), summed over the tile's k from the swizzled rows. */
+ * of the warpgroup's 64, columns 8j + 2(t%4) (+ 1), summed over the tile's k from the swizzled rows (for
+ * WG_HALF, both values of each word). */
 static inline void
 wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn, const int bk, const int sw, int t)
 {
@@ -104,12 +137,32 @@ wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn,
             for (int k = 0; k < bk; k++) {
                 const float x = as[m * bk + 4 * ((k / 4) ^ wg_swz(m, sw)) + k % 4];
                 const float y = bs[n * bk + 4 * ((k / 4) ^ wg_swz(n, sw)) + k % 4];
+#if WG_HALF
+                s += wg_half(x, 0) * wg_half(y, 0) + wg_half(x, 1) * wg_half(y, 1);
+#else
                 s += as_float(tc_tf32(x) & 0xffffe000u) * as_float(tc_tf32(y) & 0xffffe000u);
+#endif
             }
             d[4 * j + o] = s;
         }
     }
 }
+#endif
+
+/* An accumulator stored at C[i] in C's type: float, or (WG_HALF) the 16-bit pattern rounded to nearest even
+ * (bfloat16: kernels/dtype.h's tl_bf16_bits; float16: vstore_half_rte); and two of them at an even i as one word. */
+#if WG_HALF == 1
+#define WG_CT ushort
+#define WG_ST(i, v) (C[i] = tl_bf16_bits(v))
+#define WG_ST2(i, v0, v1) (*(global uint *)(C + (i)) = (uint)tl_bf16_bits(v0) | (uint)tl_bf16_bits(v1) << 16)
+#elif WG_HALF == 2
+#define WG_CT ushort
+#define WG_ST(i, v) vstore_half_rte((v), (i), (global half *)C)
+#define WG_ST2(i, v0, v1) vstore_half2_rte((float2)((v0), (v1)), (i) / 2, (global half *)C)
+#else
+#define WG_CT float
+#define WG_ST(i, v) (C[i] = (v))
+#define WG_ST2(i, v0, v1) (C[i] = (v0), C[(i) + 1] = (v1))       /* C may be 4-byte aligned only */
 #endif
 
 /* Stores a warpgroup's accumulators (a macro: WG_BN stays a compile-time constant, so d stays in registers):
@@ -121,9 +174,14 @@ wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn,
         _Pragma("unroll") for (int j_ = 0; j_ < WG_BN / 8; j_++) {                                  \
             const int c_ = (n0) + 8 * j_ + 2 * (lane_ % 4);                                         \
             for (int h_ = 0; h_ < 2; h_++) {                                                        \
+                const int i_ = (r_ + 8 * h_) * N + c_;                                              \
                 if (r_ + 8 * h_ >= M) continue;                                                     \
-                if (c_ < N) C[(r_ + 8 * h_) * N + c_] = (d)[4 * j_ + 2 * h_];                       \
-                if (c_ + 1 < N) C[(r_ + 8 * h_) * N + c_ + 1] = (d)[4 * j_ + 2 * h_ + 1];           \
+                if (c_ + 1 < N && (i_ & 1) == 0) {                                                  \
+                    WG_ST2(i_, (d)[4 * j_ + 2 * h_], (d)[4 * j_ + 2 * h_ + 1]);                     \
+                } else {                                                                            \
+                    if (c_ < N) WG_ST(i_, (d)[4 * j_ + 2 * h_]);                                    \
+                    if (c_ + 1 < N) WG_ST(i_ + 1, (d)[4 * j_ + 2 * h_ + 1]);                        \
+                }                                                                                   \
             }                                                                                       \
         }                                                                                           \
     } while (0)

@@ -22,6 +22,38 @@
 
 #include "matmul_wg_lib.h"
 
+#if WG_HALF
+/* The 16-bit builds' pack (WG_HALF: bfloat16 or float16 X, bit patterns copied): P[b] as tl_wg_pack_f32's, in
+ * 4-byte words that each hold two values along k (k = 2w, 2w + 1 in word w; KT tiles of BK words, so K / 2
+ * rounded up words a row), zeros past R and K. Work-item q writes P's 16-byte chunk q (8 values): one 16-byte
+ * load where X runs along k with aligned chunks (vec), else 8 loads (a transposed operand: neighbouring
+ * work-items read neighbouring rows). */
+kernel void
+tl_wg_pack_h16(int R, int K, int KT, int BR, int BK, global const ushort *X, int offX, int sXb, int sXr, int sXk,
+               int vec, global uint *P, int sP)
+{
+    const size_t q = get_global_id(0);
+    const int b = get_global_id(1), cpr = BK / 4, row = (int)(q / (size_t)cpr), cpos = (int)(q % (size_t)cpr);
+    const int rb = row / (KT * BR), kb = row / BR % KT, rr = row % BR, r = rb * BR + rr;
+    const int k = 2 * (kb * BK + 4 * (cpos ^ wg_swz(rr, 4 * BK)));
+    if (q >= (size_t)sP / 4) return;
+    X += offX + b * sXb;
+    uint4 v = (uint4)(0u);
+    if (r < R && vec && k < K) {
+        v = *(global const uint4 *)(X + (size_t)r * sXr + k);
+    } else if (r < R) {
+        uint w[4];
+        for (int j = 0; j < 4; j++) {
+            const int k0 = k + 2 * j;
+            const uint lo = k0 < K ? X[(size_t)r * sXr + (size_t)k0 * sXk] : 0u;
+            const uint hi = k0 + 1 < K ? X[(size_t)r * sXr + (size_t)(k0 + 1) * sXk] : 0u;
+            w[j] = lo | hi << 16;
+        }
+        v = (uint4)(w[0], w[1], w[2], w[3]);
+    }
+    *(global uint4 *)(P + (size_t)b * sP + 4 * q) = v;
+}
+#else
 /* P[b] = the packed tiles of X[b] ([R, K] at offX + b * sXb + r * sXr + k * sXk), BR x BK tiles, per batch
  * sP floats apart. 32 x 32 blocks through local memory, 32 x 8 work-items: loads coalesced along whichever
  * of X's strides is 1, stores as float4 chunks. */
@@ -66,6 +98,7 @@ tl_wg_pack4_f32(int R, int K, int KT, int BR, int BK, global const float *X, int
     v = as_float4((uint4)(tc_tf32(v.x), tc_tf32(v.y), tc_tf32(v.z), tc_tf32(v.w)));
     *(global float4 *)(P + (size_t)b * sP + 4 * q) = v;
 }
+#endif
 
 #if !TC_EMULATE
 /* The stage's "full" barrier expects `bytes` more from copies, and this work-item's arrival counts. */

@@ -1,5 +1,5 @@
-/* matmul_wgb.h: one kernel of kernels/matmul_wgb.cl, tl_gemm_wgb_<tag>_f32 (or, with WB_PAIR 1,
- * tl_gemm_wgc_<tag>_f32), for the configuration the includer sets (WG_TAG, WG_BM = 64 x consumer warpgroups,
+/* matmul_wgb.h: one kernel of kernels/matmul_wgb.cl, tl_gemm_wgb_<tag>_<dt> (or, with WB_PAIR 1,
+ * tl_gemm_wgc_<tag>_<dt>; dt f32, or bf16 / f16 in the WG_HALF builds, C then in that dtype), for the configuration the includer sets (WG_TAG, WG_BM = 64 x consumer warpgroups,
  * WG_BN = the wgmma width N, WG_BK, WG_STAGES >= 2, optional WB_PAIR).
  * C[b] = A[b] @ B[b]^T from the packed A [M, K] (PA + b * sPA) and B [N, K] (PB + b * sPB), KT k-tiles;
  * C contiguous [M, N] a batch. Launch: (tiles x WB_THREADS, batches x S), work-groups of WB_THREADS. With
@@ -24,16 +24,16 @@
 #endif
 
 #if WB_PAIR
-#define WB_NAME WG_CAT(WG_CAT(tl_gemm_wgc_, WG_TAG), _f32)
+#define WB_NAME WG_CAT(WG_CAT(tl_gemm_wgc_, WG_TAG), WG_DT)
 #define WB_EMPTY (2 * WB_CW / 32)           /* arrivals that free a stage: a warp of each work-group */
 #else
-#define WB_NAME WG_CAT(WG_CAT(tl_gemm_wgb_, WG_TAG), _f32)
+#define WB_NAME WG_CAT(WG_CAT(tl_gemm_wgb_, WG_TAG), WG_DT)
 #define WB_EMPTY WB_CW                      /* every consumer work-item */
 #endif
 
 kernel __attribute__((reqd_work_group_size(WB_THREADS, 1, 1))) void
 WB_NAME(int M, int N, int KT, int KS, global const float *PA, int sPA, global const float *PB, int sPB,
-        global float *C)
+        global WG_CT *C)
 {
     local float S[WG_STAGES * WB_STAGE] __attribute__((aligned(1024)));
     const int nsl = (KT + KS - 1) / KS, sl = get_group_id(1) % nsl, b = get_group_id(1) / nsl;

@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_FAMILIES 32
+#define MAX_FAMILIES 48
 #define CACHE_FORMAT 2u                               /* 2: the payload's sha256 in the header */
 #define HDR_LEN 56                                     /* magic 8, format u32, reserved u32, length u64, sha256 32 */
 static const char MAGIC[8] = {'T', 'L', 'G', 'P', 'U', 'C', 'L', 'B'};

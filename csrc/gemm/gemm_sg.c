@@ -283,7 +283,8 @@ tl_gemm_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
 {
     static const tl_program_rule sg_rule = {"matmul_sg", NULL, sg_options, 0};
     tl_err err = {0};
-    if (tl_gemm_params_register(&err) != TL_OK || tl_program_register(&sg_rule, &err) != TL_OK)
+    if (tl_gemm_params_register(&err) != TL_OK || tl_program_register(&sg_rule, &err) != TL_OK ||
+        tl_gemm_tc_register(&err) != TL_OK)
         return tl_raise(&err);
     tl_program_set_binary_hook(&tl_ptx_binary_hook);
     return 0;

@@ -43,6 +43,7 @@ typedef struct {
     int bk;                                      /* wg 2, 3: the k of a tile (the operands' packing) */
     int fill, slots;                             /* the size rule's tl_grid_fills(): % of the units, per SM */
     tl_kernel k[TC_LAYOUTS];
+    tl_kernel h[2];                              /* wg 2, 3: the bfloat16 and float16 builds' kernel */
 } tc_config;
 
 #define TC_ROWF(fam, tag, bm, bn, warps, sweep)                                                             \
@@ -59,7 +60,8 @@ typedef struct {
 #define TC_ROWWBK(pre, tag, bm, bn, bk, wg, sweep, fill, slots)                                             \
     {pre tag, bm, bn, (bm) / 16 + 1, sweep, wg, bk, fill, slots,                                           \
      {TL_KERNEL("matmul_wgb", ""), TL_KERNEL("matmul_wgb", "tl_gemm_" pre "_" tag "_f32"), TL_KERNEL("matmul_wgb", ""), \
-      TL_KERNEL("matmul_wgb", "")}}
+      TL_KERNEL("matmul_wgb", "")},                                                                         \
+     {TL_KERNEL("matmul_wgb_bf16", "tl_gemm_" pre "_" tag "_bf16"), TL_KERNEL("matmul_wgb_f16", "tl_gemm_" pre "_" tag "_f16")}}
 #define TC_ROWWB(tag, bm, bn, bk, sweep, fill, slots) TC_ROWWBK("wgb", tag, bm, bn, bk, 2, sweep, fill, slots)
 #define TC_ROWWC(tag, bm, bn, bk) TC_ROWWBK("wgc", tag, bm, bn, bk, 3, 1, 100, 0)   /* clusters of two */
 static tc_config configs[] = {
@@ -104,7 +106,9 @@ static int forced = -1;                           /* _gemm_tc(tag): this row at 
 static int capable = -1;                          /* -1 unknown, 0 no, else compute capability * 10 */
 static char wg_error[1200];                        /* why the wgmma family could not be built here */
 static char pk_error[1200];                        /* ... or the packed rows' (matmul_wgb.cl) */
+static char h_error[2][1200];                      /* ... or their bfloat16 / float16 builds' */
 static long wg_launches, pk_launches, pk_splits;  /* products given to the wgmma rows, the packed ones, split */
+static long h_launches;                           /* ... packed bfloat16 / float16 products */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* 1 when the device runs matmul_tc.cl, 0 when not, -1 with an exception set. */
@@ -223,35 +227,45 @@ launch(tl_kernel *kh, int n, const size_t *sz, const void **val, const size_t *g
 }
 
 /* Operand t packed for a wgmma row of matmul_wgb.cl (its banner: BR x bk tiles, swizzled, zero-padded):
- * rows along dim rd, k along dim kd (of the last two), KT k-tiles, tiles of R rows per batch (sP floats).
- * Along k with aligned 16-byte chunks, one float4 a work-item (tl_wg_pack4_f32), else a local transpose. */
+ * rows along dim rd, k along dim kd (of the last two), KT k-tiles, tiles of R rows per batch (sP words).
+ * float32: along k with aligned 16-byte chunks, one float4 a work-item (tl_wg_pack4_f32), else a local
+ * transpose; bfloat16 / float16: two values a word (tl_wg_pack_h16 of that dtype's build). */
 static tl_tensor *
 pack(tl_tensor *t, int rd, int kd, int R, int K, int KT, int BR, int bk, size_t sP)
 {
     static tl_kernel kh = TL_KERNEL("matmul_wgb", "tl_wg_pack_f32"), k4 = TL_KERNEL("matmul_wgb", "tl_wg_pack4_f32");
+    static tl_kernel k16[2] = {TL_KERNEL("matmul_wgb_bf16", "tl_wg_pack_h16"), TL_KERNEL("matmul_wgb_f16", "tl_wg_pack_h16")};
     const int nd = t->ndim, batch = nd == 3 ? (int)t->shape[0] : 1, sb = nd == 3 ? (int)t->strides[0] : 0;
     const int sr = (int)t->strides[nd - 2 + rd], sk = (int)t->strides[nd - 2 + kd], off = (int)t->offset;
     const int sp = (int)sP;
     Py_ssize_t n = (Py_ssize_t)sP * batch;
     tl_tensor *y = tl_tensor_empty(TL_F32, 1, &n);
     if (y == NULL) return NULL;
+    const size_t I = sizeof(int), Mm = sizeof(cl_mem);
+    tl_storage *st[2] = {y->storage, t->storage};
+    if (TL_IS_HALF(t->dtype)) {
+        const int vec = sk == 1 && sr % 8 == 0 && off % 8 == 0 && sb % 8 == 0 && K % 8 == 0;
+        const size_t gws[3] = {tl_round_up(sP / 4, 256), (size_t)batch, 1}, lws[3] = {256, 1, 1};
+        const size_t sz[13] = {I, I, I, I, I, Mm, I, I, I, I, I, Mm, I};
+        const void *val[13] = {&R, &K, &KT, &BR, &bk, &t->storage->mem, &off, &sb, &sr, &sk, &vec, &y->storage->mem, &sp};
+        if (launch(&k16[t->dtype == TL_F16], 13, sz, val, gws, lws, st, 2) < 0) Py_CLEAR(y);
+        return y;
+    }
     int vec = sk == 1 && sr % 4 == 0 && off % 4 == 0 && sb % 4 == 0 && K % 4 == 0;   /* aligned along k */
 #ifdef TL_TEST_HOOKS
     vec &= tl_setting_flag(TL_SET_TC_PACK4);               /* 0: the local-transpose pack always (tests, A/B) */
 #endif
     if (vec) {
-        const size_t I = sizeof(int), Mm = sizeof(cl_mem), gws[3] = {tl_round_up(sP / 4, 256), (size_t)batch, 1};
-        const size_t lws[3] = {256, 1, 1}, sz[11] = {I, I, I, I, I, Mm, I, I, I, Mm, I};
+        const size_t gws[3] = {tl_round_up(sP / 4, 256), (size_t)batch, 1}, lws[3] = {256, 1, 1};
+        const size_t sz[11] = {I, I, I, I, I, Mm, I, I, I, Mm, I};
         const void *val[11] = {&R, &K, &KT, &BR, &bk, &t->storage->mem, &off, &sb, &sr, &y->storage->mem, &sp};
-        tl_storage *st[2] = {y->storage, t->storage};
         if (launch(&k4, 11, sz, val, gws, lws, st, 2) < 0) Py_CLEAR(y);
         return y;
     }
-    const size_t I = sizeof(int), Mm = sizeof(cl_mem), lws[3] = {32, 8, 1};
+    const size_t lws[3] = {32, 8, 1};
     const size_t gws[3] = {tl_round_up((size_t)KT * (size_t)bk, 32), sP / ((size_t)KT * (size_t)bk) / 4, (size_t)batch};
     const size_t sz[12] = {I, I, I, I, I, Mm, I, I, I, I, Mm, I};
     const void *val[12] = {&R, &K, &KT, &BR, &bk, &t->storage->mem, &off, &sb, &sr, &sk, &y->storage->mem, &sp};
-    tl_storage *st[2] = {y->storage, t->storage};
     if (launch(&kh, 12, sz, val, gws, lws, st, 2) < 0) Py_CLEAR(y);
     return y;
 }
@@ -279,14 +293,16 @@ packed_split(const tc_config *c, int M, int N, int K, int batch, int fill, size_
 }
 
 /* a @ b on packed row c: a [.., M, K] and b [.., K, N] (2 or 3 dims, batches equal or 1) packed into
- * temporaries, then one launch into *out, or (S > 1, KS k-tiles a slice) into partials that gemm_splitk's
- * reduction sums into *out. 1 with *out set, 0 when the operands do not fit that (the other paths run the
- * product), -1 with an exception set. */
+ * temporaries, then one launch of kernel kh into *out, or (S > 1, KS k-tiles a slice; float32 only) into
+ * partials that gemm_splitk's reduction sums into *out. Half operands (kh of a 16-bit build) pack two values
+ * a word, so the k-tiles count words, and *out has their dtype. 1 with *out set, 0 when the operands do not
+ * fit that (the other paths run the product), -1 with an exception set. */
 static int
-packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, int S, int KS, tl_tensor **out)
+packed_product(tc_config *c, tl_kernel *kh, tl_tensor *a, tl_tensor *b, int M, int N, int K, int S, int KS,
+               tl_tensor **out)
 {
     const int ba = a->ndim == 3 ? (int)a->shape[0] : 1, bb = b->ndim == 3 ? (int)b->shape[0] : 1;
-    const int batch = ba > bb ? ba : bb, KT = (K + c->bk - 1) / c->bk;
+    const int batch = ba > bb ? ba : bb, Kw = TL_IS_HALF(a->dtype) ? (K + 1) / 2 : K, KT = (Kw + c->bk - 1) / c->bk;
     size_t tm = (size_t)(M + c->bm - 1) / (size_t)c->bm, tn = (size_t)(N + c->bn - 1) / (size_t)c->bn;
     tm += c->wg == 3 && tm % 2;                        /* pairs of tile rows: A padded with a zero tile row */
     const size_t sPA = tm * (size_t)c->bm * (size_t)KT * (size_t)c->bk, sPB = tn * (size_t)c->bn * (size_t)KT * (size_t)c->bk;
@@ -296,7 +312,7 @@ packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, in
     tl_tensor *pa = pack(a, 0, 1, M, K, KT, c->bm, c->bk, sPA), *pb = pa ? pack(b, 1, 0, N, K, KT, c->bn, c->bk, sPB) : NULL;
     Py_ssize_t shape[3] = {batch, M, N};
     const int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-    *out = pb != NULL ? tl_tensor_empty(TL_F32, nd, shape + 3 - nd) : NULL;
+    *out = pb != NULL ? tl_tensor_empty(a->dtype, nd, shape + 3 - nd) : NULL;
     const int n = batch * M * N;
     tl_tensor *part = *out != NULL && S > 1 ? tl_tensor_empty(TL_F32, 1, (Py_ssize_t[]){(Py_ssize_t)S * n}) : NULL;
     if (S > 1 && part == NULL) Py_CLEAR(*out);
@@ -307,11 +323,10 @@ packed_product(tc_config *c, tl_tensor *a, tl_tensor *b, int M, int N, int K, in
         const size_t gws[3] = {tm * tn * lws[0], (size_t)batch * (size_t)S, 1}, sz[9] = {I, I, I, I, Mm, I, Mm, I, Mm};
         const void *val[9] = {&M, &N, &KT, &KS, &pa->storage->mem, &sa, &pb->storage->mem, &sb, &dst->storage->mem};
         tl_storage *st[3] = {dst->storage, pa->storage, pb->storage};
-        if (launch(&c->k[TC_NT], 9, sz, val, gws, lws, st, 3) < 0 ||
-            (S > 1 && tl_gemm_splitk_reduce(part, S, n, *out, 0) < 0))
+        if (launch(kh, 9, sz, val, gws, lws, st, 3) < 0 || (S > 1 && tl_gemm_splitk_reduce(part, S, n, *out, 0) < 0))
             Py_CLEAR(*out);
         else
-            wg_launches++, pk_launches++, pk_splits += S > 1;
+            wg_launches++, pk_launches++, pk_splits += S > 1, h_launches += TL_IS_HALF(a->dtype);
     }
     Py_XDECREF(part);
     Py_XDECREF(pa);
@@ -369,7 +384,64 @@ tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **o
     if (i < 0 || (S = packed_split(&configs[i], M, N, K, batch, fill, (size_t)units, &KS)) < 0) return i < 0 ? 0 : -1;
     if (fill && S < 2) return 0;                          /* too small even so: the other rows */
     if ((ok = wg_prepare(i)) <= 0) return ok;
-    return packed_product(&configs[i], a, b, M, N, K, S, KS, out);
+    return packed_product(&configs[i], &configs[i].k[TC_NT], a, b, M, N, K, S, KS, out);
+}
+
+int
+tl_gemm_tc_half_usable(void)
+{
+    const int ok = tc_capable();
+    return ok <= 0 ? ok : wg_usable();
+}
+
+int
+tl_gemm_tc_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out)
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    int ok;
+    if (a->dtype != b->dtype || !TL_IS_HALF(a->dtype) || (forced >= 0 && configs[forced].wg < 2) || M < 2 ||
+        N < 2 || K < 1 || a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
+        return 0;
+    const int h = a->dtype == TL_F16;
+    if ((ok = tc_capable()) <= 0) return ok;
+    if (!wg_usable() || (forced < 0 && h_error[h][0] != '\0')) return 0;
+    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
+    const Py_ssize_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
+    const int batch = (int)(ba > bb ? ba : bb);
+    int i = forced >= 0 ? forced : pick(M, N, batch, 2, rt->info.compute_units);
+    for (int j = 0; i < 0 && j < TC_NCONFIGS; j++)      /* none fills the device: the smallest row, unsplit, */
+        if (!configs[j].sweep && configs[j].wg == 2) i = j;
+    if (forced < 0 && (size_t)batch * tiles(&configs[i], M, N) * 4 < rt->info.compute_units)
+        return 0;                                         /* ... unless it leaves 3/4 of the device idle */
+    if (tl_kernel_prepare(&configs[i].h[h], &err) != TL_OK) {
+        if (i == forced) return tl_raise(&err);
+        pthread_mutex_lock(&lock);
+        snprintf(h_error[h], sizeof h_error[h], "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
+        pthread_mutex_unlock(&lock);
+        tl_err_clear(&err);
+        return 0;
+    }
+    const int KT = ((K + 1) / 2 + configs[i].bk - 1) / configs[i].bk;
+    return packed_product(&configs[i], &configs[i].h[h], a, b, M, N, K, 1, KT, out);
+}
+
+/* The 16-bit builds of matmul_wgb.cl: the same source with -DWG_HALF=1 (bfloat16) or 2 (float16). */
+static void
+half_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
+{
+    (void)rt;
+    (void)user;
+    snprintf(out, cap, " -DWG_HALF=%d", arg);
+}
+
+tl_status
+tl_gemm_tc_register(tl_err *err)
+{
+    static const tl_program_rule rules[2] = {{"matmul_wgb_bf16", "matmul_wgb", half_options, 1},
+                                             {"matmul_wgb_f16", "matmul_wgb", half_options, 2}};
+    tl_status st = tl_program_register(&rules[0], err);
+    return st == TL_OK ? tl_program_register(&rules[1], err) : st;
 }
 
 PyObject *
@@ -427,12 +499,13 @@ tl_gemm_tc_info(PyObject *Py_UNUSED(m), PyObject *args)
         if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
         Py_DECREF(s);
     }
-    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l,s:l}", "capability", capable, "active",
+    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l,s:l,s:l,s:s,s:s}", "capability", capable, "active",
                       ok && tf32 ? Py_True : Py_False, "configs", tags, "forced",
                       forced >= 0 ? configs[forced].tag : NULL,
                       "wgmma", wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL,
                       "packed_error", pk_error[0] ? pk_error : NULL, "wgmma_launches", wg_launches,
-                      "packed_launches", pk_launches, "packed_splits", pk_splits);
+                      "packed_launches", pk_launches, "packed_splits", pk_splits, "half_launches", h_launches,
+                      "bf16_error", h_error[0][0] ? h_error[0] : NULL, "f16_error", h_error[1][0] ? h_error[1] : NULL);
     return r;
 }
 

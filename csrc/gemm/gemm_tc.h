@@ -28,6 +28,17 @@ int tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor
  * result in *out (a bias is the caller's to add), 0 to leave the product alone, -1 with an exception set. */
 int tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out);
 
+/* Where the packed wgmma rows run (compute capability 9.0), a @ b for bfloat16 or float16 operands of one dtype
+ * (2-D or 3-D, batches equal or 1, any layout) on the tensor cores in that dtype with float32 accumulation,
+ * whatever the matmul precision: both operands packed two values a word, one launch, the result rounded to
+ * their dtype. 1 with *out set, 0 to leave the product alone (another device, a product too small to fill a
+ * quarter of the device, the build failed: the reason in _gemm_tc()), -1 with an exception set. */
+int tl_gemm_tc_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out);
+int tl_gemm_tc_half_usable(void);             /* 1 where that path may run, 0 not, -1 with an exception set */
+
+/* Registers the 16-bit builds of kernels/matmul_wgb.cl (families matmul_wgb_bf16, matmul_wgb_f16). */
+tl_status tl_gemm_tc_register(tl_err *err);
+
 /* 1 when set_matmul_precision asks for TF32 ("high" / "tf32"), else 0. */
 int tl_gemm_tc_tf32(void);
 

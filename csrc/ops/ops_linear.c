@@ -3,11 +3,13 @@
  * fuses what its kernel can: the CPU BLAS path writes the bias into C before sgemm adds the product;
  * matmul.cl's kernels add the bias and apply relu/tanh as they store (nn.Sequential asks for the activation
  * of a Linear followed by ReLU or Tanh); elsewhere an add and the activation follow. Half operands and
- * autocast go through float32 (tl_call_f32). The backward starts from g * act'(out) when there is an
+ * autocast run in the half dtype where the tensor cores multiply it (linear_half), else through float32
+ * (tl_call_f32). The backward starts from g * act'(out) when there is an
  * activation, then dx = g @ w, dw = g^T @ x and db = the column sums of g (one command on the BLAS path). */
 #include "ops_common.h"
 #include "autograd.h"
 #include "ops.h"
+#include "gemm_tc.h"
 #include <string.h>
 
 static const tl_op_row ROW_LINEAR;   /* the autograd row (below) */
@@ -33,10 +35,10 @@ linear_fn(PyObject *const *in, void *ctx)                /* in: x, weight, bias 
         tl_shape_str(w->shape, w->ndim, sw, sizeof sw);
         return PyErr_Format(PyExc_ValueError, "linear: weight must be 2-D [out_features, in_features], got %s", sw);
     }
-    const int row_bias = b != NULL && b->dtype == TL_F32 && b->ndim == 1 && b->shape[0] == w->shape[0];
+    const int row_bias = b != NULL && b->dtype == x->dtype && b->ndim == 1 && b->shape[0] == w->shape[0];
     if (act != TL_ACT_NONE && bo != Py_None && !row_bias)
-        return PyErr_Format(PyExc_ValueError, "linear: with an activation the bias must be None or a float32 "
-                            "tensor of out_features elements");
+        return PyErr_Format(PyExc_ValueError, "linear: with an activation the bias must be None or a tensor of "
+                            "out_features elements in the input's dtype");
     PyObject *ins[3] = {xo, wo, row_bias ? bo : NULL};
     const int prev = tl_grad_set(0);
     if ((wt = tl_transpose(w, 0, 1)) != NULL)
@@ -58,6 +60,31 @@ linear_fn(PyObject *const *in, void *ctx)                /* in: x, weight, bias 
     return out;
 }
 
+/* linear_fn in one half dtype where the device multiplies it on the tensor cores (gemm_tc.h): x and weight
+ * both bfloat16 or both float16, or cast to the autocast dtype, a tensor bias cast to theirs (as torch's
+ * autocast does); the product, the bias add and the activation in that dtype. NULL with no exception set when
+ * that does not apply (the caller widens to float32 instead). */
+static PyObject *
+linear_half(PyObject *const *in, linear_ctx *c)
+{
+    tl_tensor *x = tl_tensor_CAST(in[0]), *w = tl_tensor_CAST(in[1]);
+    const int low = tl_autocast_dtype(), dt = low >= 0 ? low : x->dtype;
+    if (!TL_IS_HALF(dt) || !TL_IS_FLOAT(x->dtype) || !TL_IS_FLOAT(w->dtype) || (low < 0 && w->dtype != dt) ||
+        (c->bias_tensor && !TL_IS_FLOAT(tl_tensor_CAST(in[2])->dtype)) || x->ndim < 2 || w->ndim != 2)
+        return NULL;
+    const int ok = tl_gemm_tc_half_usable();
+    if (ok <= 0) return NULL;                            /* (with the exception set when -1) */
+    PyObject *h[3] = {NULL, NULL, NULL}, *r = NULL;
+    int i = 0;
+    for (; i < 3; i++) {
+        const int conv = in[i] != NULL && (i < 2 || c->bias_tensor) && tl_tensor_CAST(in[i])->dtype != dt;
+        if ((h[i] = conv ? tl_convert(tl_tensor_CAST(in[i]), dt) : Py_XNewRef(in[i])) == NULL && in[i] != NULL) break;
+    }
+    if (i == 3) r = linear_fn(h, c);
+    for (int j = 0; j < 3; j++) Py_XDECREF(h[j]);
+    return r;
+}
+
 static PyObject *
 fn_linear(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
@@ -77,7 +104,8 @@ fn_linear(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (x->dtype == TL_F32 && w->dtype == TL_F32 && (!c.bias_tensor || tl_tensor_CAST(bo)->dtype == TL_F32) &&
         tl_autocast_dtype() < 0)
         return linear_fn(ins, &c);                       /* the float32 path: no casts, no second check */
-    return tl_call_f32("linear", linear_fn, ins, 3, &c);
+    PyObject *r = linear_half(ins, &c);
+    return r != NULL || PyErr_Occurred() ? r : tl_call_f32("linear", linear_fn, ins, 3, &c);
 }
 
 /* d linear: dx = g @ w; over the rows of x and g (leading dims flattened), dw = g^T @ x and db = sum of g

@@ -381,10 +381,33 @@ mm_batch(const char *op, tl_tensor *a, int nda, tl_tensor *b, int ndb, mm_proble
  * can add it (bit 0 of *fused set; res must then be contiguous float32 of the result's shape, or of shape (N,)
  * with b a matrix: a bias added to every row), else just a @ b; act (1 relu, 2 tanh) applied after it where
  * the kernel can (bit 1 of *fused; mm_launch). */
+static PyObject *mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int act, int *fused);
+
+/* a @ b for two matrices (or batches) of one half dtype, not recorded: on the tensor cores (gemm_tc.h) where
+ * they run it, else widened to float32 and the product rounded back. */
+static PyObject *
+mm_half_plain(const char *op, tl_tensor *a, tl_tensor *b)
+{
+    tl_tensor *out = NULL;
+    int ok = a->shape[a->ndim - 1] == b->shape[b->ndim - 2] ?
+             tl_gemm_tc_half(a, b, to_int(a->shape[a->ndim - 2]), to_int(b->shape[b->ndim - 1]),
+                             to_int(a->shape[a->ndim - 1]), &out) : 0;
+    if (ok != 0) return ok < 0 ? NULL : (PyObject *)out;
+    const int prev = tl_grad_set(0);
+    PyObject *x = tl_convert(a, TL_F32), *y = x != NULL ? tl_convert(b, TL_F32) : NULL;
+    PyObject *r = y != NULL ? mm_forward_res(op, tl_tensor_CAST(x), tl_tensor_CAST(y), NULL, 0, &ok) : NULL;
+    tl_grad_set(prev);
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return tl_convert_steal(r, a->dtype);
+}
+
 static PyObject *
 mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int act, int *fused)
 {
     mm_problem p = {.act = act};
+    if (TL_IS_HALF(a->dtype) && a->dtype == b->dtype && a->ndim >= 2 && a->ndim <= 3 && b->ndim >= 2 && b->ndim <= 3)
+        return mm_half_plain(op, a, b);                  /* nothing fused: the caller adds res, applies act */
     Py_ssize_t shape[TL_MAX_DIMS + 2];
     int nshape = 0;
     tl_tensor *out = NULL;
@@ -465,13 +488,40 @@ mm_fn(PyObject *const *in, void *op)                     /* float32 operands: th
     return record(mm_forward((const char *)op, a, b), a, b, 0);
 }
 
-/* a @ b, recorded. Half operands run through float32 by tl_call_f32, which also casts to the autocast dtype
- * when user is set (the products the user asked for; autocast is off in backward anyway). */
+/* a @ b, recorded, on the tensor cores in the operands' half dtype (gemm_tc.h's tl_gemm_tc_half) when both
+ * are bfloat16 or both float16 (after the autocast cast, when user is set), they are matrices or batches of
+ * them, and the device runs that path; else NULL with no exception set. */
+static PyObject *
+mm_half(tl_tensor *a, tl_tensor *b, int user)
+{
+    const int low = user ? tl_autocast_dtype() : -1;
+    if (a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3 || !TL_IS_FLOAT(a->dtype) || !TL_IS_FLOAT(b->dtype) ||
+        (low < 0 && (a->dtype != b->dtype || !TL_IS_HALF(a->dtype))) || a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
+        return NULL;
+    if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0] && a->shape[0] != 1 && b->shape[0] != 1) return NULL;
+    int ok = tl_gemm_tc_half_usable();
+    if (ok <= 0) return NULL;                            /* (with the exception set when -1) */
+    PyObject *x = low >= 0 && a->dtype != low ? tl_convert(a, low) : Py_NewRef(a), *y = NULL;
+    if (x != NULL) y = low >= 0 && b->dtype != low ? tl_convert(b, low) : Py_NewRef(b);
+    tl_tensor *out = NULL;
+    const int M = y != NULL ? to_int(a->shape[a->ndim - 2]) : 0, N = y != NULL ? to_int(b->shape[b->ndim - 1]) : 0;
+    ok = y != NULL ? tl_gemm_tc_half(tl_tensor_CAST(x), tl_tensor_CAST(y), M, N, to_int(a->shape[a->ndim - 1]), &out) : -1;
+    PyObject *r = ok > 0 ? record((PyObject *)out, tl_tensor_CAST(x), tl_tensor_CAST(y), 0) : NULL;
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return r;
+}
+
+/* a @ b, recorded. Half operands run on the tensor cores (mm_half) or else through float32 by tl_call_f32,
+ * which also casts to the autocast dtype when user is set (the products the user asked for; autocast is off
+ * in backward anyway). */
 static PyObject *
 mm_as(const char *op, tl_tensor *a, tl_tensor *b, int user)
 {
     PyObject *in[2] = {(PyObject *)a, (PyObject *)b};
     if (a->dtype == TL_F32 && b->dtype == TL_F32 && (!user || tl_autocast_dtype() < 0)) return mm_fn(in, (void *)op);
+    PyObject *r = mm_half(a, b, user);
+    if (r != NULL || PyErr_Occurred()) return r;
     return tl_call_f32(op, mm_fn, in, 2, (void *)op);
 }
 static inline PyObject *mm(const char *op, tl_tensor *a, tl_tensor *b) { return mm_as(op, a, b, 0); }
@@ -607,7 +657,7 @@ tl_linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
     tl_tensor *w = NULL, *b = NULL;
     gemm_params q;
     int v, r, none[3][TL_MAX_DIMS] = {{0}};
-    if (rows == 0 || N == 0 || K == 0) return 0;
+    if (rows == 0 || N == 0 || K == 0 || g2->dtype != TL_F32 || x2->dtype != TL_F32) return 0;
     if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     if (q.v[GP_DIRECT] == 0 || v != MM_GEMM) return 0;  /* a GPU, or TLGPU_MATMUL_KERNEL forced a kernel */
     if ((w = tl_tensor_empty(TL_F32, 2, (Py_ssize_t[]){N, K})) == NULL ||
