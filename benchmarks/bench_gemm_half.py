@@ -5,6 +5,8 @@ the float32 fallback where the device has no 16-bit tensor-core path). Issue 26'
 H200: at least 0.7x PyTorch's bfloat16 matmul and at least 1.8x tlgpu's TF32.
 
 Usage: python3 benchmarks/bench_gemm_half.py [--sizes 1024 4096] [--seconds 1.0] [--json]
+       python3 benchmarks/bench_gemm_half.py --tags wgb128x128x8s5,wgb256x128x8s3 [--sizes ...]: each packed
+       row forced in turn (built with -DTC_SWEEP, so the sweep rows exist), bfloat16 x @ w.T and a @ b.
 Square a @ b and a @ b.T (x @ w.T, a linear layer) per size; sizes default to 1024-8192 on GPUs, 256-512 on
 CPU devices (PoCL: the float32 fallback, for the record only).
 """
@@ -43,7 +45,7 @@ def row_for(n, trans_b, dt, seconds, torch, rng):
         row["torch_tflops"] = round(flops / best_time(f, seconds, torch.cuda.synchronize) / 1e12, 1)
         row["torch_err"] = round(rel_fro(f().float().cpu().numpy().astype(np.float64), ref), 6)
         row["vs_torch"] = round(row["tlgpu_tflops"] / row["torch_tflops"], 3)
-    if tlgpu._C._gemm_tc()["capability"] >= 80:
+    if tlgpu._C._gemm_tc()["capability"] >= 80 and tlgpu._C._gemm_tc()["forced"] is None:
         fa, fb = tlgpu.tensor(a.astype(np.float32)), tlgpu.tensor(b.astype(np.float32))
         fbb = fb.T if trans_b else fb
         tlgpu.set_matmul_precision("tf32")
@@ -61,7 +63,19 @@ def main():
     ap.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
     ap.add_argument("--seconds", type=float, default=1.0, help="rough time per measurement")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table (read by _util.report)")
+    ap.add_argument("--tags", help="force each of these packed rows in turn (comma-separated)")
     args = ap.parse_args()
+    if args.tags:
+        rows, torch, rng = [], load_torch(), np.random.default_rng(0)
+        for tag in args.tags.split(","):
+            tlgpu._C._gemm_tc(tag)
+            for n in args.sizes or [4096, 8192]:
+                for t in (False, True):
+                    rows.append({"tag": tag, **row_for(n, t, args.dtypes[0], args.seconds, torch, rng)})
+        tlgpu._C._gemm_tc(None)
+        report("GEMM half rows", rows, ["tag", "shape", "dtype", "path", "tlgpu_tflops", "torch_tflops", "vs_torch",
+                                        "err"], {"build_options": os.environ.get("TLGPU_BUILD_OPTIONS")})
+        return
     cpu = tlgpu.device().type == "cpu"
     sizes = args.sizes or ([256, 512] if cpu else [1024, 2048, 4096, 8192])
     torch = None if cpu else load_torch()

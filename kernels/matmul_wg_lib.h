@@ -37,15 +37,18 @@
 #define WG_FENCE WG_CAT(wg_fence_n, WG_BN)
 #define WG_WAIT0 WG_CAT(wg_wait0_n, WG_BN)
 #define WG_WAIT1 WG_CAT(wg_wait1_n, WG_BN)
+#define WG_WAIT2 WG_CAT(wg_wait2_n, WG_BN)
 /* One k-tile's wgmma group on the tiles of descriptors da, db (WG_BK / 8 instructions, +32 bytes along k
- * each), then a wait until the previous tile's group is done: one group always stays queued. */
-#define WG_GROUP(d, da, db)                                                                         \
+ * each), then a wait until at most `depth` groups (1 or 2) are still queued: the previous tile's group (or
+ * the one before) is done, and one or two groups always stay queued. */
+#define WG_GROUP_DEPTH(d, da, db, depth)                                                            \
     do {                                                                                            \
         WG_FENCE(d);                                                                                \
         _Pragma("unroll") for (int kk_ = 0; kk_ < WG_BK / 8; kk_++) WG_MMA(d, (da) + 2 * kk_, (db) + 2 * kk_); \
         wg_commit();                                                                                \
-        WG_WAIT1(d);                                                                                \
+        if ((depth) == 2) WG_WAIT2(d); else WG_WAIT1(d);                                           \
     } while (0)
+#define WG_GROUP(d, da, db) WG_GROUP_DEPTH(d, da, db, 1)
 
 /* The chunk swizzle of a row for a swizzle width of sw bytes (the row's length). */
 static inline int

@@ -197,6 +197,13 @@ wb_cluster_sync(void)                                   /* every work-item of bo
 #define WG_STAGES 3
 #include "matmul_wgb.h"
 
+#define WG_TAG 128x256x8s3
+#define WG_BM 128
+#define WG_BN 256
+#define WG_BK 8
+#define WG_STAGES 3
+#include "matmul_wgb.h"
+
 #define WG_TAG 128x128x16s2
 #define WG_BM 128
 #define WG_BN 128

@@ -14,6 +14,12 @@
 #ifndef WB_PAIR
 #define WB_PAIR 0
 #endif
+#ifndef WB_DEPTH
+#define WB_DEPTH 1                          /* wgmma groups left queued at each k-tile's wait (1 or 2; a knob) */
+#endif
+#if WB_DEPTH >= WG_STAGES
+#error "matmul_wgb: WB_DEPTH must be below the stage count"
+#endif
 #define WB_CW (WG_BM / 64 * 128)            /* consumer work-items; the producer warp follows them */
 #define WB_THREADS (WB_CW + 32)
 #define WB_ASZ (WG_BM * WG_BK)              /* floats of a stage's A tile, then its B tile */
@@ -99,12 +105,12 @@ WB_NAME(int M, int N, int KT, int KS, global const float *PA, int sPA, global co
         const int s = kt % WG_STAGES;
         wg_bar_wait(tc_saddr((local float *)&bars[s]), (kt / WG_STAGES) & 1);   /* the stage's bytes landed */
         const ulong da = wg_desc(S + s * WB_STAGE + grp * 64 * WG_BK, 4 * WG_BK), db = wg_desc(S + s * WB_STAGE + WB_ASZ, 4 * WG_BK);
-        WG_GROUP(d, da, db);                    /* ... and the group of kt - 1 is done */
-        const uint empty = tc_saddr((local float *)&bars[WG_STAGES + (kt - 1) % WG_STAGES]);
+        WG_GROUP_DEPTH(d, da, db, WB_DEPTH);    /* ... and the group of kt - WB_DEPTH is done */
+        const uint empty = tc_saddr((local float *)&bars[WG_STAGES + (kt + WG_STAGES - WB_DEPTH) % WG_STAGES]);
 #if WB_PAIR                                             /* lane r frees the stage in work-group r */
-        if (kt > 0) wb_arrive_pair(empty);
+        if (kt >= WB_DEPTH) wb_arrive_pair(empty);
 #else
-        if (kt > 0) wg_bar_arrive(empty);
+        if (kt >= WB_DEPTH) wg_bar_arrive(empty);
 #endif
     }
     WG_WAIT0(d);

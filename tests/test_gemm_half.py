@@ -39,7 +39,7 @@ for dt, npdt in DTS:
             ref = (a.astype(np.float64) @ b.astype(np.float64)).astype(npdt)
             for lay, x, y in [("nn", ta, tb), ("nt", ta, tbt), ("tn", tat, tb), ("tt", tat, tbt)]:
                 exact(x, y, ref, f"{npdt.__name__} {tag} {lay} {m}x{k}x{n}")
-    tlgpu._C._gemm_tc(None)
+    tlgpu._C._gemm_tc(tags[-1])          # forced: products this small leave the real device's rows idle
     # batches (equal and broadcast), odd offsets and strides (the pack's 8-load path), aligned rows (its 16-byte one)
     x = rng.integers(-3, 4, (3, 70, 33)).astype(npdt); y = rng.integers(-3, 4, (33, 50)).astype(npdt)
     z = rng.integers(-3, 4, (3, 33, 50)).astype(npdt)
@@ -52,6 +52,14 @@ for dt, npdt in DTS:
     tbig = tlgpu.tensor(big)
     exact(tbig, tbig.T, (f64(big) @ f64(big).T).astype(npdt), "aligned x @ x.T")
 out["launches"] = launches() - n0
+tlgpu._C._gemm_tc(None)
+# the size rule: a product that fills a quarter of the device runs on the tensor cores unforced
+m = 64 * max(1, int(np.ceil(tlgpu.device().compute_units / 4 / 8)))
+a = rng.integers(-3, 4, (m, 50)).astype(ml_dtypes.bfloat16); b = rng.integers(-3, 4, (50, 1024)).astype(ml_dtypes.bfloat16)
+h0 = launches()
+exact(tlgpu.tensor(a), tlgpu.tensor(b), (a.astype(np.float64) @ b.astype(np.float64)).astype(ml_dtypes.bfloat16), "size rule")
+out["unforced"] = launches() - h0
+tlgpu._C._gemm_tc(tags[-1])
 # random data: float32 accumulation, one rounding; error against float64 of the same rounded operands
 errs = {}
 for dt, npdt in DTS:
@@ -83,6 +91,7 @@ with tlgpu.autocast(dtype=tlgpu.bfloat16):
 (y.float() ** 2).mean().backward()
 out["autocast"] = {"y": str(y.dtype), "wgrad": str(lin.weight.grad.dtype), "launches": launches() - h0}
 out["bad"] = bad
+tlgpu._C._gemm_tc(None)
 print("RESULT " + json.dumps(out))
 """
 
@@ -111,6 +120,7 @@ def test_exact_every_layout_batch_and_view(res):
     broadcast, strided views and aligned rows give numpy's product rounded once to the dtype, on the tensor cores."""
     assert res["bad"] == []
     assert res["launches"] == 2 * (2 * 4 * 4 + 4)
+    assert res["unforced"] == 1
 
 
 def test_random_error_is_half_rounding(res):

@@ -320,8 +320,8 @@ def test_emulated_packed_rows(split):
     product launch each; with TLGPU_GEMM_SPLITK=3 the same split in K (partials, then their sum). The
     mbarrier handoffs between the producer warp and the consumers run on the GPU only."""
     res = emulated_run(PACKED, {"TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1 -DTC_SWEEP", "TLGPU_GEMM_SPLITK": split})
-    assert res["bad"] == [] and res["tags"] == 8
-    assert res["launches"] == 4 * 3 * 4 + 4 * 2 * 4 + 8 * 3     # one per product, the pack launches apart
+    assert res["bad"] == [] and res["tags"] == 9
+    assert res["launches"] == 5 * 3 * 4 + 4 * 2 * 4 + 9 * 3     # one per product, the pack launches apart
     assert (res["splits"] > 40) if split == "3" else res["splits"] == 0   # forced rows split only when told
 
 

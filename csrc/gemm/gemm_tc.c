@@ -91,6 +91,7 @@ static tc_config configs[] = {
     TC_ROWWB("128x128x16s2", 128, 128, 16, 1, 100, 0),
     TC_ROWWB("128x64x16s3", 128, 64, 16, 1, 100, 0),
     TC_ROWWB("256x128x8s3", 256, 128, 8, 1, 100, 0),
+    TC_ROWWB("128x256x8s3", 128, 256, 8, 1, 100, 0),
     TC_ROWWC("128x128x16s2", 128, 128, 16),
     TC_ROWWC("128x128x8s5", 128, 128, 8),
     TC_ROWWC("256x128x8s3", 256, 128, 8),
@@ -410,8 +411,8 @@ tl_gemm_tc_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out
     const Py_ssize_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
     const int batch = (int)(ba > bb ? ba : bb);
     int i = forced >= 0 ? forced : pick(M, N, batch, 2, rt->info.compute_units);
-    for (int j = 0; i < 0 && j < TC_NCONFIGS; j++)      /* none fills the device: the smallest row, unsplit, */
-        if (!configs[j].sweep && configs[j].wg == 2) i = j;
+    for (int j = 0, none = i < 0; none && j < TC_NCONFIGS; j++)   /* none fills the device: the smallest row, */
+        if (!configs[j].sweep && configs[j].wg == 2) i = j;             /* unsplit, */
     if (forced < 0 && (size_t)batch * tiles(&configs[i], M, N) * 4 < rt->info.compute_units)
         return 0;                                         /* ... unless it leaves 3/4 of the device idle */
     if (tl_kernel_prepare(&configs[i].h[h], &err) != TL_OK) {
