@@ -230,8 +230,8 @@ static PyObject *
 fn_lstm_sequence(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"gi_all", "h0", "c0", "w_hh", "b_hh", NULL};
-    PyObject *o[N_IN] = {NULL, NULL, NULL, NULL, Py_None};
     static const int kind = LSTM;
+    PyObject *o[N_IN] = {NULL, NULL, NULL, NULL, Py_None};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|O:lstm_sequence", kw, &o[0], &o[1], &o[2], &o[3], &o[4]))
         return NULL;
     return tl_call_f32(op_name[LSTM], forward_f32, o, N_IN, (void *)&kind);
