@@ -6,7 +6,7 @@
  * dtype; each value is widened to float32 on load (exact), the update runs in float32 and every result is
  * rounded to nearest even once, on store (kernels/dtype.h's rules). Each kernel comes in _f32, _f16 and
  * _bf16 (one macro each, over the loads and stores below; the dtype fixed at build time keeps PoCL's
- * vectoriser working: a runtime dtype switch made the half steps 3x slower there) with the same arguments,
+ * vectoriser working: a runtime dtype switch made the float16 steps 2-3x slower there) with the same arguments,
  * so tlgpu.jit's replays (tlgpu/optim) set a step's scalars at the same indices whatever the dtype. The
  * update math is shared (the *_el helpers). */
 #include "dtype.h"
