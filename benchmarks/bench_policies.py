@@ -5,6 +5,9 @@ Q(s, a) gather with its backward (a device scatter-add) over 4096 rows. Each is 
 next to PyTorch on the same hardware class when torch is importable (CUDA when available, else CPU), in the
 same run. Host waits per iteration are counted for tlgpu (they should be 0: one sync ends each timing).
 The `jit` column runs each case through tlgpu.jit (one trace replayed from C; docs/jit.md).
+The `autocast bfloat16` rows run the CNN step and the GRU/LSTM cases with their forward under
+tlgpu.autocast(dtype=tlgpu.bfloat16) (float32 parameters; docs/precision.md) beside PyTorch's forward under
+torch.autocast(dtype=torch.bfloat16), in the same run.
 Usage: python benchmarks/bench_policies.py [--json] [--batch N] [--reps N]"""
 import os
 import sys
@@ -68,9 +71,11 @@ def tlgpu_cases():
                         nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten(), nn.Linear(3136, 512), nn.ReLU(),
                         nn.Linear(512, ACTIONS))
     opt = tlgpu.optim.Adam(net.parameters(), lr=2.5e-4)
+    ac = lambda on: tlgpu.autocast(dtype=tlgpu.bfloat16, enabled=on)     # noqa: E731
 
-    def cnn_step():
-        loss = F.cross_entropy(net(x), y)
+    def cnn_step(on=False):
+        with ac(on):
+            loss = F.cross_entropy(net(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -78,19 +83,21 @@ def tlgpu_cases():
     cell, gru = nn.GRUCell(GRU_IN, GRU_H), nn.GRU(GRU_IN, GRU_H)
     gx, gh, seq = tlgpu.randn(SEQS, GRU_IN), tlgpu.randn(SEQS, GRU_H), tlgpu.randn(SEQ_LEN, SEQS, GRU_IN)
 
-    def gru_step():
-        with tlgpu.no_grad():
+    def gru_step(on=False):
+        with tlgpu.no_grad(), ac(on):
             cell(gx, gh)
 
-    def gru_seq():
-        out, h = gru(seq)
-        out.square().mean().backward()
+    def gru_seq(on=False):
+        with ac(on):
+            out, h = gru(seq)
+        out.float().square().mean().backward()
 
     lstm = nn.LSTM(GRU_IN, GRU_H)
 
-    def lstm_seq():
-        out, (h, c) = lstm(seq)
-        out.square().mean().backward()
+    def lstm_seq(on=False):
+        with ac(on):
+            out, (h, c) = lstm(seq)
+        out.float().square().mean().backward()
 
     logits = tlgpu.randn(ROWS, CATS)
 
@@ -105,7 +112,13 @@ def tlgpu_cases():
         q.gather(1, acts).square().mean().backward()
 
     return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "lstm_seq": lstm_seq, "sample": sample,
-            "q_gather": q_gather}
+            "q_gather": q_gather, **_autocast_cases(cnn_step, gru_step, gru_seq, lstm_seq)}
+
+
+def _autocast_cases(cnn_step, gru_step, gru_seq, lstm_seq):
+    """The `*_ac` cases: the same functions with their forward under autocast(bfloat16)."""
+    return {f"{k}_ac": (lambda f=f: f(True)) for k, f in
+            (("cnn", cnn_step), ("gru_step", gru_step), ("gru_seq", gru_seq), ("lstm_seq", lstm_seq))}
 
 
 def torch_cases():
@@ -123,9 +136,11 @@ def torch_cases():
                          tnn.Conv2d(64, 64, 3, stride=1), tnn.ReLU(), tnn.Flatten(), tnn.Linear(3136, 512),
                          tnn.ReLU(), tnn.Linear(512, ACTIONS)).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=2.5e-4)
+    ac = lambda on: torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=on)     # noqa: E731
 
-    def cnn_step():
-        loss = tnn.functional.cross_entropy(net(x), y)
+    def cnn_step(on=False):
+        with ac(on):
+            loss = tnn.functional.cross_entropy(net(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -134,19 +149,21 @@ def torch_cases():
     gx, gh = torch.randn(SEQS, GRU_IN, device=dev), torch.randn(SEQS, GRU_H, device=dev)
     seq = torch.randn(SEQ_LEN, SEQS, GRU_IN, device=dev)
 
-    def gru_step():
-        with torch.no_grad():
+    def gru_step(on=False):
+        with torch.no_grad(), ac(on):
             cell(gx, gh)
 
-    def gru_seq():
-        out, h = gru(seq)
-        out.square().mean().backward()
+    def gru_seq(on=False):
+        with ac(on):
+            out, h = gru(seq)
+        out.float().square().mean().backward()
 
     lstm = tnn.LSTM(GRU_IN, GRU_H).to(dev)
 
-    def lstm_seq():
-        out, (h, c) = lstm(seq)
-        out.square().mean().backward()
+    def lstm_seq(on=False):
+        with ac(on):
+            out, (h, c) = lstm(seq)
+        out.float().square().mean().backward()
 
     logits = torch.randn(ROWS, CATS, device=dev)
 
@@ -162,7 +179,7 @@ def torch_cases():
 
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     return {"cnn": cnn_step, "gru_step": gru_step, "gru_seq": gru_seq, "lstm_seq": lstm_seq, "sample": sample,
-            "q_gather": q_gather}, \
+            "q_gather": q_gather, **_autocast_cases(cnn_step, gru_step, gru_seq, lstm_seq)}, \
         sync, \
         f"PyTorch {torch.__version__} {dev} ({torch.get_num_threads()} threads)" if dev == "cpu" else \
         f"PyTorch {torch.__version__} {dev}"
@@ -175,6 +192,8 @@ def main():
             "lstm_seq": (f"LSTM {SEQ_LEN} steps fwd+bwd, {SEQS} sequences", 3),
             "sample": (f"Categorical sample + log_prob, {ROWS} rows x {CATS}", 50),
             "q_gather": (f"Q(s, a) gather + backward (DQN), {ROWS} rows x {CATS}", 50)}
+    what.update({f"{k}_ac": (f"{what[k][0]}, autocast bfloat16", what[k][1])
+                 for k in ("cnn", "gru_step", "gru_seq", "lstm_seq")})
     tl = tlgpu_cases()
     tlj = {k: tlgpu.jit(f) for k, f in tl.items()}   # the same work replayed from one trace (docs/jit.md)
     th, th_sync, th_name = torch_cases()

@@ -6,6 +6,8 @@ forward (the fused linear: bias written into C, then sgemm) and one for its weig
 Where tlgpu has its TF32 tensor-core path (NVIDIA, compute capability >= 8.0) also a TF32 row each:
 tlgpu.set_matmul_precision("tf32") and PyTorch with allow_tf32.
 The `jit` rows run the same update through tlgpu.jit (docs/jit.md): one trace replayed from C.
+The `autocast bfloat16` rows run the forward under tlgpu.autocast(dtype=tlgpu.bfloat16) (float32 parameters,
+Adam in float32; docs/precision.md) beside PyTorch under torch.autocast(dtype=torch.bfloat16), same run.
 Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
 import os
 import sys
@@ -29,15 +31,17 @@ def data():
     return rng.standard_normal((BATCH, SIZES[0])).astype(np.float32), rng.integers(0, 10, BATCH).astype(np.int32)
 
 
-def make_update():
-    """(update, x, y): the benchmark's MLP, Adam and one batch; update(x, y) is one training step -> loss."""
+def make_update(autocast=False):
+    """(update, x, y): the benchmark's MLP, Adam and one batch; update(x, y) is one training step -> loss
+    (autocast: the forward and the loss under tlgpu.autocast(bfloat16))."""
     x_np, y_np = data()
     x, y = tlgpu.tensor(x_np), tlgpu.tensor(y_np)
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
     opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
 
     def update(x, y):
-        loss = F.cross_entropy(model(x), y)
+        with tlgpu.autocast(dtype=tlgpu.bfloat16, enabled=autocast):
+            loss = F.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -45,8 +49,8 @@ def make_update():
     return update, x, y
 
 
-def bench_tlgpu(read_loss, jit=False):
-    update, x, y = make_update()
+def bench_tlgpu(read_loss, jit=False, autocast=False):
+    update, x, y = make_update(autocast)
     update = tlgpu.jit(update) if jit else update       # docs/jit.md: call 1 eager, 2 traced, then replays
 
     def step():
@@ -66,7 +70,7 @@ def bench_tlgpu(read_loss, jit=False):
     return dt, (s["waits"] - 1) / STEPS, s["enqueued"] / STEPS
 
 
-def bench_torch(read_loss, tf32=False):
+def bench_torch(read_loss, tf32=False, autocast=False):
     try:
         import torch
     except ImportError:
@@ -81,7 +85,8 @@ def bench_torch(read_loss, tf32=False):
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def step():
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        with torch.autocast(device_type=dev, dtype=torch.bfloat16, enabled=autocast):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -116,6 +121,13 @@ def main():
         t = bench_torch(read)
         if t is not None:
             rows.append({"what": f"PyTorch {t[1]}, loss {'read' if read else 'not read'}", "ms/step": t[0] * 1e3})
+    for jit in (False, True):                          # mixed precision: bfloat16 products on both sides
+        dt, waits, enq = bench_tlgpu(False, jit, autocast=True)
+        rows.append({"what": f"tlgpu{', BLAS' if blas else ''}, autocast bfloat16{', jit' if jit else ''}, loss not "
+                             f"read", "ms/step": dt * 1e3, "waits/step": waits, "enqueues/step": enq})
+    t = bench_torch(False, autocast=True)
+    if t is not None:
+        rows.append({"what": f"PyTorch {t[1]} autocast bfloat16, loss not read", "ms/step": t[0] * 1e3})
     if tlgpu._C._gemm_tc()["capability"] >= 80:         # the TF32 rows: tensor cores on both sides
         tlgpu.set_matmul_precision("tf32")
         for jit in (False, True):

@@ -1,22 +1,63 @@
 /* optim.cl: one fused kernel per optimizer step and parameter: read p, g and the state once, write p and
  * the state once. Hyperparameters arrive as kernel arguments, so changing the learning rate costs nothing.
  * Every parameter, gradient and state buffer is contiguous (the optimizer allocates state contiguous and
- * refuses non-contiguous parameters). */
+ * refuses non-contiguous parameters).
+ * float16/bfloat16 parameters, as PyTorch's fused optimizers: the gradient and the state have the parameter's
+ * dtype; each value is widened to float32 on load (exact), the update runs in float32 and every result is
+ * rounded to nearest even once, on store (kernels/dtype.h's rules). Each kernel comes in _f32, _f16 and
+ * _bf16 (one macro each, over the loads and stores below; the dtype fixed at build time keeps PoCL's
+ * vectoriser working: a runtime dtype switch made the float16 steps 2-3x slower there) with the same arguments,
+ * so tlgpu.jit's replays (tlgpu/optim) set a step's scalars at the same indices whatever the dtype. The
+ * update math is shared (the *_el helpers). */
+#include "dtype.h"
 
-/* SGD with momentum (PyTorch's formulation: buf = momentum * buf + (1 - dampening) * g, first step buf = g). */
-kernel void
-tl_sgd_f32(int n, global float *p, global const float *g, global float *buf, float lr, float momentum,
-           float dampening, float weight_decay, int nesterov, int first)
+/* Element i of buffer x widened to float32 / v rounded into it: dtype.h's tl_ld/tl_st cases, one per dtype. */
+#define LD_f32(x, i) (x)[i]
+#define ST_f32(x, i, v) ((x)[i] = (v))
+#define LD_f16(x, i) vload_half((i), (global const half *)(x))
+#define ST_f16(x, i, v) vstore_half_rte((v), (i), (global half *)(x))
+#define LD_bf16(x, i) as_float((uint)(x)[i] << 16)
+#define ST_bf16(x, i, v) ((x)[i] = tl_bf16_bits(v))
+
+/* One element of SGD with momentum (PyTorch's formulation: buf = momentum * buf + (1 - dampening) * d, the
+ * first step buf = d): *b is the buffer's value (read unless first, written when momentum != 0); returns p. */
+static float
+sgd_el(float p, float g, float *b, float lr, float momentum, float dampening, float weight_decay, int nesterov,
+       int first)
 {
-    int i = get_global_id(0);
-    if (i >= n) return;
-    float d = g[i] + weight_decay * p[i];
+    float d = g + weight_decay * p;
     if (momentum != 0.0f) {
-        float b = first ? d : momentum * buf[i] + (1.0f - dampening) * d;
-        buf[i] = b;
-        d = nesterov ? d + momentum * b : b;
+        *b = first ? d : momentum * *b + (1.0f - dampening) * d;
+        d = nesterov ? d + momentum * *b : *b;
     }
-    p[i] -= lr * d;
+    return p - lr * d;
+}
+
+#define TL_SGD(D, T)                                                                                          \
+    kernel void tl_sgd_##D(int n, global T *p, global const T *g, global T *buf, float lr, float momentum,    \
+                           float dampening, float weight_decay, int nesterov, int first)                      \
+    {                                                                                                         \
+        int i = get_global_id(0);                                                                             \
+        if (i >= n) return;                                                                                   \
+        float b = momentum != 0.0f && !first ? LD_##D(buf, i) : 0.0f;                                         \
+        ST_##D(p, i, sgd_el(LD_##D(p, i), LD_##D(g, i), &b, lr, momentum, dampening, weight_decay, nesterov,  \
+                            first));                                                                          \
+        if (momentum != 0.0f) ST_##D(buf, i, b);                                                              \
+    }
+TL_SGD(f32, float)
+TL_SGD(f16, ushort)
+TL_SGD(bf16, ushort)
+
+/* Adam's weight decay and moments for one element: decoupled (AdamW) shrinks *p by lr * weight_decay * p,
+ * else weight_decay * p joins the gradient; then m and v. */
+static void
+adam_moments(float *p, float g, float *m, float *v, float lr, float beta1, float beta2, float weight_decay,
+             int decoupled)
+{
+    if (decoupled) *p -= lr * weight_decay * *p;
+    else g += weight_decay * *p;
+    *m = beta1 * *m + (1.0f - beta1) * g;
+    *v = beta2 * *v + (1.0f - beta2) * g * g;
 }
 
 /* Adam / AdamW (decoupled != 0) with bias correction; amsgrad keeps the running max of v in vmax.
@@ -28,11 +69,8 @@ tl_adam_f32(int n, global float *p, global const float *g, global float *m, glob
 {
     int i = get_global_id(0);
     if (i >= n) return;
-    float pi = p[i], gi = g[i];
-    if (decoupled) pi -= lr * weight_decay * pi;
-    else gi += weight_decay * pi;
-    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    float pi = p[i], mi = m[i], vi = v[i];
+    adam_moments(&pi, g[i], &mi, &vi, lr, beta1, beta2, weight_decay, decoupled);
     m[i] = mi;
     v[i] = vi;
 #ifdef POCL_DEVICE_ADDRESS_BITS
@@ -48,58 +86,92 @@ tl_adam_f32(int n, global float *p, global const float *g, global float *m, glob
     p[i] = pi - lr * (mi / bc1) / (sqrt(vi / bc2) + eps);
 }
 
+/* The half kernels: the running max compares the new float32 v with the stored (rounded) max, as torch's fused
+ * kernel, and the step uses that maximum before its rounding. */
+#define TL_ADAM_HALF(D)                                                                                       \
+    kernel void tl_adam_##D(int n, global ushort *p, global const ushort *g, global ushort *m,                \
+                            global ushort *v, global ushort *vmax, float lr, float beta1, float beta2,        \
+                            float eps, float weight_decay, int decoupled, float bc1, float bc2, int amsgrad)  \
+    {                                                                                                         \
+        int i = get_global_id(0);                                                                             \
+        if (i >= n) return;                                                                                   \
+        float pi = LD_##D(p, i), mi = LD_##D(m, i), vi = LD_##D(v, i);                                       \
+        adam_moments(&pi, LD_##D(g, i), &mi, &vi, lr, beta1, beta2, weight_decay, decoupled);                \
+        ST_##D(m, i, mi);                                                                                     \
+        ST_##D(v, i, vi);                                                                                     \
+        if (amsgrad) {                                                                                        \
+            vi = fmax(LD_##D(vmax, i), vi);                                                                   \
+            ST_##D(vmax, i, vi);                                                                              \
+        }                                                                                                     \
+        ST_##D(p, i, pi - lr * (mi / bc1) / (sqrt(vi / bc2) + eps));                                         \
+    }
+TL_ADAM_HALF(f16)
+TL_ADAM_HALF(bf16)
+
 /* RAdam (torch.optim.RAdam): Adam's moments, then either the rectified adaptive step (rho_t > 5) or the
  * un-adapted bias-corrected momentum. The host computes the step's scalars in double: step_size =
  * lr * r_t * sqrt(1 - beta2^t) / (1 - beta1^t) with `adaptive`, else lr / (1 - beta1^t). decoupled: the
  * weight decay multiplies p by (1 - lr * weight_decay) first (decoupled_weight_decay=True), else it is
  * added to the gradient. */
-kernel void
-tl_radam_f32(int n, global float *p, global const float *g, global float *m, global float *v, float lr,
-             float beta1, float beta2, float eps, float weight_decay, int decoupled, float step_size, int adaptive)
+static float
+radam_el(float p, float g, float *m, float *v, float lr, float beta1, float beta2, float eps, float weight_decay,
+         int decoupled, float step_size, int adaptive)
 {
-    int i = get_global_id(0);
-    if (i >= n) return;
-    float pi = p[i], gi = g[i];
-    if (decoupled) pi -= lr * weight_decay * pi;
-    else gi += weight_decay * pi;
-    float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-    float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = adaptive ? pi - step_size * mi / (sqrt(vi) + eps) : pi - step_size * mi;
+    adam_moments(&p, g, m, v, lr, beta1, beta2, weight_decay, decoupled);
+    return adaptive ? p - step_size * *m / (sqrt(*v) + eps) : p - step_size * *m;
 }
+
+#define TL_RADAM(D, T)                                                                                        \
+    kernel void tl_radam_##D(int n, global T *p, global const T *g, global T *m, global T *v, float lr,       \
+                             float beta1, float beta2, float eps, float weight_decay, int decoupled,          \
+                             float step_size, int adaptive)                                                   \
+    {                                                                                                         \
+        int i = get_global_id(0);                                                                             \
+        if (i >= n) return;                                                                                   \
+        float mi = LD_##D(m, i), vi = LD_##D(v, i);                                                           \
+        ST_##D(p, i, radam_el(LD_##D(p, i), LD_##D(g, i), &mi, &vi, lr, beta1, beta2, eps, weight_decay,      \
+                              decoupled, step_size, adaptive));                                               \
+        ST_##D(m, i, mi);                                                                                     \
+        ST_##D(v, i, vi);                                                                                     \
+    }
+TL_RADAM(f32, float)
+TL_RADAM(f16, ushort)
+TL_RADAM(bf16, ushort)
 
 /* Adam / AdamW over up to 8 parameters in one launch (no amsgrad; every parameter at the same step t, so
  * the bias corrections are shared). ends holds the running totals of their sizes: element i belongs to the
  * first parameter k with i < ends[k] (unused slots repeat the last total and alias parameter 0's buffers).
  * A launch costs ~9 us in NVIDIA's driver whatever its size: a small network's step pays one, not one per
- * parameter. */
-#define TL_ADAM_ONE(P, G, M, V, j)                                                                            \
+ * parameter. One launch holds one dtype. */
+#define TL_ADAM_ONE(LD, ST, P, G, M, V, j)                                                                    \
     {                                                                                                         \
-        float pi = P[j], gi = G[j];                                                                           \
-        if (decoupled) pi -= lr * weight_decay * pi;                                                          \
-        else gi += weight_decay * pi;                                                                         \
-        float mi = beta1 * M[j] + (1.0f - beta1) * gi;                                                        \
-        float vi = beta2 * V[j] + (1.0f - beta2) * gi * gi;                                                   \
-        M[j] = mi;                                                                                            \
-        V[j] = vi;                                                                                            \
-        P[j] = pi - lr * (mi / bc1) / (sqrt(vi / bc2) + eps);                                                 \
+        float pi = LD(P, j), mi = LD(M, j), vi = LD(V, j);                                                    \
+        adam_moments(&pi, LD(G, j), &mi, &vi, lr, beta1, beta2, weight_decay, decoupled);                    \
+        ST(M, j, mi);                                                                                         \
+        ST(V, j, vi);                                                                                         \
+        ST(P, j, pi - lr * (mi / bc1) / (sqrt(vi / bc2) + eps));                                              \
     }
-#define TL_ADAM_ARGS(k) global float *p##k, global const float *g##k, global float *m##k, global float *v##k
-
-kernel void
-tl_adam8_f32(int8 ends, TL_ADAM_ARGS(0), TL_ADAM_ARGS(1), TL_ADAM_ARGS(2), TL_ADAM_ARGS(3), TL_ADAM_ARGS(4),
-             TL_ADAM_ARGS(5), TL_ADAM_ARGS(6), TL_ADAM_ARGS(7), float lr, float beta1, float beta2, float eps,
-             float weight_decay, int decoupled, float bc1, float bc2)
-{
-    int i = get_global_id(0);
-    if (i >= ends.s7) return;
-    if (i < ends.s0) TL_ADAM_ONE(p0, g0, m0, v0, i)
-    else if (i < ends.s1) TL_ADAM_ONE(p1, g1, m1, v1, i - ends.s0)
-    else if (i < ends.s2) TL_ADAM_ONE(p2, g2, m2, v2, i - ends.s1)
-    else if (i < ends.s3) TL_ADAM_ONE(p3, g3, m3, v3, i - ends.s2)
-    else if (i < ends.s4) TL_ADAM_ONE(p4, g4, m4, v4, i - ends.s3)
-    else if (i < ends.s5) TL_ADAM_ONE(p5, g5, m5, v5, i - ends.s4)
-    else if (i < ends.s6) TL_ADAM_ONE(p6, g6, m6, v6, i - ends.s5)
-    else TL_ADAM_ONE(p7, g7, m7, v7, i - ends.s6)
-}
+#define TL_ADAM8_BODY(LD, ST)                                                                                 \
+    int i = get_global_id(0);                                                                                 \
+    if (i >= ends.s7) return;                                                                                 \
+    if (i < ends.s0) TL_ADAM_ONE(LD, ST, p0, g0, m0, v0, i)                                                   \
+    else if (i < ends.s1) TL_ADAM_ONE(LD, ST, p1, g1, m1, v1, i - ends.s0)                                    \
+    else if (i < ends.s2) TL_ADAM_ONE(LD, ST, p2, g2, m2, v2, i - ends.s1)                                    \
+    else if (i < ends.s3) TL_ADAM_ONE(LD, ST, p3, g3, m3, v3, i - ends.s2)                                    \
+    else if (i < ends.s4) TL_ADAM_ONE(LD, ST, p4, g4, m4, v4, i - ends.s3)                                    \
+    else if (i < ends.s5) TL_ADAM_ONE(LD, ST, p5, g5, m5, v5, i - ends.s4)                                    \
+    else if (i < ends.s6) TL_ADAM_ONE(LD, ST, p6, g6, m6, v6, i - ends.s5)                                    \
+    else TL_ADAM_ONE(LD, ST, p7, g7, m7, v7, i - ends.s6)
+#define TL_ADAM_ARGS(T, k) global T *p##k, global const T *g##k, global T *m##k, global T *v##k
+#define TL_ADAM8_ARGS(T)                                                                                      \
+    int8 ends, TL_ADAM_ARGS(T, 0), TL_ADAM_ARGS(T, 1), TL_ADAM_ARGS(T, 2), TL_ADAM_ARGS(T, 3),               \
+        TL_ADAM_ARGS(T, 4), TL_ADAM_ARGS(T, 5), TL_ADAM_ARGS(T, 6), TL_ADAM_ARGS(T, 7), float lr,             \
+        float beta1, float beta2, float eps, float weight_decay, int decoupled, float bc1, float bc2
+#define TL_ADAM8(D, T)                                                                                        \
+    kernel void tl_adam8_##D(TL_ADAM8_ARGS(T))                                                                \
+    {                                                                                                         \
+        TL_ADAM8_BODY(LD_##D, ST_##D)                                                                         \
+    }
+TL_ADAM8(f32, float)
+TL_ADAM8(f16, ushort)
+TL_ADAM8(bf16, ushort)

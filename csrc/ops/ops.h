@@ -43,7 +43,7 @@ int       tl_check_float(const char *op, const tl_tensor *t); /* float32/16, bfl
  * when autocast is off and every tensor is float32; else casts floating tensors to the autocast dtype (when on),
  * widens half tensors to float32 (recorded), and converts fn's result to the operands' promoted dtype (one half
  * dtype: it; mixed: float32). An int tensor raises TypeError naming op, the dtype and the shape. */
-#define TL_F32_OP_MAX 4
+#define TL_F32_OP_MAX 5
 typedef PyObject *(*tl_f32_op)(PyObject *const *in, void *ctx);
 PyObject *tl_call_f32(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx);
 

@@ -1,11 +1,21 @@
 /* ops_optim.c: fused optimizer steps, one kernel launch per parameter (kernels/optim.cl). The Python
  * optimizers (tlgpu/optim.py) hold hyperparameters and state tensors and call these once per parameter.
  * Steps write parameters in place: they bump the version counter (a graph that saved the old values will
- * refuse to backward) but are allowed on leaves that require grad, as optimizer updates must be. */
+ * refuse to backward) but are allowed on leaves that require grad, as optimizer updates must be.
+ * Parameters may be float32, float16 or bfloat16; the gradient and the state of a call have the parameter's
+ * dtype (torch's fused optimizers); each kernel has an _f32, _f16 and _bf16 variant with the same arguments
+ * (float32 arithmetic inside, one rounding per stored value). */
 #include "ops_common.h"
+#include "ops.h"
 #include "autograd.h"
 
-/* Checks that every tensor is float32, contiguous and shaped like p (state may be None when flagged). */
+/* The variant for a parameter of dtype dt out of {_f32, _f16, _bf16} (check_group let only those through). */
+#define PICK(kh, dt) (&(kh)[(dt) == TL_F32 ? 0 : (dt) == TL_F16 ? 1 : 2])
+#define VARIANTS(name) \
+    {TL_KERNEL("optim", name "_f32"), TL_KERNEL("optim", name "_f16"), TL_KERNEL("optim", name "_bf16")}
+
+/* Checks that p (ts[0]) is floating and every other tensor has its dtype, and that all are contiguous and
+ * shaped like p (state may be None when flagged). */
 static int
 check_group(const char *op, PyObject *const *ts, int n, unsigned optional)
 {
@@ -17,7 +27,7 @@ check_group(const char *op, PyObject *const *ts, int n, unsigned optional)
             return -1;
         }
         tl_tensor *t = tl_tensor_CAST(ts[i]);
-        if (tl_check_dtype(op, t, TL_F32) < 0) return -1;
+        if ((p == NULL ? tl_check_float(op, t) : tl_check_dtype(op, t, p->dtype)) < 0) return -1;
         if (p == NULL) p = t;
         char a[128], b[128];
         tl_shape_str(t->shape, t->ndim, a, sizeof a);
@@ -32,13 +42,15 @@ check_group(const char *op, PyObject *const *ts, int n, unsigned optional)
 }
 
 /* Sets mem + offset-free arguments: every buffer argument is the tensor's storage (offsets are folded in by
- * refusing non-zero offsets: parameters and state created by tlgpu start at element 0). */
+ * refusing non-zero offsets: parameters and state created by tlgpu start at element 0). kh3: the kernel's
+ * three dtype variants. */
 static int
-launch(tl_kernel *kh, PyObject *const *ts, int nts, const size_t *sz, const void *const *extra, int nextra,
+launch(tl_kernel *kh3, PyObject *const *ts, int nts, const size_t *sz, const void *const *extra, int nextra,
        int first_extra)
 {
-    cl_kernel k = tl_kernel_py(kh);
     tl_tensor *p = tl_tensor_CAST(ts[0]);
+    tl_kernel *kh = PICK(kh3, p->dtype);
+    cl_kernel k = tl_kernel_py(kh);
     tl_storage *st[6] = {NULL};
     cl_mem none = NULL;
     int n = (int)tl_tensor_numel(p);
@@ -67,7 +79,7 @@ launch(tl_kernel *kh, PyObject *const *ts, int nts, const size_t *sz, const void
 static PyObject *
 fn_sgd_step(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    static tl_kernel kh = TL_KERNEL("optim", "tl_sgd_f32");
+    static tl_kernel kh[3] = VARIANTS("tl_sgd");
     PyObject *ts[3];
     float lr, momentum, dampening, wd;
     int nesterov, first;
@@ -78,14 +90,14 @@ fn_sgd_step(PyObject *Py_UNUSED(m), PyObject *args)
     if (ts[2] == Py_None && momentum != 0.0f) return PyErr_Format(PyExc_ValueError, "sgd: momentum needs a buffer");
     const size_t sz[6] = {4, 4, 4, 4, 4, 4};
     const void *v[6] = {&lr, &momentum, &dampening, &wd, &nesterov, &first};
-    if (launch(&kh, ts, 3, sz, v, 6, 4) < 0) return NULL;
+    if (launch(kh, ts, 3, sz, v, 6, 4) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *
 fn_adam_step(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    static tl_kernel kh = TL_KERNEL("optim", "tl_adam_f32");
+    static tl_kernel kh[3] = VARIANTS("tl_adam");
     PyObject *ts[5];
     float lr, b1, b2, eps, wd, bc1, bc2;
     int decoupled, amsgrad;
@@ -96,16 +108,17 @@ fn_adam_step(PyObject *Py_UNUSED(m), PyObject *args)
     if (amsgrad && ts[4] == Py_None) return PyErr_Format(PyExc_ValueError, "adam: amsgrad needs a max buffer");
     const size_t sz[9] = {4, 4, 4, 4, 4, 4, 4, 4, 4};
     const void *v[9] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &bc1, &bc2, &amsgrad};
-    if (launch(&kh, ts, 5, sz, v, 9, 6) < 0) return NULL;
+    if (launch(kh, ts, 5, sz, v, 9, 6) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
 /* _adam_multi(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2):
- * Adam/AdamW without amsgrad over up to 8 parameters at the same step, one launch (tl_adam8_f32). */
+ * Adam/AdamW without amsgrad over up to 8 parameters of one dtype at the same step, one launch (tl_adam8_f32,
+ * _f16 or _bf16: tlgpu/optim groups the parameters by dtype). */
 static PyObject *
 fn_adam_multi(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    static tl_kernel kh = TL_KERNEL("optim", "tl_adam8_f32");
+    static tl_kernel kh3[3] = VARIANTS("tl_adam8");
     enum { K = 8 };
     PyObject *lists[4];
     float sc[5], bc1, bc2;
@@ -130,6 +143,7 @@ fn_adam_multi(PyObject *Py_UNUSED(m), PyObject *args)
             Py_DECREF(ts[j]);                         /* the lists keep them alive */
         }
         if (check_group("adam", ts, 4, 0u) < 0) return NULL;
+        if (k > 0 && tl_check_dtype("adam", tl_tensor_CAST(ts[0]), params[0]->dtype) < 0) return NULL;
         for (int j = 0; j < 4; j++) {
             tl_tensor *t = tl_tensor_CAST(ts[j]);
             if (t->offset != 0)
@@ -149,7 +163,8 @@ fn_adam_multi(PyObject *Py_UNUSED(m), PyObject *args)
         for (int j = 0; j < 4; j++) mem[4 * k + j] = st[4 * use + j]->mem;
         if (k >= n) ends[k] = (cl_int)total;
     }
-    cl_kernel k = tl_kernel_py(&kh);
+    tl_kernel *kh = PICK(kh3, params[0]->dtype);
+    cl_kernel k = tl_kernel_py(kh);
     if (k == NULL) return NULL;
     size_t sz[1 + 4 * K + 8];
     const void *val[1 + 4 * K + 8];
@@ -164,13 +179,13 @@ fn_adam_multi(PyObject *Py_UNUSED(m), PyObject *args)
     int nt = 0;
     for (Py_ssize_t q = 0; q < n; q++) {
         if (st[4 * q] == NULL) continue;
-        tl_mark_write(params[q], kh.name);
+        tl_mark_write(params[q], kh->name);
         for (int j = 0; j < 4; j++) {
             if (j != 1) written |= 1u << nt;           /* p, m, v written; g read */
             touched[nt++] = st[4 * q + j];
         }
     }
-    if (tl_launch_1d(&kh, (size_t)total, touched, nt, written) < 0) return NULL;
+    if (tl_launch_1d(kh, (size_t)total, touched, nt, written) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -178,7 +193,7 @@ fn_adam_multi(PyObject *Py_UNUSED(m), PyObject *args)
 static PyObject *
 fn_radam_step(PyObject *Py_UNUSED(m), PyObject *args)
 {
-    static tl_kernel kh = TL_KERNEL("optim", "tl_radam_f32");
+    static tl_kernel kh[3] = VARIANTS("tl_radam");
     PyObject *ts[4];
     float lr, b1, b2, eps, wd, step_size;
     int decoupled, adaptive;
@@ -188,7 +203,7 @@ fn_radam_step(PyObject *Py_UNUSED(m), PyObject *args)
     if (check_group("radam", ts, 4, 0u) < 0) return NULL;
     const size_t sz[8] = {4, 4, 4, 4, 4, 4, 4, 4};
     const void *v[8] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &step_size, &adaptive};
-    if (launch(&kh, ts, 4, sz, v, 8, 5) < 0) return NULL;
+    if (launch(kh, ts, 4, sz, v, 8, 5) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -199,7 +214,7 @@ static const PyMethodDef optim_functions[] = {
      "_adam_step(p, g, m, v, vmax|None, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2, amsgrad)."},
     {"_adam_multi", fn_adam_multi, METH_VARARGS,
      "_adam_multi(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2): "
-     "Adam without amsgrad over up to 8 parameters at one step, one launch."},
+     "Adam without amsgrad over up to 8 parameters of one dtype at one step, one launch."},
     {"_radam_step", fn_radam_step, METH_VARARGS,
      "_radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, adaptive)."},
     {NULL, NULL, 0, NULL},

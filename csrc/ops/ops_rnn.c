@@ -3,7 +3,11 @@
  * the weight products).
  *   gru_gates(gi, gh, h, b_ih=None, b_hh=None) -> h'          gi, gh [B, 3H], h [B, H], biases [3H]
  *   lstm_gates(gates, c, gh=None, b_ih=None, b_hh=None) -> (h', c')   gates, gh [B, 4H], c [B, H], biases [4H]
- * Invariants: every operand is float32 and checked (shapes named in the ValueError) before anything is
+ * float16/bfloat16 operands and autocast go through tl_call_f32 (ops.h): the float32 op runs on widened
+ * copies (recorded, so gradients come back in each input's dtype) and its result is rounded once to the
+ * operands' dtype; under autocast every floating operand is cast to the autocast dtype first (torch's rule:
+ * the RNN cells run in the low dtype). The float32 path calls the op directly.
+ * Invariants: the kernels see float32 operands, checked (shapes named in the ValueError) before anything is
  * enqueued; operands are read through their strides (no contiguous copies); B == 0 or H == 0 enqueues nothing.
  * Autograd: one node per op saves its inputs (not the gates: backward recomputes them) and iarg[0] is the
  * bit mask of the operands given. The LSTM node's output is one [2, B, H] tensor (h' then c'), so one node has
@@ -160,18 +164,15 @@ static const int lstm_order[N_OPERANDS] = {0, 2, 1, 3, 4};            /* gates, 
 static const char *const gru_names[N_OPERANDS] = {"gi", "gh", "h", "b_ih", "b_hh"};
 static const char *const lstm_names[N_OPERANDS] = {"gates", "c", "gh", "b_ih", "b_hh"};
 
+/* The float32 op (tl_call_f32's fn): o = gi, gh, h, b_ih, b_hh (None for an absent bias). */
 static PyObject *
-fn_gru_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+gru_gates_f32(PyObject *const *o, void *Py_UNUSED(ctx))
 {
     static tl_kernel kh = TL_KERNEL("rnn", "tl_gru_gates_f32");
-    static char *kw[] = {"gi", "gh", "h", "b_ih", "b_hh", NULL};
-    PyObject *o[N_OPERANDS] = {NULL, NULL, NULL, Py_None, Py_None};
     tl_tensor *t[N_OPERANDS], *out;
     int present;
     tl_rnn_mat ms[N_OPERANDS];
     tl_storage *st[N_OPERANDS];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|OO:gru_gates", kw, &o[0], &o[1], &o[2], &o[3], &o[4]))
-        return NULL;
     if (operands("gru_gates", o, 3, t, &present) < 0 || check_shapes("gru_gates", t, gru_names, 2, 3) < 0)
         return NULL;
     if ((out = tl_tensor_empty(TL_F32, 2, t[2]->shape)) == NULL) return NULL;
@@ -185,6 +186,16 @@ fn_gru_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 fail:
     Py_DECREF(out);
     return NULL;
+}
+
+static PyObject *
+fn_gru_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"gi", "gh", "h", "b_ih", "b_hh", NULL};
+    PyObject *o[N_OPERANDS] = {NULL, NULL, NULL, Py_None, Py_None};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|OO:gru_gates", kw, &o[0], &o[1], &o[2], &o[3], &o[4]))
+        return NULL;
+    return tl_call_f32("gru_gates", gru_gates_f32, o, N_OPERANDS, NULL);
 }
 
 /* One kernel: d gi, d gh [B, 3H] and d h [B, H]; the biases take d gi and d gh (summed over rows by the engine). */
@@ -216,31 +227,41 @@ done:
     return rc;
 }
 
+/* The float32 op (tl_call_f32's fn): o = gates, c, gh, b_ih, b_hh; returns the [2, B, H] output. */
 static PyObject *
-fn_lstm_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+lstm_gates_f32(PyObject *const *o, void *Py_UNUSED(ctx))
 {
     static tl_kernel kh = TL_KERNEL("rnn", "tl_lstm_gates_f32");
-    static char *kw[] = {"gates", "c", "gh", "b_ih", "b_hh", NULL};
-    PyObject *o[N_OPERANDS] = {NULL, NULL, Py_None, Py_None, Py_None}, *res = NULL, *h2 = NULL, *c2 = NULL;
     tl_tensor *t[N_OPERANDS], *y;
     int present;
     tl_rnn_mat ms[N_OPERANDS];
     tl_storage *st[N_OPERANDS];
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOO:lstm_gates", kw, &o[0], &o[1], &o[2], &o[3], &o[4]))
-        return NULL;
     if (operands("lstm_gates", o, 2, t, &present) < 0 || check_shapes("lstm_gates", t, lstm_names, 1, 4) < 0)
         return NULL;
     if ((y = tl_tensor_empty(TL_F32, 3, (Py_ssize_t[]){2, t[1]->shape[0], t[1]->shape[1]})) == NULL) return NULL;
     if (y->storage != NULL) {
         int n = gather(t, lstm_order, ms, st, y->storage->mem);
         if (launch(&kh, (int)y->shape[1], (int)y->shape[2], present >> 2, &y, 1, ms, N_OPERANDS, st, n) < 0)
-            goto done;
+            goto fail;
     }
-    if (record(o, t, present, &ROW_LSTM_GATES, y) < 0) goto done;
-    h2 = PySequence_GetItem((PyObject *)y, 0);             /* index views: h' = y[0], c' = y[1] */
-    c2 = h2 != NULL ? PySequence_GetItem((PyObject *)y, 1) : NULL;
+    if (record(o, t, present, &ROW_LSTM_GATES, y) < 0) goto fail;
+    return (PyObject *)y;
+fail:
+    Py_DECREF(y);
+    return NULL;
+}
+
+static PyObject *
+fn_lstm_gates(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
+{
+    static char *kw[] = {"gates", "c", "gh", "b_ih", "b_hh", NULL};
+    PyObject *o[N_OPERANDS] = {NULL, NULL, Py_None, Py_None, Py_None}, *y, *res = NULL, *h2 = NULL, *c2 = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OOO:lstm_gates", kw, &o[0], &o[1], &o[2], &o[3], &o[4]))
+        return NULL;
+    if ((y = tl_call_f32("lstm_gates", lstm_gates_f32, o, N_OPERANDS, NULL)) == NULL) return NULL;
+    h2 = PySequence_GetItem(y, 0);                         /* index views: h' = y[0], c' = y[1] */
+    c2 = h2 != NULL ? PySequence_GetItem(y, 1) : NULL;
     if (c2 != NULL) res = PyTuple_Pack(2, h2, c2);
-done:
     Py_XDECREF(h2);
     Py_XDECREF(c2);
     Py_DECREF(y);

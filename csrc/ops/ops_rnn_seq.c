@@ -13,6 +13,10 @@
  * keeps each step's gate activations in act [T, B, 4H]; the node saves act, hs, w_hh (and cs), version-checked,
  * so writing into the output in place makes backward raise. Backward runs from act, carrying the dh (LSTM: dc)
  * of the step after in a [B, H] buffer the gate kernel updates in place, and the product dgh[t] W_hh.
+ * float16/bfloat16 operands and autocast go through tl_call_f32 (ops.h), as the step ops (ops_rnn.c): the
+ * layer runs in float32 on widened copies (the hidden states stay float32 between steps) and its output is
+ * rounded once to the operands' dtype (under autocast, the autocast dtype); gradients come back in each
+ * input's dtype through the recorded conversions.
  * Invariants: arguments are checked (ValueError / TypeError naming op and shapes) before anything is enqueued;
  * B == 0 or H == 0 enqueues nothing forward (the gradients are zeros). */
 #include "ops.h"
@@ -202,24 +206,35 @@ fail:
     return NULL;
 }
 
+/* tl_call_f32's fn: forward on (a copy of) the operands; ctx points at the kind. */
+static PyObject *
+forward_f32(PyObject *const *in, void *ctx)
+{
+    PyObject *o[N_IN];
+    memcpy(o, in, sizeof o);
+    return forward(*(const int *)ctx, o);
+}
+
 static PyObject *
 fn_gru_sequence(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"gi_all", "h0", "w_hh", "b_hh", NULL};
+    static const int kind = GRU;
     PyObject *o[N_IN] = {NULL, NULL, NULL, NULL, Py_None};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O:gru_sequence", kw, &o[0], &o[1], &o[3], &o[4]))
         return NULL;
-    return forward(GRU, o);
+    return tl_call_f32(op_name[GRU], forward_f32, o, N_IN, (void *)&kind);
 }
 
 static PyObject *
 fn_lstm_sequence(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
 {
     static char *kw[] = {"gi_all", "h0", "c0", "w_hh", "b_hh", NULL};
+    static const int kind = LSTM;
     PyObject *o[N_IN] = {NULL, NULL, NULL, NULL, Py_None};
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|O:lstm_sequence", kw, &o[0], &o[1], &o[2], &o[3], &o[4]))
         return NULL;
-    return forward(LSTM, o);
+    return tl_call_f32(op_name[LSTM], forward_f32, o, N_IN, (void *)&kind);
 }
 
 /* Backward step t's gate kernel: reads the upstream g (slot t; the LSTM's c_T gradient from slot T), carry and

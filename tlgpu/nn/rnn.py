@@ -8,10 +8,15 @@ op (_C.gru_gates / _C.lstm_gates, ops_rnn.c) that adds the biases, applies the g
 backward. The sequence modules project the whole input sequence through W_ih (+ b_ih) in one product per
 layer, then run the layer as one op (_C.gru_sequence / _C.lstm_sequence, ops_rnn_seq.c; one autograd node):
 each time step costs two launches forward (h W_hh^T and the gates) and two backward.
+
+float16/bfloat16 inputs and weights: the gate and sequence ops compute in float32 and return the operands'
+dtype (the zero initial states take the input's dtype); under tlgpu.autocast the cells and layers run in the
+autocast dtype, as torch.autocast's rnn/gru/lstm rule (docs/precision.md).
 """
 import math
 
 from .. import _C
+from ..amp import get_autocast_dtype
 from . import Module, _uniform, functional
 
 
@@ -34,9 +39,9 @@ class _CellBase(Module):
                              f"({self.input_size},), got shape {x.shape}")
         return x.ndim == 2
 
-    def _state(self, h, batch, batched, what):
+    def _state(self, h, batch, batched, what, dtype):
         if h is None:
-            return _C.zeros(batch, self.hidden_size)
+            return _C.zeros(batch, self.hidden_size, dtype=dtype)
         want = (batch, self.hidden_size) if batched else (self.hidden_size,)
         if h.shape != want:
             raise ValueError(f"{type(self).__name__}: {what} must have shape {want}, got {h.shape}")
@@ -53,7 +58,7 @@ class GRUCell(_CellBase):
     def forward(self, input, hx=None):
         batched = self._check_input(input)
         x = input if batched else input.unsqueeze(0)
-        h = self._state(hx, x.shape[0], batched, "hx")
+        h = self._state(hx, x.shape[0], batched, "hx", x.dtype)
         h2 = _C.gru_gates(functional.linear(x, self.weight_ih), functional.linear(h, self.weight_hh), h,
                           self.bias_ih, self.bias_hh)
         return h2 if batched else h2.squeeze(0)
@@ -68,8 +73,8 @@ class LSTMCell(_CellBase):
         x = input if batched else input.unsqueeze(0)
         if hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
             raise TypeError("LSTMCell: hx must be a tuple (h, c) or None")
-        h = self._state(None if hx is None else hx[0], x.shape[0], batched, "h")
-        c = self._state(None if hx is None else hx[1], x.shape[0], batched, "c")
+        h = self._state(None if hx is None else hx[0], x.shape[0], batched, "h", x.dtype)
+        c = self._state(None if hx is None else hx[1], x.shape[0], batched, "c", x.dtype)
         h2, c2 = _C.lstm_gates(functional.linear(x, self.weight_ih), c, functional.linear(h, self.weight_hh),
                                self.bias_ih, self.bias_hh)
         return (h2, c2) if batched else (h2.squeeze(0), c2.squeeze(0))
@@ -133,11 +138,12 @@ class _RNNBase(Module):
         finals = []
         for layer in range(self.num_layers):
             w_ih, w_hh, b_ih, b_hh = self._layer_params(layer)
-            if T == 0:
-                zero = lambda s: _C.zeros(B, self.hidden_size) if s is None else s     # noqa: E731
+            if T == 0:                               # the dtype the ops would give: autocast's, or x's and w's
+                dt = get_autocast_dtype() or (x.dtype if x.dtype == w_ih.dtype else "float32")
+                zero = lambda s: _C.zeros(B, self.hidden_size, dtype=dt) if s is None else s     # noqa: E731
                 s = states[layer]
                 finals.append(tuple(map(zero, s)) if isinstance(s, tuple) else zero(s))
-                x = _C.zeros(0, B, self.hidden_size)
+                x = _C.zeros(0, B, self.hidden_size, dtype=dt)
                 continue
             gi_all = functional.linear(x.reshape(T * B, x.shape[2]), w_ih, b_ih).reshape(T, B, w_ih.shape[0])
             x, final = self._sequence(gi_all, states[layer], w_hh, b_hh)

@@ -1,6 +1,10 @@
 """Optimizers: hyperparameters and state tensors here; every step() is one fused C kernel per parameter
 (kernels/optim.cl), so a step costs len(params) launches and never waits for the device.
 
+Parameters may be float32, float16 or bfloat16 (mixed in one optimizer). As torch's fused optimizers, the
+state (momentum_buffer, exp_avg, exp_avg_sq, max_exp_avg_sq) has its parameter's dtype and the kernels
+compute in float32, rounding each stored value once (docs/precision.md).
+
 state_dict() follows torch's layout: {"state": {index: {name: value}}, "param_groups": [{hyperparameters,
 "params": [index, ...]}]}, parameters numbered in param_groups order; state tensors come out as numpy
 arrays (a sync point, like Module.state_dict) and load_state_dict() copies them back to the device, so a
@@ -38,6 +42,14 @@ class _Replay:
                 trace.set_arg(cmd, idx, value, "f")
 
 
+_FLOATS = ("float32", "float16", "bfloat16")
+
+
+def _zeros_like(p):
+    """A state tensor for p: zeros of its shape and dtype."""
+    return _C.zeros(*p.shape, dtype=p.dtype)
+
+
 def _recorder(scalars):
     """A _Replay registered with the trace being recorded, or None outside tlgpu.jit's tracing."""
     if not _C._jit_capturing():
@@ -59,8 +71,10 @@ class Optimizer:
             group.update(g)
             group["params"] = list(group["params"])
             for p in group["params"]:
-                if not isinstance(p, _C.Tensor) or p.dtype != "float32" or not p.requires_grad:
-                    raise TypeError(f"{type(self).__name__}: parameters must be float32 tensors that require grad")
+                if not isinstance(p, _C.Tensor) or str(p.dtype) not in _FLOATS or not p.requires_grad:
+                    got = p.dtype if isinstance(p, _C.Tensor) else type(p).__name__
+                    raise TypeError(f"{type(self).__name__}: parameters must be float32, float16 or bfloat16 "
+                                    f"tensors that require grad, got {got}")
                 if not p.is_contiguous():
                     raise ValueError(f"{type(self).__name__}: parameters must be contiguous")
             self.param_groups.append(group)
@@ -101,8 +115,8 @@ class Optimizer:
                     if tuple(v.shape) != tuple(p.shape):
                         raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} has shape "
                                          f"{tuple(v.shape)}, the parameter {p.shape}")
-                    t = _C.zeros(*p.shape)
-                    t.copy_(v)
+                    t = _zeros_like(p)
+                    t.copy_(v)                         # floating state takes the parameter's dtype (torch)
                     v = t
                 entry[k] = v
             new_state[p] = self._complete_state(entry, p)
@@ -152,7 +166,7 @@ class SGD(Optimizer):
                 st = self.state.setdefault(p, {})
                 first = "momentum_buffer" not in st
                 if group["momentum"] != 0 and first:
-                    st["momentum_buffer"] = _C.zeros(*p.shape)
+                    st["momentum_buffer"] = _zeros_like(p)
                 before = _C._jit_last_command() if rec else None
                 _C._sgd_step(p, g, st.get("momentum_buffer"), group["lr"], group["momentum"], group["dampening"],
                              group["weight_decay"], group["nesterov"], first)
@@ -199,8 +213,8 @@ class Adam(Optimizer):
             for p, g in self._grads(group):
                 st = self.state.get(p)
                 if st is None:
-                    st = self.state[p] = {"step": 0, "exp_avg": _C.zeros(*p.shape), "exp_avg_sq": _C.zeros(*p.shape),
-                                          "max_exp_avg_sq": _C.zeros(*p.shape) if group["amsgrad"] else None}
+                    st = self.state[p] = {"step": 0, "exp_avg": _zeros_like(p), "exp_avg_sq": _zeros_like(p),
+                                          "max_exp_avg_sq": _zeros_like(p) if group["amsgrad"] else None}
                 st["step"] += 1
                 items.append((p, g, st))
             if not group["amsgrad"]:
@@ -216,14 +230,14 @@ class Adam(Optimizer):
                     rec.launched(before, [st], group)
 
     def _step_multi(self, group, items, rec):
-        """The parameters grouped by step count (they differ only where some had no gradient at some step),
-        8 per launch."""
+        """The parameters grouped by step count (they differ only where some had no gradient at some step)
+        and dtype (one launch holds one), 8 per launch."""
         b1, b2 = group["betas"]
         by_step = {}
         for it in items:
             if it[0].numel():                          # zero-size: nothing to update
-                by_step.setdefault(it[2]["step"], []).append(it)
-        for t, same in by_step.items():
+                by_step.setdefault((it[2]["step"], str(it[0].dtype)), []).append(it)
+        for (t, _), same in by_step.items():
             for i in range(0, len(same), 8):
                 chunk = same[i:i + 8]
                 before = _C._jit_last_command() if rec else None
@@ -288,7 +302,7 @@ class RAdam(Optimizer):
             for p, g in self._grads(group):
                 st = self.state.get(p)
                 if st is None:
-                    st = self.state[p] = {"step": 0, "exp_avg": _C.zeros(*p.shape), "exp_avg_sq": _C.zeros(*p.shape)}
+                    st = self.state[p] = {"step": 0, "exp_avg": _zeros_like(p), "exp_avg_sq": _zeros_like(p)}
                 st["step"] += 1
                 step_size, adaptive = self._step_scalars(group["lr"], b1, b2, st["step"])
                 if rec and not adaptive:
