@@ -235,11 +235,14 @@ def test_training_example_reaches_95_percent():
     assert mod.main(steps=300) >= 0.95
 
 
+@pytest.mark.parametrize("per_param", [False, True])
 @pytest.mark.parametrize("cls,decoupled", [(tlgpu.optim.Adam, False), (tlgpu.optim.AdamW, True)])
-def test_adam_over_many_parameters_in_shared_launches(cls, decoupled):
-    """Adam without amsgrad steps up to 8 parameters at the same step in one launch (_adam_multi): 11 parameters
-    of odd sizes (one zero-size), some without a gradient at some steps (so their step counts differ), each
-    against numpy over 12 steps; the launches per step are counted."""
+def test_adam_over_many_parameters_in_shared_launches(cls, decoupled, per_param, monkeypatch):
+    """Adam without amsgrad steps up to 8 parameters at the same step in one launch (_adam_multi, GPUs; forced
+    here), or one launch a parameter (CPU devices, where the fused kernel's branches cost more than launches):
+    11 parameters of odd sizes (one zero-size), some without a gradient at some steps (so their step counts
+    differ), each against numpy over 12 steps; the launches per step are counted."""
+    monkeypatch.setattr(tlgpu.optim, "_PER_PARAM", per_param)
     shapes = [(5, 3), (7,), (0, 4), (33,), (2, 2, 2), (1,), (65, 3), (9,), (4, 4), (3,), (17, 2)]
     p0 = [R.standard_normal(s).astype(np.float32) for s in shapes]
     ps = [tlgpu.tensor(a, requires_grad=True) for a in p0]
@@ -261,7 +264,8 @@ def test_adam_over_many_parameters_in_shared_launches(cls, decoupled):
         tlgpu.synchronize()
         tlgpu.reset_stream_stats()
         opt.step()                                     # one launch per 8 parameters at the same step count
-        assert tlgpu.stream_stats()["enqueued"] == fresh + sum((n + 7) // 8 for n in steps.values()), (step, steps)
+        launches = sum(steps.values()) if per_param else sum((n + 7) // 8 for n in steps.values())
+        assert tlgpu.stream_stats()["enqueued"] == fresh + launches, (step, steps)
     for k in range(len(shapes)):
         want = _np_adam(ref[k], grads[k], 0.02, 0.9, 0.999, 1e-8, 0.03, decoupled, False)
         np.testing.assert_allclose(ps[k].numpy(), want, rtol=1e-5, atol=1e-6)

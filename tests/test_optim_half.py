@@ -213,8 +213,10 @@ def _ref32(ref, v, g, st, kw):
     return ref(v, g, st, np.dtype(np.float32), 0.03, **kw)
 
 
-def test_adam_half_launch_count_and_zero_size(rng):
-    """Eight float16 parameters and one zero-size: one fused launch; with a float32 one beside: two."""
+def test_adam_half_launch_count_and_zero_size(rng, monkeypatch):
+    """Eight float16 parameters and one zero-size: one fused launch (the GPUs' path, forced here); with a float32
+    one beside: two."""
+    monkeypatch.setattr(tlgpu.optim, "_PER_PARAM", False)
     _, ts = _params(rng, F16, [(3,)] * 8 + [(0, 4)])
     _, t32 = _params(rng, np.dtype(np.float32), [(5,)])
     opt = tlgpu.optim.Adam(ts, lr=0.01)
