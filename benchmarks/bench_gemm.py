@@ -13,6 +13,11 @@ Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 
        all four layouts (a wg row runs nt only; the others take the mma.sync rows), then timed nn and nt
        (x @ w.T), beside tlgpu float32 and PyTorch.
 
+       python3 benchmarks/bench_gemm.py --quant [--seconds ...]: matrix-vector products x @ w.T with 1 and 8 rows
+       of x on float32, q4_0 and q8_0 weights (tlgpu.quant), each with its read bandwidth on the bytes of weights
+       it reads (float32 4, q4_0 18/32, q8_0 34/32 bytes a weight) and that bandwidth's share of float32's in
+       the same run (issue 27's goal: 0.8 or more).
+
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
 x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T
 (that one divided by 4 on CPU devices). Rows with M <= 8 also report the weight-read bandwidth (GB/s) and its share
@@ -187,6 +192,32 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
     return row
 
 
+def quant_rows(seconds, cpu):
+    """The --quant table: float32, q4_0 and q8_0 weights, one and eight rows of x (issue 27)."""
+    from tlgpu import quant
+    rng = np.random.default_rng(0)
+    shapes = [(65536, 8192), (5632, 2048), (4096, 4096)] if not cpu else [(4096, 4096), (5632, 2048)]
+    rows = []
+    for n, k in shapes:
+        w = rng.standard_normal((n, k), dtype=np.float32)
+        tw = tlgpu.tensor(w)
+        mats = {"float32": (tw.T, 4.0), "q4_0": (quant.quantize_q4_0(w), 18 / 32), "q8_0": (quant.quantize_q8_0(w), 34 / 32)}
+        del w
+        for m in (1, 8):
+            x = tlgpu.tensor(rng.standard_normal((m, k), dtype=np.float32))
+            row = {"shape": f"[{m},{k}]x[{n},{k}]^T"}
+            for name, (mat, per) in mats.items():
+                f = (lambda: x @ mat) if name == "float32" else (lambda: quant.matmul(x, mat))
+                t = best_time(f, seconds, tlgpu.synchronize)
+                row[f"{name}_us"] = round(t * 1e6, 1)
+                row[f"{name}_GBps"] = round(per * n * k / t / 1e9, 1)
+            for name in ("q4_0", "q8_0"):
+                row[f"{name}/f32_bw"] = round(row[f"{name}_GBps"] / row["float32_GBps"], 2)
+            rows.append(row)
+        del mats, tw
+    return rows
+
+
 def tc_sweep(sizes, seconds, torch, tags=None):
     """Every tensor-core configuration (or those in tags): exact on integer operands (four layouts, edges),
     then GFLOP/s."""
@@ -250,7 +281,13 @@ def main():
     ap.add_argument("--skip-numpy", action="store_true", help="no host numpy column (slow at 4096)")
     ap.add_argument("--tc-sweep", action="store_true", help="time every tensor-core tile configuration")
     ap.add_argument("--tc-tags", help="--tc-sweep: only these configurations (comma-separated tags)")
+    ap.add_argument("--quant", action="store_true", help="matrix-vector rows on float32, q4_0 and q8_0 weights")
     args = ap.parse_args()
+    if args.quant:
+        rows = quant_rows(args.seconds, tlgpu.device().type == "cpu")
+        report("matrix-vector, quantized weights", rows, list(rows[0].keys()), {"copy_bandwidth_GBps":
+                                                                                round(copy_bandwidth() / 1e9, 1)})
+        return
     if args.tc_sweep:
         os.environ["TLGPU_BUILD_OPTIONS"] = (os.environ.get("TLGPU_BUILD_OPTIONS", "") + " -DTC_SWEEP").strip()
         if not has_tc():

@@ -171,7 +171,10 @@ mul_mv(qfmt *f, PyObject *args)
     if (!cpu) {                                          /* GPU: a power-of-two group with a lane per value */
         if (tl_kernel_py(&f->mv[rv]) == NULL) goto fail;
         per_lane = ((size_t)nr_of[rv] * (size_t)rr + 1) * sizeof(float);   /* mv_reduce's padded rows */
-        while (lws[0] * 2 <= f->mv[rv].wg && lws[0] * 2 * per_lane <= rt->info.local_mem - 1024) lws[0] *= 2;
+        const size_t units = (size_t)(K / 32) * (rv <= 1 ? 1 : 4), least = (size_t)nr_of[rv] * (size_t)rr;
+        while (lws[0] * 2 <= f->mv[rv].wg && lws[0] * 2 * per_lane <= rt->info.local_mem - 1024 &&
+               (lws[0] < units || lws[0] < 32 || lws[0] < least))   /* a lane per block (r1, r2) or word */
+            lws[0] *= 2;
         cpu = lws[0] < (size_t)(nr_of[rv] * rr);         /* too few lanes: the barrier-free kernel */
     }
     const int nr = cpu ? 4 : nr_of[rv];
