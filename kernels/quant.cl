@@ -7,7 +7,7 @@
  * q8_0 (llama.cpp's block_q8_0) is stored the same way: an fp16 scale per block in d and 32 int8 (8 words)
  * in qs[(n*nb + b)*8 + i]; the value is d * q.
  *  - dequantize / get_rows: one work-item per block (32 outputs).
- *  - mul_mv (y[r, n] = x[r, :] . W[n, :], R <= 8 rows of x): GPU, one work-group per 4 or 8 rows, each
+ *  - mul_mv (y[r, n] = x[r, :] . W[n, :], R <= 8 rows of x): GPU, one work-group per 8 or 16 rows, each
  *    work-item a quarter block (one word) per step for all R rows (a whole block per lane left most lanes
  *    idle at K = 2048: 64 blocks for 256 lanes), then mv_reduce; CPU, one work-item per
  *    MV_NR rows with 16-wide vectors, no barriers. Either reads each weight byte once per launch. */
@@ -122,70 +122,12 @@ tl_mul_mv_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int of
 #define XHI_q8_0(qq) (2 * (qq) + 1)
 #define LOAD_q8_0(qs, blk, qq, lo, hi) unpack8(vload2((blk) * 4 + (qq), qs), lo, hi)
 
-/* One and two activation rows: a whole block per lane and step (one 16-byte load of q4_0 nibbles, two of q8_0
- * bytes, per weight row: four quarter-block loads of 4 bytes each left the H200 latency-bound, at 0.3 of
- * float32's read bandwidth), the block's dot product scaled once; the host gives such a work-group no more
- * lanes than a row has blocks. BLOCK_<fmt> unpacks block blk into w[8]: elements 4i..4i+3 in w[i]. */
-#define MVQB_KERNEL(FMT, RR, NR)                                                                              \
-kernel void                                                                                               \
-tl_mul_mv_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx,                   \
-                           global const uint *qs, global const half *d, global float *y,                  \
-                           global const float *res, int offr, int has_res, local float *red)              \
-{                                                                                                         \
-    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * NR, nb = K / 32;    \
-    const global float *xr[RR];                                                                           \
-    float acc[NR][RR];                                                                                 \
-    for (int r = 0; r < RR; r++) xr[r] = x + offx + min(r, R - 1) * sx;                                   \
-    for (int j = 0; j < NR; j++)                                                                       \
-        for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
-    for (int b = lid; b < nb; b += L) {                                                                   \
-        float4 xv[RR][8];                                                                                 \
-        for (int r = 0; r < RR; r++)                                                                      \
-            for (int i = 0; i < 8; i++) xv[r][i] = vload4(i, xr[r] + b * 32);                             \
-        _Pragma("unroll") for (int j = 0; j < NR; j++) {                                                  \
-            const int blk = min(n0 + j, N - 1) * nb + b;      /* an edge row repeats the last; not stored */ \
-            const float sc = vload_half(blk, d);                                                          \
-            float4 w[8];                                                                                  \
-            BLOCK_##FMT(qs, blk, w);                                                                      \
-            for (int r = 0; r < RR; r++) {                                                                \
-                float t = 0.0f;                                                                           \
-                for (int i = 0; i < 8; i++) t += dot(w[i], xv[r][i]);                                     \
-                acc[j][r] += sc * t;                                                                      \
-            }                                                                                             \
-        }                                                                                                 \
-    }                                                                                                     \
-    for (int j = 0; j < NR; j++)                                                                       \
-        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                     \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    const float tot = mv_reduce(red, NR * RR, L, lid);                                                 \
-    if (lid < NR * RR) {                                                                               \
-        const int j = lid / RR, r = lid - j * RR;                                                         \
-        if (n0 + j < N && r < R) y[r * N + n0 + j] = has_res ? tot + res[offr + r * N + n0 + j] : tot;   \
-    }                                                                                                     \
-}
-#define BLOCK_q4_0(qs, blk, w)                                                                                \
-    do {                                                                                                      \
-        const uint4 q_ = vload4(blk, qs);                                                                     \
-        unpack(q_.x, &(w)[0], &(w)[4]);                                                                       \
-        unpack(q_.y, &(w)[1], &(w)[5]);                                                                       \
-        unpack(q_.z, &(w)[2], &(w)[6]);                                                                       \
-        unpack(q_.w, &(w)[3], &(w)[7]);                                                                       \
-    } while (0)
-#define BLOCK_q8_0(qs, blk, w)                                                                                \
-    do {                                                                                                      \
-        const uint4 a_ = vload4(2 * (blk), qs), b_ = vload4(2 * (blk) + 1, qs);                               \
-        unpack8((uint2)(a_.x, a_.y), &(w)[0], &(w)[1]);                                                       \
-        unpack8((uint2)(a_.z, a_.w), &(w)[2], &(w)[3]);                                                       \
-        unpack8((uint2)(b_.x, b_.y), &(w)[4], &(w)[5]);                                                       \
-        unpack8((uint2)(b_.z, b_.w), &(w)[6], &(w)[7]);                                                       \
-    } while (0)
-
-MVQB_KERNEL(q4_0, 1, 4)
-MVQB_KERNEL(q4_0, 2, 4)
+MVQ_KERNEL(q4_0, 1, 16)
+MVQ_KERNEL(q4_0, 2, 8)
 MVQ_KERNEL(q4_0, 4, 8)
 MVQ_KERNEL(q4_0, 8, 8)
-MVQB_KERNEL(q8_0, 1, 4)
-MVQB_KERNEL(q8_0, 2, 4)
+MVQ_KERNEL(q8_0, 1, 16)
+MVQ_KERNEL(q8_0, 2, 8)
 MVQ_KERNEL(q8_0, 4, 8)
 MVQ_KERNEL(q8_0, 8, 8)
 

@@ -164,16 +164,16 @@ mul_mv(qfmt *f, PyObject *args)
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
     tl_gemm_params gp;
     tl_gemm_params_get(&rt->info, 0, &gp);
-    static const int nr_of[4] = {4, 4, 8, 8};            /* weight rows per work-group: kernels/quant.cl */
+    static const int nr_of[4] = {16, 8, 8, 8};           /* weight rows per work-group: kernels/quant.cl */
     int cpu = gp.v[TL_GP_DIRECT] != 0;
     const int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: padded row-count variant */
     size_t gws[2], lws[2] = {1, 1}, per_lane = 0;
     if (!cpu) {                                          /* GPU: a power-of-two group with a lane per value */
         if (tl_kernel_py(&f->mv[rv]) == NULL) goto fail;
         per_lane = ((size_t)nr_of[rv] * (size_t)rr + 1) * sizeof(float);   /* mv_reduce's padded rows */
-        const size_t units = (size_t)(K / 32) * (rv <= 1 ? 1 : 4), least = (size_t)nr_of[rv] * (size_t)rr;
+        const size_t units = (size_t)(K / 32) * 4, least = (size_t)nr_of[rv] * (size_t)rr;
         while (lws[0] * 2 <= f->mv[rv].wg && lws[0] * 2 * per_lane <= rt->info.local_mem - 1024 &&
-               (lws[0] < units || lws[0] < 32 || lws[0] < least))   /* a lane per block (r1, r2) or word */
+               (lws[0] < units || lws[0] < 32 || lws[0] < least))   /* a lane a word, no more */
             lws[0] *= 2;
         cpu = lws[0] < (size_t)(nr_of[rv] * rr);         /* too few lanes: the barrier-free kernel */
     }
