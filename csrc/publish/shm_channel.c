@@ -15,13 +15,12 @@
  *    as version 1, byte for byte as before, so older readers read it; a half one as version 2, which they
  *    refuse instead of reading its halves as floats. */
 #include "shm_channel.h"
-#include "settings.h"
+#include "shm_copy.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
 #include <linux/futex.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -299,58 +298,6 @@ fail:
     return err->code;
 }
 
-/* Large copies (a publish into the segment, a subscriber's read out of it) are split over threads: one
- * thread's memcpy ran at 6-7 GB/s on the H200's host (benchmarks/RESULTS.md), far under its memory bandwidth.
- * The helpers are joined before the seqlock's closing store or check, so their copies are ordered by it. */
-enum { PAR_MIN_BYTES = 16 << 20, PAR_MAX_THREADS = 8 };
-typedef struct { char *dst; const char *src; size_t n; } copy_run;
-typedef struct { const copy_run *runs; int nruns; size_t begin, end; } copy_share;   /* bytes of the runs */
-
-static void
-copy_share_run(const copy_share *p)
-{
-    size_t at = 0;
-    for (int i = 0; i < p->nruns && at < p->end; at += p->runs[i].n, i++) {
-        size_t lo = p->begin > at ? p->begin - at : 0, hi = p->end - at < p->runs[i].n ? p->end - at : p->runs[i].n;
-        if (lo < hi) memcpy(p->runs[i].dst + lo, p->runs[i].src + lo, hi - lo);
-    }
-}
-
-static void *
-copy_thread(void *arg)
-{
-    copy_share_run(arg);
-    return NULL;
-}
-
-/* Copies the runs: one contiguous share of their bytes per thread, the caller taking the first (and any
- * share whose thread could not start); one thread below PAR_MIN_BYTES, else half the CPUs (at most 8; one on
- * machines of under 4). TLGPU_SHM_COPY_THREADS=N sets the count for copies of any size (tests, tuning). */
-static void
-copy_runs(const copy_run *runs, int nruns)
-{
-    size_t total = 0;
-    for (int i = 0; i < nruns; i++) total += runs[i].n;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    const long env = tl_setting_int(TL_SET_SHM_COPY_THREADS);   /* 0: unset */
-    int T = total < PAR_MIN_BYTES || ncpu < 4 ? 1 : ncpu / 2 < PAR_MAX_THREADS ? (int)(ncpu / 2) : PAR_MAX_THREADS;
-    if (env > 0) T = env < PAR_MAX_THREADS ? (int)env : PAR_MAX_THREADS;
-    pthread_t th[PAR_MAX_THREADS];
-    copy_share share[PAR_MAX_THREADS];
-    int started[PAR_MAX_THREADS] = {0};
-    size_t each = (total + (size_t)T - 1) / (size_t)T;
-    for (int t = 0; t < T; t++) {
-        size_t b = (size_t)t * each < total ? (size_t)t * each : total, e = b + each < total ? b + each : total;
-        share[t] = (copy_share){runs, nruns, b, e};
-    }
-    for (int t = 1; t < T; t++) started[t] = pthread_create(&th[t], NULL, copy_thread, &share[t]) == 0;
-    copy_share_run(&share[0]);
-    for (int t = 1; t < T; t++) {
-        if (started[t]) pthread_join(th[t], NULL);
-        else copy_share_run(&share[t]);
-    }
-}
-
 static void
 futex_wake_all(_Atomic uint32_t *word)
 {
@@ -397,17 +344,17 @@ tl_shm_publish(tl_shm *s, const void *src, const uint64_t *tv, uint64_t version,
 {
     int n = (int)s->n, w = tl_shm_next_slot(s);
     tl_shm_begin(s, w);
-    copy_run *runs = malloc((size_t)(n > 0 ? n : 1) * sizeof *runs);
+    tl_shm_run *runs = malloc((size_t)(n > 0 ? n : 1) * sizeof *runs);
     int nr = 0;
     for (int i = 0; i < n; i++) {
         if (s->slot_tv[w * n + i] == tv[i]) continue;                      /* slot already holds it */
-        copy_run r = {s->data[w] + s->meta[i].off * s->esz, (const char *)src + s->meta[i].off * s->esz,
+        tl_shm_run r = {s->data[w] + s->meta[i].off * s->esz, (const char *)src + s->meta[i].off * s->esz,
                       s->meta[i].numel * s->esz};
         if (runs != NULL) runs[nr++] = r;
         else memcpy(r.dst, r.src, r.n);                                    /* no memory for the list */
         s->slot_tv[w * n + i] = tv[i];
     }
-    copy_runs(runs, nr);
+    tl_shm_copy_runs(runs, nr);
     free(runs);
     tl_shm_commit(s, w, version, step);
 }
@@ -639,14 +586,14 @@ tl_shm_read(tl_shm *s, uint64_t newer_than, void *const *dst, uint64_t *version,
         }
         uint64_t v = atomic_load_explicit(&sh->version, memory_order_relaxed);
         int64_t st = atomic_load_explicit(&sh->step, memory_order_relaxed);
-        copy_run *runs = delay_us ? NULL : malloc((size_t)s->n * sizeof *runs + 1);
+        tl_shm_run *runs = delay_us ? NULL : malloc((size_t)s->n * sizeof *runs + 1);
         for (uint32_t i = 0; i < s->n; i++) {
-            copy_run r = {dst[i], s->data[L & 1] + s->meta[i].off * s->esz, s->meta[i].numel * s->esz};
+            tl_shm_run r = {dst[i], s->data[L & 1] + s->meta[i].off * s->esz, s->meta[i].numel * s->esz};
             if (runs != NULL) { runs[i] = r; continue; }
             if (delay_us && attempt == 0 && i == s->n / 2) usleep(delay_us);   /* test hook */
             memcpy(r.dst, r.src, r.n);
         }
-        if (runs != NULL) copy_runs(runs, (int)s->n);
+        if (runs != NULL) tl_shm_copy_runs(runs, (int)s->n);
         free(runs);
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&sh->seq, memory_order_relaxed) != s1) continue;   /* lapped: torn */
