@@ -143,12 +143,22 @@ tl_publish_convert(global uchar *out, global const uchar *snap, global const ulo
     if (flags[blk_tensor[g]] == 0u) return;
     ulong2 r = blk[g];
     uint ls = (uint)get_local_size(0), len = (uint)(r.y - r.x), odt = dts & 15u, sdt = dts >> 4;
-    if (sdt == TL_DT_F32 && odt == TL_DT_BF16) {                 /* the common case, specialised */
-        global const float *s = (global const float *)snap + r.x;
+    uint e = 4u * (uint)get_local_id(0);
+    if (sdt == TL_DT_F32 && odt == TL_DT_BF16) {     /* the common cases, 4 elements at a time: */
+        global const float *sf = (global const float *)snap + r.x;   /* dtype.h's tl_bf16_bits, branch-free */
         global ushort *o = (global ushort *)out + r.x;
-        for (uint e = (uint)get_local_id(0); e < len; e += ls) o[e] = tl_bf16_bits(s[e]);
-    } else {
-        for (uint e = (uint)get_local_id(0); e < len; e += ls)
+        for (; e + 4u <= len; e += 4u * ls) {
+            uint4 u = as_uint4(vload4(0, sf + e)), rne = (u + 0x7fffu + (u >> 16 & 1u)) >> 16;
+            uint4 qnan = (u >> 16 & 0x8000u) | 0x7fc0u;
+            vstore4(convert_ushort4(select(rne, qnan, (u & 0x7fffffffu) > 0x7f800000u)), 0, o + e);
+        }
+    } else if (sdt == TL_DT_F32 && odt == TL_DT_F16) {
+        global const float *sf = (global const float *)snap + r.x;
+        global half *o = (global half *)out + r.x;
+        for (; e + 4u <= len; e += 4u * ls) vstore_half4_rte(vload4(0, sf + e), 0, o + e);
+    } else {                                             /* from a half: one at a time */
+        for (e = (uint)get_local_id(0); e < len; e += ls)
             st_narrow(out, odt, r.x + e, ld_wide(snap, sdt, r.x + e));
     }
+    for (; e < len; e++) st_narrow(out, odt, r.x + e, ld_wide(snap, sdt, r.x + e));   /* a vector loop's last < 4 */
 }
