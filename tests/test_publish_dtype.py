@@ -125,15 +125,19 @@ def test_in_process_and_python_sink_round_like_ml_dtypes(rng, dt):
 
 
 @pytest.mark.parametrize("dt", HALVES, ids=str)
-def test_fast_path_slices_of_one_storage(rng, dt):
-    flat = f32_values(rng, 12000)
+@pytest.mark.parametrize("src", [F32, BF16, F16], ids=str)
+def test_fast_path_slices_of_one_storage(rng, src, dt):
+    """A flat parameter buffer (one copy per snapshot) of float32 or of a half dtype, published as dt."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        flat = f32_values(rng, 12001).astype(src)
     big = tlgpu.tensor(flat)
-    params = {"a": big[0:1000], "b": big[1000:7000].reshape(60, 100), "c": big[7000:12000]}
+    params = {"a": big[0:1001], "b": big[1001:7001].reshape(60, 100), "c": big[7001:12001]}
     with WeightPublisher(params, dtype=dt) as pub:
         assert pub.stats()["fast_path"]
         pub.publish(0)
         got = pub.wait(0, timeout=30)[2]
-    check_bits(got, cast({"a": flat[:1000], "b": flat[1000:7000].reshape(60, 100), "c": flat[7000:]}, dt))
+    want = {"a": flat[:1001], "b": flat[1001:7001].reshape(60, 100), "c": flat[7001:]}
+    check_bits(got, cast(want, dt), want if src == F16 else ())
 
 
 READER = r"""
