@@ -81,11 +81,13 @@ tl_pub_parse_dtype(PyObject *obj, const tl_pub_param *rec, int n)
     }
     int dt = tl_parse_dtype_all(obj, -1);
     if (dt >= 0 && TL_IS_FLOAT(dt)) return dt;
-    PyObject *r = PyObject_Repr(obj);
     PyErr_Clear();                                       /* numpy's "not understood", or tlgpu's own */
-    if (r != NULL)
-        PyErr_Format(PyExc_TypeError, "WeightPublisher: dtype must be tlgpu.float32, tlgpu.float16 or "
-                     "tlgpu.bfloat16 (or None: the parameters' own), got %U%s", r, dt >= 0 ? " (not floating)" : "");
+    PyObject *r = PyObject_Repr(obj);
+    if (r == NULL) PyErr_Clear();
+    const char *why = "WeightPublisher: dtype must be tlgpu.float32, tlgpu.float16 or tlgpu.bfloat16 (or None: "
+                      "the parameters' own), got";
+    if (r != NULL) PyErr_Format(PyExc_TypeError, "%s %U%s", why, r, dt >= 0 ? " (not floating)" : "");
+    else PyErr_Format(PyExc_TypeError, "%s a %s", why, Py_TYPE(obj)->tp_name);
     Py_XDECREF(r);
     return -1;
 }
