@@ -11,7 +11,9 @@ background C thread (latest-only: a snapshot not yet taken is replaced and count
 compares the snapshot with the last delivered version on the device, skips it when nothing changed by
 more than `threshold`, moves only the changed tensors (`incremental=True`) into pinned host staging and
 then makes the version visible to `latest()` / `wait()` and, with `name=...`, to `Subscriber(name)` in
-other processes through POSIX shared memory.
+other processes through POSIX shared memory. With `dtype=tlgpu.bfloat16` (or float16) the thread converts the
+moved tensors on the device before the copy, so everything past the device holds half the bytes; the compare
+still decides on the float32 parameters.
 """
 import weakref
 
@@ -57,11 +59,12 @@ def _weak(obj):
 
 
 class WeightPublisher(_Publisher):
-    """WeightPublisher(params, threshold=0.0, incremental=True, force_every=None, name=None, sinks=None)
+    """WeightPublisher(params, threshold=0.0, incremental=True, force_every=None, name=None, sinks=None,
+    dtype=None)
 
-    params: a dict name -> float32 Tensor (contiguous), or an object whose ``named_parameters()`` yields
-        (name, Tensor) pairs (a Module). The tensors are fixed at construction: publishing after one of
-        them changed shape or storage raises ValueError.
+    params: a dict name -> Tensor (float32, float16 or bfloat16; contiguous), or an object whose
+        ``named_parameters()`` yields (name, Tensor) pairs (a Module). The tensors are fixed at construction:
+        publishing after one of them changed shape, storage or dtype raises ValueError.
     threshold: a publish is skipped when the largest absolute change of any element since the last
         delivered version is <= threshold. A tensor counts as *changed* when its largest absolute change
         is > threshold (so with threshold=0, any nonzero change); NaN always counts as changed.
@@ -73,6 +76,10 @@ class WeightPublisher(_Publisher):
     sinks: more destinations for each delivered version, in order after the in-process one: ShmSink(name),
         or any object with deliver(version, step, arrays) (called on the publisher thread with the GIL;
         an exception it raises is raised by the learner's next call and stops the publisher).
+    dtype: the dtype delivered to every reader: tlgpu.float32, tlgpu.float16 or tlgpu.bfloat16 (numpy
+        float16 / ml_dtypes.bfloat16 arrays), converted on the device with round to nearest even (inf and
+        NaN kept, as numpy / ml_dtypes). None: the parameters' own (float32 where they mix dtypes).
+        threshold and "changed" are decided on the parameters' values (float32), not the rounded ones.
 
     Methods: publish(step), latest(), wait(newer_than, timeout=None), drain(timeout=None), stats(),
     close(cancel=False); also a context manager (leaving on an exception cancels the pending snapshot).
@@ -80,7 +87,8 @@ class WeightPublisher(_Publisher):
     An error on the background thread is raised by the next publish()/latest()/wait()/drain()/close().
     """
 
-    def __init__(self, params, threshold=0.0, incremental=True, force_every=None, name=None, sinks=None):
+    def __init__(self, params, threshold=0.0, incremental=True, force_every=None, name=None, sinks=None,
+                 dtype=None):
         # everything happens in the C type's __new__; this signature is for help() and IDEs.
         # Python sinks that list subscribers (RaySink) are held weakly: the C core owns the sinks until close().
         self._sub_sinks = [_weak(s) for s in (sinks or ()) if callable(getattr(s, "subscribers", None))]
@@ -98,7 +106,7 @@ class WeightPublisher(_Publisher):
 
     def __repr__(self):
         state = "closed" if self.closed else "open"
-        return f"<WeightPublisher {len(self.names)} tensors, {state}>"
+        return f"<WeightPublisher {len(self.names)} tensors, {self.dtype}, {state}>"
 
 
 class Subscriber(_Subscriber):
@@ -110,6 +118,8 @@ class Subscriber(_Subscriber):
     publisher which version this process holds (its stats()["acked"]); close() releases the ack slot.
     Never returns a torn version: reads are checked with a seqlock and retried. A segment that is not a
     sound tlgpu segment (any field out of place against its real size) raises ValueError.
+    The arrays have the publisher's dtype (``dtype``: float32, float16 or ml_dtypes.bfloat16), which the
+    segment records.
     """
 
     def __init__(self, name):

@@ -21,7 +21,10 @@ a newer one drops the older, and Ray frees a version nobody fetched), the subscr
 
 Ray objects are immutable, so a subscriber can never read a torn version; a subscriber that got a ref is a
 borrower, so the version stays readable after a newer one replaced it in the registry. Arrays come back
-zero-copy from the node's object store (read-only; the object stays pinned while they are alive).
+zero-copy from the node's object store (read-only; the object stays pinned while they are alive), in the
+publisher's dtype (WeightPublisher(dtype=...): float32, float16 or bfloat16). bfloat16 travels as uint16
+views: numpy pickles a user dtype's (ml_dtypes') data in-band, which would cost a copy into the pickle under
+the GIL on the publisher thread and another out of it at every read.
 
 The registry is an ordinary (non-detached) actor owned by the learner's process: if the learner dies, so do
 the registry and its objects, and a subscriber's wait() raises PublisherClosed. A subscriber that dies
@@ -34,6 +37,9 @@ import os
 import time
 import uuid
 
+import numpy as np
+from ml_dtypes import bfloat16 as _bf16
+
 from ._C import PublisherClosed                       # not from .publish, which imports this module lazily
 
 try:
@@ -44,12 +50,32 @@ except ImportError:                                    # optional: pip install t
 __all__ = ["RaySink", "RaySubscriber", "registry_name"]
 
 _PREFIX = "tlgpu.publish:"
+_BF16 = np.dtype(_bf16)
 NAMESPACE = "tlgpu"     # registries live here by default, so any driver, task or actor of the cluster finds them
 
 
 def registry_name(name):
     """The Ray actor name of RaySink(name)'s registry (in the Ray namespace NAMESPACE unless given another)."""
     return _PREFIX + name
+
+
+def _to_store(arrays):
+    """What ray.put stores for a version: the arrays dict itself, or, when some are bfloat16, (the dict with
+    those as uint16 views, their names), so that every array goes out of band (zero-copy into the store)."""
+    bf = [k for k, a in arrays.items() if a.dtype == _BF16]
+    if not bf:
+        return arrays
+    return {k: a.view(np.uint16) if a.dtype == _BF16 else a for k, a in arrays.items()}, bf
+
+
+def _from_store(obj):
+    """_to_store's inverse on the reading side: zero-copy bfloat16 views of the store's uint16 arrays."""
+    if not isinstance(obj, tuple):
+        return obj
+    arrays, bf = obj
+    for k in bf:
+        arrays[k] = arrays[k].view(_BF16)
+    return arrays
 
 
 def _check_name(who, name):
@@ -210,7 +236,7 @@ class RaySink:
         if self._closed or not ray.is_initialized():    # after ray.shutdown(), ray.put would start a new Ray
             self.skipped += 1
             return
-        ref = ray.put(arrays)
+        ref = ray.put(_to_store(arrays))
         self._registry.post.remote(version, step, [ref])
         self.delivered += 1
 
@@ -314,7 +340,7 @@ class RaySubscriber:
         if isinstance(r, str):
             raise PublisherClosed(f"RaySubscriber({self.name!r}): the sink closed")
         version, step, refs = r
-        return version, step, self._call(refs[0], None)
+        return version, step, _from_store(self._call(refs[0], None))
 
     def wait(self, newer_than, timeout=None):
         if self._closed:

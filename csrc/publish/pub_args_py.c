@@ -1,5 +1,6 @@
 /* pub_args_py.c: WeightPublisher's arguments: the parameters (a dict or named_parameters(), recorded by
- * identity: storage, offset, shape) and the sinks (name= and sinks=[...]). GIL held throughout. */
+ * identity: storage, offset, shape, dtype), the published dtype (dtype=) and the sinks (name= and
+ * sinks=[...]). GIL held throughout. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
@@ -7,6 +8,10 @@
 #include "pub_args_py.h"
 #include "pub_sub_py.h"
 #include "pub_sink_py.h"
+
+/* The core and the shared-memory header speak tlgpu's dtype codes. */
+_Static_assert((int)TL_SHM_F32 == (int)TL_F32 && (int)TL_SHM_F16 == (int)TL_F16 && (int)TL_SHM_BF16 == (int)TL_BF16,
+               "publisher dtype codes");
 
 /* (name, tensor) pairs from a dict or from obj.named_parameters(), as a list of 2-tuples. */
 PyObject *
@@ -33,9 +38,9 @@ tl_pub_record_param(PyObject *name, PyObject *value, tl_pub_param *rec)
         return -1;
     }
     tl_tensor *t = tl_tensor_CAST(value);
-    if (t->dtype != TL_F32) {
-        PyErr_Format(PyExc_TypeError, "WeightPublisher: parameter '%U' must be float32, got %s", name,
-                     tl_dtype_name(t->dtype));
+    if (!TL_IS_FLOAT(t->dtype)) {
+        PyErr_Format(PyExc_TypeError, "WeightPublisher: parameter '%U' must be float32, float16 or bfloat16, got %s",
+                     name, tl_dtype_name(t->dtype));
         return -1;
     }
     if (!tl_tensor_is_contig(t)) {
@@ -46,6 +51,7 @@ tl_pub_record_param(PyObject *name, PyObject *value, tl_pub_param *rec)
     rec->storage = t->storage;
     rec->offset = (uint64_t)t->offset;
     rec->numel = (uint64_t)tl_tensor_numel(t);
+    rec->dtype = t->dtype;
     rec->ndim = t->ndim;
     for (int d = 0; d < t->ndim; d++) rec->shape[d] = t->shape[d];
     return 0;
@@ -57,11 +63,33 @@ tl_pub_same_param(const tl_pub_param *rec, PyObject *value)
     if (!tl_tensor_check(value)) return 0;
     tl_tensor *t = tl_tensor_CAST(value);
     if (t->storage != rec->storage || (uint64_t)t->offset != rec->offset || t->ndim != rec->ndim ||
-        t->dtype != TL_F32)
+        t->dtype != rec->dtype)
         return 0;
     for (int d = 0; d < t->ndim; d++)
         if (t->shape[d] != rec->shape[d]) return 0;
     return 1;
+}
+
+int
+tl_pub_parse_dtype(PyObject *obj, const tl_pub_param *rec, int n)
+{
+    if (obj == Py_None) {                                /* PyTorch's promotion: one dtype stays, a mix is float32 */
+        int dt = n > 0 ? rec[0].dtype : TL_F32;
+        for (int i = 1; i < n; i++)
+            if (rec[i].dtype != dt) dt = TL_F32;
+        return dt;
+    }
+    int dt = tl_parse_dtype_all(obj, -1);
+    if (dt >= 0 && TL_IS_FLOAT(dt)) return dt;
+    PyErr_Clear();                                       /* numpy's "not understood", or tlgpu's own */
+    PyObject *r = PyObject_Repr(obj);
+    if (r == NULL) PyErr_Clear();
+    const char *why = "WeightPublisher: dtype must be tlgpu.float32, tlgpu.float16 or tlgpu.bfloat16 (or None: "
+                      "the parameters' own), got";
+    if (r != NULL) PyErr_Format(PyExc_TypeError, "%s %U%s", why, r, dt >= 0 ? " (not floating)" : "");
+    else PyErr_Format(PyExc_TypeError, "%s a %s", why, Py_TYPE(obj)->tp_name);
+    Py_XDECREF(r);
+    return -1;
 }
 
 

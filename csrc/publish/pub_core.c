@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static tl_kernel k_gather = TL_KERNEL("publish", "tl_publish_gather_f32");
+static tl_kernel k_gather = TL_KERNEL("publish", "tl_publish_gather");
 
 static void
 abs_deadline(double timeout, struct timespec *ts)
@@ -44,7 +44,7 @@ plan_fast(tl_pub *p)
     for (int i = 0; ok && i < p->n; i++) {
         if (p->par[i].numel == 0) continue;
         if (s == NULL) s = p->par[i].storage;
-        ok = p->par[i].storage == s;
+        ok = p->par[i].storage == s && p->par[i].dtype == p->sdt;
         idx[m++] = i;
         total += p->par[i].numel;
     }
@@ -94,8 +94,10 @@ plan_gather(tl_pub *p, tl_err *err)
         d->src_off[j] = p->par[i].offset;
         d->dst_off[j] = p->flat_off[i];
         d->n[j] = p->par[i].numel;
+        d->dt[j] = (cl_uint)p->par[i].dtype;
         d->blk_start[j + 1] = d->blk_start[j] + (cl_uint)blocks;
         d->nsrc = (cl_uint)j + 1;
+        d->sdt = (cl_uint)p->sdt;
         p->src[k] = p->par[i].storage;
         k++;
     }
@@ -133,12 +135,20 @@ done:
     return st;
 }
 
+/* The thread's kernels, and the published-dtype buffer the host copy reads when it is not the snapshot's. */
 static tl_status
 make_thread_kernels(tl_pub *p, tl_err *err)
 {
     size_t kmax = 0;
-    tl_status st = tl_program_create_kernel("publish", "tl_publish_maxabs_f32", &p->k_maxabs, err);
-    if (st == TL_OK) st = tl_program_create_kernel("publish", "tl_publish_update_f32", &p->k_update, err);
+    cl_int rc;
+    tl_status st = tl_program_create_kernel("publish", "tl_publish_maxabs", &p->k_maxabs, err);
+    if (st == TL_OK) st = tl_program_create_kernel("publish", "tl_publish_update", &p->k_update, err);
+    if (st == TL_OK && p->odt != p->sdt &&
+        (st = tl_program_create_kernel("publish", "tl_publish_convert", &p->k_convert, err)) == TL_OK) {
+        size_t bytes = (size_t)(p->flat_elems ? p->flat_elems : 1) * p->osz;
+        if ((p->conv = clCreateBuffer(p->rt->ctx, CL_MEM_READ_WRITE, bytes, NULL, &rc)) == NULL || rc != CL_SUCCESS)
+            st = tl_err_set(err, rc, "clCreateBuffer", "publisher conversion buffer");
+    }
     if (st != TL_OK) return st;
     clGetKernelWorkGroupInfo(p->k_maxabs, p->rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL);
     p->wg = kmax >= 256 ? 256 : kmax >= 64 ? 64 : 1;
@@ -169,7 +179,7 @@ static tl_status
 make_staging(tl_pub *p, tl_err *err)
 {
     cl_int rc;
-    size_t bytes = (size_t)(p->flat_elems ? p->flat_elems : 1) * 4;
+    size_t bytes = (size_t)(p->flat_elems ? p->flat_elems : 1) * p->osz;
     int direct_ok = p->flat_elems > 0 && tl_setting_flag(TL_SET_SHM_DIRECT);   /* 0: the copying path (tests) */
     p->stage_sink = -1;
     for (int k = 0; direct_ok && p->stage_sink < 0 && k < p->nsinks; k++) {
@@ -200,7 +210,7 @@ open_sinks(tl_pub *p, const tl_pub_sink *sinks, int nsinks, tl_err *err)
     p->nsinks = st == TL_OK;
     for (int k = 0; k < nsinks; k++) p->sinks[p->nsinks++] = sinks[k];   /* closed by tl_pub_free, opened or not */
     if (st != TL_OK) return st;
-    tl_pub_layout lay = {p->n, p->par, p->flat_off, p->flat_elems};
+    tl_pub_layout lay = {p->n, p->par, p->flat_off, p->flat_elems, p->odt};
     for (int k = 0; k < p->nsinks; k++)
         if ((st = p->sinks[k].ops->open(p->sinks[k].ctx, &lay, err)) != TL_OK) return st;
     return TL_OK;
@@ -213,6 +223,7 @@ tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, const tl
     tl_pub *p = NULL;
     cl_int rc;
     tl_status st;
+    int mixed = 0;
     if (nsinks > TL_PUB_MAX_SINKS || (p = calloc(1, sizeof *p)) == NULL) {
         for (int k = 0; k < nsinks; k++) sinks[k].ops->close(sinks[k].ctx);
         return tl_err_set(err, nsinks > TL_PUB_MAX_SINKS ? TL_E_ARG : TL_E_NOMEM, "tl_pub_create",
@@ -249,13 +260,22 @@ tl_pub_create(const tl_pub_param *par, int n, const tl_pub_config *cfg, const tl
             goto fail;
         }
         if ((p->par[i].storage = par[i].storage) != NULL) tl_storage_retain(par[i].storage);
+        mixed |= par[i].dtype != par[0].dtype;
+    }
+    p->sdt = n > 0 && !mixed ? par[0].dtype : TL_SHM_F32;          /* mixed: half ones widened, exactly */
+    p->odt = cfg->dtype;
+    p->ssz = tl_shm_dtype_size(p->sdt);
+    p->osz = tl_shm_dtype_size(p->odt);
+    if (p->ssz == 0 || p->osz == 0) {
+        st = tl_err_set(err, TL_E_ARG, "tl_pub_create", "dtypes must be float32, float16 or bfloat16");
+        goto fail;
     }
     if ((st = tl_runtime_get(&p->rt, err)) != TL_OK || (st = tl_kernel_prepare(&k_gather, err)) != TL_OK) goto fail;
     if (!plan_fast(p) && (st = plan_gather(p, err)) != TL_OK) goto fail;
     p->st.fast_path = p->fast;
     p->st.n_launches = p->fast ? 1 : p->nlaunch;
     for (int b = 0; b < 3; b++)
-        if ((st = tl_storage_new((size_t)(p->flat_elems ? p->flat_elems : 1) * 4, &p->buf[b], err)) != TL_OK)
+        if ((st = tl_storage_new((size_t)(p->flat_elems ? p->flat_elems : 1) * p->ssz, &p->buf[b], err)) != TL_OK)
             goto fail;
     p->tq = clCreateCommandQueue(p->rt->ctx, p->rt->device, 0, &rc);
     if (rc != CL_SUCCESS) {
@@ -303,7 +323,7 @@ enqueue_snapshot(tl_pub *p, tl_storage *dst, cl_event *ev, tl_err *err)
 {
     tl_status st;
     if (p->fast) {
-        st = tl_stream_copy(dst, 0, p->fast_src, p->fast_lo * 4, p->flat_elems * 4, err);
+        st = tl_stream_copy(dst, 0, p->fast_src, p->fast_lo * p->ssz, p->flat_elems * p->ssz, err);
         if (st != TL_OK) return st;
     }
     for (int l = 0; !p->fast && l < p->nlaunch; l++) {
@@ -316,7 +336,7 @@ enqueue_snapshot(tl_pub *p, tl_storage *dst, cl_event *ev, tl_err *err)
             rc = clSetKernelArg(k_gather.k, 2 + (cl_uint)j, sizeof(cl_mem), &s->mem);
             if ((cl_uint)j < d->nsrc) st_list[1 + j] = s;
         }
-        if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clSetKernelArg", "tl_publish_gather_f32");
+        if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clSetKernelArg", "tl_publish_gather");
         size_t lws = k_gather.wg, gws = (size_t)d->blk_start[d->nsrc] * lws;
         /* dst never carries transfer events and sources are only read: at most 16 events to wait on,
          * within stream.c's MAX_WAIT */
@@ -382,7 +402,7 @@ tl_pub_drain(tl_pub *p, double timeout)
 }
 
 int
-tl_pub_pin(tl_pub *p, uint64_t newer_than, const float **flat, uint64_t *version, int64_t *step)
+tl_pub_pin(tl_pub *p, uint64_t newer_than, const void **flat, uint64_t *version, int64_t *step)
 {
     return tl_pub_mailbox_pin(p->mailbox, newer_than, flat, version, step);
 }
@@ -458,11 +478,12 @@ tl_pub_free(tl_pub *p)
     }
     for (int s = 0; s < 2; s++)
         if (p->stage_mem[s] != NULL) clReleaseMemObject(p->stage_mem[s]);
-    cl_mem mems[4] = {p->blk, p->blk_tensor, p->maxbuf, p->flagbuf};
-    for (int i = 0; i < 4; i++)
+    cl_mem mems[5] = {p->blk, p->blk_tensor, p->maxbuf, p->flagbuf, p->conv};
+    for (int i = 0; i < 5; i++)
         if (mems[i] != NULL) clReleaseMemObject(mems[i]);
-    if (p->k_maxabs != NULL) clReleaseKernel(p->k_maxabs);
-    if (p->k_update != NULL) clReleaseKernel(p->k_update);
+    cl_kernel ks[3] = {p->k_maxabs, p->k_update, p->k_convert};
+    for (int i = 0; i < 3; i++)
+        if (ks[i] != NULL) clReleaseKernel(ks[i]);
     if (p->tq != NULL) clReleaseCommandQueue(p->tq);
     for (int b = 0; b < 3; b++) tl_storage_release(p->buf[b]);   /* q0 orders any later reuse */
     for (int k = 0; k < p->nsinks; k++) p->sinks[k].ops->close(p->sinks[k].ctx);   /* after the staging above */

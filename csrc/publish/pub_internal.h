@@ -7,6 +7,9 @@
  *    (replacing a pending snapshot: q0 is in order, so the new gather lands after the old one). The thread
  *    gives a buffer back only after clFinish on its own queue, so q0 never needs to wait for the thread;
  *    the thread's first command on a snapshot waits for the q0 marker enqueued (and flushed) after the gather.
+ *  - dtypes: the snapshot buffers hold `sdt` (the parameters' dtype, or float32 when they mix dtypes), so
+ *    the compare decides on float32 values; the staging slots and sinks hold `odt`, the published dtype.
+ *    When they differ the thread converts the moved tensors into `conv` (odt) on its queue and reads that.
  *  - two staging slots: pinned (CL_MEM_ALLOC_HOST_PTR, mapped once) or a sink's own memory (the shared-memory
  *    slots). The thread writes only the slot that is not visible, after every sink's begin() on it (the
  *    mailbox waits there until no reader pins it). slot_tv[s][t] is the version in which slot s last
@@ -28,9 +31,9 @@
 
 typedef struct {                    /* mirrors tl_pub_gather in kernels/publish.cl */
     cl_ulong src_off[SRCS], dst_off[SRCS], n[SRCS];
-    cl_uint blk_start[SRCS + 1], nsrc;
+    cl_uint blk_start[SRCS + 1], nsrc, sdt, dt[SRCS], pad;
 } gather_desc;
-_Static_assert(sizeof(gather_desc) == 3 * 8 * SRCS + 4 * (SRCS + 2), "gather descriptor layout");
+_Static_assert(sizeof(gather_desc) == 3 * 8 * SRCS + 4 * (2 * SRCS + 4), "gather descriptor layout");
 
 typedef struct { int buf; cl_event ev; uint64_t version; int64_t step; double t0; } job;
 
@@ -40,6 +43,8 @@ struct tl_pub {
     tl_pub_param *par;                       /* names strdup'd, storages retained */
     uint64_t *flat_off, flat_elems;
     tl_pub_config cfg;
+    int sdt, odt;                            /* snapshot dtype, published dtype (cfg.dtype) */
+    size_t ssz, osz;                         /* their element sizes */
     int fast, nlaunch;                       /* fast: one copy of [fast_lo, +flat_elems) of par[0].storage */
     uint64_t fast_lo;
     tl_storage *fast_src;
@@ -47,11 +52,11 @@ struct tl_pub {
     tl_storage **src;                        /* [nlaunch * SRCS] */
     tl_storage *buf[3];
     cl_command_queue tq;
-    cl_kernel k_maxabs, k_update;
+    cl_kernel k_maxabs, k_update, k_convert;
     size_t wg;
-    cl_mem blk, blk_tensor, maxbuf, flagbuf, stage_mem[2];
+    cl_mem blk, blk_tensor, maxbuf, flagbuf, conv, stage_mem[2];   /* conv: odt != sdt only */
     cl_uint nblk;
-    float *stage[2];
+    char *stage[2];
     int stage_sink;                          /* the sink whose memory the staging slots are, or -1 */
     uint64_t *slot_tv, *cur_tv;              /* [2 * n], [n] */
     cl_uint *maxbits, *flags;                /* [n] host copies */

@@ -17,6 +17,7 @@
 #include "publisher.h"
 #include "pub_sink_py.h"
 #include "shm_channel.h"
+#include "tensor.h"
 #include <numpy/arrayobject.h>
 #include <structmember.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@ typedef struct {
     PyObject *source;                /* the dict, or the object with named_parameters() */
     PyObject *tensors, *names;       /* tuples, in publish order */
     int n, is_dict, closed, closing, active;   /* active: threads inside a GIL-released call on core */
+    int dtype;                       /* the published dtype (TL_SHM_* = tlgpu's codes) */
     tl_pub_sink sinks[TL_PUB_MAX_SINKS];    /* as handed to the core (which owns them): Python sinks' errors */
     int nsinks;
     tl_pub_param *rec;               /* identity recorded at construction (storage, offset, shape) */
@@ -75,16 +77,16 @@ changed:
 static PyObject *
 pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"params", "threshold", "incremental", "force_every", "name", "sinks", NULL};
-    PyObject *params, *force = Py_None, *name = Py_None, *sinks = Py_None, *pairs = NULL;
+    static char *kw[] = {"params", "threshold", "incremental", "force_every", "name", "sinks", "dtype", NULL};
+    PyObject *params, *force = Py_None, *name = Py_None, *sinks = Py_None, *dtype = Py_None, *pairs = NULL;
     const char *shm_name = NULL;
     double threshold = 0.0;
     int incremental = 1;
     tl_pub_config cfg = {0};
     tl_err err = {0};
     tl_status st;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|dpOOO:WeightPublisher", kw, &params, &threshold, &incremental,
-                                     &force, &name, &sinks))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|dpOOOO:WeightPublisher", kw, &params, &threshold, &incremental,
+                                     &force, &name, &sinks, &dtype))
         return NULL;
     if (!(threshold >= 0.0)) {
         char num[64];                                 /* PyErr_Format has no %g */
@@ -134,6 +136,7 @@ pub_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyTuple_SET_ITEM(self->names, i, Py_NewRef(k));
         PyTuple_SET_ITEM(self->tensors, i, Py_NewRef(v));
     }
+    if ((self->dtype = cfg.dtype = tl_pub_parse_dtype(dtype, self->rec, self->n)) < 0) goto fail;
     if ((self->nsinks = tl_pub_make_sinks(shm_name, sinks, self->names, self->sinks, TL_PUB_MAX_SINKS)) < 0) {
         self->nsinks = 0;
         goto fail;
@@ -212,7 +215,7 @@ pub_publish(PyObject *op, PyObject *arg)
 static PyObject *
 copy_out(pub_obj *self, uint64_t newer_than)
 {
-    const float *flat = NULL;
+    const void *flat = NULL;
     uint64_t version = 0;
     int64_t step = 0;
     int slot, n = self->n;
@@ -225,19 +228,18 @@ copy_out(pub_obj *self, uint64_t newer_than)
         self->active--;
         Py_RETURN_NONE;
     }
-    float **dst = PyMem_Calloc((size_t)n, sizeof *dst);
+    void **dst = PyMem_Calloc((size_t)n, sizeof *dst);
+    const size_t z = tl_shm_dtype_size(self->dtype);
     if (dst == NULL || (dict = PyDict_New()) == NULL) { PyErr_NoMemory(); goto done; }
     for (int i = 0; i < n; i++) {
-        npy_intp shape[TL_SHM_MAX_DIMS];
-        for (int d = 0; d < self->rec[i].ndim; d++) shape[d] = (npy_intp)self->rec[i].shape[d];
-        PyObject *a = PyArray_SimpleNew(self->rec[i].ndim, shape, NPY_FLOAT32);
+        PyObject *a = tl_pub_new_array(self->dtype, self->rec[i].ndim, self->rec[i].shape);
         if (a == NULL || PyDict_SetItem(dict, PyTuple_GET_ITEM(self->names, i), a) < 0) { Py_XDECREF(a); goto done; }
         dst[i] = PyArray_DATA((PyArrayObject *)a);
         Py_DECREF(a);                                      /* the dict holds it */
     }
     Py_BEGIN_ALLOW_THREADS
     for (int i = 0; i < n; i++)
-        memcpy(dst[i], flat + tl_pub_flat_offset(self->core, i), self->rec[i].numel * 4);
+        memcpy(dst[i], (const char *)flat + tl_pub_flat_offset(self->core, i) * z, self->rec[i].numel * z);
     Py_END_ALLOW_THREADS
     res = Py_BuildValue("KLO", (unsigned long long)version, (long long)step, dict);
 done:
@@ -436,6 +438,12 @@ pub_get_names(PyObject *op, void *Py_UNUSED(c))
 }
 
 static PyObject *
+pub_get_dtype(PyObject *op, void *Py_UNUSED(c))
+{
+    return tl_dtype_descr(((pub_obj *)op)->dtype);
+}
+
+static PyObject *
 pub_get_closed(PyObject *op, void *Py_UNUSED(c))
 {
     return PyBool_FromLong(((pub_obj *)op)->closed);
@@ -499,14 +507,15 @@ static PyMethodDef pub_methods[] = {
 static PyGetSetDef pub_getset[] = {
     {"names", pub_get_names, NULL, "parameter names, in publish order", NULL},
     {"closed", pub_get_closed, NULL, "True after close()", NULL},
+    {"dtype", pub_get_dtype, NULL, "the published numpy dtype: float32, float16 or bfloat16 (ml_dtypes)", NULL},
     {NULL},
 };
 
 static PyType_Slot pub_slots[] = {
     {Py_tp_new, pub_new},           {Py_tp_dealloc, pub_dealloc}, {Py_tp_traverse, pub_traverse},
     {Py_tp_clear, pub_clear},       {Py_tp_methods, pub_methods}, {Py_tp_getset, pub_getset},
-    {Py_tp_doc, "Publisher(params, threshold=0.0, incremental=True, force_every=None, name=None): the C core of "
-                "tlgpu.publish.WeightPublisher."},
+    {Py_tp_doc, "Publisher(params, threshold=0.0, incremental=True, force_every=None, name=None, sinks=None, "
+                "dtype=None): the C core of tlgpu.publish.WeightPublisher."},
     {0, NULL},
 };
 

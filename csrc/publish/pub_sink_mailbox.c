@@ -11,7 +11,7 @@
 struct tl_pub_mailbox {
     pthread_mutex_t mu;
     pthread_cond_t cv;                /* a delivery, a stop, or a pin released */
-    const float *slot[2];
+    const void *slot[2];
     int visible, pins[2], stopped;
     uint64_t version;
     int64_t step;
@@ -25,7 +25,7 @@ mb_open(void *ctx, const tl_pub_layout *lay, tl_err *err)
 }
 
 static void
-mb_begin(void *ctx, int slot, const float *dst)
+mb_begin(void *ctx, int slot, const void *dst)
 {
     tl_pub_mailbox *mb = ctx;
     (void)dst;
@@ -104,7 +104,7 @@ tl_pub_mailbox_wait(tl_pub_mailbox *mb, uint64_t newer_than, double timeout)
 }
 
 int
-tl_pub_mailbox_pin(tl_pub_mailbox *mb, uint64_t newer_than, const float **flat, uint64_t *version, int64_t *step)
+tl_pub_mailbox_pin(tl_pub_mailbox *mb, uint64_t newer_than, const void **flat, uint64_t *version, int64_t *step)
 {
     int s = -1;
     pthread_mutex_lock(&mb->mu);

@@ -3,11 +3,13 @@
  * rewritten by a later delivery, so the object may keep them) and calls obj.deliver(version, step, arrays).
  * It runs after the C sinks, whenever the GIL is free; a slow deliver() delays the next delivery, never the
  * learner's publish(). An exception it raises is kept here and stops the publisher like any thread error:
- * the learner's next call raises that same exception (pub_py.c asks tl_pub_sink_py_take_error). */
+ * the learner's next call raises that same exception (pub_py.c asks tl_pub_sink_py_take_error). The arrays
+ * are of the published dtype (float32, float16, or ml_dtypes' bfloat16). */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
 #define NO_IMPORT_ARRAY
 #include "pub_sink_py.h"
+#include "pub_sub_py.h"
 #include <numpy/arrayobject.h>
 #include <string.h>
 
@@ -42,11 +44,10 @@ arrays(py_sink *k, const tl_pub_delivery *d)
     PyObject *dict = PyDict_New();
     char **dst = PyMem_RawCalloc(k->lay.n > 0 ? k->lay.n : 1, sizeof *dst);
     if (dst == NULL) { Py_XDECREF(dict); return PyErr_NoMemory(); }
+    const size_t z = tl_shm_dtype_size(k->lay.dtype);
     for (int i = 0; dict != NULL && i < k->lay.n; i++) {
         const tl_pub_param *q = &k->lay.par[i];
-        npy_intp shape[TL_SHM_MAX_DIMS];
-        for (int j = 0; j < q->ndim; j++) shape[j] = (npy_intp)q->shape[j];
-        PyObject *a = PyArray_SimpleNew(q->ndim, shape, NPY_FLOAT32);
+        PyObject *a = tl_pub_new_array(k->lay.dtype, q->ndim, q->shape);
         if (a == NULL || PyDict_SetItem(dict, PyTuple_GET_ITEM(k->names, i), a) < 0) Py_CLEAR(dict);
         else dst[i] = PyArray_DATA((PyArrayObject *)a);
         Py_XDECREF(a);
@@ -54,7 +55,7 @@ arrays(py_sink *k, const tl_pub_delivery *d)
     if (dict != NULL) {
         Py_BEGIN_ALLOW_THREADS                       /* the arrays are ours alone until deliver() is called */
         for (int i = 0; i < k->lay.n; i++)
-            memcpy(dst[i], d->flat + k->lay.flat_off[i], k->lay.par[i].numel * 4);
+            memcpy(dst[i], (const char *)d->flat + k->lay.flat_off[i] * z, k->lay.par[i].numel * z);
         Py_END_ALLOW_THREADS
     }
     PyMem_RawFree(dst);

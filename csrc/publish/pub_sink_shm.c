@@ -2,7 +2,8 @@
  * (shm_channel.c) that Subscriber(name) reads in other processes. Zero-copy when the core stages into the
  * segment's own slots (it asks slot_memory): begin() makes the slot's seqlock odd before the device reads
  * land in it, deliver() commits it. Otherwise deliver() copies the tensors the older slot lacks out of the
- * core's pinned staging, inside that slot's seqlock. */
+ * core's pinned staging, inside that slot's seqlock. The segment records the published dtype (layout 2 for
+ * float16/bfloat16), so a subscriber reads the slots as what they hold. */
 #include "pub_sink.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +27,12 @@ shm_open_sink(void *ctx, const tl_pub_layout *lay, tl_err *err)
         memcpy(t[i].shape, q->shape, sizeof t[i].shape);
     }
     k->flat_elems = lay->flat_elems;
-    tl_status st = tl_shm_create(k->name, t, lay->n, lay->flat_elems, &k->shm, err);
+    tl_status st = tl_shm_create(k->name, t, lay->n, lay->flat_elems, lay->dtype, &k->shm, err);
     free(t);
     return st;
 }
 
-static float *
+static void *
 shm_slot_memory(void *ctx, int slot)
 {
     shm_sink *k = ctx;
@@ -39,7 +40,7 @@ shm_slot_memory(void *ctx, int slot)
 }
 
 static void
-shm_begin(void *ctx, int slot, const float *dst)
+shm_begin(void *ctx, int slot, const void *dst)
 {
     shm_sink *k = ctx;
     if (dst == tl_shm_slot_data(k->shm, slot)) tl_shm_begin(k->shm, slot);   /* staged in place: odd first */

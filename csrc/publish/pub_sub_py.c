@@ -12,6 +12,7 @@
 #include "clock.h"
 #include "pub_sub_py.h"
 #include "shm_channel.h"
+#include "tensor.h"
 #include <numpy/arrayobject.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,6 +59,16 @@ tl_pub_utf8_name(PyObject *name, const char *who)
         return NULL;
     }
     return s;
+}
+
+PyObject *
+tl_pub_new_array(int dtype, int ndim, const int64_t *shape)
+{
+    npy_intp dims[TL_SHM_MAX_DIMS];
+    PyArray_Descr *d = (PyArray_Descr *)tl_dtype_descr(dtype);
+    if (d == NULL) return NULL;
+    for (int i = 0; i < ndim; i++) dims[i] = (npy_intp)shape[i];
+    return PyArray_NewFromDescr(&PyArray_Type, d, ndim, dims, NULL, NULL, 0, NULL);   /* steals d */
 }
 
 static PyObject *
@@ -108,14 +119,12 @@ sub_read(sub_obj *self, uint64_t newer_than)
     int64_t step = 0;
     long retries = 0;
     PyObject *dict = PyDict_New(), *res = NULL;
-    float **dst = PyMem_Calloc((size_t)(n ? n : 1), sizeof *dst);
+    void **dst = PyMem_Calloc((size_t)(n ? n : 1), sizeof *dst);
     if (dict == NULL || dst == NULL) { PyErr_NoMemory(); goto done; }
     for (int i = 0; i < n; i++) {
         tl_shm_tensor t;
-        npy_intp shape[TL_SHM_MAX_DIMS];
         tl_shm_tensor_info(self->shm, i, &t);
-        for (int d = 0; d < t.ndim; d++) shape[d] = (npy_intp)t.shape[d];
-        PyObject *a = PyArray_SimpleNew(t.ndim, shape, NPY_FLOAT32);
+        PyObject *a = tl_pub_new_array(tl_shm_dtype(self->shm), t.ndim, t.shape);   /* the segment's dtype */
         if (a == NULL || PyDict_SetItem(dict, PyTuple_GET_ITEM(self->names, i), a) < 0) { Py_XDECREF(a); goto done; }
         dst[i] = PyArray_DATA((PyArrayObject *)a);           /* names are unique (checked at open): dict keeps it */
         Py_DECREF(a);
@@ -267,6 +276,14 @@ sub_get_names(PyObject *op, void *Py_UNUSED(c))
 }
 
 static PyObject *
+sub_get_dtype(PyObject *op, void *Py_UNUSED(c))
+{
+    sub_obj *self = (sub_obj *)op;
+    if (sub_check(self, "dtype") < 0) return NULL;
+    return tl_dtype_descr(tl_shm_dtype(self->shm));
+}
+
+static PyObject *
 sub_get_retries(PyObject *op, void *Py_UNUSED(c))
 {
     return PyLong_FromLong(((sub_obj *)op)->retries);
@@ -297,6 +314,7 @@ static PyMethodDef sub_methods[] = {
 
 static PyGetSetDef sub_getset[] = {
     {"names", sub_get_names, NULL, "parameter names", NULL},
+    {"dtype", sub_get_dtype, NULL, "the numpy dtype of the arrays: float32, float16 or bfloat16 (ml_dtypes)", NULL},
     {"retries", sub_get_retries, NULL, "seqlock retries so far (reads that raced the writer)", NULL},
     {"publisher_pid", sub_get_publisher_pid, NULL, "the pid of the process that created the segment", NULL},
     {NULL},

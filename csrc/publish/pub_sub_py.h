@@ -10,4 +10,6 @@ PyObject *tl_pub_closed_error(void);                  /* borrowed: the module st
 int       tl_pub_parse_timeout(PyObject *obj, double *out);                 /* None -> -1 (for ever) */
 /* A str name as UTF-8, refusing embedded NULs (they would silently cut a C string). */
 const char *tl_pub_utf8_name(PyObject *name, const char *who);
+/* A new C-contiguous numpy array of a publisher dtype (TL_SHM_*: float32, float16, ml_dtypes' bfloat16). */
+PyObject *tl_pub_new_array(int dtype, int ndim, const int64_t *shape);
 #endif

@@ -1,6 +1,7 @@
 /* pub_thread.c: the weight publisher's background thread (pure C, no GIL): it takes the newest snapshot from
  * the job mailbox, compares it with the last delivered version on the device (per-tensor max |difference|),
- * skips it or reads the changed tensors into the staging slot that is not visible, completes that slot from
+ * skips it or reads the changed tensors (converted to the published dtype on the device first, when it is not
+ * the snapshot's) into the staging slot that is not visible, completes that slot from
  * the visible one, and hands the version to every sink (pub_sink.h) in order: the in-process mailbox, then
  * the caller's sinks. Only then is the version visible in stats() and the snapshot buffer released; an
  * error (OpenCL, a sink's) is stored for the learner's next call and stops the thread. */
@@ -16,7 +17,8 @@
 static tl_status
 read_runs(tl_pub *p, const job *j, int w, int all, uint64_t *moved, tl_err *err)
 {
-    cl_mem src = p->buf[j->buf]->mem;
+    cl_mem src = p->conv != NULL ? p->conv : p->buf[j->buf]->mem;   /* published dtype */
+    const size_t z = p->osz;
     for (int i = 0; i < p->n;) {
         if (!(all || p->flags[i]) || p->par[i].numel == 0) { i++; continue; }
         uint64_t lo = p->flat_off[i], hi = lo + p->par[i].numel;
@@ -26,8 +28,8 @@ read_runs(tl_pub *p, const job *j, int w, int all, uint64_t *moved, tl_err *err)
             hi = p->flat_off[k] + p->par[k].numel;
             k++;
         }
-        for (int t = i; t < k; t++) *moved += p->par[t].numel * 4;
-        cl_int rc = clEnqueueReadBuffer(p->tq, src, CL_FALSE, lo * 4, (hi - lo) * 4, p->stage[w] + lo, 1, &j->ev,
+        for (int t = i; t < k; t++) *moved += p->par[t].numel * z;
+        cl_int rc = clEnqueueReadBuffer(p->tq, src, CL_FALSE, lo * z, (hi - lo) * z, p->stage[w] + lo * z, 1, &j->ev,
                                         NULL);
         if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clEnqueueReadBuffer", "publish download");
         i = k;
@@ -36,13 +38,14 @@ read_runs(tl_pub *p, const job *j, int w, int all, uint64_t *moved, tl_err *err)
     return rc == CL_SUCCESS ? TL_OK : tl_err_set(err, rc, "clFinish", "publish download");
 }
 
-/* The block-table kernels (kernels/publish.cl): k(a, b, blocks, block -> tensor, per-tensor c), one
+/* The block-table kernels (kernels/publish.cl): k(a, b, blocks, block -> tensor, per-tensor c, dtypes), one
  * work-group per block of BLK elements, on the thread's queue. */
 static tl_status
-block_launch(tl_pub *p, cl_kernel k, cl_mem a, cl_mem b, cl_mem c, tl_err *err)
+block_launch(tl_pub *p, cl_kernel k, cl_mem a, cl_mem b, cl_mem c, cl_uint dts, tl_err *err)
 {
     cl_mem args[5] = {a, b, p->blk, p->blk_tensor, c};
     for (cl_uint i = 0; i < 5; i++) TL_CL(err, fail, clSetKernelArg, (k, i, sizeof(cl_mem), &args[i]));
+    TL_CL(err, fail, clSetKernelArg, (k, 5, sizeof dts, &dts));
     size_t gws = (size_t)p->nblk * p->wg;
     TL_CL(err, fail, clEnqueueNDRangeKernel, (p->tq, k, 1, NULL, &gws, &p->wg, 0, NULL, NULL));
     return TL_OK;
@@ -58,7 +61,8 @@ compare(tl_pub *p, const job *j, tl_err *err)
     cl_int rc;
     if (p->nblk == 0) { memset(p->maxbits, 0, 4 * (size_t)p->n); return TL_OK; }
     TL_CL(err, fail, clEnqueueFillBuffer, (p->tq, p->maxbuf, &zero, 4, 0, 4 * (size_t)p->n, 1, &j->ev, NULL));
-    if (block_launch(p, p->k_maxabs, p->buf[j->buf]->mem, p->buf[p->last]->mem, p->maxbuf, err) != TL_OK)
+    if (block_launch(p, p->k_maxabs, p->buf[j->buf]->mem, p->buf[p->last]->mem, p->maxbuf, (cl_uint)p->sdt, err)
+        != TL_OK)
         return err->code;
     rc = clEnqueueReadBuffer(p->tq, p->maxbuf, CL_TRUE, 0, 4 * (size_t)p->n, p->maxbits, 0, NULL, NULL);
     if (rc != CL_SUCCESS) return tl_err_set(err, rc, "clEnqueueReadBuffer", "publish compare");
@@ -67,12 +71,36 @@ fail:
     return err->code;
 }
 
+/* The flags to the device (once per delivery: the conversion and the update both read them; the host copy
+ * stays unchanged until the clFinish that ends either). */
+static tl_status
+write_flags(tl_pub *p, int *written, tl_err *err)
+{
+    if (*written) return TL_OK;
+    *written = 1;
+    TL_CL(err, fail, clEnqueueWriteBuffer, (p->tq, p->flagbuf, CL_FALSE, 0, 4 * (size_t)p->n, p->flags, 0, NULL, NULL));
+    return TL_OK;
+fail:
+    return err->code;
+}
+
+/* conv <- the flagged tensors of the snapshot in the published dtype, before the host reads them. */
+static tl_status
+convert(tl_pub *p, const job *j, int *written, tl_err *err)
+{
+    if (p->conv == NULL || p->nblk == 0) return TL_OK;
+    if (write_flags(p, written, err) != TL_OK) return err->code;
+    return block_launch(p, p->k_convert, p->conv, p->buf[j->buf]->mem, p->flagbuf, (cl_uint)(p->odt | p->sdt << 4),
+                        err);
+}
+
 /* last <- snapshot for the flagged tensors (when last cannot simply become the snapshot buffer). */
 static tl_status
-update_last(tl_pub *p, const job *j, tl_err *err)
+update_last(tl_pub *p, const job *j, int *written, tl_err *err)
 {
-    TL_CL(err, fail, clEnqueueWriteBuffer, (p->tq, p->flagbuf, CL_FALSE, 0, 4 * (size_t)p->n, p->flags, 0, NULL, NULL));
-    if (block_launch(p, p->k_update, p->buf[p->last]->mem, p->buf[j->buf]->mem, p->flagbuf, err) != TL_OK)
+    if (write_flags(p, written, err) != TL_OK) return err->code;
+    if (block_launch(p, p->k_update, p->buf[p->last]->mem, p->buf[j->buf]->mem, p->flagbuf, (cl_uint)p->sdt, err)
+        != TL_OK)
         return err->code;
     TL_CL(err, fail, clFinish, (p->tq));
     return TL_OK;
@@ -112,7 +140,7 @@ static tl_status
 process(tl_pub *p, job *j, tl_err *err)
 {
     tl_status st;
-    int first = p->last < 0, exact = 1;
+    int first = p->last < 0, exact = 1, written = 0;
     int force = first || (p->cfg.force_every > 0 && j->version - p->last_delivered >= (uint64_t)p->cfg.force_every);
     float gmax = 0.0f;
     cl_int rc = clWaitForEvents(1, &j->ev);   /* the snapshot is on the device: timings below are ours */
@@ -142,17 +170,18 @@ process(tl_pub *p, job *j, tl_err *err)
     begin_slot(p, w);
     uint64_t moved = 0;
     double t0 = tl_now_s(), cmp = t0 - t_snap;
-    if ((st = read_runs(p, j, w, 0, &moved, err)) != TL_OK) return st;
+    if ((st = convert(p, j, &written, err)) != TL_OK || (st = read_runs(p, j, w, 0, &moved, err)) != TL_OK) return st;
     double xfer = tl_now_s() - t0;
     for (int i = 0; i < p->n; i++) {
         if (p->flags[i]) {
             p->cur_tv[i] = p->slot_tv[w * p->n + i] = j->version;
         } else if (p->slot_tv[w * p->n + i] != p->cur_tv[i]) {   /* catch up from the visible slot */
-            memcpy(p->stage[w] + p->flat_off[i], p->stage[v] + p->flat_off[i], p->par[i].numel * 4);
+            size_t at = p->flat_off[i] * p->osz;
+            memcpy(p->stage[w] + at, p->stage[v] + at, p->par[i].numel * p->osz);
             p->slot_tv[w * p->n + i] = p->cur_tv[i];
         }
     }
-    if (!exact && (st = update_last(p, j, err)) != TL_OK) return st;
+    if (!exact && (st = update_last(p, j, &written, err)) != TL_OK) return st;
 #ifdef TL_TEST_HOOKS
     if (p->hold_us) usleep(p->hold_us);       /* lets a test read while slot w holds a half-made version */
 #endif

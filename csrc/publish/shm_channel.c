@@ -9,15 +9,18 @@
  *  - a reader accepts a copy only if the slot's seq was even before and unchanged after the copy (with an
  *    acquire fence between, Boehm's C11 seqlock); otherwise it retries: never a torn version;
  *  - per slot, the writer remembers which version of each tensor the slot holds, so an incremental publish
- *    copies only tensors that changed since that slot was last written. */
+ *    copies only tensors that changed since that slot was last written;
+ *  - the slots hold elements of one dtype: float32 in layout version 1 (the dtype fields zero), float32,
+ *    float16 or bfloat16 as the header's dtype and elem_bytes say in version 2. A float32 segment is written
+ *    as version 1, byte for byte as before, so older readers read it; a half one as version 2, which they
+ *    refuse instead of reading its halves as floats. */
 #include "shm_channel.h"
-#include "settings.h"
+#include "shm_copy.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stddef.h>
 #include <linux/futex.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -32,7 +35,7 @@
 #include <unistd.h>
 
 #define MAGIC 0x3142505550474c54ull            /* "TLGPUPB1" little-endian */
-#define LAYOUT_VERSION 1u
+#define LAYOUT_VERSION 2u                       /* the newest this code reads; 1 is still read and written */
 #define PAGE 4096u
 #define MAX_TENSORS (1u << 24)                  /* a reader refuses more: no table allocation beyond this */
 
@@ -54,7 +57,8 @@ typedef struct {
     uint32_t layout_version, n_tensors;
     uint64_t flat_elems, meta_off, names_off, data_off[2], total_bytes;
     uint64_t creator_pid, creator_start;        /* the learner: pid and start time (/proc/<pid>/stat field 22) */
-    uint64_t pad0[6];
+    uint32_t dtype, elem_bytes;                 /* layout 2: the slots' element dtype (TL_SHM_*) and size */
+    uint64_t pad0[5];
     _Atomic uint64_t latest;                    /* 0 = nothing yet; else version << 1 | slot */
     _Atomic uint64_t closed;                    /* the publisher closed: no newer version will come */
     _Atomic uint32_t notify;                    /* futex word, bumped after every publish */
@@ -65,7 +69,8 @@ typedef struct {
 } shm_header;
 
 /* The offsets docs/publish.md documents: other-language readers depend on them. */
-_Static_assert(offsetof(shm_header, creator_start) == 72 && offsetof(shm_header, latest) == 128 &&
+_Static_assert(offsetof(shm_header, creator_start) == 72 && offsetof(shm_header, dtype) == 80 &&
+               offsetof(shm_header, elem_bytes) == 84 && offsetof(shm_header, latest) == 128 &&
                offsetof(shm_header, notify) == 144 && offsetof(shm_header, slot) == 192 &&
                offsetof(shm_header, ack) == 320, "shm header layout");
 
@@ -84,11 +89,19 @@ struct tl_shm {
     char name[256];
     uint32_t n;
     uint64_t flat_elems, owner_pid, owner_start;
+    int dtype;
+    size_t esz;                                 /* bytes per element of the slots */
     shm_meta *meta;                             /* [n], private */
     char *names;                                /* private, NUL-terminated names */
-    float *data[2];
+    char *data[2];
     uint64_t *slot_tv;                          /* writer: [2][n] tensor versions each slot holds */
 };
+
+size_t
+tl_shm_dtype_size(int dtype)
+{
+    return dtype == TL_SHM_F32 ? 4 : dtype == TL_SHM_F16 || dtype == TL_SHM_BF16 ? 2 : 0;
+}
 
 static uint64_t
 align_up(uint64_t n, uint64_t a)
@@ -184,7 +197,8 @@ reclaim(const char *path, tl_err *err)
     ssize_t got = pread(fd, &h, sizeof h, 0);
     uint64_t magic = atomic_load_explicit(&h.magic, memory_order_relaxed);
     int ours = got >= (ssize_t)offsetof(shm_header, latest) && h.creator_pid != 0 &&
-               (magic == MAGIC || (magic == 0 && h.layout_version == LAYOUT_VERSION));   /* 0: creator died early */
+               (magic == MAGIC || (magic == 0 && h.layout_version >= 1 && h.layout_version <= LAYOUT_VERSION));
+    /* magic 0: its creator died while laying it out */
     if (!ours) {
         snprintf(what, sizeof what, "%s exists and is not a (complete) tlgpu publisher segment; remove /dev/shm%s "
                  "if it is stale", path, path);
@@ -215,7 +229,8 @@ alloc_tables(tl_shm *s, uint32_t n, uint64_t names_len, tl_err *err)
 }
 
 tl_status
-tl_shm_create(const char *name, const tl_shm_tensor *t, int n, uint64_t flat_elems, tl_shm **out, tl_err *err)
+tl_shm_create(const char *name, const tl_shm_tensor *t, int n, uint64_t flat_elems, int dtype, tl_shm **out,
+              tl_err *err)
 {
     tl_shm *s = NULL;
     int fd = -1;
@@ -225,10 +240,15 @@ tl_shm_create(const char *name, const tl_shm_tensor *t, int n, uint64_t flat_ele
         goto fail;
     }
     if (tl_shm_check_name(name, s->name, sizeof s->name, err) != TL_OK) goto fail;
+    if ((s->esz = tl_shm_dtype_size(dtype)) == 0) {
+        tl_err_set(err, TL_E_ARG, "tl_shm_create", "the slots' dtype must be float32, float16 or bfloat16");
+        goto fail;
+    }
+    s->dtype = dtype;
     for (int i = 0; i < n; i++) names_len += strlen(t[i].name) + 1;
     if (alloc_tables(s, (uint32_t)n, names_len, err) != TL_OK) goto fail;
     uint64_t meta_off = align_up(sizeof(shm_header), 64), names_off = meta_off + (uint64_t)n * sizeof(shm_meta);
-    uint64_t d0 = align_up(names_off + names_len, PAGE), slot_bytes = align_up(flat_elems * 4, PAGE);
+    uint64_t d0 = align_up(names_off + names_len, PAGE), slot_bytes = align_up(flat_elems * s->esz, PAGE);
     s->len = d0 + 2 * slot_bytes;
     for (int attempt = 0; (fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600)) < 0; attempt++) {
         if (errno != EEXIST || attempt == 3) { fail_os(err, errno, "shm_open", s->name); goto fail; }
@@ -241,7 +261,11 @@ tl_shm_create(const char *name, const tl_shm_tensor *t, int n, uint64_t flat_ele
     if (map == MAP_FAILED) { fail_os(err, errno, "mmap", s->name); goto fail; }
     s->h = map;                                  /* ftruncate zero-filled it: latest = 0, all slots free */
     shm_header *h = s->h;
-    h->layout_version = LAYOUT_VERSION;
+    h->layout_version = dtype == TL_SHM_F32 ? 1u : 2u;    /* float32: as before, for older readers */
+    if (dtype != TL_SHM_F32) {
+        h->dtype = (uint32_t)dtype;
+        h->elem_bytes = (uint32_t)s->esz;
+    }
     h->n_tensors = (uint32_t)n;
     h->flat_elems = s->flat_elems = flat_elems;
     h->meta_off = meta_off;
@@ -261,8 +285,8 @@ tl_shm_create(const char *name, const tl_shm_tensor *t, int n, uint64_t flat_ele
     }
     memcpy((char *)map + meta_off, s->meta, (size_t)n * sizeof(shm_meta));
     memcpy((char *)map + names_off, s->names, names_len);
-    s->data[0] = (float *)((char *)map + d0);
-    s->data[1] = (float *)((char *)map + d0 + slot_bytes);
+    s->data[0] = (char *)map + d0;
+    s->data[1] = (char *)map + d0 + slot_bytes;
     atomic_store_explicit(&h->magic, MAGIC, memory_order_release);
     flock(fd, LOCK_UN);                          /* explicitly: the mapping keeps the file, and its lock, open */
     close(fd);
@@ -272,58 +296,6 @@ fail:
     if (fd >= 0) close(fd);
     tl_shm_destroy(s);
     return err->code;
-}
-
-/* Large copies (a publish into the segment, a subscriber's read out of it) are split over threads: one
- * thread's memcpy ran at 6-7 GB/s on the H200's host (benchmarks/RESULTS.md), far under its memory bandwidth.
- * The helpers are joined before the seqlock's closing store or check, so their copies are ordered by it. */
-enum { PAR_MIN_BYTES = 16 << 20, PAR_MAX_THREADS = 8 };
-typedef struct { char *dst; const char *src; size_t n; } copy_run;
-typedef struct { const copy_run *runs; int nruns; size_t begin, end; } copy_share;   /* bytes of the runs */
-
-static void
-copy_share_run(const copy_share *p)
-{
-    size_t at = 0;
-    for (int i = 0; i < p->nruns && at < p->end; at += p->runs[i].n, i++) {
-        size_t lo = p->begin > at ? p->begin - at : 0, hi = p->end - at < p->runs[i].n ? p->end - at : p->runs[i].n;
-        if (lo < hi) memcpy(p->runs[i].dst + lo, p->runs[i].src + lo, hi - lo);
-    }
-}
-
-static void *
-copy_thread(void *arg)
-{
-    copy_share_run(arg);
-    return NULL;
-}
-
-/* Copies the runs: one contiguous share of their bytes per thread, the caller taking the first (and any
- * share whose thread could not start); one thread below PAR_MIN_BYTES, else half the CPUs (at most 8; one on
- * machines of under 4). TLGPU_SHM_COPY_THREADS=N sets the count for copies of any size (tests, tuning). */
-static void
-copy_runs(const copy_run *runs, int nruns)
-{
-    size_t total = 0;
-    for (int i = 0; i < nruns; i++) total += runs[i].n;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    const long env = tl_setting_int(TL_SET_SHM_COPY_THREADS);   /* 0: unset */
-    int T = total < PAR_MIN_BYTES || ncpu < 4 ? 1 : ncpu / 2 < PAR_MAX_THREADS ? (int)(ncpu / 2) : PAR_MAX_THREADS;
-    if (env > 0) T = env < PAR_MAX_THREADS ? (int)env : PAR_MAX_THREADS;
-    pthread_t th[PAR_MAX_THREADS];
-    copy_share share[PAR_MAX_THREADS];
-    int started[PAR_MAX_THREADS] = {0};
-    size_t each = (total + (size_t)T - 1) / (size_t)T;
-    for (int t = 0; t < T; t++) {
-        size_t b = (size_t)t * each < total ? (size_t)t * each : total, e = b + each < total ? b + each : total;
-        share[t] = (copy_share){runs, nruns, b, e};
-    }
-    for (int t = 1; t < T; t++) started[t] = pthread_create(&th[t], NULL, copy_thread, &share[t]) == 0;
-    copy_share_run(&share[0]);
-    for (int t = 1; t < T; t++) {
-        if (started[t]) pthread_join(th[t], NULL);
-        else copy_share_run(&share[t]);
-    }
 }
 
 static void
@@ -339,7 +311,7 @@ tl_shm_next_slot(const tl_shm *s)
     return L == 0 ? 0 : 1 - (int)(L & 1);
 }
 
-float *
+void *
 tl_shm_slot_data(tl_shm *s, int slot)
 {
     return s->data[slot];
@@ -368,21 +340,21 @@ tl_shm_commit(tl_shm *s, int slot, uint64_t version, int64_t step)
 }
 
 void
-tl_shm_publish(tl_shm *s, const float *src, const uint64_t *tv, uint64_t version, int64_t step)
+tl_shm_publish(tl_shm *s, const void *src, const uint64_t *tv, uint64_t version, int64_t step)
 {
     int n = (int)s->n, w = tl_shm_next_slot(s);
     tl_shm_begin(s, w);
-    copy_run *runs = malloc((size_t)(n > 0 ? n : 1) * sizeof *runs);
+    tl_shm_run *runs = malloc((size_t)(n > 0 ? n : 1) * sizeof *runs);
     int nr = 0;
     for (int i = 0; i < n; i++) {
         if (s->slot_tv[w * n + i] == tv[i]) continue;                      /* slot already holds it */
-        copy_run r = {(char *)(s->data[w] + s->meta[i].off), (const char *)(src + s->meta[i].off),
-                      s->meta[i].numel * 4};
+        tl_shm_run r = {s->data[w] + s->meta[i].off * s->esz, (const char *)src + s->meta[i].off * s->esz,
+                      s->meta[i].numel * s->esz};
         if (runs != NULL) runs[nr++] = r;
         else memcpy(r.dst, r.src, r.n);                                    /* no memory for the list */
         s->slot_tv[w * n + i] = tv[i];
     }
-    copy_runs(runs, nr);
+    tl_shm_copy_runs(runs, nr);
     free(runs);
     tl_shm_commit(s, w, version, step);
 }
@@ -480,10 +452,15 @@ check_layout(tl_shm *s, tl_err *err)
     const shm_header *h = s->h;
     uint64_t size = s->len, n = h->n_tensors, flat = h->flat_elems, meta_off = h->meta_off;
     uint64_t names_off = h->names_off, d[2] = {h->data_off[0], h->data_off[1]};
+    uint32_t layout = h->layout_version, dt = layout == 1 ? TL_SHM_F32 : h->dtype, eb = h->elem_bytes;
+    size_t esz = tl_shm_dtype_size((int)dt);
     char why[400];
     why[0] = '\0';
-    if (h->layout_version != LAYOUT_VERSION)
-        snprintf(why, sizeof why, "layout version %u (this reader knows %u)", h->layout_version, LAYOUT_VERSION);
+    if (layout < 1 || layout > LAYOUT_VERSION)
+        snprintf(why, sizeof why, "layout version %u (this reader knows 1 to %u)", layout, LAYOUT_VERSION);
+    else if (esz == 0 || (layout > 1 && eb != esz))
+        snprintf(why, sizeof why, "layout version %u with element dtype code %u of %u bytes (this reader knows "
+                 "float32 (0, 4 bytes), float16 (2, 2) and bfloat16 (3, 2))", layout, dt, eb);
     else if (h->total_bytes != size)
         snprintf(why, sizeof why, "its header says %llu bytes, it has %llu", (unsigned long long)h->total_bytes,
                  (unsigned long long)size);
@@ -493,11 +470,11 @@ check_layout(tl_shm *s, tl_err *err)
                  (unsigned long long)meta_off);
     else if (names_off < meta_off + n * sizeof(shm_meta) || names_off > d[0] || names_off > d[1])
         snprintf(why, sizeof why, "its name table offset %llu is out of place", (unsigned long long)names_off);
-    else if (flat > size / 4)
-        snprintf(why, sizeof why, "data slots of %llu floats do not fit", (unsigned long long)flat);
+    else if (flat > size / esz)
+        snprintf(why, sizeof why, "data slots of %llu elements do not fit", (unsigned long long)flat);
     for (int k = 0; k < 2 && why[0] == '\0'; k++)
-        if (d[k] % 4 != 0 || d[k] > size || flat * 4 > size - d[k])
-            snprintf(why, sizeof why, "data slot %d (%llu floats at %llu) lies outside it", k,
+        if (d[k] % 4 != 0 || d[k] > size || flat * esz > size - d[k])
+            snprintf(why, sizeof why, "data slot %d (%llu elements at %llu) lies outside it", k,
                      (unsigned long long)flat, (unsigned long long)d[k]);
     if (why[0] != '\0') return bad_segment(err, s->name, why);
     uint64_t names_len = (d[0] < d[1] ? d[0] : d[1]) - names_off;
@@ -505,10 +482,12 @@ check_layout(tl_shm *s, tl_err *err)
     memcpy(s->meta, (const char *)h + meta_off, n * sizeof(shm_meta));
     memcpy(s->names, (const char *)h + names_off, names_len);
     s->flat_elems = flat;
+    s->dtype = (int)dt;
+    s->esz = esz;
     s->owner_pid = h->creator_pid;
     s->owner_start = h->creator_start;
-    s->data[0] = (float *)((char *)s->h + d[0]);
-    s->data[1] = (float *)((char *)s->h + d[1]);
+    s->data[0] = (char *)s->h + d[0];
+    s->data[1] = (char *)s->h + d[1];
     return check_tensors(s, names_len, err);
 }
 
@@ -551,6 +530,12 @@ tl_shm_count(const tl_shm *s)
     return (int)s->n;
 }
 
+int
+tl_shm_dtype(const tl_shm *s)
+{
+    return s->dtype;
+}
+
 void
 tl_shm_tensor_info(const tl_shm *s, int i, tl_shm_tensor *out)
 {
@@ -577,7 +562,7 @@ mono_now(void)
 }
 
 int
-tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version, int64_t *step, long *retries,
+tl_shm_read(tl_shm *s, uint64_t newer_than, void *const *dst, uint64_t *version, int64_t *step, long *retries,
             unsigned delay_us)
 {
     shm_header *h = s->h;
@@ -601,14 +586,14 @@ tl_shm_read(tl_shm *s, uint64_t newer_than, float *const *dst, uint64_t *version
         }
         uint64_t v = atomic_load_explicit(&sh->version, memory_order_relaxed);
         int64_t st = atomic_load_explicit(&sh->step, memory_order_relaxed);
-        copy_run *runs = delay_us ? NULL : malloc((size_t)s->n * sizeof *runs + 1);
+        tl_shm_run *runs = delay_us ? NULL : malloc((size_t)s->n * sizeof *runs + 1);
         for (uint32_t i = 0; i < s->n; i++) {
-            copy_run r = {(char *)dst[i], (const char *)(s->data[L & 1] + s->meta[i].off), s->meta[i].numel * 4};
+            tl_shm_run r = {dst[i], s->data[L & 1] + s->meta[i].off * s->esz, s->meta[i].numel * s->esz};
             if (runs != NULL) { runs[i] = r; continue; }
             if (delay_us && attempt == 0 && i == s->n / 2) usleep(delay_us);   /* test hook */
             memcpy(r.dst, r.src, r.n);
         }
-        if (runs != NULL) copy_runs(runs, (int)s->n);
+        if (runs != NULL) tl_shm_copy_runs(runs, (int)s->n);
         free(runs);
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&sh->seq, memory_order_relaxed) != s1) continue;   /* lapped: torn */
