@@ -7,7 +7,7 @@
  * q8_0 (llama.cpp's block_q8_0) is stored the same way: an fp16 scale per block in d and 32 int8 (8 words)
  * in qs[(n*nb + b)*8 + i]; the value is d * q.
  *  - dequantize / get_rows: one work-item per block (32 outputs).
- *  - mul_mv (y[r, n] = x[r, :] . W[n, :], R <= 8 rows of x): GPU, one work-group per 8 or 16 rows, each
+ *  - mul_mv (y[r, n] = x[r, :] . W[n, :], R <= 8 rows of x): GPU, one work-group per 4 or 8 rows, each
  *    work-item a quarter block (one word) per step for all R rows (a whole block per lane left most lanes
  *    idle at K = 2048: 64 blocks for 256 lanes), then mv_reduce; CPU, one work-item per
  *    MV_NR rows with 16-wide vectors, no barriers. Either reads each weight byte once per launch. */
@@ -122,12 +122,12 @@ tl_mul_mv_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int of
 #define XHI_q8_0(qq) (2 * (qq) + 1)
 #define LOAD_q8_0(qs, blk, qq, lo, hi) unpack8(vload2((blk) * 4 + (qq), qs), lo, hi)
 
-MVQ_KERNEL(q4_0, 1, 16)
-MVQ_KERNEL(q4_0, 2, 8)
+MVQ_KERNEL(q4_0, 1, 4)
+MVQ_KERNEL(q4_0, 2, 4)
 MVQ_KERNEL(q4_0, 4, 8)
 MVQ_KERNEL(q4_0, 8, 8)
-MVQ_KERNEL(q8_0, 1, 16)
-MVQ_KERNEL(q8_0, 2, 8)
+MVQ_KERNEL(q8_0, 1, 4)
+MVQ_KERNEL(q8_0, 2, 4)
 MVQ_KERNEL(q8_0, 4, 8)
 MVQ_KERNEL(q8_0, 8, 8)
 

@@ -61,8 +61,9 @@ def make(rng, dtype=F32, shapes=SHAPES):
 
 def check_bits(got, want, from_f16=()):
     """Bit for bit, dtype and shape included. NaNs made by a float16 conversion (to float16, or from it: the
-    keys in from_f16) may carry another payload (a device's vload_half/vstore_half, as docs/precision.md
-    says): there NaN stays NaN with its sign. Every other pattern is exact, bfloat16 NaNs included."""
+    keys in from_f16) may carry another payload and sign (a device's vload_half/vstore_half, as
+    docs/precision.md says: NVIDIA's give the canonical +NaN, as CUDA's __float2half does): there NaN stays
+    NaN. Every other pattern is exact, bfloat16 NaNs from float32 included."""
     assert set(got) == set(want)
     for k, w in want.items():
         g = got[k]
@@ -71,8 +72,6 @@ def check_bits(got, want, from_f16=()):
         loose = w.dtype == F16 or k in from_f16
         nan = np.isnan(w.astype(np.float32)).ravel() if loose else np.zeros(w.size, bool)
         assert np.array_equal(np.isnan(g.astype(np.float32)).ravel()[nan], nan[nan])
-        sign = 8 * w.dtype.itemsize - 1
-        assert np.array_equal(gb[nan] >> sign, wb[nan] >> sign), k
         bad = np.nonzero((gb != wb) & ~nan)[0]
         assert bad.size == 0, (k, [(hex(int(gb[i])), hex(int(wb[i]))) for i in bad[:8]])
 

@@ -164,7 +164,7 @@ mul_mv(qfmt *f, PyObject *args)
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
     tl_gemm_params gp;
     tl_gemm_params_get(&rt->info, 0, &gp);
-    static const int nr_of[4] = {16, 8, 8, 8};           /* weight rows per work-group: kernels/quant.cl */
+    static const int nr_of[4] = {4, 4, 8, 8};            /* weight rows per work-group: kernels/quant.cl */
     int cpu = gp.v[TL_GP_DIRECT] != 0;
     const int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: padded row-count variant */
     size_t gws[2], lws[2] = {1, 1}, per_lane = 0;
@@ -173,8 +173,8 @@ mul_mv(qfmt *f, PyObject *args)
         per_lane = ((size_t)nr_of[rv] * (size_t)rr + 1) * sizeof(float);   /* mv_reduce's padded rows */
         const size_t units = (size_t)(K / 32) * 4, least = (size_t)nr_of[rv] * (size_t)rr;
         while (lws[0] * 2 <= f->mv[rv].wg && lws[0] * 2 * per_lane <= rt->info.local_mem - 1024 &&
-               (lws[0] < units || lws[0] < 32 || lws[0] < least))   /* a lane a word, no more */
-            lws[0] *= 2;
+               (lws[0] < units || lws[0] < 32 || lws[0] < least))   /* a lane a word, no more (H200, */
+            lws[0] *= 2;                                 /* [1,2048]x[5632,2048]^T: 12.3 us, against 17.7 at 1024) */
         cpu = lws[0] < (size_t)(nr_of[rv] * rr);         /* too few lanes: the barrier-free kernel */
     }
     const int nr = cpu ? 4 : nr_of[rv];
