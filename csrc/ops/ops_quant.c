@@ -173,8 +173,8 @@ mul_mv(qfmt *f, PyObject *args)
         per_lane = ((size_t)nr_of[rv] * (size_t)rr + 1) * sizeof(float);   /* mv_reduce's padded rows */
         const size_t units = (size_t)(K / 32) * 4, least = (size_t)nr_of[rv] * (size_t)rr;
         while (lws[0] * 2 <= f->mv[rv].wg && lws[0] * 2 * per_lane <= rt->info.local_mem - 1024 &&
-               (lws[0] < units || lws[0] < 32 || lws[0] < least))   /* a lane a word, no more (H200, */
-            lws[0] *= 2;                                 /* [1,2048]x[5632,2048]^T: 12.3 us, against 17.7 at 1024) */
+               (lws[0] < units || lws[0] < 32 || lws[0] < least))   /* a lane a word, no more: at K = 2048 */
+            lws[0] *= 2;                                 /* 1024 lanes left 3/4 of them idle */
         cpu = lws[0] < (size_t)(nr_of[rv] * rr);         /* too few lanes: the barrier-free kernel */
     }
     const int nr = cpu ? 4 : nr_of[rv];
