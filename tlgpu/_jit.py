@@ -85,13 +85,14 @@ class Jitted:
     """A jitted function (tlgpu.jit(fn)): call it as fn. traces() lists the signatures traced;
     memory_plan() reports the newest trace's device memory and command counts."""
 
-    def __init__(self, fn, max_traces=8):
+    def __init__(self, fn, max_traces=8, fuse=True):
         if not callable(fn):
             raise TypeError(f"tlgpu.jit: expected a callable, got {type(fn).__name__}")
         if max_traces < 1:
             raise ValueError(f"tlgpu.jit: max_traces must be >= 1, got {max_traces}")
         self.fn = fn
         self.max_traces = int(max_traces)
+        self.fuse = bool(fuse)
         self._entries = OrderedDict()
         self._seen = set()
         functools.update_wrapper(self, fn)
@@ -143,7 +144,7 @@ class Jitted:
             raise
         finally:
             _local.hooks = None
-        trace = _C._jit_end(tensors, outs)
+        trace = _C._jit_end(tensors, outs, self.fuse)
         self._entries[key] = _Entry(trace, out_struct, hooks)
         while len(self._entries) > self.max_traces:
             self._entries.popitem(last=False)
@@ -175,8 +176,9 @@ class Jitted:
         self._seen.clear()
 
 
-def jit(fn=None, *, max_traces=8):
-    """tlgpu.jit(fn) or @tlgpu.jit / @tlgpu.jit(max_traces=N): see the module's doc."""
+def jit(fn=None, *, max_traces=8, fuse=True):
+    """tlgpu.jit(fn) or @tlgpu.jit / @tlgpu.jit(max_traces=N, fuse=False): see the module's doc. fuse=False keeps
+    every recorded command (no generated kernels for elementwise chains; TLGPU_JIT_FUSE=0 does it for all)."""
     if fn is None:
-        return lambda f: Jitted(f, max_traces)
-    return Jitted(fn, max_traces)
+        return lambda f: Jitted(f, max_traces, fuse)
+    return Jitted(fn, max_traces, fuse)
