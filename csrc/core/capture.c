@@ -63,6 +63,7 @@ tl_capture_begin(tl_err *err)
     c->tr = tr;
     cur = c;
     tl_arena_set_current(a);
+    tl_arena_log_puts(a, &tr->ncmds);                  /* liveness for the fusion pass */
     return TL_OK;
 }
 
@@ -73,6 +74,7 @@ tl_capture_end(void)
     if (c == NULL) return NULL;
     cur = NULL;
     tl_arena_set_current(NULL);
+    tl_arena_log_puts(c->tr->arena, NULL);
     for (int i = 0; i < c->nsh; i++) {
         for (cl_uint j = 0; j < c->sh[i].nargs; j++) free(c->sh[i].a[j].val);
         free(c->sh[i].a);

@@ -64,6 +64,7 @@ typedef struct tl_trace {
     tl_slot_copy *copies;                              /* slots touched by native kernels */
     int ncopies;
     int *remap, nrecorded;                             /* after fusion: recorded index -> command, -1: fused */
+    int fused_away, dead_stores;                       /* the fusion pass's counts (csrc/jit/fuse.h) */
     char error[512];                                   /* the first recording failure; "" if none */
 } tl_trace;
 

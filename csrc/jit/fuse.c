@@ -52,8 +52,10 @@ typedef struct {
 
 typedef struct {
     acc_t a;
-    int written, var;                                 /* var: the register with its value, -1: not loaded */
-} region;
+    int written, loaded;                              /* loaded: its first access in the run reads memory */
+    int last, gone;                                   /* last: the last command touching it; gone: dead, */
+    int var;                                          /* overwritten by another region (never stored) */
+} region;                                             /* var: the register with its value, -1: none yet */
 
 typedef struct {
     int first, count, n;
@@ -164,7 +166,7 @@ describe(const tl_cmd *m, acc_t *acc, int *opnd)
     return na;
 }
 
-/* Whether acc_t x may not run in one kernel with region r (of the same or an earlier command). */
+/* Whether access x may not run in one kernel with region r (of the same or an earlier command). */
 static int
 conflict(const acc_t *x, const acc_t *r, int r_written, long n)
 {
@@ -183,16 +185,33 @@ same_region(const acc_t *x, const acc_t *r)
 }
 
 static region *
-region_of(run *R, const acc_t *x)
+find_region(run *R, const acc_t *x)
 {
     for (int i = 0; i < R->nreg; i++)
-        if (same_region(x, &R->reg[i].a)) return &R->reg[i];
-    region *g = &R->reg[R->nreg++];
-    g->a = *x;
-    g->a.write = 0;
-    g->written = 0;
-    g->var = -1;
-    return g;
+        if (!R->reg[i].gone && same_region(x, &R->reg[i].a)) return &R->reg[i];
+    return NULL;
+}
+
+/* Whether the storage region g belongs to was released after g's last access and before command `at` was
+ * recorded (the arena's log): its value is then never read again, and `at` writes a new storage. */
+static int
+released_before(const tl_trace *tr, const region *g, int at)
+{
+    const int s = tl_arena_put_after(tr->arena, g->a.mem, g->last + 1);
+    return s >= 0 && s <= at;
+}
+
+/* Whether region g's last value may be left unstored: its storage was released (the arena's log) and no
+ * command from `end` on touches the buffer before that. */
+static int
+dead_after(const tl_trace *tr, const region *g, int end)
+{
+    const int s = tl_arena_put_after(tr->arena, g->a.mem, g->last + 1);
+    if (s < 0) return 0;
+    for (int i = end; i < s && i < tr->ncmds; i++)
+        for (int j = 0; j < tr->cmds[i].nmem; j++)
+            if (tr->cmds[i].mems[j].mem == g->a.mem) return 0;
+    return 1;
 }
 
 static int
@@ -207,12 +226,17 @@ scalars_of(const tl_cmd *m, const int *opnd, int na)
     return ns;
 }
 
-/* Adds command m to run R: 1 added, 0 it cannot join R (R unchanged), -1 it cannot be fused at all. */
+/* Adds command ci of tr to run R: 1 added, 0 it cannot join R (R unchanged), -1 it cannot be fused at all.
+ * A write may overlap a region of the run other than element for element only where that region is an
+ * intermediate the run wrote (never loaded, never read through strides) whose storage was released
+ * before the write: the region is then gone (never stored) and no later read may touch it. */
 static int
-join(run *R, const tl_cmd *m)
+join(run *R, const tl_trace *tr, int ci)
 {
+    const tl_cmd *m = &tr->cmds[ci];
     acc_t acc[4];
     int opnd[4], na = describe(m, acc, opnd);
+    unsigned char gone[MAX_REGS] = {0};
     if (na < 0) return -1;
     const long n = m->ew->L.n;
     for (int j = 1; j < na; j++)                      /* the command's own accesses (eager: unaliased) */
@@ -223,16 +247,39 @@ join(run *R, const tl_cmd *m)
     int fresh = 0;
     for (int j = 0; j < na; j++) {
         int found = 0;
+        if (!acc[j].write && find_region(R, &acc[j]) != NULL) continue;   /* a register: no memory access */
         for (int i = 0; i < R->nreg; i++) {
-            if (conflict(&acc[j], &R->reg[i].a, R->reg[i].written, n)) return 0;
-            found |= same_region(&acc[j], &R->reg[i].a);
+            const region *g = &R->reg[i];
+            const int hit = conflict(&acc[j], &g->a, g->written, n) || same_region(&acc[j], &g->a);
+            if (g->gone) {
+                if (hit && !acc[j].write) return 0;
+                continue;
+            }
+            if (conflict(&acc[j], &g->a, g->written, n)) {
+                if (!acc[j].write || g->loaded || g->a.bcast || !released_before(tr, g, ci)) return 0;
+                for (int k = 1; k < na; k++)          /* not a region this command reads */
+                    if (same_region(&acc[k], &g->a) || conflict(&acc[k], &g->a, 1, n)) return 0;
+                gone[i] = 1;
+            }
+            found |= same_region(&acc[j], &g->a) && !gone[i];
         }
         for (int i = 0; i < j && !found; i++) found = same_region(&acc[j], &acc[i]);
         fresh += !found;
     }
     const int ns = scalars_of(m, opnd, na);
     if (R->nreg + fresh > MAX_REGS || R->nscal + ns > MAX_SCALARS) return 0;
-    for (int j = 0; j < na; j++) region_of(R, &acc[j])->written |= acc[j].write;
+    for (int i = 0; i < R->nreg; i++) R->reg[i].gone |= gone[i];
+    for (int k = 1; k <= na; k++) {                   /* the inputs first (read before the write), then */
+        const acc_t *x = &acc[k % na];                /* the output, acc[0] */
+        region *g = find_region(R, x);
+        if (g == NULL) {
+            g = &R->reg[R->nreg++];
+            *g = (region){.a = *x, .loaded = !x->write, .var = -1};
+            g->a.write = 0;
+        }
+        g->written |= x->write;
+        g->last = ci;
+    }
     R->nscal += ns;
     R->n = (int)n;
     R->count++;
@@ -340,56 +387,61 @@ emit_store(sbuf *b, const region *g, int r)
     sb_printf(b, "    }\n");
 }
 
-/* Kernel tl_fused_<id> for R's commands, appended to src; R's regions and scalars are filled in the
- * order of its arguments: n, then (buffer, offset) per region, then the scalars. name: the op names. */
+/* Kernel tl_fused_<id> for R's commands, appended to src. R is joined again command by command (the same
+ * decisions as find_runs), which fills its regions and scalars in the order of the kernel's arguments: n,
+ * then (buffer, offset) per region, then the scalars. name: the op names. */
 static void
-emit_run(sbuf *src, const tl_trace *tr, run *R, int id, sbuf *name)
+emit_run(sbuf *src, const tl_trace *tr, run *R, int id, sbuf *name, int *dead)
 {
     sbuf body = {0};
-    int nv = 0, isint[MAX_SCALARS];
-    R->nreg = R->nscal = 0;
+    const int first = R->first, count = R->count;
+    int nv = 0, ns = 0, isint[MAX_SCALARS];
+    memset(R, 0, sizeof *R);
+    R->first = first;
     sb_printf(name, "fused(");
-    for (int c = R->first; c < R->first + R->count; c++) {
+    for (int c = first; c < first + count; c++) {
         const tl_cmd *m = &tr->cmds[c];
         const tl_ew_note *nt = m->ew;
         const int in = nt->math == TL_EWM_I32;
         acc_t acc[4];
         int opnd[4], na = describe(m, acc, opnd);
         char x[3][48];
+        if (join(R, tr, c) != 1) { body.oom = 1; break; }   /* cannot happen: find_runs joined it */
         for (int k = 1; k <= 3; k++) {
             int j = 0;
             while (j < na && opnd[j] != k) j++;
             if (j < na) {
-                region *g = region_of(R, &acc[j]);
+                region *g = find_region(R, &acc[j]);
                 if (g->var < 0) emit_load(&body, g, (int)(g - R->reg), nv++);
                 if (nt->math == TL_EWM_ANY && g->a.dtype == TL_I32) snprintf(x[k - 1], sizeof x[0], "convert_float4(v%d)", g->var);
                 else snprintf(x[k - 1], sizeof x[0], "v%d", g->var);
             } else if (k <= ARITY[nt->op]) {
-                isint[R->nscal] = in;
-                R->scal[R->nscal] = nt->bits[k - 1];
-                snprintf(x[k - 1], sizeof x[0], "(%s)(s%d)", in ? "int4" : "float4", R->nscal++);
+                isint[ns] = in;
+                R->scal[ns] = nt->bits[k - 1];
+                snprintf(x[k - 1], sizeof x[0], "(%s)(s%d)", in ? "int4" : "float4", ns++);
             } else {
                 snprintf(x[k - 1], sizeof x[0], in ? "(int4)(0)" : "(float4)(0.0f)");
             }
         }
         emit_op(&body, nt, (const char (*)[48])x, nv);
-        region *out = region_of(R, &acc[0]);
-        out->var = nv++;
-        out->written = 1;
+        find_region(R, &acc[0])->var = nv++;
         char lower[24];
         size_t k = 0;
         for (const char *p = OP_CODE[nt->op] + 6; *p && k + 1 < sizeof lower; p++)
             lower[k++] = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
         lower[k] = '\0';
-        sb_printf(name, "%s%s", c > R->first ? "," : "", lower);
+        sb_printf(name, "%s%s", c > first ? "," : "", lower);
     }
     sb_printf(name, ")");
-    for (int r = 0; r < R->nreg; r++)
-        if (R->reg[r].written) emit_store(&body, &R->reg[r], r);
+    for (int r = 0; r < R->nreg; r++) {               /* every region the run wrote, unless it died */
+        if (!R->reg[r].written) continue;
+        if (R->reg[r].gone || dead_after(tr, &R->reg[r], first + count)) (*dead)++;
+        else emit_store(&body, &R->reg[r], r);
+    }
     sb_printf(src, "\nkernel void\ntl_fused_%d(int n", id);
     for (int r = 0; r < R->nreg; r++)
         sb_printf(src, ", global %s%s *r%d, int o%d", R->reg[r].written ? "" : "const ", ctype(R->reg[r].a.dtype), r, r);
-    for (int s = 0; s < R->nscal; s++) sb_printf(src, ", %s s%d", isint[s] ? "int" : "float", s);
+    for (int i = 0; i < ns; i++) sb_printf(src, ", %s s%d", isint[i] ? "int" : "float", i);
     sb_printf(src, ")\n{\n    const int i0 = get_global_id(0) * 4;\n    if (i0 >= n) return;\n");
     sb_printf(src, "    const int full = i0 + 4 <= n;\n");
     sb_printf(src, "    const int4 lane = (int4)(i0) + (int4)(0, 1, 2, 3), li = min(lane, (int4)(n - 1));\n");
@@ -454,7 +506,7 @@ find_runs(const tl_trace *tr, run **out)
     run *runs = NULL, cur = {0};
     int nruns = 0, room = 0;
     for (int i = 0; i <= tr->ncmds; i++) {
-        int r = i < tr->ncmds ? join(&cur, &tr->cmds[i]) : -1;
+        int r = i < tr->ncmds ? join(&cur, tr, i) : -1;
         if (r == 1) continue;
         if (cur.count >= 2) {
             if (nruns == room) {
@@ -467,7 +519,7 @@ find_runs(const tl_trace *tr, run **out)
         }
         memset(&cur, 0, sizeof cur);
         cur.first = i;
-        if (r == 0 && join(&cur, &tr->cmds[i]) != 1) cur.first = i + 1;
+        if (r == 0 && join(&cur, tr, i) != 1) cur.first = i + 1;
         if (r == -1) cur.first = i + 1;
     }
     *out = runs;
@@ -475,17 +527,16 @@ find_runs(const tl_trace *tr, run **out)
 }
 
 tl_status
-tl_fuse_trace(tl_trace *tr, int *fused, tl_err *err)
+tl_fuse_trace(tl_trace *tr, tl_err *err)
 {
     const tl_runtime *rt;
     run *runs = NULL;
     sbuf src = {0};
     char **names = NULL;
     tl_cmd *made = NULL, *cmds = NULL;
-    int *remap = NULL, nmade = 0, removed = 0;
+    int *remap = NULL, nmade = 0, removed = 0, dead = 0;
     cl_program prog;
     tl_status st = tl_runtime_get(&rt, err);
-    *fused = 0;
     if (st != TL_OK) return st;
     const int nruns = find_runs(tr, &runs);
     if (nruns <= 0) {
@@ -498,7 +549,7 @@ tl_fuse_trace(tl_trace *tr, int *fused, tl_err *err)
     if (names == NULL || made == NULL || remap == NULL) { st = tl_err_set(err, TL_E_NOMEM, "tlgpu.jit", "fusion"); goto done; }
     for (int r = 0; r < nruns; r++) {
         sbuf name = {0};
-        emit_run(&src, tr, &runs[r], r, &name);
+        emit_run(&src, tr, &runs[r], r, &name, &dead);
         names[r] = name.p;
         removed += runs[r].count - 1;
         if (name.oom) src.oom = 1;
@@ -538,7 +589,8 @@ tl_fuse_trace(tl_trace *tr, int *fused, tl_err *err)
     tr->ncmds = tr->room = ncmds;
     tr->remap = remap;
     remap = NULL;
-    *fused = removed;
+    tr->fused_away = removed;
+    tr->dead_stores = dead;
 done:
     for (int i = 0; i < nmade; i++) cmd_clear(&made[i]);
     for (int i = 0; names != NULL && i < nruns; i++) free(names[i]);

@@ -7,7 +7,8 @@
 #define TL_FUSE_H
 #include "capture.h"
 
-/* Fuses tr's runs in place; *fused: commands removed (0: nothing changed). On an error the trace is as
- * recorded. tr->remap maps recorded command indices to the new ones (-1: fused away). */
-tl_status tl_fuse_trace(tl_trace *tr, int *fused, tl_err *err);
+/* Fuses tr's runs in place: tr->fused_away commands fewer, tr->dead_stores regions left unstored (dead
+ * intermediates), tr->remap from recorded command indices to the new ones (-1: fused). On an error the
+ * trace is as recorded. */
+tl_status tl_fuse_trace(tl_trace *tr, tl_err *err);
 #endif

@@ -24,7 +24,6 @@ typedef struct {
     size_t *slot_bytes;                                /* the outputs' blocks, by slot */
     out_spec *outs;
     long replays;
-    int fused;                                         /* commands the fusion pass removed */
 } trace_obj;
 
 static PyTypeObject *trace_type;
@@ -159,14 +158,14 @@ fn_jit_end(PyObject *Py_UNUSED(m), PyObject *args)
     tl_err err = {0};
     tl_trace *tr = tl_capture_end();
     trace_obj *t = NULL;
-    int fuse = 1, fused = 0;
+    int fuse = 1;
     tl_status st = TL_OK;
     if (tr == NULL) return PyErr_Format(PyExc_RuntimeError, "tlgpu.jit: no trace is being captured");
     if (!PyArg_ParseTuple(args, "OO|p:_jit_end", &ins_arg, &outs_arg, &fuse)) goto fail;
     if (tr->error[0]) { PyErr_Format(PyExc_RuntimeError, "%s", tr->error); goto fail; }
     if (fuse && tl_setting_flag(TL_SET_JIT_FUSE)) {   /* may build a program: without the GIL */
         Py_BEGIN_ALLOW_THREADS
-        st = tl_fuse_trace(tr, &fused, &err);
+        st = tl_fuse_trace(tr, &err);
         Py_END_ALLOW_THREADS
         if (st != TL_OK) { tl_raise(&err); goto fail; }
     }
@@ -178,7 +177,6 @@ fn_jit_end(PyObject *Py_UNUSED(m), PyObject *args)
     t->nouts = (int)PySequence_Fast_GET_SIZE(outs);
     t->nslots = t->ninputs;
     t->replays = 0;
-    t->fused = fused;
     t->outs = calloc((size_t)t->nouts + 1, sizeof *t->outs);
     t->slot_bytes = calloc((size_t)(t->ninputs + t->nouts) + 1, sizeof *t->slot_bytes);
     slots = calloc((size_t)(t->ninputs + t->nouts) + 1, sizeof *slots);
@@ -253,12 +251,12 @@ trace_memory_plan(PyObject *self, PyObject *Py_UNUSED(a))
     for (int i = 0; i < t->tr->nheld; i++) held += t->tr->held[i]->cap;
     for (int i = t->ninputs; i < t->nslots; i++) outs += t->slot_bytes[i];
     for (int i = 0; i < t->tr->ncmds; i++) kinds[t->tr->cmds[i].kind]++;
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:l,s:i}", "arena_bytes", (Py_ssize_t)a.bytes,
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:l,s:i,s:i}", "arena_bytes", (Py_ssize_t)a.bytes,
                          "arena_blocks", (Py_ssize_t)a.blocks, "reused_blocks", (Py_ssize_t)a.reused,
                          "held_bytes", (Py_ssize_t)held, "output_bytes", (Py_ssize_t)outs, "commands", t->tr->ncmds,
                          "kernels", kinds[TL_CMD_KERNEL], "copies", kinds[TL_CMD_COPY], "slot_copies", t->tr->ncopies,
                          "native", kinds[TL_CMD_NATIVE], "inputs", t->ninputs, "replays", t->replays,
-                         "fused_away", t->fused);
+                         "fused_away", t->tr->fused_away, "dead_stores", t->tr->dead_stores);
 }
 
 static PyObject *
