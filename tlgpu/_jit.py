@@ -11,7 +11,8 @@
 The first call with a new signature runs eagerly (it creates the lazily made state: gradients, optimizer
 moments, kernels); the second traces: it runs for real while every device command is recorded with its
 arguments; later calls replay the recording from C, with the new input tensors bound in place of the traced
-ones and fresh output tensors returned. A signature is the structure of the arguments, each tensor's
+ones and fresh output tensors returned. Before the first replay, runs of elementwise commands in the trace are
+fused into generated kernels that give the same bits (fuse=False, or TLGPU_JIT_FUSE=0, keeps every command). A signature is the structure of the arguments, each tensor's
 shape/strides/offset/dtype/requires_grad, which inputs share storage, the values of the non-tensor
 arguments and the grad mode: a different one traces again (at most `max_traces` are kept).
 
@@ -83,7 +84,7 @@ class _Entry:
 
 class Jitted:
     """A jitted function (tlgpu.jit(fn)): call it as fn. traces() lists the signatures traced;
-    memory_plan() reports the newest trace's device memory and command counts."""
+    memory_plan() reports the newest trace's device memory and command counts. fuse: fuse elementwise runs."""
 
     def __init__(self, fn, max_traces=8, fuse=True):
         if not callable(fn):
@@ -159,13 +160,15 @@ class Jitted:
         arena_blocks, reused_blocks, held_bytes (buffers made before the trace that it touches: parameters,
         optimizer state), output_bytes (fresh blocks each replay returns), commands (kernels + copies + native
         BLAS calls), slot_copies (inputs/outputs a native call touches, copied rather than rebound), inputs,
-        replays. None before the first trace."""
+        replays, fused_away (commands the fusion removed), dead_stores (intermediates it never writes back). None
+        before the first trace."""
         if not self._entries:
             return None
         return next(reversed(self._entries.values())).trace.memory_plan()
 
     def commands(self):
-        """The newest trace's recorded commands (kernel names, "copy"), in replay order; None before a trace."""
+        """The newest trace's commands (kernel names, "copy", "fused(op,op,...)" for a generated kernel), in replay
+        order; None before a trace."""
         if not self._entries:
             return None
         return next(reversed(self._entries.values())).trace.commands()
