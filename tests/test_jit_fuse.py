@@ -84,6 +84,23 @@ def test_broadcast_operands(A, cols):
     assert len(jf.commands()) == 1 and jf.commands()[0] == "fused(add,relu,mul,sub,mul,add,sigmoid,mul)"
 
 
+def test_broadcast_in_three_dims_and_zero_dim(A):
+    def f(x, c, r, s):
+        return ((x * c + r).tanh() - c) * r + s
+    jf, _ = compare(f, lambda: [A(2, 3, 5), A(3, 1), A(5), np.array(A(1)[0])])
+    assert jf.commands() == ["fused(mul,add,tanh,sub,mul,add)"]
+    jf, _ = compare(lambda x: (x * 2 + 1).exp(), lambda: [np.array(A(1)[0])])
+    assert jf.commands() == ["fused(mul,add,exp)"]
+
+
+def test_in_place_on_a_strided_view_is_not_fused(A):
+    def f(x, y):
+        x[:, :3].mul_(2)                               # its output is not contiguous: a command of its own
+        return x * y + 1
+    jf, _ = compare(f, lambda: [A(4, 5), A(4, 5)])
+    assert len(jf.commands()) == 2 and jf.commands()[1] == "fused(mul,add)"
+
+
 def test_in_place_and_two_writes_of_one_buffer(A):
     def f(x, y):
         x.mul_(2).add_(y).sub_(1.5)                    # an input, in place: the caller's tensor changes
