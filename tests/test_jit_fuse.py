@@ -121,6 +121,14 @@ def test_disjoint_slices_of_one_buffer(A):
     assert len(jf.commands()) == 1
 
 
+def test_overlapping_reads_fuse(A):
+    def f(t):
+        d = t[1:] - t[:-1]                             # two reads of one buffer, one element apart
+        return (d * t[:-1] + t[1:]).abs()
+    jf, _ = compare(f, lambda: [A(41)])
+    assert jf.commands() == ["fused(sub,mul,add,abs)"]
+
+
 def test_overlapping_operands_are_not_fused(A):
     def shifted(t):
         t[0:8].mul_(2)                                 # then read one element over: not element for element

@@ -47,15 +47,17 @@ static const unsigned char ARITY[TL_EW_COUNT] = {
 typedef struct {
     cl_mem mem;
     int dtype, off, bcast, write;
-    char idx[256];
+    char idx[400];
 } acc_t;
 
 typedef struct {
     acc_t a;
-    int written, loaded;                              /* loaded: its first access in the run reads memory */
-    int last, gone;                                   /* last: the last command touching it; gone: dead, */
-    int var;                                          /* overwritten by another region (never stored) */
-} region;                                             /* var: the register with its value, -1: none yet */
+    int written;                                      /* a command of the run writes it */
+    int loaded;                                       /* its first access in the run reads memory */
+    int last;                                         /* the last command touching it */
+    int gone;                                         /* dead, overwritten by another region: never stored */
+    int var;                                          /* the register holding its value, -1: none yet */
+} region;
 
 typedef struct {
     int first, count, n;
@@ -101,14 +103,14 @@ arg_mem(const tl_cmd *m, int arg)
 }
 
 /* The index expression of operand k of L, past its offset, for the output's row-major walk: the sum over
- * dims of ((@ / inner) % shape) * stride, '@' the element index. */
-static void
+ * dims of ((@ / inner) % shape) * stride, '@' the element index. -1 if it does not fit out. */
+static int
 bcast_index(const tl_layout *L, int k, char *out, size_t cap)
 {
     size_t at = 0;
     long inner = 1;
     out[0] = '\0';
-    for (int d = L->ndim - 1; d >= 0 && at < cap; d--) {
+    for (int d = L->ndim - 1; d >= 0; d--) {
         const int st = L->st[k][d];
         char q[64], r[96];
         if (st != 0) {
@@ -116,11 +118,14 @@ bcast_index(const tl_layout *L, int k, char *out, size_t cap)
             else snprintf(q, sizeof q, "@ / %ld", inner);
             if (d > 0) snprintf(r, sizeof r, "(%s %% %d)", q, L->shape[d]);
             else snprintf(r, sizeof r, "(%s)", q);
-            at += (size_t)snprintf(out + at, cap - at, "%s%s * %d", at ? " + " : "", r, st);
+            int w = snprintf(out + at, cap - at, "%s%s * %d", at ? " + " : "", r, st);
+            if (w < 0 || (size_t)w >= cap - at) return -1;
+            at += (size_t)w;
         }
         inner *= L->shape[d];
     }
     if (at == 0) snprintf(out, cap, "0");
+    return 0;
 }
 
 /* The command's buffer accesses (the output first, then its tensor operands; opnd[j]: which operand), or
@@ -159,7 +164,7 @@ describe(const tl_cmd *m, acc_t *acc, int *opnd)
         }
         if (!same) {
             a->bcast = 1;
-            bcast_index(L, k, a->idx, sizeof a->idx);
+            if (bcast_index(L, k, a->idx, sizeof a->idx) < 0) return -1;
         }
         opnd[na++] = k;
     }
@@ -172,6 +177,7 @@ conflict(const acc_t *x, const acc_t *r, int r_written, long n)
 {
     if (x->mem != r->mem) return 0;
     if (x->bcast || r->bcast) return (x->bcast && r_written) || (r->bcast && x->write);
+    if (!x->write && !r_written) return 0;            /* two reads: any overlap will do */
     const long xb = (long)x->off * esize(x->dtype), rb = (long)r->off * esize(r->dtype);
     if (xb == rb && x->dtype == r->dtype) return 0;   /* the same elements */
     return xb < rb + n * esize(r->dtype) && rb < xb + n * esize(x->dtype);
@@ -315,7 +321,7 @@ emit_load(sbuf *b, region *g, int r, int var)
     if (!g->a.bcast && (dt == TL_F32 || dt == TL_I32)) sb_printf(b, "full ? vload4(0, r%d + o%d + i0) : ", r, r);
     sb_printf(b, "(%s)(", vt[dt]);
     for (int j = 0; j < 4; j++) {
-        char lane[16], at[400];
+        char lane[16], at[600];
         snprintf(lane, sizeof lane, "li.s%d", j);
         if (g->a.bcast) subst(g->a.idx, lane, at, sizeof at);
         else snprintf(at, sizeof at, "%s", lane);
