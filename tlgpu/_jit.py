@@ -11,7 +11,8 @@
 The first call with a new signature runs eagerly (it creates the lazily made state: gradients, optimizer
 moments, kernels); the second traces: it runs for real while every device command is recorded with its
 arguments; later calls replay the recording from C, with the new input tensors bound in place of the traced
-ones and fresh output tensors returned. A signature is the structure of the arguments, each tensor's
+ones and fresh output tensors returned. Before the first replay, runs of elementwise commands in the trace are
+fused into generated kernels that give the same bits (fuse=False, or TLGPU_JIT_FUSE=0, keeps every command). A signature is the structure of the arguments, each tensor's
 shape/strides/offset/dtype/requires_grad, which inputs share storage, the values of the non-tensor
 arguments and the grad mode: a different one traces again (at most `max_traces` are kept).
 
@@ -83,15 +84,16 @@ class _Entry:
 
 class Jitted:
     """A jitted function (tlgpu.jit(fn)): call it as fn. traces() lists the signatures traced;
-    memory_plan() reports the newest trace's device memory and command counts."""
+    memory_plan() reports the newest trace's device memory and command counts. fuse: fuse elementwise runs."""
 
-    def __init__(self, fn, max_traces=8):
+    def __init__(self, fn, max_traces=8, fuse=True):
         if not callable(fn):
             raise TypeError(f"tlgpu.jit: expected a callable, got {type(fn).__name__}")
         if max_traces < 1:
             raise ValueError(f"tlgpu.jit: max_traces must be >= 1, got {max_traces}")
         self.fn = fn
         self.max_traces = int(max_traces)
+        self.fuse = bool(fuse)
         self._entries = OrderedDict()
         self._seen = set()
         functools.update_wrapper(self, fn)
@@ -143,7 +145,7 @@ class Jitted:
             raise
         finally:
             _local.hooks = None
-        trace = _C._jit_end(tensors, outs)
+        trace = _C._jit_end(tensors, outs, self.fuse)
         self._entries[key] = _Entry(trace, out_struct, hooks)
         while len(self._entries) > self.max_traces:
             self._entries.popitem(last=False)
@@ -158,13 +160,15 @@ class Jitted:
         arena_blocks, reused_blocks, held_bytes (buffers made before the trace that it touches: parameters,
         optimizer state), output_bytes (fresh blocks each replay returns), commands (kernels + copies + native
         BLAS calls), slot_copies (inputs/outputs a native call touches, copied rather than rebound), inputs,
-        replays. None before the first trace."""
+        replays, fused_away (commands the fusion removed), dead_stores (intermediates it never writes back). None
+        before the first trace."""
         if not self._entries:
             return None
         return next(reversed(self._entries.values())).trace.memory_plan()
 
     def commands(self):
-        """The newest trace's recorded commands (kernel names, "copy"), in replay order; None before a trace."""
+        """The newest trace's commands (kernel names, "copy", "fused(op,op,...)" for a generated kernel), in replay
+        order; None before a trace."""
         if not self._entries:
             return None
         return next(reversed(self._entries.values())).trace.commands()
@@ -175,8 +179,9 @@ class Jitted:
         self._seen.clear()
 
 
-def jit(fn=None, *, max_traces=8):
-    """tlgpu.jit(fn) or @tlgpu.jit / @tlgpu.jit(max_traces=N): see the module's doc."""
+def jit(fn=None, *, max_traces=8, fuse=True):
+    """tlgpu.jit(fn) or @tlgpu.jit / @tlgpu.jit(max_traces=N, fuse=False): see the module's doc. fuse=False keeps
+    every recorded command (no generated kernels for elementwise chains; TLGPU_JIT_FUSE=0 does it for all)."""
     if fn is None:
-        return lambda f: Jitted(f, max_traces)
-    return Jitted(fn, max_traces)
+        return lambda f: Jitted(f, max_traces, fuse)
+    return Jitted(fn, max_traces, fuse)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 typedef struct { cl_mem mem; size_t cap; uint64_t seq; } block;
+typedef struct { cl_mem mem; int at; } put_log;
 
 struct tl_arena {
     atomic_int refs;
@@ -17,6 +18,9 @@ struct tl_arena {
     int nfree, room;
     uint64_t touched;                                  /* newest replay's sequence number */
     tl_arena_stats st;
+    const int *clock;                                  /* while capturing: the trace's command count */
+    put_log *log;                                      /* blocks given back while capturing, in order */
+    int nlog, logroom;
 };
 
 static _Thread_local tl_arena *current;
@@ -48,6 +52,7 @@ tl_arena_release(tl_arena *a)
     if (current == a) current = NULL;
     pthread_mutex_destroy(&a->lock);
     free(a->free);
+    free(a->log);
     free(a);
 }
 
@@ -107,6 +112,12 @@ tl_arena_put(tl_arena *a, cl_mem mem, size_t cap, uint64_t use_seq)
         a->room = room;
     }
     a->free[a->nfree++] = (block){mem, cap, use_seq};
+    if (a->clock != NULL && a->nlog == a->logroom) {   /* a lost entry hides one release: safe */
+        int room = a->logroom ? 2 * a->logroom : 64;
+        put_log *grown = realloc(a->log, (size_t)room * sizeof *grown);
+        if (grown != NULL) { a->log = grown; a->logroom = room; }
+    }
+    if (a->clock != NULL && a->nlog < a->logroom) a->log[a->nlog++] = (put_log){mem, *a->clock};
     pthread_mutex_unlock(&a->lock);
     tl_arena_release(a);
 }
@@ -125,4 +136,23 @@ tl_arena_get_stats(tl_arena *a, tl_arena_stats *out)
     pthread_mutex_lock(&a->lock);
     *out = a->st;
     pthread_mutex_unlock(&a->lock);
+}
+
+void
+tl_arena_log_puts(tl_arena *a, const int *clock)
+{
+    pthread_mutex_lock(&a->lock);
+    a->clock = clock;
+    pthread_mutex_unlock(&a->lock);
+}
+
+int
+tl_arena_put_after(tl_arena *a, cl_mem mem, int from)
+{
+    int at = -1;
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < a->nlog && at < 0; i++)
+        if (a->log[i].mem == mem && a->log[i].at >= from) at = a->log[i].at;
+    pthread_mutex_unlock(&a->lock);
+    return at;
 }

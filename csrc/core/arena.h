@@ -22,4 +22,9 @@ tl_status tl_arena_alloc(tl_arena *a, size_t nbytes, cl_mem *out, size_t *cap, u
 void      tl_arena_put(tl_arena *a, cl_mem mem, size_t cap, uint64_t use_seq);   /* a storage's block back */
 void      tl_arena_touch(tl_arena *a, uint64_t use_seq);   /* every block used up to use_seq (a replay) */
 void      tl_arena_get_stats(tl_arena *a, tl_arena_stats *out);
+/* While a trace is captured (capture.c): each block a storage gives back is logged with *clock, the number of
+ * commands recorded by then (NULL: stop logging). tl_arena_put_after: the first logged stamp >= from for
+ * mem, -1 if none (tlgpu.jit's fusion: a value in a block released before a later command is dead). */
+void      tl_arena_log_puts(tl_arena *a, const int *clock);
+int       tl_arena_put_after(tl_arena *a, cl_mem mem, int from);
 #endif

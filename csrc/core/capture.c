@@ -63,6 +63,7 @@ tl_capture_begin(tl_err *err)
     c->tr = tr;
     cur = c;
     tl_arena_set_current(a);
+    tl_arena_log_puts(a, &tr->ncmds);                  /* liveness for the fusion pass */
     return TL_OK;
 }
 
@@ -73,6 +74,7 @@ tl_capture_end(void)
     if (c == NULL) return NULL;
     cur = NULL;
     tl_arena_set_current(NULL);
+    tl_arena_log_puts(c->tr->arena, NULL);
     for (int i = 0; i < c->nsh; i++) {
         for (cl_uint j = 0; j < c->sh[i].nargs; j++) free(c->sh[i].a[j].val);
         free(c->sh[i].a);
@@ -191,6 +193,34 @@ tl_capture_drop_last(void)
     free(m->mems);
     free(m->args);
     free(m->loc);
+    free(m->ew);
+    free(m->name);
+}
+
+void
+tl_capture_note_ew(cl_kernel k, int op, int math, const tl_layout *L, int dts, int out_arg, int scalar_arg)
+{
+    capture *c = cur;
+    if (c == NULL || c->tr->error[0] || c->tr->ncmds == 0) return;
+    tl_cmd *m = &c->tr->cmds[c->tr->ncmds - 1];
+    const shadow *s = shadow_of(c, k, 0);
+    if (m->kind != TL_CMD_KERNEL || m->from != k || m->ew != NULL || s == NULL) return;
+    tl_ew_note *nt = calloc(1, sizeof *nt);
+    if (nt == NULL) return;                            /* no metadata: the command is just not fused */
+    nt->op = op;
+    nt->math = math & 3;
+    nt->vec = math >> 2;
+    nt->L = *L;
+    for (int i = 0; i < 4; i++) {
+        nt->dtype[i] = dts >> (4 * i) & 15;
+        nt->arg[i] = out_arg + i;
+    }
+    for (int i = 0; i < 3; i++) {                      /* the scalar arguments this launch had */
+        const int a = scalar_arg < 0 ? -1 : scalar_arg + i;
+        if (a >= 0 && (cl_uint)a < s->nargs && s->a[a].val != NULL && s->a[a].size == 4)
+            memcpy(&nt->bits[i], s->a[a].val, 4);
+    }
+    m->ew = nt;
 }
 
 static int
@@ -224,6 +254,7 @@ tl_capture_kernel(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws
     }
     tl_cmd *m = new_cmd(c, TL_CMD_KERNEL, what);
     if (m == NULL) return;
+    m->from = k;
     m->k = clCreateKernel(prog, name, &rc);
     if (rc != CL_SUCCESS) { m->k = NULL; tl_capture_fail("tlgpu.jit: cannot record kernel %s (clCreateKernel)", what); return; }
     m->dim = dim;

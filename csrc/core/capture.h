@@ -8,9 +8,29 @@
 #define TL_CAPTURE_H
 #include "storage.h"
 #include "arena.h"
+#include "../kernels/ew_ops.h"
 
 enum { TL_CMD_KERNEL, TL_CMD_COPY, TL_CMD_NATIVE };
 typedef struct { cl_uint idx; cl_mem mem; int slot; } tl_cmd_mem;   /* a cl_mem argument; slot -1: fixed */
+
+/* What an elementwise launch computes, attached by its op family right after the launch (tl_capture_note_ew):
+ * the fusion pass (csrc/jit/fuse.c) reads only this, never kernel names. math: how the kernel computes,
+ * TL_EWM_F32 (float32 operands, ew_apply), TL_EWM_I32 (int32 operands, ew_apply_i32; a comparison stores
+ * a float32 mask) or TL_EWM_ANY (every operand loaded as float32 through its dtype, the result stored
+ * through the output's: tl_ew_any, tl_convert). Operand 0 is the output, 1..3 the inputs a, b, c: a buffer
+ * (the kernel argument arg[k] holds it) or, when that argument is absent or NULL, the 32-bit scalar bits[k-1]. */
+enum { TL_EWM_F32, TL_EWM_I32, TL_EWM_ANY };
+/* Flags or'ed into math where the kernel computed elements as float4 (ew_apply4) rather than one float at a
+ * time (a device's float4 builtins need not round like its scalar ones): VEC4 the elements below n & ~3
+ * (tl_ew_contig_f32, tl_ew_hot_f32), ROWS4 the columns below N & ~3 of each row of the last dim's N
+ * (tl_ew_rows_f32). note.vec keeps them (shifted down). */
+enum { TL_EWM_VEC4 = 4, TL_EWM_ROWS4 = 8 };
+typedef struct {
+    int op, math, vec;                                 /* a kernels/ew_ops.h op code; TL_EWM_*; flags >> 2 */
+    tl_layout L;                                       /* the launch's layout (offsets, strides in elements) */
+    int dtype[4], arg[4];                              /* storage dtype codes (tensor.h); buffer arguments */
+    uint32_t bits[3];                                  /* scalar operands' values as the kernel got them */
+} tl_ew_note;
 
 typedef struct {
     int kind, arms_check;                              /* arms_check: a device-side check (stream.h) */
@@ -27,6 +47,9 @@ typedef struct {
     size_t cb, *loc;                                   /* loc[i]: offset of mems[i]'s pointer in args */
     int rng_seed, rng_block;                           /* argument indices refreshed per replay; -1: none */
     uint64_t rng_used;
+    cl_kernel from;                                    /* the op's kernel object it was recorded from */
+    tl_ew_note *ew;                                    /* elementwise metadata, NULL: none (never fused) */
+    char *name;                                        /* owned text `what` points to (fused commands) */
 } tl_cmd;
 
 typedef struct { int slot; tl_storage *traced; } tl_slot_copy;   /* a slot copied in (input) or out (output) */
@@ -40,6 +63,8 @@ typedef struct tl_trace {
     int nslots, ninputs;
     tl_slot_copy *copies;                              /* slots touched by native kernels */
     int ncopies;
+    int *remap, nrecorded;                             /* after fusion: recorded index -> command, -1: fused */
+    int fused_away, dead_stores;                       /* the fusion pass's counts (csrc/jit/fuse.h) */
     char error[512];                                   /* the first recording failure; "" if none */
 } tl_trace;
 
@@ -58,6 +83,10 @@ void tl_capture_arg(cl_kernel k, cl_uint idx, size_t size, const void *value);
 void tl_capture_rng(int seed_arg, int block_arg, uint64_t used);   /* tags the last command as a draw */
 int  tl_capture_last(void);                            /* index of the last recorded command, -1: none */
 void tl_capture_drop_last(void);       /* the last command needs no replay (a one-time setup of a buffer) */
+/* Attaches elementwise metadata to the last command when it launched k (else nothing): buffers in
+ * arguments out_arg .. out_arg + 3 (output, a, b, c), scalars in scalar_arg .. + 2 (-1: none), dtypes
+ * packed 4 bits each (output in bits 0..3, a, b, c above: tl_ew_any's dts). */
+void tl_capture_note_ew(cl_kernel k, int op, int math, const tl_layout *L, int dts, int out_arg, int scalar_arg);
 
 /* Called by stream.c after each q0 command it enqueued while capturing. */
 void tl_capture_kernel(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws, tl_storage *const *st,

@@ -341,15 +341,15 @@ binary_rewrite(const tl_runtime *rt, const char *family, const char *opts, cl_pr
     return TL_OK;
 }
 
+/* Builds `text` (len bytes, consumed) with the family's options, through the disk cache; `label` names the
+ * source in a build error. */
 static tl_status
-build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *err)
+build_text(const tl_runtime *rt, const char *family, char *text, size_t len, const char *incdir, const char *label,
+           cl_program *out, tl_err *err)
 {
-    char *text = NULL, opts[1024], path[1100];
-    const char *incdir;
-    size_t len = 0;
+    char opts[1024], path[1100];
     cl_int rc;
-    tl_status st = family_source(family, &text, &len, &incdir, err);
-    if (st != TL_OK) return st;
+    tl_status st;
     family_options(rt, family, incdir, opts, sizeof opts);
     cache_path(rt, text, len, opts, path, sizeof path);
     if ((*out = cache_load(rt, path, opts)) != NULL) { free(text); return TL_OK; }
@@ -360,17 +360,27 @@ build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *
     rc = clBuildProgram(prog, 1, &rt->device, opts, NULL, NULL);
     free(text);
     if (rc != CL_SUCCESS) {
-        char file[160];
-        snprintf(file, sizeof file, "%s.cl", family);
         err->log = build_log(prog, rt->device);
         snprintf(err->options, sizeof err->options, "%s", opts);
         clReleaseProgram(prog);
-        return tl_err_set(err, rc, "clBuildProgram", file);
+        return tl_err_set(err, rc, "clBuildProgram", label);
     }
     if ((st = binary_rewrite(rt, family, opts, &prog, err)) != TL_OK) { clReleaseProgram(prog); return st; }
     cache_store(prog, path);
     *out = prog;
     return TL_OK;
+}
+
+static tl_status
+build_family(const tl_runtime *rt, const char *family, cl_program *out, tl_err *err)
+{
+    char *text = NULL, file[160];
+    const char *incdir;
+    size_t len = 0;
+    tl_status st = family_source(family, &text, &len, &incdir, err);
+    if (st != TL_OK) return st;
+    snprintf(file, sizeof file, "%s.cl", family);
+    return build_text(rt, family, text, len, incdir, file, out, err);
 }
 
 /* The family's program, built if needed. Caller holds `lock`. */
@@ -403,6 +413,55 @@ tl_program_create_kernel(const char *family, const char *name, cl_kernel *out, t
         if (rc != CL_SUCCESS) st = tl_err_set(err, rc, "clCreateKernel", name);
     }
     pthread_mutex_unlock(&lock);
+    return st;
+}
+
+/* Generated programs (tlgpu.jit's fused kernels): a family's source followed by generated text, kept for the
+ * process under (family, text). */
+typedef struct { char *family, *text; cl_program prog; } generated_program;
+static generated_program *generated;
+static int n_generated, generated_room;
+
+tl_status
+tl_program_get_generated(const char *family, const char *text, const char *label, cl_program *out, tl_err *err)
+{
+    const tl_runtime *rt;
+    char *base = NULL, *full = NULL, *fam = NULL, *copy = NULL;
+    const char *incdir;
+    size_t blen = 0, tlen = strlen(text);
+    static const char line[] = "\n#line 1 \"generated\"\n";
+    tl_status st = tl_runtime_get(&rt, err);
+    if (st != TL_OK) return st;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_generated; i++)
+        if (strcmp(generated[i].family, family) == 0 && strcmp(generated[i].text, text) == 0) {
+            *out = generated[i].prog;
+            pthread_mutex_unlock(&lock);
+            return TL_OK;
+        }
+    if (n_generated == generated_room) {
+        int room = generated_room ? 2 * generated_room : 16;
+        generated_program *grown = realloc(generated, (size_t)room * sizeof *grown);
+        if (grown == NULL) { st = tl_err_set(err, TL_E_NOMEM, "realloc", label); goto done; }
+        generated = grown;
+        generated_room = room;
+    }
+    if ((st = family_source(family, &base, &blen, &incdir, err)) != TL_OK) goto done;
+    fam = strdup(family);
+    copy = strdup(text);
+    full = malloc(blen + sizeof line + tlen + 1);
+    if (fam == NULL || copy == NULL || full == NULL) { free(full); st = tl_err_set(err, TL_E_NOMEM, "malloc", label); goto done; }
+    memcpy(full, base, blen);
+    memcpy(full + blen, line, sizeof line - 1);
+    memcpy(full + blen + sizeof line - 1, text, tlen + 1);
+    if ((st = build_text(rt, family, full, blen + sizeof line - 1 + tlen, incdir, label, out, err)) != TL_OK) goto done;
+    generated[n_generated++] = (generated_program){fam, copy, *out};
+    fam = copy = NULL;
+done:
+    pthread_mutex_unlock(&lock);
+    free(base);
+    free(fam);
+    free(copy);
     return st;
 }
 

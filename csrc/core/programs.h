@@ -45,6 +45,11 @@ void      tl_program_set_binary_hook(const tl_program_binary_hook *hook);
 
 tl_status tl_kernel_prepare(tl_kernel *kh, tl_err *err);     /* builds the family if needed; may block */
 tl_status tl_program_create_kernel(const char *family, const char *name, cl_kernel *out, tl_err *err);
+/* A program of `family`'s source followed by generated `text` (tlgpu.jit's fused kernels), with the family's
+ * options and the disk cache; kept for the process, so the same text again builds nothing. `label` names it
+ * in a build error. The program stays programs.c's. May block (a build): callers release the GIL. */
+tl_status tl_program_get_generated(const char *family, const char *text, const char *label, cl_program *out,
+                                   tl_err *err);
 tl_status tl_program_build_log(const char *family, char **log, tl_err *err);   /* builds if needed; malloc'd */
 void      tl_program_get_stats(tl_program_stats *out);
 int       tl_program_cache_dir(char *out, size_t cap);   /* the disk cache folder now; 0: none (disabled) */

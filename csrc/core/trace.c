@@ -14,6 +14,8 @@ tl_trace_free(tl_trace *tr)
         free(m->mems);
         free(m->args);
         free(m->loc);
+        free(m->ew);
+        free(m->name);
     }
     for (int i = 0; i < tr->ncopies; i++)
         if (tr->copies[i].slot >= tr->ninputs) tl_storage_release(tr->copies[i].traced);
@@ -21,6 +23,7 @@ tl_trace_free(tl_trace *tr)
     free(tr->cmds);
     free(tr->held);
     free(tr->copies);
+    free(tr->remap);
     tl_arena_release(tr->arena);
     free(tr);
 }
@@ -72,6 +75,10 @@ tl_trace_bind(tl_trace *tr, tl_storage *const *slots, int nslots, int ninputs, t
 tl_status
 tl_trace_set_arg(tl_trace *tr, int cmd, cl_uint idx, size_t size, const void *value, tl_err *err)
 {
+    if (tr->remap != NULL && cmd >= 0 && cmd < tr->nrecorded && tr->remap[cmd] < 0)
+        return tl_err_set(err, TL_E_ARG, "tlgpu.jit", "that command was fused into a generated kernel (fuse=False "
+                          "keeps it)");
+    if (tr->remap != NULL) cmd = cmd >= 0 && cmd < tr->nrecorded ? tr->remap[cmd] : -1;
     if (cmd < 0 || cmd >= tr->ncmds || tr->cmds[cmd].kind != TL_CMD_KERNEL)
         return tl_err_set(err, TL_E_ARG, "tlgpu.jit", "no such kernel command in the trace");
     cl_int rc = clSetKernelArg(tr->cmds[cmd].k, idx, size, value);

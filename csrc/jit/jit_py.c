@@ -6,6 +6,8 @@
  * The layer above ops/: it uses tensor/ and core/ only. */
 #include "ops_common.h"
 #include "capture.h"
+#include "fuse.h"
+#include "settings.h"
 #include "trace.h"
 
 enum { OUT_EMPTY, OUT_SLOT, OUT_INPUT, OUT_FIXED };
@@ -156,9 +158,17 @@ fn_jit_end(PyObject *Py_UNUSED(m), PyObject *args)
     tl_err err = {0};
     tl_trace *tr = tl_capture_end();
     trace_obj *t = NULL;
+    int fuse = 1;
+    tl_status st = TL_OK;
     if (tr == NULL) return PyErr_Format(PyExc_RuntimeError, "tlgpu.jit: no trace is being captured");
-    if (!PyArg_ParseTuple(args, "OO:_jit_end", &ins_arg, &outs_arg)) goto fail;
+    if (!PyArg_ParseTuple(args, "OO|p:_jit_end", &ins_arg, &outs_arg, &fuse)) goto fail;
     if (tr->error[0]) { PyErr_Format(PyExc_RuntimeError, "%s", tr->error); goto fail; }
+    if (fuse && tl_setting_flag(TL_SET_JIT_FUSE)) {   /* may build a program: without the GIL */
+        Py_BEGIN_ALLOW_THREADS
+        st = tl_fuse_trace(tr, &err);
+        Py_END_ALLOW_THREADS
+        if (st != TL_OK) { tl_raise(&err); goto fail; }
+    }
     if (tensor_list(ins_arg, "tlgpu.jit inputs", &ins) < 0 || tensor_list(outs_arg, "tlgpu.jit outputs", &outs) < 0)
         goto fail;
     if ((t = PyObject_New(trace_obj, trace_type)) == NULL) goto fail;
@@ -241,11 +251,12 @@ trace_memory_plan(PyObject *self, PyObject *Py_UNUSED(a))
     for (int i = 0; i < t->tr->nheld; i++) held += t->tr->held[i]->cap;
     for (int i = t->ninputs; i < t->nslots; i++) outs += t->slot_bytes[i];
     for (int i = 0; i < t->tr->ncmds; i++) kinds[t->tr->cmds[i].kind]++;
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:l}", "arena_bytes", (Py_ssize_t)a.bytes,
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:l,s:i,s:i}", "arena_bytes", (Py_ssize_t)a.bytes,
                          "arena_blocks", (Py_ssize_t)a.blocks, "reused_blocks", (Py_ssize_t)a.reused,
                          "held_bytes", (Py_ssize_t)held, "output_bytes", (Py_ssize_t)outs, "commands", t->tr->ncmds,
                          "kernels", kinds[TL_CMD_KERNEL], "copies", kinds[TL_CMD_COPY], "slot_copies", t->tr->ncopies,
-                         "native", kinds[TL_CMD_NATIVE], "inputs", t->ninputs, "replays", t->replays);
+                         "native", kinds[TL_CMD_NATIVE], "inputs", t->ninputs, "replays", t->replays,
+                         "fused_away", t->tr->fused_away, "dead_stores", t->tr->dead_stores);
 }
 
 static PyObject *
@@ -299,7 +310,8 @@ static PyType_Spec trace_spec = {"tlgpu._C.Trace", sizeof(trace_obj), 0, Py_TPFL
 
 static const PyMethodDef functions[] = {
     {"_jit_begin", fn_jit_begin, METH_NOARGS, "Start capturing this thread's device commands into a trace."},
-    {"_jit_end", fn_jit_end, METH_VARARGS, "_jit_end(inputs, outputs) -> Trace: stop capturing, bind the slots."},
+    {"_jit_end", fn_jit_end, METH_VARARGS,
+     "_jit_end(inputs, outputs, fuse=True) -> Trace: stop capturing, fuse elementwise runs, bind the slots."},
     {"_jit_abort", fn_jit_abort, METH_NOARGS, "Stop capturing and drop the trace."},
     {"_jit_capturing", fn_jit_capturing, METH_NOARGS, "True while this thread captures a trace."},
     {"_jit_last_command", fn_jit_last_command, METH_NOARGS, "Index of the last command captured, -1: none."},

@@ -7,6 +7,7 @@
  * an input's gradient to the input's dtype with tl_convert (the family's grad primitive). */
 #include "ops_common.h"
 #include "autograd.h"
+#include "capture.h"
 #include "ops.h"
 
 static const tl_op_row ROW_CONVERT;   /* autograd rows (below) */
@@ -35,6 +36,8 @@ convert_raw(tl_tensor *x, int to)
     if (k == NULL || tl_set_args(k, 0, 4 - first, sz + first, v + first) < 0 ||
         tl_launch_1d(kh, (size_t)L.n, st, 2, 1u) < 0)
         Py_CLEAR(out);
+    else if (to != TL_U8 || x->dtype != TL_I32)                /* the fusion's metadata (int32 -> uint8 wraps) */
+        tl_capture_note_ew(k, TL_EW_COPY, TL_EWM_ANY, &L, dts, 2 - first, -1);
     return out;
 }
 

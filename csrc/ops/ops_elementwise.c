@@ -6,6 +6,7 @@
  * tl_ew_i32 when all its operands are int32 tensors and Python ints and the op has an int32 form. */
 #include "ops_common.h"
 #include "autograd.h"
+#include "capture.h"
 #include "ops.h"
 #include <math.h>
 
@@ -314,6 +315,8 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
         if (tl_set_args(k, 0, 1, sz, v) < 0 || tl_set_args(k, 1, 8 + any, sz + 2 - any, v + 2 - any) < 0) goto fail;
         if ((rows ? launch_rows(kh, &L, st) : tl_launch_1d(kh, items, st, 4, 1u)) < 0) goto fail;
+        tl_capture_note_ew(k, op, (as_int ? TL_EWM_I32 : any ? TL_EWM_ANY : TL_EWM_F32) |   /* tlgpu.jit's fusion */
+                           (contig ? TL_EWM_VEC4 : rows ? TL_EWM_ROWS4 : 0), &L, dts, 2 + any, 6 + any);
     }
     if (nd != NULL) node_finish(nd, out);
     else if (into != NULL && (EW_SAVE[op] & ND) && record_overwrite(into, NULL) < 0) goto fail;  /* x //= 2 */

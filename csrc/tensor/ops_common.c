@@ -315,8 +315,10 @@ fill_bits(tl_tensor *t, uint32_t bits)
     tl_layout_make(&L, t->ndim, t->shape, &t, 1);
     const size_t sz[3] = {sizeof L, sizeof(cl_mem), sizeof bits};
     const void *v[3] = {&L, &t->storage->mem, &bits};
-    if (tl_set_args(k, 0, 3, sz, v) < 0) return -1;
-    return tl_launch_1d(kh, (size_t)L.n, &t->storage, 1, 1u);
+    if (tl_set_args(k, 0, 3, sz, v) < 0 || tl_launch_1d(kh, (size_t)L.n, &t->storage, 1, 1u) < 0) return -1;
+    if (t->dtype == TL_F32 || t->dtype == TL_I32)       /* a fill is a copy of a scalar: tlgpu.jit may fuse it */
+        tl_capture_note_ew(k, TL_EW_COPY, t->dtype == TL_I32 ? TL_EWM_I32 : TL_EWM_F32, &L, t->dtype, 1, 2);
+    return 0;
 }
 
 int
