@@ -19,6 +19,7 @@
 #include "gemm_sg.h"
 #include "cpu_blas.h"
 #include "gemm_splitk.h"
+#include "ops_mv_half.h"
 #include "settings.h"
 #include <stdlib.h>
 #include <string.h>
@@ -470,8 +471,10 @@ mm_fn(PyObject *const *in, void *op)                     /* float32 operands: th
 static PyObject *
 mm_as(const char *op, tl_tensor *a, tl_tensor *b, int user)
 {
-    PyObject *in[2] = {(PyObject *)a, (PyObject *)b};
+    PyObject *in[2] = {(PyObject *)a, (PyObject *)b}, *r = NULL;
     if (a->dtype == TL_F32 && b->dtype == TL_F32 && (!user || tl_autocast_dtype() < 0)) return mm_fn(in, (void *)op);
+    const int k = tl_mv_half_matmul(a, b, &r);         /* a half weight, few rows: read as stored */
+    if (k != 0) return k < 0 ? NULL : r;
     return tl_call_f32(op, mm_fn, in, 2, (void *)op);
 }
 static inline PyObject *mm(const char *op, tl_tensor *a, tl_tensor *b) { return mm_as(op, a, b, 0); }
@@ -592,9 +595,11 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO:addmm", &io, &ao, &bo)) return NULL;
     if (tl_want_tensor("addmm", io, &in) < 0 || tl_want_tensor("addmm", ao, &a) < 0 || tl_want_tensor("addmm", bo, &b) < 0)
         return NULL;
-    PyObject *ins[3] = {io, ao, bo};
+    PyObject *ins[3] = {io, ao, bo}, *r = NULL;
     if (in->dtype == TL_F32 && a->dtype == TL_F32 && b->dtype == TL_F32 && tl_autocast_dtype() < 0)
         return addmm_fn(ins, NULL);
+    const int k = tl_mv_half_addmm(io, a, b, &r);      /* a half weight, few rows: read as stored */
+    if (k != 0) return k < 0 ? NULL : r;
     return tl_call_f32("addmm", addmm_fn, ins, 3, NULL);
 }
 
