@@ -18,6 +18,7 @@
  * arithmetic and accumulation is float32, stores round to nearest even (docs/precision.md). LD/ST/LD4 are
  * the only memory accesses of operands, so the float32 build is the plain indexing it always was. */
 #include "dtype.h"
+#include "half_bits.h"
 
 #ifdef TL_LLM_ANY
 #define KN(op) tl_##op##_any
@@ -29,7 +30,7 @@
 #define LD4(p, s, i) ld4((global const uchar *)(p), DT(s), i)
 #define RND(s, v) rnd(DT(s), v)
 
-/* Four elements from i on (element alignment suffices: vload_halfn and vloadn need no more). */
+/* Four elements from i on of a float32 / float16 / bfloat16 operand (element alignment suffices). */
 inline float4
 ld4(global const uchar *p, int dt, int i)
 {
@@ -46,7 +47,7 @@ rnd(int dt, float v)
     if (dt != TL_DT_F16) return v;
     ushort h;
     vstore_half_rte(v, 0, (private half *)&h);
-    return vload_half(0, (private const half *)&h);
+    return tl_h2f(h);
 }
 #else
 #define KN(op) tl_##op##_f32
@@ -224,21 +225,22 @@ KN(attention)(int G, int D, int length, int max_len, float scale, int H, int T, 
     }
     const float inv = 1.0f / wg_sum(sum, red);
     barrier(CLK_GLOBAL_MEM_FENCE);                   /* the P row in sc is read by every work-item below */
+    /* Every work-item reaches the one barrier below: PoCL 3.1 miscompiled (corrupting host memory) the
+     * dtype-generic build of this kernel when the D >= L case returned before a barrier the other took. */
+    const int parts = L / D;                         /* D < L: (dim, slice of positions); part == parts idles */
+    float o = 0.0f;
     if (D >= L) {                                    /* a work-item owns dims lid, lid + L, ... */
         for (int d = lid; d < D; d += L) {
-            float o = 0.0f;
-            for (int l = 0; l < Lk; l++) o = mad(sc[l], LD(vc, 2, vo + l * D + d), o);
-            ST(out, 3, oo + d, o * inv);
+            float od = 0.0f;
+            for (int l = 0; l < Lk; l++) od = mad(sc[l], LD(vc, 2, vo + l * D + d), od);
+            ST(out, 3, oo + d, od * inv);
         }
-        return;
+    } else if (lid / D < parts) {
+        for (int l = lid / D, d = lid % D; l < Lk; l += parts) o = mad(sc[l], LD(vc, 2, vo + l * D + d), o);
     }
-    const int parts = L / D, d = lid % D, part = lid / D;   /* (dim, slice of positions); part == parts idles */
-    float o = 0.0f;
-    if (part < parts)
-        for (int l = part; l < Lk; l += parts) o = mad(sc[l], LD(vc, 2, vo + l * D + d), o);
     red[lid] = o;
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < D) {
+    if (D < L && lid < D) {
         float tot = 0.0f;
         for (int p = 0; p < parts; p++) tot += red[p * D + lid];
         ST(out, 3, oo + lid, tot * inv);

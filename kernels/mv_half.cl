@@ -9,11 +9,12 @@
  *    padded row count RR so the NR x RR accumulators stay in registers, then mv_reduce. With MVH_WIDE
  *    (the default) a lane reads its 8 weights as one uint4 and widens them in registers, so the host runs
  *    it only where every row starts 16-byte aligned (offw and sw multiples of 8); MVH_WIDE=0 reads them
- *    with vload_half8 / vload8 (element alignment).
+ *    with vload8 (element alignment). float16 is widened by half_bits.h's integer operations.
  *  - CPU (tl_mul_mv_<wt>_rows): one work-item per MV_NR weight rows and two activation rows at a time,
  *    16-wide vectors, no barriers, any alignment.
  * Either reads every weight once per launch. */
 #include "dtype.h"
+#include "half_bits.h"
 #include "mv_reduce.h"
 
 #ifndef MVH_WIDE
@@ -21,15 +22,12 @@
 #endif
 #define MV_NR 4
 
-/* float16 bits (the low 16 of h) as float32, exactly (subnormals too, unless the build flushes them):
- * the exponent and mantissa moved into place and rescaled by 2^112; infinities and NaN kept. */
-inline float4
-h2f4(uint4 h)
+/* Eight float16 values from element i on (element alignment). */
+inline float8
+h8(global const ushort *p, int i)
 {
-    const uint4 em = h & 0x7fffu;
-    float4 f = as_float4(em << 13) * 0x1p112f;
-    f = select(f, as_float4((em << 13) | 0x7f800000u), em >= (uint4)0x7c00u);
-    return as_float4(as_uint4(f) | ((h & 0x8000u) << 16));
+    const uint8 q = convert_uint8(vload8(0, p + i));
+    return (float8)(tl_h2f4(q.lo), tl_h2f4(q.hi));
 }
 
 /* Eight weights from element i on. */
@@ -38,7 +36,7 @@ inline float8
 w8_f16(global const ushort *w, int i)
 {
     const uint4 q = *(global const uint4 *)(w + i);           /* 16-byte aligned: the host checks */
-    const float4 a = h2f4(q & 0xffffu), b = h2f4(q >> 16);    /* a: elements 0 2 4 6, b: 1 3 5 7 */
+    const float4 a = tl_h2f4(q & 0xffffu), b = tl_h2f4(q >> 16);   /* a: elements 0 2 4 6, b: 1 3 5 7 */
     return (float8)(a.x, b.x, a.y, b.y, a.z, b.z, a.w, b.w);
 }
 
@@ -50,19 +48,32 @@ w8_bf16(global const ushort *w, int i)
     return (float8)(a.x, b.x, a.y, b.y, a.z, b.z, a.w, b.w);
 }
 #else
-inline float8 w8_f16(global const ushort *w, int i) { return vload_half8(0, (global const half *)w + i); }
+inline float8 w8_f16(global const ushort *w, int i) { return h8(w, i); }
 inline float8 w8_bf16(global const ushort *w, int i) { return as_float8(convert_uint8(vload8(0, w + i)) << 16); }
 #endif
-inline float w1_f16(global const ushort *w, int i) { return vload_half(i, (global const half *)w); }
+inline float w1_f16(global const ushort *w, int i) { return tl_h2f(w[i]); }
 inline float w1_bf16(global const ushort *w, int i) { return as_float((uint)w[i] << 16); }
-inline float16 w16_f16(global const ushort *w, int i) { return vload_half16(0, (global const half *)w + i); }
+inline float16
+w16_f16(global const ushort *w, int i)
+{
+    const uint16 q = convert_uint16(vload16(0, w + i));
+    return (float16)(tl_h2f4(q.s0123), tl_h2f4(q.s4567), tl_h2f4(q.s89ab), tl_h2f4(q.scdef));
+}
 inline float16 w16_bf16(global const ushort *w, int i) { return as_float16(convert_uint16(vload16(0, w + i)) << 16); }
 
-/* Activations: 8 or 16 elements of x (dtype dt) from element i on. */
+/* Activations: 1, 8 or 16 elements of x (dtype dt) from element i on. */
+inline float
+x1(global const uchar *x, int dt, int i)
+{
+    if (dt == TL_DT_F16) return tl_h2f(((global const ushort *)x)[i]);
+    if (dt == TL_DT_BF16) return as_float((uint)((global const ushort *)x)[i] << 16);
+    return ((global const float *)x)[i];
+}
+
 inline float8
 x8(global const uchar *x, int dt, int i)
 {
-    if (dt == TL_DT_F16) return vload_half8(0, (global const half *)x + i);
+    if (dt == TL_DT_F16) return h8((global const ushort *)x, i);
     if (dt == TL_DT_BF16) return as_float8(convert_uint8(vload8(0, (global const ushort *)x + i)) << 16);
     return vload8(0, (global const float *)x + i);
 }
@@ -70,7 +81,7 @@ x8(global const uchar *x, int dt, int i)
 inline float16
 x16(global const uchar *x, int dt, int i)
 {
-    if (dt == TL_DT_F16) return vload_half16(0, (global const half *)x + i);
+    if (dt == TL_DT_F16) return w16_f16((global const ushort *)x, i);
     if (dt == TL_DT_BF16) return as_float16(convert_uint16(vload16(0, (global const ushort *)x + i)) << 16);
     return vload16(0, (global const float *)x + i);
 }
@@ -90,7 +101,7 @@ inline void
 mv_store(global uchar *y, int offy, int sy, global const uchar *res, int offr, int sr, int has_res, int dy, int r,
          int n, float v)
 {
-    if (has_res) v += tl_ld(res, dy, offr + r * sr + n);
+    if (has_res) v += x1(res, dy, offr + r * sr + n);
     tl_st(y, dy, offy + r * sy + n, v);
 }
 
@@ -120,7 +131,7 @@ tl_mul_mv_##WT##_r##RR(int N, int K, int R, global const uchar *x, int offx, int
     for (int k = kv + lid; k < K; k += L)                                                                 \
         for (int j = 0; j < NR; j++) {                                                                    \
             const float wk = w1_##WT(w, wo[j] + k);                                                       \
-            for (int r = 0; r < RR; r++) acc[j][r] = mad(wk, tl_ld(x, dx, xo[r] + k), acc[j][r]);         \
+            for (int r = 0; r < RR; r++) acc[j][r] = mad(wk, x1(x, dx, xo[r] + k), acc[j][r]);         \
         }                                                                                                 \
     for (int j = 0; j < NR; j++)                                                                          \
         for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                        \
@@ -143,11 +154,11 @@ tl_mul_mv_##WT##_rows(int N, int K, int R, global const uchar *x, int offx, int 
     int wo[MV_NR];                                                                                        \
     for (int j = 0; j < MV_NR; j++) wo[j] = offw + min(n0 + j, N - 1) * sw;                               \
     for (int r0 = 0; r0 < R; r0 += 2) {                /* two x rows at a time: W stays in L1 between */  \
-        const int r1 = min(r0 + 1, R - 1), x0 = offx + r0 * sx, x1 = offx + r1 * sx;                      \
+        const int r1 = min(r0 + 1, R - 1), xa = offx + r0 * sx, xb = offx + r1 * sx;                      \
         float16 a0[MV_NR], a1[MV_NR];                                                                     \
         for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (float16)0.0f;                                    \
         for (int k = 0; k < kv; k += 16) {                                                                \
-            const float16 xv0 = x16(x, dx, x0 + k), xv1 = x16(x, dx, x1 + k);                             \
+            const float16 xv0 = x16(x, dx, xa + k), xv1 = x16(x, dx, xb + k);                             \
             for (int j = 0; j < MV_NR; j++) {                                                             \
                 const float16 wv = w16_##WT(w, wo[j] + k);                                                \
                 a0[j] = mad(wv, xv0, a0[j]);                                                              \
@@ -158,8 +169,8 @@ tl_mul_mv_##WT##_rows(int N, int K, int R, global const uchar *x, int offx, int 
             float s0 = hsum16(a0[j]), s1 = hsum16(a1[j]);                                                 \
             for (int k = kv; k < K; k++) {                                                                \
                 const float wk = w1_##WT(w, wo[j] + k);                                                   \
-                s0 = mad(wk, tl_ld(x, dx, x0 + k), s0);                                                   \
-                s1 = mad(wk, tl_ld(x, dx, x1 + k), s1);                                                   \
+                s0 = mad(wk, x1(x, dx, xa + k), s0);                                                   \
+                s1 = mad(wk, x1(x, dx, xb + k), s1);                                                   \
             }                                                                                             \
             mv_store(y, offy, sy, res, offr, sr, has_res, dy, r0, n0 + j, s0);                            \
             if (r1 != r0) mv_store(y, offy, sy, res, offr, sr, has_res, dy, r1, n0 + j, s1);              \
