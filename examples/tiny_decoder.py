@@ -84,11 +84,15 @@ def _dtype_name(dtype):
 
 
 def rounded(weights, dtype):
-    """The float32 weights a decoder with `dtype` weights (float16 / bfloat16) computes with: every array
-    rounded to that dtype and widened back (the reference of a half-weight decode)."""
+    """The float32 weights a decoder with `dtype` weights (float16 / bfloat16) computes with: the matrices and
+    the embedding rounded to that dtype and widened back (the norms stay float32); a half-weight decode's
+    reference."""
     dt = HALF[_dtype_name(dtype)]
-    out = {k: v.astype(dt).astype(np.float32) for k, v in weights.items() if k != "layers"}
-    out["layers"] = [{k: v.astype(dt).astype(np.float32) for k, v in lw.items()} for lw in weights["layers"]]
+
+    def r(a):
+        return a.astype(dt).astype(np.float32)
+    out = dict(weights, embed=r(weights["embed"]), out=r(weights["out"]))
+    out["layers"] = [{k: (r(v) if k in LINEARS else v) for k, v in lw.items()} for lw in weights["layers"]]
     return out
 # llama.cpp's tensor names (blk.N.<name>.weight) for this decoder's weights
 GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "attn_v", "wo": "attn_output",
@@ -98,16 +102,16 @@ GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "a
 class Decoder:
     def __init__(self, cfg, weights, q4=False, kind=None, dtype=None, kv_dtype=None):
         """numpy weights (make_weights); kind None (float32), "q4_0" or "q8_0" for the linear layers and the
-        embedding/head (q4=True: "q4_0"); or dtype float16 / bfloat16 (kind None): every weight stored in it.
-        kv_dtype: the KV cache's dtype (default: the half dtype of the weights, else float32)."""
+        embedding/head (q4=True: "q4_0"); or dtype float16 / bfloat16 (kind None) for them. The norms' weights
+        stay float32 (as in llama.cpp's F16 files). kv_dtype: the KV cache's dtype (default: the half dtype of
+        the weights, else float32)."""
         kind = "q4_0" if q4 else kind
         half = _dtype_name(dtype)
         if half is not None and kind is not None:
             raise ValueError(f"Decoder: dtype={half} is for unquantized weights, not kind={kind}")
         up = QUANTIZE[kind] if half is None else (lambda a: tlgpu.tensor(a.astype(HALF[half])))
-        vec = tlgpu.tensor if half is None else up                  # the norms' weights
-        self._build(cfg, up(weights["embed"]), up(weights["out"]), vec(weights["norm"]),
-                    [{"attn_norm": vec(lw["attn_norm"]), "mlp_norm": vec(lw["mlp_norm"]),
+        self._build(cfg, up(weights["embed"]), up(weights["out"]), tlgpu.tensor(weights["norm"]),
+                    [{"attn_norm": tlgpu.tensor(lw["attn_norm"]), "mlp_norm": tlgpu.tensor(lw["mlp_norm"]),
                       "wqkv": up(np.concatenate([lw["wq"], lw["wk"], lw["wv"]])), "wo": up(lw["wo"]),
                       "w13": up(np.concatenate([lw["w1"], lw["w3"]])), "w2": up(lw["w2"])}
                      for lw in weights["layers"]], kv_dtype)   # fused rows: [wq; wk; wv] and [w1; w3] (same math)
