@@ -79,6 +79,8 @@ mv_half(tl_tensor *a, tl_tensor *b, PyObject *res_o, PyObject **out, int *fused)
         a->shape[a->ndim - 1] != b->shape[0] || (b->strides[0] != 1 && b->shape[0] > 1) || b->storage == NULL ||
         a->storage == NULL || tl_autocast_dtype() >= 0 || tl_autograd_wanted(ins, res_o != NULL ? 3 : 2))
         return 0;
+    if (res_o != NULL && tl_tensor_check(res_o) && !TL_IS_FLOAT(tl_tensor_CAST(res_o)->dtype))
+        return 0;                                        /* an integer input or bias: the caller's TypeError */
     const Py_ssize_t K = b->shape[0], N = b->shape[1], R = tl_tensor_numel(a) / K;
     if (R < 1 || R > MVH_MAX_ROWS || N > INT_MAX / MVH_MAX_ROWS) return 0;
     Py_ssize_t shape[TL_MAX_DIMS];
