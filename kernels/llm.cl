@@ -18,7 +18,6 @@
  * arithmetic and accumulation is float32, stores round to nearest even (docs/precision.md). LD/ST/LD4 are
  * the only memory accesses of operands, so the float32 build is the plain indexing it always was. */
 #include "dtype.h"
-#include "half_bits.h"
 
 #ifdef TL_LLM_ANY
 #define KN(op) tl_##op##_any
@@ -47,7 +46,7 @@ rnd(int dt, float v)
     if (dt != TL_DT_F16) return v;
     ushort h;
     vstore_half_rte(v, 0, (private half *)&h);
-    return tl_h2f(h);
+    return vload_half(0, (const private half *)&h);
 }
 #else
 #define KN(op) tl_##op##_f32

@@ -9,14 +9,12 @@
  *    padded row count RR so the NR x RR accumulators stay in registers, then mv_reduce. With MVH_WIDE
  *    (the default) a lane reads its 8 weights as one uint4 and widens them in registers, so the host runs
  *    it only where every row starts 16-byte aligned (offw and sw multiples of 8); MVH_WIDE=0 reads them
- *    with vload8 (element alignment). The halves loaded as words are widened by half_bits.h's integer
- *    operations.
+ *    with vload_half8 / vload8 (element alignment; 14 % slower on the H100 at 11264x2048, 1 row).
  *  - CPU (tl_mul_mv_<wt>_rows): one work-item per MV_NR weight rows and two activation rows at a time,
- *    16-wide vectors, no barriers, any alignment; float16 through vload_half16 (x86's F16C conversion on
- *    PoCL: 2.5x the integer widening's speed there).
+ *    16-wide vectors, no barriers, any alignment; float16 through vload_half16 (PoCL: the CPU's F16C
+ *    conversion).
  * Either reads every weight once per launch. */
 #include "dtype.h"
-#include "half_bits.h"
 #include "mv_reduce.h"
 
 #ifndef MVH_WIDE
@@ -24,53 +22,40 @@
 #endif
 #define MV_NR 4
 
-/* Eight float16 values from element i on (element alignment). */
-inline float8
-h8(global const ushort *p, int i)
-{
-    const uint8 q = convert_uint8(vload8(0, p + i));
-    return (float8)(tl_h2f4(q.lo), tl_h2f4(q.hi));
-}
-
-/* Eight weights from element i on. */
+/* Eight weights from element i on. MVH_WIDE: one 16-byte load (the host checks the alignment), widened from
+ * the private copy (vload_half8 there: NVIDIA's compiler keeps it in registers and converts with cvt; an
+ * integer conversion instead cost the H100 a third more time at 2048x5632). */
 #if MVH_WIDE
 inline float8
 w8_f16(global const ushort *w, int i)
 {
-    const uint4 q = *(global const uint4 *)(w + i);           /* 16-byte aligned: the host checks */
-    const float4 a = tl_h2f4(q & 0xffffu), b = tl_h2f4(q >> 16);   /* a: elements 0 2 4 6, b: 1 3 5 7 */
-    return (float8)(a.x, b.x, a.y, b.y, a.z, b.z, a.w, b.w);
+    const uint4 q = *(global const uint4 *)(w + i);
+    return vload_half8(0, (const private half *)&q);
 }
 
 inline float8
 w8_bf16(global const ushort *w, int i)
 {
     const uint4 q = *(global const uint4 *)(w + i);
-    const float4 a = as_float4(q << 16), b = as_float4(q & 0xffff0000u);
+    const float4 a = as_float4(q << 16), b = as_float4(q & 0xffff0000u);   /* elements 0 2 4 6, 1 3 5 7 */
     return (float8)(a.x, b.x, a.y, b.y, a.z, b.z, a.w, b.w);
 }
 #else
-inline float8 w8_f16(global const ushort *w, int i) { return h8(w, i); }
+inline float8 w8_f16(global const ushort *w, int i) { return vload_half8(0, (global const half *)w + i); }
 inline float8 w8_bf16(global const ushort *w, int i) { return as_float8(convert_uint8(vload8(0, w + i)) << 16); }
 #endif
-inline float w1_f16(global const ushort *w, int i) { return tl_h2f(w[i]); }
+inline float w1_f16(global const ushort *w, int i) { return vload_half(i, (global const half *)w); }
 inline float w1_bf16(global const ushort *w, int i) { return as_float((uint)w[i] << 16); }
 inline float16 w16_f16(global const ushort *w, int i) { return vload_half16(0, (global const half *)w + i); }
 inline float16 w16_bf16(global const ushort *w, int i) { return as_float16(convert_uint16(vload16(0, w + i)) << 16); }
 
 /* Activations: 1, 8 or 16 elements of x (dtype dt) from element i on. */
-inline float
-x1(global const uchar *x, int dt, int i)
-{
-    if (dt == TL_DT_F16) return tl_h2f(((global const ushort *)x)[i]);
-    if (dt == TL_DT_BF16) return as_float((uint)((global const ushort *)x)[i] << 16);
-    return ((global const float *)x)[i];
-}
+inline float x1(global const uchar *x, int dt, int i) { return tl_ld(x, dt, i); }
 
 inline float8
 x8(global const uchar *x, int dt, int i)
 {
-    if (dt == TL_DT_F16) return h8((global const ushort *)x, i);
+    if (dt == TL_DT_F16) return vload_half8(0, (global const half *)x + i);
     if (dt == TL_DT_BF16) return as_float8(convert_uint8(vload8(0, (global const ushort *)x + i)) << 16);
     return vload8(0, (global const float *)x + i);
 }
