@@ -26,12 +26,12 @@ static tl_kernel gpu_k[MVH_NW][4] = {
 static tl_kernel rows_k[MVH_NW] = {TL_KERNEL("mv_half", "tl_mul_mv_f16_rows"),
                                    TL_KERNEL("mv_half", "tl_mul_mv_bf16_rows")};
 #define MVH_MAX_ROWS 8
+#define MVH_GROUP_ROWS 8                                 /* weight rows per work-group: kernels/mv_half.cl */
 
 /* Enqueues y (R, N) = x (R, K) @ w^T (+ res, row stride sr) with x contiguous rows, w rows at offw + n * sw. */
 static int
 launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, int N, int K)
 {
-    static const int nr_of[4] = {4, 4, 8, 8};            /* weight rows per work-group: kernels/mv_half.cl */
     tl_err err = {0};
     const tl_runtime *rt;
     tl_gemm_params gp;
@@ -40,15 +40,18 @@ launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, 
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     tl_gemm_params_get(&rt->info, 0, &gp);
     int cpu = gp.v[TL_GP_DIRECT] != 0 || offw % 8 != 0 || (N > 1 && sw % 8 != 0);
-    size_t gws, lws = 1, per_lane = ((size_t)nr_of[rv] * (size_t)(1 << rv) + 1) * sizeof(float);
-    if (!cpu) {                                          /* a power-of-two group with a lane per value */
+    size_t gws, lws = 1, per_lane = ((size_t)MVH_GROUP_ROWS * (size_t)(1 << rv) + 1) * sizeof(float);
+    if (!cpu) {            /* a power-of-two group with a lane per value, and at most K/16 lanes past that */
+        const size_t nv = (size_t)(MVH_GROUP_ROWS << rv);
         if (tl_kernel_py(&gpu_k[wt][rv]) == NULL) return -1;
-        while (lws * 2 <= gpu_k[wt][rv].wg && lws * 2 * per_lane <= rt->info.local_mem - 1024) lws *= 2;
-        cpu = lws < (size_t)(nr_of[rv] << rv);           /* too few lanes: the barrier-free kernel */
+        while (lws * 2 <= gpu_k[wt][rv].wg && lws * 2 * per_lane <= rt->info.local_mem - 1024 &&
+               (lws < nv || lws * 32 <= (size_t)K))
+            lws *= 2;
+        cpu = lws < nv;                                  /* too few lanes: the barrier-free kernel */
     }
     tl_kernel *kh = cpu ? &rows_k[wt] : &gpu_k[wt][rv];
     if (tl_kernel_py(kh) == NULL) return -1;
-    const int nr = cpu ? 4 : nr_of[rv], has_res = res != NULL, offr = has_res ? (int)res->offset : 0;
+    const int nr = cpu ? 4 : MVH_GROUP_ROWS, has_res = res != NULL, offr = has_res ? (int)res->offset : 0;
     const int offx = (int)x->offset, offy = (int)y->offset, dts = x->dtype | y->dtype << 4;
     cl_mem rmem = (has_res ? res : y)->storage->mem;    /* without a residual: never read */
     const size_t I = sizeof(int), Mm = sizeof(cl_mem);
