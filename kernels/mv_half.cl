@@ -4,12 +4,13 @@
  * N for addmm's residual, 0 for a bias) in float32 or the weights' dtype, rounded to nearest even.
  * x's and y's dtypes are runtime codes (kernels/dtype.h) packed in dts (bits 0-3 x, 4-7 y); the weights'
  * dtype is in the kernel's name (tl_mul_mv_<f16|bf16>_...), so the weight loop has no branch.
- *  - GPU (tl_mul_mv_<wt>_r{1,2,4,8}): matmul.cl's mul_mv layout: one work-group per NR = 8 weight rows,
- *    lanes striding over k eight weights (16 bytes) at a time, one kernel per padded row count RR so the
- *    NR x RR accumulators stay in registers, then mv_reduce. The host gives a group at most K/16 lanes, so
- *    each lane has two or more 16-byte loads of every row in flight before the reduction (H200, 1 row:
- *    32000x2048 46.4 -> 39.6 us, 11264x2048 18.9 -> 13.0 us against 4 rows a group and 256 lanes; 4 rows:
- *    84 -> 63 us). With MVH_WIDE
+ *  - GPU (tl_mul_mv_<wt>_r{1,2,4,8}_n{4,8}): matmul.cl's mul_mv layout: one work-group per NR weight
+ *    rows, lanes striding over k eight weights (16 bytes) at a time, one kernel per padded row count RR and
+ *    NR so the NR x RR accumulators stay in registers, then mv_reduce. The host takes NR = 8 where that
+ *    still gives 4 work-groups per compute unit (else 4) and gives a group at most K/16 lanes, so each lane
+ *    has two or more 16-byte loads of every row in flight before the reduction (H200, 1 row: 32000x2048
+ *    46.4 -> 39.6 us, 11264x2048 18.9 -> 13.0 us against 4 rows a group and 256 lanes; 4 rows: 84 -> 63
+ *    us; but 2048x5632 8.8 -> 10.9 us with 8 rows: too few work-groups). With MVH_WIDE
  *    (the default) a lane reads its 8 weights as one uint4 and widens them in registers, so the host runs
  *    it only where every row starts 16-byte aligned (offw and sw multiples of 8); MVH_WIDE=0 reads them
  *    with vload_half8 / vload8 (element alignment; 14 % slower on the H100 at 11264x2048, 1 row).
@@ -92,7 +93,7 @@ mv_store(global uchar *y, int offy, int sy, global const uchar *res, int offr, i
 
 #define MVH_KERNEL(WT, RR, NR)                                                                                \
 kernel void                                                                                               \
-tl_mul_mv_##WT##_r##RR(int N, int K, int R, global const uchar *x, int offx, int sx, global const ushort *w, \
+tl_mul_mv_##WT##_r##RR##_n##NR(int N, int K, int R, global const uchar *x, int offx, int sx, global const ushort *w, \
                        int offw, int sw, global uchar *y, int offy, int sy, global const uchar *res, int offr, \
                        int sr, int has_res, int dts, local float *red)                                    \
 {                                                                                                         \
@@ -163,10 +164,18 @@ tl_mul_mv_##WT##_rows(int N, int K, int R, global const uchar *x, int offx, int 
     }                                                                                                     \
 }
 
+MVH_KERNEL(f16, 1, 4)
+MVH_KERNEL(f16, 2, 4)
+MVH_KERNEL(f16, 4, 4)
+MVH_KERNEL(f16, 8, 4)
 MVH_KERNEL(f16, 1, 8)
 MVH_KERNEL(f16, 2, 8)
 MVH_KERNEL(f16, 4, 8)
 MVH_KERNEL(f16, 8, 8)
+MVH_KERNEL(bf16, 1, 4)
+MVH_KERNEL(bf16, 2, 4)
+MVH_KERNEL(bf16, 4, 4)
+MVH_KERNEL(bf16, 8, 4)
 MVH_KERNEL(bf16, 1, 8)
 MVH_KERNEL(bf16, 2, 8)
 MVH_KERNEL(bf16, 4, 8)

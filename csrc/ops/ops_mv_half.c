@@ -18,15 +18,13 @@
 #include <string.h>
 
 enum { MVH_F16, MVH_BF16, MVH_NW };
-static tl_kernel gpu_k[MVH_NW][4] = {
-    {TL_KERNEL("mv_half", "tl_mul_mv_f16_r1"), TL_KERNEL("mv_half", "tl_mul_mv_f16_r2"),
-     TL_KERNEL("mv_half", "tl_mul_mv_f16_r4"), TL_KERNEL("mv_half", "tl_mul_mv_f16_r8")},
-    {TL_KERNEL("mv_half", "tl_mul_mv_bf16_r1"), TL_KERNEL("mv_half", "tl_mul_mv_bf16_r2"),
-     TL_KERNEL("mv_half", "tl_mul_mv_bf16_r4"), TL_KERNEL("mv_half", "tl_mul_mv_bf16_r8")}};
+#define MVH_GPU(W, N) {TL_KERNEL("mv_half", "tl_mul_mv_" W "_r1_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" W "_r2_n" N),       \
+                       TL_KERNEL("mv_half", "tl_mul_mv_" W "_r4_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" W "_r8_n" N)}
+static tl_kernel gpu_k[MVH_NW][2][4] = {{MVH_GPU("f16", "4"), MVH_GPU("f16", "8")},      /* [dtype][NR 4, 8][rows] */
+                                        {MVH_GPU("bf16", "4"), MVH_GPU("bf16", "8")}};
 static tl_kernel rows_k[MVH_NW] = {TL_KERNEL("mv_half", "tl_mul_mv_f16_rows"),
                                    TL_KERNEL("mv_half", "tl_mul_mv_bf16_rows")};
 #define MVH_MAX_ROWS 8
-#define MVH_GROUP_ROWS 8                                 /* weight rows per work-group: kernels/mv_half.cl */
 
 /* Enqueues y (R, N) = x (R, K) @ w^T (+ res, row stride sr) with x contiguous rows, w rows at offw + n * sw. */
 static int
@@ -40,18 +38,25 @@ launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, 
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     tl_gemm_params_get(&rt->info, 0, &gp);
     int cpu = gp.v[TL_GP_DIRECT] != 0 || offw % 8 != 0 || (N > 1 && sw % 8 != 0);
-    size_t gws, lws = 1, per_lane = ((size_t)MVH_GROUP_ROWS * (size_t)(1 << rv) + 1) * sizeof(float);
+    /* GPU: 8 weight rows a work-group where that leaves 4 groups per compute unit, else 4 (kernels/mv_half.cl) */
+    const int big = (size_t)(N + 7) / 8 >= 4 * (size_t)rt->info.compute_units;
+    int nr = big ? 8 : 4;
+    size_t gws, lws = 1, per_lane = ((size_t)nr * (size_t)(1 << rv) + 1) * sizeof(float);
+    tl_kernel *kh = &gpu_k[wt][big][rv];
     if (!cpu) {            /* a power-of-two group with a lane per value, and at most K/16 lanes past that */
-        const size_t nv = (size_t)(MVH_GROUP_ROWS << rv);
-        if (tl_kernel_py(&gpu_k[wt][rv]) == NULL) return -1;
-        while (lws * 2 <= gpu_k[wt][rv].wg && lws * 2 * per_lane <= rt->info.local_mem - 1024 &&
+        const size_t nv = (size_t)nr << rv;
+        if (tl_kernel_py(kh) == NULL) return -1;
+        while (lws * 2 <= kh->wg && lws * 2 * per_lane <= rt->info.local_mem - 1024 &&
                (lws < nv || lws * 32 <= (size_t)K))
             lws *= 2;
         cpu = lws < nv;                                  /* too few lanes: the barrier-free kernel */
     }
-    tl_kernel *kh = cpu ? &rows_k[wt] : &gpu_k[wt][rv];
+    if (cpu) {                                           /* MV_NR (4) weight rows a work-item */
+        kh = &rows_k[wt];
+        nr = 4;
+    }
     if (tl_kernel_py(kh) == NULL) return -1;
-    const int nr = cpu ? 4 : MVH_GROUP_ROWS, has_res = res != NULL, offr = has_res ? (int)res->offset : 0;
+    const int has_res = res != NULL, offr = has_res ? (int)res->offset : 0;
     const int offx = (int)x->offset, offy = (int)y->offset, dts = x->dtype | y->dtype << 4;
     cl_mem rmem = (has_res ? res : y)->storage->mem;    /* without a residual: never read */
     const size_t I = sizeof(int), Mm = sizeof(cl_mem);
