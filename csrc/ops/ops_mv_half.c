@@ -38,8 +38,9 @@ launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, 
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     tl_gemm_params_get(&rt->info, 0, &gp);
     int cpu = gp.v[TL_GP_DIRECT] != 0 || offw % 8 != 0 || (N > 1 && sw % 8 != 0);
-    /* GPU: 8 weight rows a work-group where that leaves 4 groups per compute unit, else 4 (kernels/mv_half.cl) */
-    const int big = (size_t)(N + 7) / 8 >= 4 * (size_t)rt->info.compute_units;
+    /* GPU: 8 weight rows a work-group from 4 activation rows up (each group re-reads x) or where that leaves 4
+     * groups per compute unit, else 4 (kernels/mv_half.cl) */
+    const int big = R > 2 || (size_t)(N + 7) / 8 >= 4 * (size_t)rt->info.compute_units;
     int nr = big ? 8 : 4;
     size_t gws, lws = 1, per_lane = ((size_t)nr * (size_t)(1 << rv) + 1) * sizeof(float);
     tl_kernel *kh = &gpu_k[wt][big][rv];
