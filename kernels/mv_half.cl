@@ -8,13 +8,12 @@
  *    rows, lanes striding over k eight weights (16 bytes) at a time, one kernel per padded row count RR and
  *    NR so the NR x RR accumulators stay in registers, then mv_reduce. The host takes NR = 8 from 4 rows of
  *    x up or where that still gives 4 work-groups per compute unit (else 4), and gives a group at most K/16
- *    lanes, so each lane
- *    has two or more 16-byte loads of every row in flight before the reduction (H200, 1 row: 32000x2048
- *    46.4 -> 39.6 us, 11264x2048 18.9 -> 13.0 us against 4 rows a group and 256 lanes; 4 rows: 84 -> 63
- *    us; but 2048x5632 8.8 -> 10.9 us with 8 rows a group for 1 row of x: too few work-groups). With MVH_WIDE
- *    (the default) a lane reads its 8 weights as one uint4 and widens them in registers, so the host runs
- *    it only where every row starts 16-byte aligned (offw and sw multiples of 8); MVH_WIDE=0 reads them
- *    with vload_half8 / vload8 (element alignment; 14 % slower on the H100 at 11264x2048, 1 row).
+ *    lanes, so each lane has two or more 16-byte loads of every row in flight before the reduction (H200,
+ *    1 row: 32000x2048 46.4 -> 39.6 us, 11264x2048 18.9 -> 13.0 us against 4 rows a group and 256 lanes;
+ *    4 rows: 84 -> 63 us; but 2048x5632 8.8 -> 10.9 us with 8 rows a group for 1 row of x: too few groups).
+ *    With MVH_WIDE (the default) a lane reads its 8 weights as one uint4 and widens them in registers, so
+ *    the host runs it only where every row starts 16-byte aligned (offw and sw multiples of 8); MVH_WIDE=0
+ *    reads them with vload_half8 / vload8 (element alignment; 14 % slower on the H100 at 11264x2048).
  *  - CPU (tl_mul_mv_<wt>_rows): one work-item per MV_NR weight rows and two activation rows at a time,
  *    16-wide vectors, no barriers, any alignment; float16 through vload_half16 (PoCL: the CPU's F16C
  *    conversion).
