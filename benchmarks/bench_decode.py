@@ -1,4 +1,5 @@
-"""Decode tokens/s of examples/tiny_decoder.py (float32, q4_0 and q8_0 weights) next to the bytes-moved floor.
+"""Decode tokens/s of examples/tiny_decoder.py (float32, q4_0, q8_0, float16 and bfloat16 weights) next to the
+bytes-moved floor.
 
 Usage: python3 benchmarks/bench_decode.py [--quick] [--models tiny medium] [--tokens 32] [--json]
 
@@ -13,7 +14,9 @@ the BLAS path (docs/cpu.md) each model runs with it and without it (the OpenCL G
 blas_products counts the products it ran in the decode runs / in the prefill measurement (decode-shaped
 products keep the mul_mv kernel: 0 in decode). `loop`: sync (a host read of each token, the greedy choice
 on the host), device (token and position stay on the device, one read at the end) or jit (that loop's step
-replayed through tlgpu.jit, docs/jit.md); all three must produce the same tokens.
+replayed through tlgpu.jit, docs/jit.md); all three must produce the same tokens. float16 / bfloat16 rows:
+half weights read as stored by the half matrix-vector kernel (kernels/mv_half.cl), float32 activations, a KV
+cache of the weights' dtype (`kv`); `--formats` picks rows.
 """
 import argparse
 import os
@@ -26,6 +29,9 @@ import tlgpu  # noqa: E402
 from _util import bench_hook, report  # noqa: E402
 import tiny_decoder as td  # noqa: E402
 
+# weight formats: (name, Decoder keyword arguments)
+FORMATS = {"float32": {}, "q4_0": {"kind": "q4_0"}, "q8_0": {"kind": "q8_0"}, "float16": {"dtype": "float16"},
+           "bfloat16": {"dtype": "bfloat16"}}
 MODELS = {
     "tiny": td.Config(),
     "medium": td.Config(dim=2048, n_layers=8, n_heads=16, n_kv_heads=4, vocab=32000, hidden=5632, max_len=128),
@@ -52,6 +58,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="tiny model only, 16 tokens, 2 runs")
     ap.add_argument("--prompt", type=int, default=64, help="prompt length of the prefill measurement")
+    ap.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     dev = tlgpu.device()
@@ -64,18 +71,19 @@ def main():
     for name in models:
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
-        for kind, blas, mode in [(kind, blas, mode) for kind in (None, "q4_0", "q8_0") for blas in modes
-                                 for mode in ("sync", "device", "jit")]:
+        for fmt, blas, mode in [(fmt, blas, mode) for fmt in args.formats for blas in modes
+                                for mode in ("sync", "device", "jit")]:
             if blas is not None:                          # CPU BLAS path on / off (docs/cpu.md), same run
                 tlgpu._C._cpu_blas(enable=blas)
             l0 = tlgpu._C._cpu_blas()["launches"]
-            toks, tps, model = td.run(cfg, False, tokens, runs, mode=mode, kind=kind)
+            toks, tps, model = td.run(cfg, False, tokens, runs, mode=mode, **FORMATS[fmt])
             per_tok = model.bytes_per_token()
             floor_s = per_tok / bw
             l1 = tlgpu._C._cpu_blas()["launches"]
             pre = prefill(model, args.prompt, cfg.vocab)
-            rows.append({"model": name, "weights": (kind or "float32") +
+            rows.append({"model": name, "weights": fmt +
                          ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"), "loop": mode,
+                         "kv": model.kv_dtype.name,
                          "tokens_per_s": round(tps, 1),
                          "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),
                          "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
@@ -84,7 +92,7 @@ def main():
             del model
         if modes != [None]:
             tlgpu._C._cpu_blas(enable=True)
-    cols = ["model", "weights", "loop", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor",
+    cols = ["model", "weights", "kv", "loop", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor",
             "prefill_ms", "prefill_tokens_per_s"] + (["blas_products"] if modes != [None] else [])
     report("Decode", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "tokens": tokens,
                                   "identical_runs (best of)": runs, "prefill_prompt_tokens (best of 3)": args.prompt})

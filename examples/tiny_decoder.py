@@ -1,9 +1,12 @@
 """A tiny llama-style decoder on tlgpu's inference ops: greedy generation with a KV cache.
 
-    python3 examples/tiny_decoder.py [--q4 | --q8] [--tokens 32] [--runs 5] [--mode sync|device|jit] [--dim 256 ...]
+    python3 examples/tiny_decoder.py [--q4 | --q8 | --f16 | --bf16] [--kv float16] [--tokens 32] [--runs 5]
+                                     [--mode sync|device|jit] [--dim 256 ...]
 
-Random weights from a fixed numpy seed; float32, q4_0 (--q4) or q8_0 (--q8) weights; save_gguf /
-Decoder.from_gguf write and read them as a llama-architecture GGUF file. Each step: get_rows (embedding)
+Random weights from a fixed numpy seed; float32, q4_0 (--q4), q8_0 (--q8), float16 (--f16) or bfloat16 (--bf16)
+weights; save_gguf / Decoder.from_gguf write and read them as a llama-architecture GGUF file. Half weights
+decode with float32 activations: the projections read the 2-byte weights directly (kernels/mv_half.cl), the
+KV cache is float16 (--kv picks its dtype; by default the weights' half dtype, float32 for the others). Each step: get_rows (embedding)
 -> per layer [rms_norm -> one fused q|k|v projection (x @ w.T: the mul_mv path) -> one rope over the q and k
 heads (NeoX pairing) -> kv_write of k and v -> attention over the cache (grouped-query heads) -> output projection ->
 residual -> rms_norm -> one fused w1|w3 projection -> silu_mul of its halves -> w2 -> residual] -> rms_norm ->
@@ -69,26 +72,56 @@ def make_weights(cfg, seed=0):
 
 
 QUANTIZE = {None: tlgpu.tensor, "q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}
+HALF = {"float16": np.dtype(tlgpu.float16), "bfloat16": np.dtype(tlgpu.bfloat16)}     # dtype= of the weights
+
+
+def _dtype_name(dtype):
+    """None / "float32" / "float16" / "bfloat16" or the numpy/tlgpu dtype -> None (float32) or a HALF key."""
+    name = None if dtype is None else np.dtype(dtype).name
+    if name not in (None, "float32", *HALF):
+        raise ValueError(f"dtype must be float32, float16 or bfloat16, got {dtype!r}")
+    return None if name == "float32" else name
+
+
+def rounded(weights, dtype):
+    """The float32 weights a decoder with `dtype` weights (float16 / bfloat16) computes with: the matrices and
+    the embedding rounded to that dtype and widened back (the norms stay float32); a half-weight decode's
+    reference."""
+    dt = HALF[_dtype_name(dtype)]
+
+    def r(a):
+        return a.astype(dt).astype(np.float32)
+    out = dict(weights, embed=r(weights["embed"]), out=r(weights["out"]))
+    out["layers"] = [{k: (r(v) if k in LINEARS else v) for k, v in lw.items()} for lw in weights["layers"]]
+    return out
 # llama.cpp's tensor names (blk.N.<name>.weight) for this decoder's weights
 GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "attn_v", "wo": "attn_output",
               "mlp_norm": "ffn_norm", "w1": "ffn_gate", "w3": "ffn_up", "w2": "ffn_down"}
 
 
 class Decoder:
-    def __init__(self, cfg, weights, q4=False, kind=None):
+    def __init__(self, cfg, weights, q4=False, kind=None, dtype=None, kv_dtype=None):
         """numpy weights (make_weights); kind None (float32), "q4_0" or "q8_0" for the linear layers and the
-        embedding/head (q4=True: "q4_0")."""
+        embedding/head (q4=True: "q4_0"); or dtype float16 / bfloat16 (kind None) for them. The norms' weights
+        stay float32 (as in llama.cpp's F16 files). kv_dtype: the KV cache's dtype (default: the half dtype of
+        the weights, else float32)."""
         kind = "q4_0" if q4 else kind
-        up = QUANTIZE[kind]
+        half = _dtype_name(dtype)
+        if half is not None and kind is not None:
+            raise ValueError(f"Decoder: dtype={half} is for unquantized weights, not kind={kind}")
+        up = QUANTIZE[kind] if half is None else (lambda a: tlgpu.tensor(a.astype(HALF[half])))
         self._build(cfg, up(weights["embed"]), up(weights["out"]), tlgpu.tensor(weights["norm"]),
                     [{"attn_norm": tlgpu.tensor(lw["attn_norm"]), "mlp_norm": tlgpu.tensor(lw["mlp_norm"]),
                       "wqkv": up(np.concatenate([lw["wq"], lw["wk"], lw["wv"]])), "wo": up(lw["wo"]),
                       "w13": up(np.concatenate([lw["w1"], lw["w3"]])), "w2": up(lw["w2"])}
-                     for lw in weights["layers"]])           # fused rows: [wq; wk; wv] and [w1; w3] (same math)
+                     for lw in weights["layers"]], kv_dtype)   # fused rows: [wq; wk; wv] and [w1; w3] (same math)
 
-    def _build(self, cfg, embed, out, norm, layers):
+    def _build(self, cfg, embed, out, norm, layers, kv_dtype=None):
         self.cfg, self.embed, self.out, self.norm, self.layers = cfg, embed, out, norm, layers
         self.q4 = quant.is_quantized(out)                    # quantized weights: tlgpu.quant's products
+        self.dtype = out.KIND if self.q4 else out.dtype.name  # "float32", "float16", "bfloat16", "q4_0", "q8_0"
+        kv = _dtype_name(kv_dtype) if kv_dtype is not None else self.dtype if self.dtype in HALF else None
+        self.kv_dtype = np.dtype(HALF[kv] if kv is not None else np.float32)
         self.weight_bytes = sum(self._bytes(w) for w in [self.embed, self.out] +
                                 [lw[k] for lw in self.layers for k in ("wqkv", "wo", "w13", "w2")])
         self.reset()
@@ -110,8 +143,8 @@ class Decoder:
             return t[f"blk.{i}.{GGUF_NAMES[k]}.weight"]
 
         def rows(*ws):                                       # [w1; w2; ...] along rows
-            if not quant.is_quantized(ws[0]):
-                return tlgpu.cat([x.float() for x in ws], 0)
+            if not quant.is_quantized(ws[0]):                # F16 / BF16 matrices stay half (one dtype: kept)
+                return tlgpu.cat(list(ws) if len({x.dtype for x in ws}) == 1 else [x.float() for x in ws], 0)
             shape = (sum(x.shape[0] for x in ws), ws[0].shape[1])
             return type(ws[0]).from_bytes(b"".join(x.to_bytes() for x in ws), shape)
         layers = [{"attn_norm": w(i, "attn_norm").float(), "mlp_norm": w(i, "mlp_norm").float(),
@@ -124,7 +157,7 @@ class Decoder:
 
     @staticmethod
     def _bytes(w):
-        return w.nbytes if quant.is_quantized(w) else 4 * w.numel()           # float32 otherwise
+        return w.nbytes if quant.is_quantized(w) else w.dtype.itemsize * w.numel()
 
     def bytes_per_token(self):
         """Weight bytes one decode step reads: every linear layer and the head, one embedding row."""
@@ -137,7 +170,8 @@ class Decoder:
         (generate(jit=True)) keeps writing the caches it was traced with."""
         c = self.cfg
         if not hasattr(self, "kv"):
-            self.kv = [tlgpu.zeros((2 * c.n_kv_heads, c.max_len, c.head_dim)) for _ in self.layers]
+            self.kv = [tlgpu.zeros((2 * c.n_kv_heads, c.max_len, c.head_dim), dtype=self.kv_dtype)
+                       for _ in self.layers]
             self.kc = [kv[:c.n_kv_heads] for kv in self.kv]
             self.vc = [kv[c.n_kv_heads:] for kv in self.kv]
             self._jstep = tlgpu.jit(self.device_step)
@@ -145,7 +179,14 @@ class Decoder:
             for kv in self.kv:
                 kv.zero_()
 
+    def embedding(self, ids):
+        """float32 rows of the embedding (a half table's rows widened as they are read)."""
+        if self.q4 or self.dtype == "float32":
+            return quant.embedding(self.embed, ids)
+        return tlgpu.get_rows(self.embed, ids, dtype=tlgpu.float32)
+
     def linear(self, x, w):
+        """x @ w.T: float32 x; half weights are read as stored for up to 8 rows (kernels/mv_half.cl)."""
         return quant.matmul(x, w) if self.q4 else x @ w.T
 
     def residual(self, r, x, w):
@@ -157,7 +198,7 @@ class Decoder:
         the kernels read on the device (embedding, rope, kv_write and attention all take either)."""
         c = self.cfg
         hd = c.head_dim
-        x = quant.embedding(self.embed, token)                           # (1, dim); the id a kernel argument
+        x = self.embedding(token)                                        # (1, dim); the id a kernel argument
         nq, nkv, hid = c.n_heads, c.n_kv_heads, c.hidden
         for i, lw in enumerate(self.layers):
             h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)
@@ -182,7 +223,7 @@ class Decoder:
         T rows (mul_mv up to 8), rope with a positions array, causal attention of the T queries."""
         c = self.cfg
         hd, nq, nkv, hid, T = c.head_dim, c.n_heads, c.n_kv_heads, c.hidden, len(tokens)
-        x = quant.embedding(self.embed, list(tokens))                          # (T, dim)
+        x = self.embedding(list(tokens))                                       # (T, dim)
         positions = list(range(pos, pos + T))
         for i, lw in enumerate(self.layers):
             h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)
@@ -271,10 +312,12 @@ def reference_logits(cfg, weights, tokens):
 
 def save_gguf(path, cfg, weights, kind=None):
     """Writes numpy weights (make_weights) as a llama-architecture GGUF through the gguf package: llama.cpp's
-    tensor names and llama.* keys; kind None (F32), "q4_0" or "q8_0" for the matrices. This decoder's rope
+    tensor names and llama.* keys; kind None (F32), "q4_0", "q8_0", "float16" (F16) or "bfloat16" (BF16) for
+    the matrices (from_gguf keeps F16/BF16 matrices half). This decoder's rope
     pairs dim i with i + D/2 (NeoX); llama.cpp reads a "llama" file's rope as adjacent pairs, so the file is
     for this decoder (Decoder.from_gguf), not for llama.cpp's own runtime."""
-    up = {None: lambda a: a, "q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}[kind]
+    up = {None: lambda a: a, "q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0,
+          **{k: (lambda a, dt=dt: a.astype(dt)) for k, dt in HALF.items()}}[kind]
     tensors = {"token_embd.weight": up(weights["embed"]), "output_norm.weight": weights["norm"],
                "output.weight": up(weights["out"])}
     for i, lw in enumerate(weights["layers"]):
@@ -298,10 +341,11 @@ def dequantized(weights):
     return out
 
 
-def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None):
+def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None, dtype=None, kv_dtype=None):
     """mode: "sync" (a host read per token), "device" (token and position stay on the device) or "jit" (the
-    device loop replayed through tlgpu.jit); kind: the weights' format (q4=True: "q4_0")."""
-    model = Decoder(cfg, make_weights(cfg, seed), q4=q4, kind=kind)
+    device loop replayed through tlgpu.jit); kind: the weights' format (q4=True: "q4_0"), or dtype float16 /
+    bfloat16 (kv_dtype: the cache's, Decoder's default when None)."""
+    model = Decoder(cfg, make_weights(cfg, seed), q4=q4, kind=kind, dtype=dtype, kv_dtype=kv_dtype)
     prompt = [1, 2, 3]
     kw = {"device": mode == "device", "jit": mode == "jit"}
     model.generate(prompt, 4, **kw)                                  # warm-up: kernel builds (and the trace)
@@ -319,6 +363,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--q4", action="store_true", help="q4_0 weights")
     ap.add_argument("--q8", action="store_true", help="q8_0 weights")
+    ap.add_argument("--f16", action="store_true", help="float16 weights (float16 KV cache)")
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 weights (bfloat16 KV cache)")
+    ap.add_argument("--kv", choices=("float32", "float16", "bfloat16"), help="the KV cache's dtype")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mode", choices=("sync", "device", "jit"), default="sync",
@@ -332,9 +379,12 @@ def main():
         if getattr(a, f) is not None:
             setattr(cfg, attr, getattr(a, f))
     cfg.max_len = max(cfg.max_len, a.tokens + 8)
-    tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs, mode=a.mode, kind="q8_0" if a.q8 else None)
+    if a.q4 + a.q8 + a.f16 + a.bf16 > 1:
+        ap.error("one of --q4, --q8, --f16, --bf16")
+    tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs, mode=a.mode, kind="q8_0" if a.q8 else None,
+                             dtype="float16" if a.f16 else "bfloat16" if a.bf16 else None, kv_dtype=a.kv)
     print(f"device: {tlgpu.device().name}")
-    print(f"weights: {'q4_0' if a.q4 else 'q8_0' if a.q8 else 'float32'}, {model.weight_bytes / 1e6:.2f} MB; "
+    print(f"weights: {model.dtype}, {model.weight_bytes / 1e6:.2f} MB, KV cache {model.kv_dtype.name}; "
           f"{a.runs} runs identical; "
           f"mode {a.mode}")
     print(f"tokens: {tokens}")

@@ -63,10 +63,14 @@ OPS = [
     ("avg_pool2d", lambda a: F.avg_pool2d(a.reshape(1, 1, 4, 6), 2), [x2()]),
     ("rms_norm", lambda a, w: F.rms_norm(a, w), [x2(0), x2(1)[0]]),
     ("layer_norm", lambda a: F.layer_norm(a, (6,)), [x2()]),
-    ("rope", lambda a: F.rope(a.reshape(1, 4, 1, 6), tlgpu.tensor(np.arange(4, dtype=np.int32))), [x2()]),
+    ("rope", lambda a: F.rope(a.reshape(4, 1, 6), tlgpu.tensor(np.arange(4, dtype=np.int32))), [x2()]),
     ("silu_mul", lambda a, b: F.silu_mul(a, b), [x2(0), x2(1)]),
     ("embedding", lambda w: F.embedding(tlgpu.tensor(IDX), w), [x2()]),
     ("softmax_rows", lambda a: tlgpu.softmax_rows(a), [x2()]),
+    ("attention", lambda q, k: tlgpu.attention(q[:2], k.reshape(1, 4, 6), k.reshape(1, 4, 6), 3), [x2(0), x2(1)]),
+    ("kv_write", lambda c, x: tlgpu.kv_write(c.reshape(1, 4, 6).clone(), x[:2].reshape(1, 2, 6), 1), [x2(0), x2(1)]),
+    ("rope_kv_write", lambda x, c: tlgpu.rope_kv_write(x.clone(), c.reshape(2, 2, 6).clone(), 1, 2), [x2(0), x2(1)]),
+    ("get_rows", lambda w: tlgpu.get_rows(w, tlgpu.tensor(IDX)), [x2()]),
     ("gru_gates", lambda a, b, h: tlgpu.gru_gates(a, b, h), [x2(0), x2(1), x2(2)[:, :2]]),
     ("lstm_gates", lambda a, c: tlgpu.lstm_gates(a[:, :4], c[:, :1])[0], [x2(0), x2(1)]),
     ("gru_sequence", lambda a, w: tlgpu._C.gru_sequence(a.reshape(2, 2, 6), None, w.T[:, :2]), [x2(0), x2(1)]),
@@ -124,7 +128,8 @@ def test_op_works_in_half_or_raises_type_error(name, fn, arrays, dt):
 
 
 NO_GRAD = {"lt", "argmax", "argmin", "argsort", "round", "fill_", "zero_", "multinomial", "uniform_", "normal_",
-           "getitem_mask"}
+           "getitem_mask",
+           "rope", "softmax_rows", "attention", "kv_write", "rope_kv_write", "get_rows"}   # inference ops: no backward
 
 
 @pytest.mark.parametrize("dt", [np.dtype(np.float16), BF16], ids=str)

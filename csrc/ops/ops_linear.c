@@ -10,6 +10,7 @@
 #include "autograd.h"
 #include "ops.h"
 #include "gemm_tc.h"
+#include "ops_mv_half.h"
 #include <string.h>
 
 static const tl_op_row ROW_LINEAR;   /* the autograd row (below) */
@@ -104,8 +105,11 @@ fn_linear(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (x->dtype == TL_F32 && w->dtype == TL_F32 && (!c.bias_tensor || tl_tensor_CAST(bo)->dtype == TL_F32) &&
         tl_autocast_dtype() < 0)
         return linear_fn(ins, &c);                       /* the float32 path: no casts, no second check */
-    PyObject *r = linear_half(ins, &c);
-    return r != NULL || PyErr_Occurred() ? r : tl_call_f32("linear", linear_fn, ins, 3, &c);
+    PyObject *r = NULL;
+    const int k = tl_mv_half_linear(x, w, bo, c.act, &r);   /* a half weight, few rows: read as stored */
+    if (k != 0) return k < 0 ? NULL : r;
+    if ((r = linear_half(ins, &c)) != NULL || PyErr_Occurred()) return r;   /* the tensor cores */
+    return tl_call_f32("linear", linear_fn, ins, 3, &c);
 }
 
 /* d linear: dx = g @ w; over the rows of x and g (leading dims flattened), dw = g^T @ x and db = sum of g

@@ -1,7 +1,11 @@
 /* ops_llm.c: the inference op family (kernels/llm.cl): rms_norm, rope, softmax_rows, silu_mul, kv_write,
- * attention (one decode step over a KV cache, grouped-query heads allowed) and get_rows (embedding from a
- * float32 table). These ops have no backward: called with an input that requires grad while grad mode is
- * on, they raise NotImplementedError naming the composite ops to use instead.
+ * attention (one decode step over a KV cache, grouped-query heads allowed) and get_rows (embedding lookup).
+ * These ops have no backward: called with an input that requires grad while grad mode is on, they raise
+ * NotImplementedError naming the composite ops to use instead.
+ * Dtypes: float32, float16 and bfloat16 operands, in any mix. All float32 runs the "llm" build of llm.cl;
+ * anything else its "llm_any" build, which takes each operand's dtype code in one packed argument (dts):
+ * loads widen to float32, math is float32, stores round to nearest even. Results follow PyTorch's
+ * promotion (one half dtype: it; mixed: float32); a cache keeps its dtype (writes convert, as copy_).
  * Invariants: outputs are new contiguous tensors (kv_write and rope(inplace=True) write their target);
  * inputs that are views are copied to contiguous first (tl_tensor_contiguous), so kernels see rows of
  * known stride; row kernels get a power-of-two local size from the kernel's own limit (tl_kernel.wg),
@@ -10,24 +14,52 @@
 #include "autograd.h"
 #include "cl_runtime.h"
 #include "gemm_params.h"
+#include "ops.h"
 #include <math.h>
 
-static tl_kernel k_rms = TL_KERNEL("llm", "tl_rms_norm_f32"), k_rope = TL_KERNEL("llm", "tl_rope_f32"),
-                 k_softmax = TL_KERNEL("llm", "tl_softmax_rows_f32"), k_silu = TL_KERNEL("llm", "tl_silu_mul_f32"),
-                 k_kv = TL_KERNEL("llm", "tl_kv_write_f32"), k_attn = TL_KERNEL("llm", "tl_attention_f32"),
-                 k_rows = TL_KERNEL("llm", "tl_get_rows_f32");
+/* Each kernel in both builds of llm.cl: [0] float32 operands ("llm"), [1] any floating dtypes ("llm_any"). */
+#define KPAIR(op) {TL_KERNEL("llm", "tl_" op "_f32"), TL_KERNEL("llm_any", "tl_" op "_any")}
+static tl_kernel k_rms[2] = KPAIR("rms_norm"), k_rope[2] = KPAIR("rope"), k_softmax[2] = KPAIR("softmax_rows"),
+                 k_silu[2] = KPAIR("silu_mul"), k_kv[2] = KPAIR("kv_write"), k_attn[2] = KPAIR("attention"),
+                 k_rows[2] = KPAIR("get_rows"), k_rkv[2] = KPAIR("rope_kv");
 
 static const size_t I = sizeof(int), F = sizeof(float), Mm = sizeof(cl_mem);
 
-/* A Tensor argument of dtype `dtype`, or TypeError. Borrowed. */
+/* A floating Tensor argument (float32, float16, bfloat16), or TypeError naming op, dtype and shape. Borrowed. */
 static tl_tensor *
-arg_tensor(const char *op, const char *name, PyObject *o, int dtype)
+arg_tensor(const char *op, const char *name, PyObject *o)
 {
     if (!tl_tensor_check(o)) {
         PyErr_Format(PyExc_TypeError, "%s: %s must be a Tensor, got %s", op, name, Py_TYPE(o)->tp_name);
         return NULL;
     }
-    return tl_check_dtype(op, tl_tensor_CAST(o), dtype) < 0 ? NULL : tl_tensor_CAST(o);
+    return tl_check_float(op, tl_tensor_CAST(o)) < 0 ? NULL : tl_tensor_CAST(o);
+}
+
+static int
+promote(int a, int b)                                   /* PyTorch's rule among the floating dtypes */
+{
+    return a == b ? a : TL_F32;
+}
+
+/* The packed dtype codes of llm.cl's "llm_any" build: dt[s] in bits 4s..4s+3; 0 when every operand is float32. */
+static int
+pack(int n, const int *dt)
+{
+    int dts = 0;
+    for (int s = 0; s < n; s++) dts |= dt[s] << (4 * s);
+    return dts;
+}
+
+/* The build of kernel pair k for these operands (k[0] when every one is float32, dts == 0), prepared, with
+ * dts set as argument `narg` of the "llm_any" kernel. NULL with an exception set. */
+static tl_kernel *
+variant(tl_kernel *k, int dts, int narg)
+{
+    tl_kernel *kh = &k[dts != 0];
+    if (tl_kernel_py(kh) == NULL) return NULL;
+    if (dts != 0 && tl_set_args(kh->k, narg, 1, (size_t[]){I}, (const void *[]){&dts}) < 0) return NULL;
+    return kh;
 }
 
 static int
@@ -73,26 +105,28 @@ fn_rms_norm(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     double eps = 1e-6;
     tl_tensor *x, *w = NULL, *xc = NULL, *wc = NULL, *out = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Od:rms_norm", kwl, &xo, &wo, &eps)) return NULL;
-    if ((x = arg_tensor("rms_norm", "x", xo, TL_F32)) == NULL) return NULL;
-    if (wo != Py_None && (w = arg_tensor("rms_norm", "weight", wo, TL_F32)) == NULL) return NULL;
+    if ((x = arg_tensor("rms_norm", "x", xo)) == NULL) return NULL;
+    if (wo != Py_None && (w = arg_tensor("rms_norm", "weight", wo)) == NULL) return NULL;
     PyObject *ins[2] = {xo, wo != Py_None ? wo : NULL};
     if (no_grad("rms_norm", ins, w != NULL ? 2 : 1) < 0) return NULL;
     if (x->ndim == 0) return shape_error("rms_norm", x, "x needs at least one dim");
     int D = (int)x->shape[x->ndim - 1];
     if (w != NULL && (w->ndim != 1 || w->shape[0] != D))
         return shape_error("rms_norm", w, "weight must be (D,) for x's last dim D");
-    if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
-    if (tl_kernel_py(&k_rms) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    const int dt[3] = {x->dtype, w != NULL ? w->dtype : TL_F32, w != NULL ? promote(x->dtype, w->dtype) : x->dtype};
+    tl_kernel *kh;
+    if ((out = tl_tensor_empty(dt[2], x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    if ((kh = variant(k_rms, pack(3, dt), 10)) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     if (w != NULL && (wc = tl_tensor_contiguous(w)) == NULL) goto fail;
     int offx = (int)xc->offset, offw = wc ? (int)wc->offset : 0, hw = w != NULL, zero = 0;
     float e = (float)eps;
-    size_t L = row_wg(&k_rms, D);
+    size_t L = row_wg(kh, D);
     cl_mem *wm = wc ? &wc->storage->mem : &xc->storage->mem;
     const size_t sz[10] = {I, F, Mm, I, Mm, I, I, Mm, I, L * F};
     const void *v[10] = {&D, &e, &xc->storage->mem, &offx, wm, &offw, &hw, &out->storage->mem, &zero, NULL};
     tl_storage *st[3] = {out->storage, xc->storage, wc ? wc->storage : NULL};
-    if (tl_set_args(k_rms.k, 0, 10, sz, v) < 0) goto fail;
-    if (launch(&k_rms, (size_t)(tl_tensor_numel(x) / D) * L, L, st, 3, 1u) < 0) goto fail;
+    if (tl_set_args(kh->k, 0, 10, sz, v) < 0) goto fail;
+    if (launch(kh, (size_t)(tl_tensor_numel(x) / D) * L, L, st, 3, 1u) < 0) goto fail;
     Py_XDECREF(xc); Py_XDECREF(wc);
     return (PyObject *)out;
 fail:
@@ -136,7 +170,7 @@ fn_rope(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     int inter = 0, inplace = 0;
     tl_tensor *x, *xc = NULL, *p = NULL, *out = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|dpp:rope", kwl, &xo, &po, &theta, &inter, &inplace)) return NULL;
-    if ((x = arg_tensor("rope", "x", xo, TL_F32)) == NULL || no_grad("rope", &xo, 1) < 0) return NULL;
+    if ((x = arg_tensor("rope", "x", xo)) == NULL || no_grad("rope", &xo, 1) < 0) return NULL;
     if (x->ndim != 2 && x->ndim != 3) return shape_error("rope", x, "x must be (T, H, D) or (H, D)");
     int T = x->ndim == 3 ? (int)x->shape[0] : 1, H = (int)x->shape[x->ndim - 2], D = (int)x->shape[x->ndim - 1];
     if (D % 2 != 0) return shape_error("rope", x, "the head dim D must be even");
@@ -160,11 +194,12 @@ fn_rope(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (inplace) {
         if (tl_check_inplace("rope", x) < 0) goto fail;
         out = (tl_tensor *)Py_NewRef(x);
-    } else if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL) {
+    } else if ((out = tl_tensor_empty(x->dtype, x->ndim, x->shape)) == NULL) {
         goto fail;
     }
     if (out->storage == NULL) { Py_XDECREF(p); return (PyObject *)out; }
-    if (tl_kernel_py(&k_rope) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    tl_kernel *kh = variant(k_rope, pack(2, (const int[]){x->dtype, x->dtype}), 13);
+    if (kh == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     int offx = (int)xc->offset, offp = has_pos ? (int)p->offset : 0, offy = (int)out->offset;
     float lt = (float)log2(theta);
     cl_mem pmem = has_pos ? p->storage->mem : xc->storage->mem;     /* without positions: never read */
@@ -172,8 +207,8 @@ fn_rope(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     const void *v[13] = {&T, &H, &D, &lt, &inter, &xc->storage->mem, &offx, &pmem, &offp, &has_pos, &pos0,
                          &out->storage->mem, &offy};
     tl_storage *st[3] = {out->storage, xc->storage, has_pos ? p->storage : NULL};
-    if (tl_set_args(k_rope.k, 0, 13, sz, v) < 0) goto fail;
-    if (tl_launch_1d(&k_rope, (size_t)T * (size_t)H * (size_t)(D / 2), st, 2 + has_pos, 1u) < 0) goto fail;
+    if (tl_set_args(kh->k, 0, 13, sz, v) < 0) goto fail;
+    if (tl_launch_1d(kh, (size_t)T * (size_t)H * (size_t)(D / 2), st, 2 + has_pos, 1u) < 0) goto fail;
     if (inplace) tl_mark_write(out, "rope");
     Py_XDECREF(xc); Py_XDECREF(p);
     return (PyObject *)out;
@@ -192,20 +227,21 @@ fn_softmax_rows(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     int causal = 0;
     tl_tensor *x, *xc = NULL, *out = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|dp:softmax_rows", kwl, &xo, &scale, &causal)) return NULL;
-    if ((x = arg_tensor("softmax_rows", "x", xo, TL_F32)) == NULL || no_grad("softmax_rows", &xo, 1) < 0) return NULL;
+    if ((x = arg_tensor("softmax_rows", "x", xo)) == NULL || no_grad("softmax_rows", &xo, 1) < 0) return NULL;
     if (x->ndim == 0 || (causal && x->ndim < 2)) return shape_error("softmax_rows", x, "x needs 1 dim (2 with causal)");
     int n = (int)x->shape[x->ndim - 1], Tq = causal ? (int)x->shape[x->ndim - 2] : 1;
     if (causal && Tq > n) return shape_error("softmax_rows", x, "causal needs queries <= keys (dims -2 <= -1)");
-    if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
-    if (tl_kernel_py(&k_softmax) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    if ((out = tl_tensor_empty(x->dtype, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    tl_kernel *kh = variant(k_softmax, pack(2, (const int[]){x->dtype, x->dtype}), 9);
+    if (kh == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     int offx = (int)xc->offset, zero = 0;
     float s = (float)scale;
-    size_t L = row_wg(&k_softmax, n);
+    size_t L = row_wg(kh, n);
     const size_t sz[9] = {I, I, F, I, Mm, I, Mm, I, L * F};
     const void *v[9] = {&n, &Tq, &s, &causal, &xc->storage->mem, &offx, &out->storage->mem, &zero, NULL};
     tl_storage *st[2] = {out->storage, xc->storage};
-    if (tl_set_args(k_softmax.k, 0, 9, sz, v) < 0) goto fail;
-    if (launch(&k_softmax, (size_t)(tl_tensor_numel(x) / n) * L, L, st, 2, 1u) < 0) goto fail;
+    if (tl_set_args(kh->k, 0, 9, sz, v) < 0) goto fail;
+    if (launch(kh, (size_t)(tl_tensor_numel(x) / n) * L, L, st, 2, 1u) < 0) goto fail;
     Py_DECREF(xc);
     return (PyObject *)out;
 fail:
@@ -220,7 +256,7 @@ fn_silu_mul(PyObject *Py_UNUSED(m), PyObject *args)
     PyObject *xo, *yo;
     tl_tensor *x, *y, *xc = NULL, *yc = NULL, *out = NULL;
     if (!PyArg_ParseTuple(args, "OO:silu_mul", &xo, &yo)) return NULL;
-    if ((x = arg_tensor("silu_mul", "x", xo, TL_F32)) == NULL || (y = arg_tensor("silu_mul", "y", yo, TL_F32)) == NULL)
+    if ((x = arg_tensor("silu_mul", "x", xo)) == NULL || (y = arg_tensor("silu_mul", "y", yo)) == NULL)
         return NULL;
     PyObject *ins[2] = {xo, yo};
     if (no_grad("silu_mul", ins, 2) < 0) return NULL;
@@ -230,15 +266,17 @@ fn_silu_mul(PyObject *Py_UNUSED(m), PyObject *args)
         tl_shape_str(y->shape, y->ndim, b, sizeof b);
         return PyErr_Format(PyExc_ValueError, "silu_mul: x %s and y %s must have the same shape", a, b);
     }
-    if ((out = tl_tensor_empty(TL_F32, x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
-    if (tl_kernel_py(&k_silu) == NULL || (xc = tl_tensor_contiguous(x)) == NULL ||
+    const int dt[3] = {x->dtype, y->dtype, promote(x->dtype, y->dtype)};
+    tl_kernel *kh;
+    if ((out = tl_tensor_empty(dt[2], x->ndim, x->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    if ((kh = variant(k_silu, pack(3, dt), 6)) == NULL || (xc = tl_tensor_contiguous(x)) == NULL ||
         (yc = tl_tensor_contiguous(y)) == NULL)
         goto fail;
     int n = (int)tl_tensor_numel(x), ox = (int)xc->offset, oy = (int)yc->offset;
     const size_t sz[6] = {I, Mm, I, Mm, I, Mm};
     const void *v[6] = {&n, &xc->storage->mem, &ox, &yc->storage->mem, &oy, &out->storage->mem};
     tl_storage *st[3] = {out->storage, xc->storage, yc->storage};
-    if (tl_set_args(k_silu.k, 0, 6, sz, v) < 0 || tl_launch_1d(&k_silu, (size_t)n, st, 3, 1u) < 0) goto fail;
+    if (tl_set_args(kh->k, 0, 6, sz, v) < 0 || tl_launch_1d(kh, (size_t)n, st, 3, 1u) < 0) goto fail;
     Py_DECREF(xc); Py_DECREF(yc);
     return (PyObject *)out;
 fail:
@@ -295,8 +333,7 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
     tl_tensor *c, *x, *xc = NULL, *pt = NULL;
     if (!PyArg_ParseTuple(args, "OOO:kv_write", &co, &xo, &po)) return NULL;
     if (device_scalar("kv_write", "pos", po, &pt, &pos_in) < 0) return NULL;
-    if ((c = arg_tensor("kv_write", "cache", co, TL_F32)) == NULL ||
-        (x = arg_tensor("kv_write", "x", xo, TL_F32)) == NULL)
+    if ((c = arg_tensor("kv_write", "cache", co)) == NULL || (x = arg_tensor("kv_write", "x", xo)) == NULL)
         return NULL;
     if (check_cache("kv_write", "cache must be (Hkv, max_len, D)", c) < 0 || tl_check_inplace("kv_write", c) < 0)
         return NULL;
@@ -313,14 +350,15 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
                             pos_in, pos_in + T, ML);
     int pos = (int)pos_in;
     if (c->storage == NULL || T == 0) return Py_NewRef(co);
-    if (tl_kernel_py(&k_kv) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) return NULL;
+    tl_kernel *kh = variant(k_kv, pack(2, (const int[]){x->dtype, c->dtype}), 11);
+    if (kh == NULL || (xc = tl_tensor_contiguous(x)) == NULL) return NULL;
     int ox = (int)xc->offset, oc = (int)c->offset, op = pt != NULL ? (int)pt->offset : 0;
     cl_mem pmem = pt != NULL ? pt->storage->mem : NULL;
     const size_t sz[11] = {I, I, I, I, I, Mm, I, Mm, I, Mm, I};
     const void *v[11] = {&Hkv, &T, &D, &ML, &pos, &xc->storage->mem, &ox, &c->storage->mem, &oc, &pmem, &op};
     tl_storage *st[3] = {c->storage, xc->storage, pt != NULL ? pt->storage : NULL};
-    int rc = tl_set_args(k_kv.k, 0, 11, sz, v);
-    if (rc == 0) rc = tl_launch_1d(&k_kv, (size_t)Hkv * (size_t)T * (size_t)D, st, 3, 1u);
+    int rc = tl_set_args(kh->k, 0, 11, sz, v);
+    if (rc == 0) rc = tl_launch_1d(kh, (size_t)Hkv * (size_t)T * (size_t)D, st, 3, 1u);
     Py_DECREF(xc);
     if (rc < 0) return NULL;
     tl_mark_write(c, "kv_write");
@@ -334,7 +372,6 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
 static PyObject *
 fn_rope_kv_write(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-    static tl_kernel k_rkv = TL_KERNEL("llm", "tl_rope_kv_f32");
     static char *kwl[] = {"qkv", "cache", "pos", "n_q", "theta", "interleaved", NULL};
     PyObject *xo, *co, *po;
     Py_ssize_t nq_in, pos_in = 0;
@@ -343,8 +380,7 @@ fn_rope_kv_write(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     tl_tensor *x, *c, *pt = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOn|dp:rope_kv_write", kwl, &xo, &co, &po, &nq_in, &theta, &inter))
         return NULL;
-    if ((x = arg_tensor("rope_kv_write", "qkv", xo, TL_F32)) == NULL ||
-        (c = arg_tensor("rope_kv_write", "cache", co, TL_F32)) == NULL || no_grad("rope_kv_write", &xo, 1) < 0 ||
+    if ((x = arg_tensor("rope_kv_write", "qkv", xo)) == NULL || (c = arg_tensor("rope_kv_write", "cache", co)) == NULL || no_grad("rope_kv_write", &xo, 1) < 0 ||
         device_scalar("rope_kv_write", "pos", po, &pt, &pos_in) < 0)
         return NULL;
     if (check_cache("rope_kv_write", "cache must be (2 * Hkv, max_len, D)", c) < 0 ||
@@ -365,7 +401,8 @@ fn_rope_kv_write(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_IndexError, "rope_kv_write: position %zd outside the cache's max_len %d", pos_in,
                             ML);
     if (x->storage == NULL || c->storage == NULL) return Py_NewRef(xo);
-    if (tl_kernel_py(&k_rkv) == NULL) return NULL;
+    tl_kernel *kh = variant(k_rkv, pack(2, (const int[]){x->dtype, c->dtype}), 13);
+    if (kh == NULL) return NULL;
     int offx = (int)x->offset, offc = (int)c->offset, offp = pt != NULL ? (int)pt->offset : 0, pos0 = (int)pos_in;
     float lt = (float)log2(theta);
     cl_mem pmem = pt != NULL ? pt->storage->mem : NULL;
@@ -373,8 +410,8 @@ fn_rope_kv_write(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     const void *v[13] = {&nq, &nkv, &D, &lt, &inter, &x->storage->mem, &offx, &c->storage->mem, &offc, &ML, &pmem,
                          &offp, &pos0};
     tl_storage *st[3] = {x->storage, c->storage, pt != NULL ? pt->storage : NULL};
-    if (tl_set_args(k_rkv.k, 0, 13, sz, v) < 0 ||
-        tl_launch_1d(&k_rkv, (size_t)R * (size_t)(D / 2), st, 3, 3u) < 0)
+    if (tl_set_args(kh->k, 0, 13, sz, v) < 0 ||
+        tl_launch_1d(kh, (size_t)R * (size_t)(D / 2), st, 3, 3u) < 0)
         return NULL;
     tl_mark_write(x, "rope_kv_write");
     tl_mark_write(c, "rope_kv_write");
@@ -393,9 +430,8 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|On:attention", kwl, &qo, &ko, &vo, &lo, &so, &offset))
         return NULL;
     if (device_scalar("attention", "length", lo, &lt, &Lk_in) < 0) return NULL;
-    if ((q = arg_tensor("attention", "q", qo, TL_F32)) == NULL ||
-        (kc = arg_tensor("attention", "k_cache", ko, TL_F32)) == NULL ||
-        (vc = arg_tensor("attention", "v_cache", vo, TL_F32)) == NULL)
+    if ((q = arg_tensor("attention", "q", qo)) == NULL || (kc = arg_tensor("attention", "k_cache", ko)) == NULL ||
+        (vc = arg_tensor("attention", "v_cache", vo)) == NULL)
         return NULL;
     PyObject *ins[3] = {qo, ko, vo};
     if (no_grad("attention", ins, 3) < 0) return NULL;
@@ -421,14 +457,16 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     int Lk = lt != NULL ? ML : (int)(Lk_in + offset), len_arg = lt != NULL ? (int)offset : Lk;
     double scale = 1.0 / sqrt((double)(D > 0 ? D : 1));
     if (so != Py_None && ((scale = PyFloat_AsDouble(so)) == -1.0 && PyErr_Occurred())) return NULL;
-    if ((out = tl_tensor_empty(TL_F32, q->ndim, q->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
+    const int dt[4] = {q->dtype, kc->dtype, vc->dtype, promote(q->dtype, promote(kc->dtype, vc->dtype))};
+    tl_kernel *kh;
+    if ((out = tl_tensor_empty(dt[3], q->ndim, q->shape)) == NULL || out->storage == NULL) return (PyObject *)out;
     Py_ssize_t nsc = (Py_ssize_t)T * H * Lk;
-    if (tl_kernel_py(&k_attn) == NULL || (qc = tl_tensor_contiguous(q)) == NULL ||
+    if ((kh = variant(k_attn, pack(4, dt), 19)) == NULL || (qc = tl_tensor_contiguous(q)) == NULL ||
         (sc = tl_tensor_empty(TL_F32, 1, &nsc)) == NULL)
         goto fail;
     int G = H / Hkv, oq = (int)qc->offset, ok = (int)kc->offset, ov = (int)vc->offset;
     float s = (float)scale;
-    size_t L = row_wg(&k_attn, Lk > D ? Lk : D);
+    size_t L = row_wg(kh, Lk > D ? Lk : D);
     cl_mem lmem = lt != NULL ? lt->storage->mem : NULL;
     int ol = lt != NULL ? (int)lt->offset : 0;
     const size_t sz[19] = {I, I, I, I, F, I, I, Mm, I, Mm, I, Mm, I, Mm, Mm, L * F, Mm, I, I};
@@ -436,7 +474,7 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
                          &vc->storage->mem, &ov, &out->storage->mem, &sc->storage->mem, NULL, &lmem, &ol, &Lk};
     tl_storage *st[6] = {out->storage, sc->storage, qc->storage, kc->storage, vc->storage,
                          lt != NULL ? lt->storage : NULL};
-    if (tl_set_args(k_attn.k, 0, 19, sz, v) < 0 || launch(&k_attn, (size_t)T * H * L, L, st, 6, 3u) < 0) goto fail;
+    if (tl_set_args(kh->k, 0, 19, sz, v) < 0 || launch(kh, (size_t)T * H * L, L, st, 6, 3u) < 0) goto fail;
     Py_DECREF(qc); Py_DECREF(sc);
     return (PyObject *)out;
 fail:
@@ -444,17 +482,24 @@ fail:
     return NULL;
 }
 
-/* get_rows(table, ids): table (V, D) float32, ids an int32 Tensor (any shape) or ints; out ids.shape + (D,).
+/* get_rows(table, ids, dtype=None): table (V, D) floating, ids an int32 Tensor (any shape) or ints; out
+ * ids.shape + (D,) in `dtype` (default: the table's; a float16 table can give float32 rows, as ggml's).
  * Ids given as Python ints are range-checked here; ids already on the device cannot be without a sync, so
  * an id outside [0, V) there yields a row of NaN (visible downstream, as cross_entropy's bad targets are). */
 static PyObject *
-fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
+fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-    PyObject *to, *io;
+    static char *kwl[] = {"table", "ids", "dtype", NULL};
+    PyObject *to, *io, *dto = Py_None;
     tl_tensor *t, *ids = NULL, *tc = NULL, *out = NULL;
-    if (!PyArg_ParseTuple(args, "OO:get_rows", &to, &io)) return NULL;
-    if ((t = arg_tensor("get_rows", "table", to, TL_F32)) == NULL || no_grad("get_rows", &to, 1) < 0) return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:get_rows", kwl, &to, &io, &dto)) return NULL;
+    if ((t = arg_tensor("get_rows", "table", to)) == NULL || no_grad("get_rows", &to, 1) < 0) return NULL;
     if (t->ndim != 2) return shape_error("get_rows", t, "table must be (V, D)");
+    const int odt = tl_parse_dtype_all(dto, t->dtype);
+    if (odt < 0) return NULL;
+    if (!TL_IS_FLOAT(odt))
+        return PyErr_Format(PyExc_TypeError, "get_rows: dtype must be float32, float16 or bfloat16, got %s",
+                            tl_dtype_name(odt));
     int V = (int)t->shape[0], D = (int)t->shape[1], has_ids = 1, id0 = 0;
     if (PyLong_Check(io)) {                              /* one id as an int: a kernel argument */
         long id = PyLong_AsLong(io);
@@ -498,16 +543,17 @@ fn_get_rows(PyObject *Py_UNUSED(m), PyObject *args)
     if (nd + 1 > TL_MAX_DIMS) { shape_error("get_rows", ids, "too many id dims"); goto fail; }
     if (has_ids) memcpy(shape, ids->shape, sizeof(Py_ssize_t) * (size_t)nd);
     shape[nd] = D;
-    if ((out = tl_tensor_empty(TL_F32, nd + 1, shape)) == NULL) goto fail;
+    if ((out = tl_tensor_empty(odt, nd + 1, shape)) == NULL) goto fail;
     if (out->storage == NULL) { Py_XDECREF(ids); return (PyObject *)out; }
-    if (tl_kernel_py(&k_rows) == NULL || (tc = tl_tensor_contiguous(t)) == NULL) goto fail;
+    tl_kernel *kh = variant(k_rows, pack(2, (const int[]){t->dtype, odt}), 11);
+    if (kh == NULL || (tc = tl_tensor_contiguous(t)) == NULL) goto fail;
     int n = has_ids ? (int)tl_tensor_numel(ids) : 1, oi = has_ids ? (int)ids->offset : 0, ot = (int)tc->offset;
     cl_mem imem = (has_ids ? ids : tc)->storage->mem;   /* without ids: never read */
     const size_t sz[11] = {I, I, I, Mm, I, I, I, Mm, I, I, Mm};
     const void *v[11] = {&n, &D, &V, &imem, &oi, &has_ids, &id0, &tc->storage->mem, &ot, &D, &out->storage->mem};
     tl_storage *st[3] = {out->storage, tc->storage, has_ids ? ids->storage : NULL};
-    if (tl_set_args(k_rows.k, 0, 11, sz, v) < 0 ||
-        tl_launch_1d(&k_rows, (size_t)n * (size_t)D, st, 2 + has_ids, 1u) < 0)
+    if (tl_set_args(kh->k, 0, 11, sz, v) < 0 ||
+        tl_launch_1d(kh, (size_t)n * (size_t)D, st, 2 + has_ids, 1u) < 0)
         goto fail;
     Py_XDECREF(ids); Py_DECREF(tc);
     return (PyObject *)out;
@@ -536,18 +582,29 @@ static const PyMethodDef llm_functions[] = {
      "attention(q, k_cache, v_cache, length, scale=None, offset=0): one decode step, q (H, D) over the first "
      "`length` + offset positions of caches (Hkv, max_len, D); head h reads kv head h // (H // Hkv); scale 1/sqrt(D) "
      "by default; length an int or an int32 tensor of one element read on the device (clamped to [T, max_len])."},
-    {"get_rows", fn_get_rows, METH_VARARGS,
-     "get_rows(table, ids): table[ids] for a (V, D) float32 table and int32 ids (embedding lookup)."},
+    {"get_rows", TL_KW(fn_get_rows),
+     "get_rows(table, ids, dtype=None): table[ids] for a (V, D) table and int32 ids (embedding lookup), in dtype "
+     "(default: the table's)."},
     {NULL, NULL, 0, NULL},
 };
 
-/* The llm kernels read the GEMM tile parameters (tier 0): its build rule (programs.h), at import. */
+static void
+any_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
+{
+    tl_gemm_program_options(rt, arg, user, out, cap);
+    size_t n = strlen(out);
+    snprintf(out + n, cap - n, " -DTL_LLM_ANY=1");
+}
+
+/* The llm kernels read the GEMM tile parameters (tier 0): the build rules (programs.h) of both builds of
+ * llm.cl, at import; "llm_any" adds -DTL_LLM_ANY (operands of any floating dtype). */
 static int
 llm_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
 {
-    static const tl_program_rule rule = {"llm", NULL, tl_gemm_program_options, 0};
+    static const tl_program_rule rule = {"llm", NULL, tl_gemm_program_options, 0},
+                                 any = {"llm_any", "llm", any_options, 0};
     tl_err err = {0};
-    return tl_program_register(&rule, &err) == TL_OK ? 0 : tl_raise(&err);
+    return tl_program_register(&rule, &err) == TL_OK && tl_program_register(&any, &err) == TL_OK ? 0 : tl_raise(&err);
 }
 
 const tl_family tl_family_llm = {llm_functions, NULL, NULL, NULL, NULL, .init = llm_init};

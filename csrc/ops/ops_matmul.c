@@ -19,6 +19,7 @@
 #include "gemm_sg.h"
 #include "cpu_blas.h"
 #include "gemm_splitk.h"
+#include "ops_mv_half.h"
 #include "settings.h"
 #include <stdlib.h>
 #include <string.h>
@@ -512,16 +513,18 @@ mm_half(tl_tensor *a, tl_tensor *b, int user)
     return r;
 }
 
-/* a @ b, recorded. Half operands run on the tensor cores (mm_half) or else through float32 by tl_call_f32,
+/* a @ b, recorded. Half operands run on the half matrix-vector kernel (a few rows of a, ops_mv_half.h), on the
+ * tensor cores (mm_half) or else through float32 by tl_call_f32,
  * which also casts to the autocast dtype when user is set (the products the user asked for; autocast is off
  * in backward anyway). */
 static PyObject *
 mm_as(const char *op, tl_tensor *a, tl_tensor *b, int user)
 {
-    PyObject *in[2] = {(PyObject *)a, (PyObject *)b};
+    PyObject *in[2] = {(PyObject *)a, (PyObject *)b}, *r = NULL;
     if (a->dtype == TL_F32 && b->dtype == TL_F32 && (!user || tl_autocast_dtype() < 0)) return mm_fn(in, (void *)op);
-    PyObject *r = mm_half(a, b, user);
-    if (r != NULL || PyErr_Occurred()) return r;
+    const int k = tl_mv_half_matmul(a, b, &r);         /* a half weight, few rows: read as stored */
+    if (k != 0) return k < 0 ? NULL : r;
+    if ((r = mm_half(a, b, user)) != NULL || PyErr_Occurred()) return r;   /* the tensor cores */
     return tl_call_f32(op, mm_fn, in, 2, (void *)op);
 }
 static inline PyObject *mm(const char *op, tl_tensor *a, tl_tensor *b) { return mm_as(op, a, b, 0); }
@@ -642,9 +645,11 @@ fn_addmm(PyObject *Py_UNUSED(m), PyObject *args)
     if (!PyArg_ParseTuple(args, "OOO:addmm", &io, &ao, &bo)) return NULL;
     if (tl_want_tensor("addmm", io, &in) < 0 || tl_want_tensor("addmm", ao, &a) < 0 || tl_want_tensor("addmm", bo, &b) < 0)
         return NULL;
-    PyObject *ins[3] = {io, ao, bo};
+    PyObject *ins[3] = {io, ao, bo}, *r = NULL;
     if (in->dtype == TL_F32 && a->dtype == TL_F32 && b->dtype == TL_F32 && tl_autocast_dtype() < 0)
         return addmm_fn(ins, NULL);
+    const int k = tl_mv_half_addmm(io, a, b, &r);      /* a half weight, few rows: read as stored */
+    if (k != 0) return k < 0 ? NULL : r;
     return tl_call_f32("addmm", addmm_fn, ins, 3, NULL);
 }
 

@@ -1,0 +1,184 @@
+/* mv_half.cl: the decode-shaped product y[r, n] = x[r, :] . W[n, :] (+ res[r, n]) for float16 or bfloat16
+ * weights W (N rows of K, row stride sw, read as stored: 2 bytes a weight) and R <= 8 activation rows x
+ * (float32 or the weights' dtype), accumulated in float32; y (and res, laid out like y with row stride sr:
+ * N for addmm's residual, 0 for a bias) in float32 or the weights' dtype, rounded to nearest even.
+ * x's and y's dtypes are runtime codes (kernels/dtype.h) packed in dts (bits 0-3 x, 4-7 y); the weights'
+ * dtype is in the kernel's name (tl_mul_mv_<f16|bf16>_...), so the weight loop has no branch.
+ *  - GPU (tl_mul_mv_<wt>_r{1,2,4,8}_n{4,8}): matmul.cl's mul_mv layout: one work-group per NR weight
+ *    rows, lanes striding over k eight weights (16 bytes) at a time, one kernel per padded row count RR and
+ *    NR so the NR x RR accumulators stay in registers, then mv_reduce. The host takes NR = 8 from 4 rows of
+ *    x up or where that still gives 4 work-groups per compute unit (else 4), and gives a group at most K/16
+ *    lanes, so each lane has two or more 16-byte loads of every row in flight before the reduction (H200,
+ *    1 row: 32000x2048 46.4 -> 39.6 us, 11264x2048 18.9 -> 13.0 us against 4 rows a group and 256 lanes;
+ *    4 rows: 84 -> 63 us; but 2048x5632 8.8 -> 10.9 us with 8 rows a group for 1 row of x: too few groups).
+ *    With MVH_WIDE (the default) a lane reads its 8 weights as one uint4 and widens them in registers, so
+ *    the host runs it only where every row starts 16-byte aligned (offw and sw multiples of 8); MVH_WIDE=0
+ *    reads them with vload_half8 / vload8 (element alignment; 14 % slower on the H100 at 11264x2048).
+ *  - CPU (tl_mul_mv_<wt>_rows): one work-item per MV_NR weight rows and two activation rows at a time,
+ *    16-wide vectors, no barriers, any alignment; float16 through vload_half16 (PoCL: the CPU's F16C
+ *    conversion).
+ * Either reads every weight once per launch. */
+#include "dtype.h"
+#include "mv_reduce.h"
+
+#ifndef MVH_WIDE
+#define MVH_WIDE 1
+#endif
+#define MV_NR 4
+
+/* Eight weights from element i on. MVH_WIDE: one 16-byte load (the host checks the alignment), widened from
+ * the private copy (vload_half8 there: NVIDIA's compiler keeps it in registers and converts with cvt; an
+ * integer conversion instead cost the H100 a third more time at 2048x5632). */
+#if MVH_WIDE
+inline float8
+w8_f16(global const ushort *w, int i)
+{
+    const uint4 q = *(global const uint4 *)(w + i);
+    return vload_half8(0, (const private half *)&q);
+}
+
+inline float8
+w8_bf16(global const ushort *w, int i)
+{
+    const uint4 q = *(global const uint4 *)(w + i);
+    const float4 a = as_float4(q << 16), b = as_float4(q & 0xffff0000u);   /* elements 0 2 4 6, 1 3 5 7 */
+    return (float8)(a.x, b.x, a.y, b.y, a.z, b.z, a.w, b.w);
+}
+#else
+inline float8 w8_f16(global const ushort *w, int i) { return vload_half8(0, (global const half *)w + i); }
+inline float8 w8_bf16(global const ushort *w, int i) { return as_float8(convert_uint8(vload8(0, w + i)) << 16); }
+#endif
+inline float w1_f16(global const ushort *w, int i) { return vload_half(i, (global const half *)w); }
+inline float w1_bf16(global const ushort *w, int i) { return as_float((uint)w[i] << 16); }
+inline float16 w16_f16(global const ushort *w, int i) { return vload_half16(0, (global const half *)w + i); }
+inline float16 w16_bf16(global const ushort *w, int i) { return as_float16(convert_uint16(vload16(0, w + i)) << 16); }
+
+/* Activations: 1, 8 or 16 elements of x (dtype dt) from element i on. */
+inline float x1(global const uchar *x, int dt, int i) { return tl_ld(x, dt, i); }
+
+inline float8
+x8(global const uchar *x, int dt, int i)
+{
+    if (dt == TL_DT_F16) return vload_half8(0, (global const half *)x + i);
+    if (dt == TL_DT_BF16) return as_float8(convert_uint8(vload8(0, (global const ushort *)x + i)) << 16);
+    return vload8(0, (global const float *)x + i);
+}
+
+inline float16
+x16(global const uchar *x, int dt, int i)
+{
+    if (dt == TL_DT_F16) return w16_f16((global const ushort *)x, i);
+    if (dt == TL_DT_BF16) return as_float16(convert_uint16(vload16(0, (global const ushort *)x + i)) << 16);
+    return vload16(0, (global const float *)x + i);
+}
+
+inline float dot8(float8 a, float8 b) { return dot(a.lo, b.lo) + dot(a.hi, b.hi); }
+
+inline float
+hsum16(float16 v)
+{
+    const float8 h8 = v.lo + v.hi;
+    const float4 h = h8.lo + h8.hi;
+    return (h.x + h.y) + (h.z + h.w);
+}
+
+/* y[r, n] = v (+ res[r, n]) in y's dtype. */
+inline void
+mv_store(global uchar *y, int offy, int sy, global const uchar *res, int offr, int sr, int has_res, int dy, int r,
+         int n, float v)
+{
+    if (has_res) v += x1(res, dy, offr + r * sr + n);
+    tl_st(y, dy, offy + r * sy + n, v);
+}
+
+#define MVH_KERNEL(WT, RR, NR)                                                                                \
+kernel void                                                                                               \
+tl_mul_mv_##WT##_r##RR##_n##NR(int N, int K, int R, global const uchar *x, int offx, int sx, global const ushort *w, \
+                       int offw, int sw, global uchar *y, int offy, int sy, global const uchar *res, int offr, \
+                       int sr, int has_res, int dts, local float *red)                                    \
+{                                                                                                         \
+    const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * NR;                    \
+    const int dx = dts & 15, dy = (dts >> 4) & 15, kv = K & ~7;                                           \
+    int xo[RR], wo[NR];                                                                                   \
+    float acc[NR][RR];                                                                                    \
+    for (int r = 0; r < RR; r++) xo[r] = offx + min(r, R - 1) * sx;                                       \
+    for (int j = 0; j < NR; j++) {                                                                        \
+        wo[j] = offw + min(n0 + j, N - 1) * sw;        /* an edge row repeats the last; not stored */     \
+        for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
+    }                                                                                                     \
+    for (int k = lid * 8; k < kv; k += L * 8) {        /* 8 weights (16 bytes) of each row per lane */    \
+        float8 xv[RR];                                                                                    \
+        for (int r = 0; r < RR; r++) xv[r] = x8(x, dx, xo[r] + k);                                        \
+        for (int j = 0; j < NR; j++) {                                                                    \
+            const float8 wv = w8_##WT(w, wo[j] + k);                                                      \
+            for (int r = 0; r < RR; r++) acc[j][r] += dot8(wv, xv[r]);                                    \
+        }                                                                                                 \
+    }                                                                                                     \
+    for (int k = kv + lid; k < K; k += L)                                                                 \
+        for (int j = 0; j < NR; j++) {                                                                    \
+            const float wk = w1_##WT(w, wo[j] + k);                                                       \
+            for (int r = 0; r < RR; r++) acc[j][r] = mad(wk, x1(x, dx, xo[r] + k), acc[j][r]);         \
+        }                                                                                                 \
+    for (int j = 0; j < NR; j++)                                                                          \
+        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                        \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+    const float tot = mv_reduce(red, NR * RR, L, lid);                                                    \
+    if (lid < NR * RR) {                                                                                  \
+        const int j = lid / RR, r = lid - j * RR;                                                         \
+        if (n0 + j < N && r < R) mv_store(y, offy, sy, res, offr, sr, has_res, dy, r, n0 + j, tot);       \
+    }                                                                                                     \
+}
+
+#define MVH_ROWS_KERNEL(WT)                                                                                   \
+kernel void                                                                                               \
+tl_mul_mv_##WT##_rows(int N, int K, int R, global const uchar *x, int offx, int sx, global const ushort *w,  \
+                      int offw, int sw, global uchar *y, int offy, int sy, global const uchar *res, int offr, \
+                      int sr, int has_res, int dts)                                                       \
+{                                                                                                         \
+    const int n0 = get_global_id(0) * MV_NR, dx = dts & 15, dy = (dts >> 4) & 15, kv = K & ~15;          \
+    if (n0 >= N) return;                                                                                  \
+    int wo[MV_NR];                                                                                        \
+    for (int j = 0; j < MV_NR; j++) wo[j] = offw + min(n0 + j, N - 1) * sw;                               \
+    for (int r0 = 0; r0 < R; r0 += 2) {                /* two x rows at a time: W stays in L1 between */  \
+        const int r1 = min(r0 + 1, R - 1), xa = offx + r0 * sx, xb = offx + r1 * sx;                      \
+        float16 a0[MV_NR], a1[MV_NR];                                                                     \
+        for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (float16)0.0f;                                    \
+        for (int k = 0; k < kv; k += 16) {                                                                \
+            const float16 xv0 = x16(x, dx, xa + k), xv1 = x16(x, dx, xb + k);                             \
+            for (int j = 0; j < MV_NR; j++) {                                                             \
+                const float16 wv = w16_##WT(w, wo[j] + k);                                                \
+                a0[j] = mad(wv, xv0, a0[j]);                                                              \
+                a1[j] = mad(wv, xv1, a1[j]);                                                              \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int j = 0; j < MV_NR && n0 + j < N; j++) {                                                   \
+            float s0 = hsum16(a0[j]), s1 = hsum16(a1[j]);                                                 \
+            for (int k = kv; k < K; k++) {                                                                \
+                const float wk = w1_##WT(w, wo[j] + k);                                                   \
+                s0 = mad(wk, x1(x, dx, xa + k), s0);                                                   \
+                s1 = mad(wk, x1(x, dx, xb + k), s1);                                                   \
+            }                                                                                             \
+            mv_store(y, offy, sy, res, offr, sr, has_res, dy, r0, n0 + j, s0);                            \
+            if (r1 != r0) mv_store(y, offy, sy, res, offr, sr, has_res, dy, r1, n0 + j, s1);              \
+        }                                                                                                 \
+    }                                                                                                     \
+}
+
+MVH_KERNEL(f16, 1, 4)
+MVH_KERNEL(f16, 2, 4)
+MVH_KERNEL(f16, 4, 4)
+MVH_KERNEL(f16, 8, 4)
+MVH_KERNEL(f16, 1, 8)
+MVH_KERNEL(f16, 2, 8)
+MVH_KERNEL(f16, 4, 8)
+MVH_KERNEL(f16, 8, 8)
+MVH_KERNEL(bf16, 1, 4)
+MVH_KERNEL(bf16, 2, 4)
+MVH_KERNEL(bf16, 4, 4)
+MVH_KERNEL(bf16, 8, 4)
+MVH_KERNEL(bf16, 1, 8)
+MVH_KERNEL(bf16, 2, 8)
+MVH_KERNEL(bf16, 4, 8)
+MVH_KERNEL(bf16, 8, 8)
+MVH_ROWS_KERNEL(f16)
+MVH_ROWS_KERNEL(bf16)
