@@ -78,11 +78,13 @@ tl_layout_make(tl_layout *L, int ndim, const Py_ssize_t *shape, tl_tensor *const
         }
         nd++;
     }
-    /* merge dim i into i-1 when every operand walks them as one run */
+    /* merge dim d into the last merged dim when every operand walks them as one run: the merged dim's own
+     * stride (L->st), which a merge has already replaced by the inner dim's (a contiguous [N, C, H, W] is one
+     * run; comparing the first dim's stride kept it 2-D or 3-D, so it took the strided kernels) */
     int out = 0;
     for (int d = 0; d < nd; d++) {
         int merge = out > 0;
-        for (int k = 0; k < 4 && merge; k++) merge = st[k][out - 1] == st[k][d] * sh[d];
+        for (int k = 0; k < 4 && merge; k++) merge = L->st[k][out - 1] == st[k][d] * sh[d];
         if (merge) {
             L->shape[out - 1] *= sh[d];
             for (int k = 0; k < 4; k++) L->st[k][out - 1] = st[k][d];
