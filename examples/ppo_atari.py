@@ -214,6 +214,8 @@ def np_forward(w, obs):
 class NumpyAgent:
     """--actor-forward numpy: np_forward on the newest delivered weights (rearranged once per version)."""
 
+    device = "numpy"
+
     def load(self, w):
         self.w = np_weights(w)
 
@@ -230,7 +232,7 @@ class TlgpuAgent:
 
     def __init__(self, n_actions):
         import tlgpu
-        self.tlgpu, self.model = tlgpu, build_agent(n_actions, init=False)
+        self.tlgpu, self.model, self.device = tlgpu, build_agent(n_actions, init=False), tlgpu.device().name
 
         @tlgpu.jit
         def forward(x):
@@ -287,7 +289,7 @@ def actor(idx, name, out_q, stop, env_id, n_envs, steps, seed, forward="tlgpu", 
             _, last_val = policy(obs)
             traj = {k: np.stack(v) for k, v in buf.items()}
             traj.update(last_val=last_val.astype(np.float32), version=version, finished=finished, actor=idx,
-                        t_env=t_env, t_net=t_net)
+                        t_env=t_env, t_net=t_net, device=policy.device)
             while not stop.is_set():
                 try:
                     out_q.put(traj, timeout=1.0)
@@ -471,7 +473,7 @@ def main(argv=None):
           f"forward: {args.actor_forward}" + "".join(f" {k}={v}" for k, v in env_vars.items() if k == "POCL_DEVICES"),
           flush=True)
 
-    returns, steps, update, acked_seen = deque(maxlen=20), 0, 0, []
+    returns, steps, update, acked_seen, devices = deque(maxlen=20), 0, 0, [], set()
     t0 = time.perf_counter()
     with tlgpu.publish.WeightPublisher(model, name=name) as pub:
         pub.publish(0)
@@ -496,6 +498,7 @@ def main(argv=None):
                 wait_s = time.perf_counter() - tw
                 for t in trajs:
                     returns.extend(t["finished"])
+                    devices.add(t["device"])
                     t["adv"], t["ret"] = gae(t)
                 batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
                          for k in ("obs", "act", "logp", "val", "adv", "ret")}
@@ -551,6 +554,7 @@ def main(argv=None):
           f"dropped {stats['dropped']}; blocking {1e6 * stats['blocking_mean_s']:.0f} us mean; "
           f"actors acked {acked_seen} (last seen)")
     print(f"checkpoint: {args.checkpoint} ({len(state)} tensors, {n_params} parameters), reloaded and verified")
+    print(f"actors' forward: {args.actor_forward} on {', '.join(sorted(devices))}")
     return update
 
 

@@ -74,6 +74,8 @@ def np_policy(w, obs):
 class NumpyPolicy:
     """--actor-forward numpy: np_policy on the newest delivered weights."""
 
+    device = "numpy"
+
     def load(self, w):
         self.w = w
 
@@ -91,7 +93,7 @@ class TlgpuPolicy:
 
     def __init__(self):
         import tlgpu
-        self.tlgpu, self.model = tlgpu, build_model(tlgpu)
+        self.tlgpu, self.model, self.device = tlgpu, build_model(tlgpu), tlgpu.device().name
 
         @tlgpu.jit
         def forward(obs):
@@ -180,7 +182,7 @@ def actor(idx, name, out_q, stop, n_envs, horizon, forward="tlgpu", env_vars=Non
         sub.ack(version)
         policy.load(w)
         traj, obs = rollout(policy, env, obs, rng, n_envs, horizon)
-        traj.update(version=version, actor=idx)
+        traj.update(version=version, actor=idx, device=policy.device)
         try:
             out_q.put(traj, timeout=5.0)
         except queue.Full:
@@ -217,7 +219,7 @@ class RayActor:
             raise RuntimeError("no weights from the learner within 60 s")
         self.sub.ack(self.version)
         traj, self.obs = rollout(self.policy, self.env, self.obs, self.rng, self.n_envs, self.horizon)
-        traj.update(version=self.version, actor=self.idx)
+        traj.update(version=self.version, actor=self.idx, device=self.policy.device)
         return traj
 
 
@@ -335,7 +337,7 @@ def main(argv=None):
     opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
     step = make_minibatch_step(tlgpu, model, opt)
     name = f"tlgpu_rl_{os.getpid()}"
-    returns, t0, steps, update, blocking = deque(maxlen=100), time.perf_counter(), 0, 0, []
+    returns, t0, steps, update, blocking, devices = deque(maxlen=100), time.perf_counter(), 0, 0, [], set()
     env_vars = actor_env(args.actor_forward, tlgpu.devices())
     print(f"device: {tlgpu.device().name}; {args.actors} actors x {args.envs} envs, horizon {args.horizon}"
           + (" (Ray)" if args.ray else "") + f"; actor forward: {args.actor_forward}"
@@ -393,6 +395,7 @@ def main(argv=None):
                     lag = np.mean([update + 1 - t["version"] for t in trajs])   # version = publishes so far
                     for t in trajs:
                         returns.extend(t["finished"])
+                        devices.add(t["device"])
                         t["adv"], t["ret"] = gae(t)
                     batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
                              for k in ("obs", "act", "logp", "adv", "ret")}
@@ -424,6 +427,7 @@ def main(argv=None):
           f"{stats['skipped']}, dropped {stats['dropped']}; learner blocked {1e6 * np.mean(blocking):.1f} us "
           f"mean / {1e6 * np.median(blocking):.1f} us median / {1e6 * np.max(blocking):.1f} us max per publish")
     print("subscribers: " + ", ".join(f"{s['sink']} pid {s['pid']} acked {s['acked']}" for s in stats["subscribers"]))
+    print(f"actors' policy forward: {args.actor_forward} on {', '.join(sorted(devices))}")
     return mean_ret
 
 
