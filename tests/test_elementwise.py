@@ -295,3 +295,19 @@ def test_4d_layouts_merge_and_match_numpy(rng, name, view):
         for _ in range(3):
             relu(va)
         assert relu.commands() == ["tl_ew_hot_f32"]          # was tl_ew_rows_f32: the dims stayed unmerged
+
+
+@pytest.mark.parametrize("n", [17, 255, 257, 16 * 255 + 9, 16 * 256, 16 * 256 + 1])
+def test_small_launches_match_numpy(rng, n):
+    """Launches of fewer items than the work-group size run in groups of 16 on CPU devices (tl_launch_flat):
+    contiguous (16 floats an item), hot-op and strided (one element an item) kernels around both edges."""
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    np.testing.assert_allclose((ta * tb).numpy(), a * b, rtol=1e-6)                      # tl_ew_hot_f32
+    np.testing.assert_allclose(ta.tanh().numpy(), np.tanh(a.astype(np.float64)), rtol=2e-5, atol=2e-6)
+    m = n // 2
+    np.testing.assert_allclose((ta[:2 * m:2] + tb[1::2]).numpy(), a[:2 * m:2] + b[1::2], rtol=1e-6)  # strided
+    out = tlgpu.zeros(n)
+    out[1:].copy_(ta[:-1].exp())
+    np.testing.assert_allclose(out.numpy(), np.concatenate([[0], np.exp(a[:-1])]), rtol=1e-5)
