@@ -214,7 +214,7 @@ def np_forward(w, obs):
 class NumpyAgent:
     """--actor-forward numpy: np_forward on the newest delivered weights (rearranged once per version)."""
 
-    device = "numpy"
+    device = "the host"
 
     def load(self, w):
         self.w = np_weights(w)
@@ -466,7 +466,7 @@ def main(argv=None):
     ctx = mp.get_context("spawn")
     out_q, stop = ctx.Queue(maxsize=args.actors), ctx.Event()
     batch_size = args.actors * args.envs_per_actor * args.steps
-    env_vars = actor_env(args.actor_forward, tlgpu.devices())
+    env_vars = actor_env(args.actor_forward, tlgpu.devices(), check=True)
     print(f"device: {tlgpu.device().name}; {args.env} ({n_actions} actions); {args.actors} actors x "
           f"{args.envs_per_actor} envs x {args.steps} steps = {batch_size} frames per update, "
           f"{args.minibatches} minibatches x {args.epochs} epochs, minibatches gathered on the {gather}; actor "

@@ -27,13 +27,15 @@ import multiprocessing as mp
 import os
 import queue
 import re
+import subprocess
 import sys
 import time
 from collections import deque
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 
 class VecCartPole:
@@ -74,7 +76,7 @@ def np_policy(w, obs):
 class NumpyPolicy:
     """--actor-forward numpy: np_policy on the newest delivered weights."""
 
-    device = "numpy"
+    device = "the host"
 
     def load(self, w):
         self.w = w
@@ -113,20 +115,29 @@ def make_policy(forward):
     return TlgpuPolicy() if forward == "tlgpu" else NumpyPolicy()
 
 
-def actor_env(forward, devices=None):
+def device_starts(env):
+    """Whether tlgpu finds its device in a fresh process with env added (a PoCL build may lack a driver)."""
+    code = f"import sys; sys.path.insert(0, {ROOT!r}); import tlgpu; tlgpu.device()"
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, timeout=300)
+    return r.returncode == 0
+
+
+def actor_env(forward, devices=None, check=False):
     """Environment variables for an actor process, to be set before it imports tlgpu: PoCL reads them once, when
     OpenCL initialises. For forward="tlgpu" the actor's device is the CPU's OpenCL driver (PoCL) where there is
     one, on one thread: RL actors run one process per actor, each on one core.
     - POCL_DEVICES=basic (PoCL 3.x; "cpu-minimal" from PoCL 4.0): PoCL's single-threaded driver, which runs
       each kernel on the calling thread when the queue is flushed. The threaded driver ("pthread", "cpu" from
-      4.0) hands every flush to a worker thread and waits for it, which costs ~15 us per forward on top of the
-      kernels (benchmarks/bench_actor.py, threads "minimal" against 1).
+      4.0) hands every flush, upload and read to a worker thread and waits for it: 10-60 us more per small
+      forward on a 2-core machine (benchmarks/bench_actor.py, threads "minimal" against "1").
     - POCL_MAX_PTHREAD_COUNT=1 and POCL_CPU_MAX_CU_COUNT=1: the threaded driver's thread count (the first name
       up to PoCL 3.x, the second from 4.0, where the first still works but is deprecated), for a PoCL whose
       version is not known here; the device then reports one compute unit, so tlgpu's CPU BLAS path runs
       its products in one part (TLGPU_BLAS_THREADS defaults to the compute units).
     - TLGPU_DEVICE names PoCL's platform, so on a GPU host the actors run on the CPU beside the learner.
-    devices: tlgpu.devices() of the learner (the PoCL version is read from it); forward="numpy": nothing."""
+    devices: tlgpu.devices() of the learner (the PoCL version is read from it); check: start tlgpu once in a
+    child process with these variables and, where that fails (a PoCL built without its single-threaded
+    driver), keep the threaded driver on one thread instead. forward="numpy": nothing."""
     if forward != "tlgpu":
         return {}
     env = {"POCL_MAX_PTHREAD_COUNT": "1", "POCL_CPU_MAX_CU_COUNT": "1"}
@@ -136,6 +147,8 @@ def actor_env(forward, devices=None):
         m = re.search(r"PoCL (\d+)\.", pocl[0]["platform_version"])
         if m:
             env["POCL_DEVICES"] = "basic" if int(m.group(1)) < 4 else "cpu-minimal"
+        if check and "POCL_DEVICES" in env and not device_starts(env):
+            del env["POCL_DEVICES"]
     return env
 
 
@@ -338,7 +351,7 @@ def main(argv=None):
     step = make_minibatch_step(tlgpu, model, opt)
     name = f"tlgpu_rl_{os.getpid()}"
     returns, t0, steps, update, blocking, devices = deque(maxlen=100), time.perf_counter(), 0, 0, [], set()
-    env_vars = actor_env(args.actor_forward, tlgpu.devices())
+    env_vars = actor_env(args.actor_forward, tlgpu.devices(), check=True)
     print(f"device: {tlgpu.device().name}; {args.actors} actors x {args.envs} envs, horizon {args.horizon}"
           + (" (Ray)" if args.ray else "") + f"; actor forward: {args.actor_forward}"
           + "".join(f" {k}={v}" for k, v in env_vars.items() if k == "POCL_DEVICES"))

@@ -97,14 +97,28 @@ def test_actor_env_names_pocl_single_thread_driver():
     assert "POCL_DEVICES" not in nogpu and "TLGPU_DEVICE" not in nogpu
 
 
+def test_actor_env_check_falls_back_without_the_driver():
+    """check=True starts tlgpu in a child with the variables: a driver this PoCL lacks is dropped (the threaded
+    driver on one thread stays), one it has is kept."""
+    import tlgpu
+    import rl_learner
+    unchecked = rl_learner.actor_env("tlgpu", tlgpu.devices())
+    env = rl_learner.actor_env("tlgpu", tlgpu.devices(), check=True)
+    if "POCL_DEVICES" not in unchecked:
+        pytest.skip("no PoCL device of a known version here")
+    assert env.get("POCL_DEVICES") in (None, unchecked["POCL_DEVICES"])    # Debian 12's PoCL 3.1: kept
+    assert not rl_learner.device_starts(dict(env, POCL_DEVICES="no-such-driver"))
+    assert rl_learner.device_starts({k: v for k, v in env.items() if k != "POCL_DEVICES"})
+
+
 def test_actor_process_runs_on_one_pocl_thread():
     """An actor process started with actor_env's variables (set before tlgpu's import, as actor() does) runs
     on PoCL's single-threaded driver, one compute unit, and its jitted forward still matches numpy."""
     import tlgpu
     import rl_learner
-    env = rl_learner.actor_env("tlgpu", tlgpu.devices())
+    env = rl_learner.actor_env("tlgpu", tlgpu.devices(), check=True)
     if "POCL_DEVICES" not in env:
-        pytest.skip("no PoCL device here")
+        pytest.skip("no PoCL device with its single-threaded driver here")
     code = (
         "import os, sys, json\n"
         f"os.environ.update({env!r})\n"
