@@ -2,6 +2,7 @@
 jitted forward on delivered weights gives the numpy forward's outputs and the same sampled actions, weights
 loaded in place between replays are used without a new trace, and actor_env gives an actor process one
 OpenCL thread of its own."""
+import json
 import os
 import sys
 
@@ -134,7 +135,6 @@ def test_actor_process_runs_on_one_pocl_thread():
         "print(json.dumps({'name': d.name, 'cu': d.compute_units, 'err': err, 'traces': p.forward.traces()}))\n")
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    import json
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["cu"] == 1 and got["traces"] == 1 and got["err"] < 1e-4, got
     assert got["name"].startswith(env["POCL_DEVICES"] + "-"), got
