@@ -1,21 +1,28 @@
 """An RL actor's policy forward: latency of one no-grad forward (MLP 8-64-64-4 and the Nature CNN on 4x84x84
-frames, batch 1 and 16), tlgpu eager and through tlgpu.jit, next to PyTorch CPU in the same run.
+frames, batch 1 and 16), tlgpu eager and through tlgpu.jit, next to numpy and PyTorch CPU in the same run.
 
 Each configuration runs in its own child process, so thread counts are set before anything starts:
-- `threads=1` is how RL actors run, one process per actor: PoCL with one worker thread
-  (POCL_MAX_PTHREAD_COUNT=1) against torch.set_num_threads(1);
+- `threads=minimal` is how the RL examples' actors run (examples/rl_learner.py actor_env): PoCL's
+  single-threaded driver (POCL_DEVICES=basic, "cpu-minimal" from PoCL 4.0), which runs every kernel on the
+  calling thread when the queue is flushed, against torch.set_num_threads(1) and one OpenBLAS thread;
+- `threads=1`: PoCL's threaded driver with one worker thread (POCL_MAX_PTHREAD_COUNT=1, POCL_CPU_MAX_CU_COUNT=1
+  from PoCL 4.0), which hands each flush to that thread and waits for it;
 - `threads=all` uses the whole machine.
 
-The time per forward includes reading the result back (`numpy()`), as an actor must before it picks
-an action. On a GPU device the thread settings concern PyTorch CPU only.
-Usage: python benchmarks/bench_actor.py [--json] [--iters N] [--threads 1 all]"""
+The time per forward includes the upload of the observations and reading the result back (`numpy()`), as an
+actor must before it picks an action; `commands` is the jitted forward's command count (kernels and native
+BLAS calls). The numpy forward is checked against tlgpu's. On a GPU device the thread settings concern numpy
+and PyTorch CPU only, except `minimal`, which runs on PoCL where it is installed (as the examples' actors do).
+Usage: python benchmarks/bench_actor.py [--json] [--iters N] [--threads minimal 1 all] [--repeat R]"""
 import json
 import os
+import statistics
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.dirname(HERE)]
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [HERE, ROOT, os.path.join(ROOT, "examples")]
 from _util import report  # noqa: E402
 
 CHILD = r'''
@@ -53,10 +60,35 @@ def fwd(x):
     with tlgpu.no_grad():
         return net(x).softmax(-1)
 jfwd = tlgpu.jit(fwd)
-x = tlgpu.tensor(obs)
 out["tlgpu"] = timed(lambda: fwd(tlgpu.tensor(obs)).numpy())
 out["jit"] = timed(lambda: jfwd(tlgpu.tensor(obs)).numpy())
+out["commands"] = jfwd.memory_plan()["commands"]
 out["device"] = tlgpu.device().name
+
+# numpy: what the examples' actors ran before (examples/ppo_atari.py np_forward), on the same weights
+w = {{k: v for k, v in net.state_dict().items()}}
+
+def np_softmax(z):
+    e = np.exp(z - z.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+if which == "mlp":
+    def npfwd():
+        h = np.tanh(obs @ w["0.weight"].T + w["0.bias"])
+        h = np.tanh(h @ w["2.weight"].T + w["2.bias"])
+        return np_softmax(h @ w["4.weight"].T + w["4.bias"])
+else:
+    fc = w["7.weight"].reshape(512, 64, 7, 7).transpose(0, 2, 3, 1).reshape(512, -1)   # NCHW flatten -> NHWC
+
+    def conv(x, k, s):
+        win = np.lib.stride_tricks.sliding_window_view(x, w[k + ".weight"].shape[2:], axis=(1, 2))[:, ::s, ::s]
+        return np.maximum(np.tensordot(win, w[k + ".weight"], axes=([3, 4, 5], [1, 2, 3])) + w[k + ".bias"], 0)
+
+    def npfwd():
+        x = conv(conv(conv(obs.transpose(0, 2, 3, 1), "0", 4), "2", 2), "4", 1)
+        h = np.maximum(x.reshape(batch, -1) @ fc.T + w["7.bias"], 0)
+        return np_softmax(h @ w["9.weight"].T + w["9.bias"])
+np.testing.assert_allclose(npfwd(), jfwd(tlgpu.tensor(obs)).numpy(), rtol=1e-4, atol=1e-6)
+out["numpy"] = timed(npfwd)
 try:
     import torch
     if {one!r}:
@@ -80,33 +112,62 @@ except ImportError:
 print("RESULT " + json.dumps(out))
 '''
 
+ONE_THREAD = {"POCL_MAX_PTHREAD_COUNT": "1", "POCL_CPU_MAX_CU_COUNT": "1", "OPENBLAS_NUM_THREADS": "1",
+              "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def thread_env(th):
+    """The child's extra environment for a threads mode (see the module doc)."""
+    if th == "all":
+        return {}
+    if th == "1":
+        return dict(ONE_THREAD)
+    import tlgpu
+    from rl_learner import actor_env
+    env = actor_env("tlgpu", tlgpu.devices())
+    if "POCL_DEVICES" not in env:
+        return None                                      # no PoCL here: no single-threaded driver to measure
+    return {**ONE_THREAD, **env}
+
 
 def main():
     iters = int(sys.argv[sys.argv.index("--iters") + 1]) if "--iters" in sys.argv else 200
-    threads = ["1", "all"]
+    repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 1
+    threads = ["minimal", "1", "all"]
     if "--threads" in sys.argv:
         i = sys.argv.index("--threads") + 1
-        threads = [t for t in sys.argv[i:] if not t.startswith("--")][:2] or threads
-    rows = []
-    for th in threads:
-        for which, batch in (("mlp", 1), ("mlp", 16), ("cnn", 1), ("cnn", 16)):
-            env = dict(os.environ)
-            if th == "1":
-                env["POCL_MAX_PTHREAD_COUNT"] = "1"
-            code = CHILD.format(root=os.path.dirname(HERE), which=which, batch=batch,
-                                iters=iters if which == "mlp" else max(iters // 10, 10), one=th == "1")
+        threads = [t for t in sys.argv[i:i + 3] if not t.startswith("--")] or threads
+    configs = [(th, which, batch) for th in threads for which, batch in (("mlp", 1), ("mlp", 16), ("cnn", 1),
+                                                                          ("cnn", 16))]
+    got = {c: [] for c in configs}
+    for _ in range(repeat):                    # repeats take turns, so a busy spell touches every configuration
+        for th, which, batch in configs:
+            extra = thread_env(th)
+            if extra is None:
+                continue
+            env = {**os.environ, **extra}
+            code = CHILD.format(root=ROOT, which=which, batch=batch,
+                                iters=iters if which == "mlp" else max(iters // 10, 10), one=th != "all")
             r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             if not line:
                 print(r.stderr[-2000:], file=sys.stderr)
                 continue
-            d = json.loads(line[0][7:])
-            row = {"policy": f"{which} batch {batch}", "threads": th, "tlgpu ms": d["tlgpu"], "jit ms": d["jit"]}
-            if "torch" in d:
-                row.update({"torch ms": d["torch"], "jit / torch": d["jit"] / d["torch"]})
-            rows.append(row)
-    report("Actor forward (no grad, result read back)", rows,
-           ["policy", "threads", "tlgpu ms", "jit ms", "torch ms", "jit / torch"], extra={"iters": iters})
+            got[(th, which, batch)].append(json.loads(line[0][7:]))
+    rows = []
+    for (th, which, batch), ds in got.items():
+        if not ds:
+            continue
+        med = {k: statistics.median(d[k] for d in ds) for k in ("tlgpu", "jit", "numpy", "torch") if k in ds[0]}
+        row = {"policy": f"{which} batch {batch}", "threads": th, "device": ds[0]["device"].split("-")[0],
+               "commands": ds[0]["commands"], "tlgpu ms": med["tlgpu"], "jit ms": med["jit"],
+               "numpy ms": med["numpy"]}
+        if "torch" in med:
+            row.update({"torch ms": med["torch"], "jit / torch": med["jit"] / med["torch"]})
+        rows.append(row)
+    report("Actor forward (no grad, upload and read-back included)", rows,
+           ["policy", "threads", "device", "commands", "tlgpu ms", "jit ms", "numpy ms", "torch ms", "jit / torch"],
+           extra={"iters": iters, "repeat (median of)": repeat})
 
 
 if __name__ == "__main__":

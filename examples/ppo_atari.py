@@ -5,14 +5,18 @@ The learner trains CleanRL's ppo_atari.py agent (Nature CNN: conv 32 8x8/4, 64 4
 update (WeightPublisher(model, name=...): publish() only enqueues a device snapshot). Each actor is a separate
 process (multiprocessing spawn) stepping its own set of gymnasium ALE environments with CleanRL's wrappers
 (NoopReset 30, MaxAndSkip 4, EpisodicLife, FireReset, ClipReward, 84x84 grayscale, FrameStack 4); it reads
-the newest weights from shared memory (tlgpu.publish.Subscriber), acks the version, runs the CNN forward in
-numpy, and sends its rollout (uint8 frames, actions, log-probabilities, rewards, dones, values) back over a queue.
+the newest weights from shared memory (tlgpu.publish.Subscriber), acks the version, runs the CNN forward, and
+sends its rollout (uint8 frames, actions, log-probabilities, rewards, dones, values) back over a queue. The
+forward is the learner's agent on tlgpu by default (--actor-forward tlgpu: build_agent's network with the
+delivered weights copied into its parameters in place, a tlgpu.jit forward, one OpenCL thread per actor process:
+rl_learner.actor_env), or a numpy copy of it (--actor-forward numpy).
 The learner computes GAE (gamma 0.99, lambda 0.95) and runs the PPO update (clip 0.1, entropy 0.01, value 0.5
 with value clipping, max grad norm 0.5, Adam 2.5e-4 eps 1e-5 annealed linearly, 4 epochs x 4 minibatches).
 It prints one progress line per update and saves a checkpoint (tlgpu.save, safetensors) at the end.
 
 python examples/ppo_atari.py [--env ALE/Breakout-v5] [--actors 2] [--envs-per-actor 4] [--steps 128]
-                             [--updates 100] [--checkpoint ppo_atari.safetensors] [--time-limit 3600] [--tiny]
+                             [--updates 100] [--checkpoint ppo_atari.safetensors] [--time-limit 3600]
+                             [--actor-forward tlgpu|numpy] [--tiny]
 Needs gymnasium>=1.1 and ale-py (pip install "tlgpu[atari]"; the ROMs ship with ale-py).
 """
 import argparse
@@ -180,7 +184,7 @@ class VecAtari:
             e.close()
 
 
-# ----------------------------------------------------------------------------------------------- actor (numpy)
+# ----------------------------------------------------------------------------------------------- actor
 
 def _np_conv(x, w, b, stride):
     """NHWC conv, no padding: windows are a strided view (sliding_window_view), the product one tensordot."""
@@ -207,7 +211,45 @@ def np_forward(w, obs):
     return h @ w["actor.weight"].T + w["actor.bias"], (h @ w["critic.weight"].T + w["critic.bias"])[:, 0]
 
 
-def actor(idx, name, out_q, stop, env_id, n_envs, steps, seed):
+class NumpyAgent:
+    """--actor-forward numpy: np_forward on the newest delivered weights (rearranged once per version)."""
+
+    device = "the host"
+
+    def load(self, w):
+        self.w = np_weights(w)
+
+    def __call__(self, obs):
+        return np_forward(self.w, obs)
+
+
+class TlgpuAgent:
+    """--actor-forward tlgpu: build_agent's network on this process's tlgpu device (no initialisation: every
+    version is loaded). load(w) copies a delivered version into the existing parameters in place
+    (load_state_dict), so the jitted forward keeps its trace: a replay reads the parameters' buffers, whatever
+    was written into them since (docs/jit.md). The frames are converted to float32 on the host (the agent
+    divides by 255 on the device). Returns numpy (logits, values), as np_forward does."""
+
+    def __init__(self, n_actions):
+        import tlgpu
+        self.tlgpu, self.model, self.device = tlgpu, build_agent(n_actions, init=False), tlgpu.device().name
+
+        @tlgpu.jit
+        def forward(x):
+            with tlgpu.no_grad():
+                return self.model(x)
+        self.forward = forward
+
+    def load(self, w):
+        self.model.load_state_dict(w)
+
+    def __call__(self, obs):
+        logits, value = self.forward(self.tlgpu.tensor(obs.astype(np.float32)))
+        return logits.numpy(), value.numpy()
+
+
+def actor(idx, name, out_q, stop, env_id, n_envs, steps, seed, forward="tlgpu", env_vars=None):
+    os.environ.update(env_vars or {})            # before tlgpu's import: PoCL reads them as OpenCL initialises
     from tlgpu.publish import PublisherClosed, Subscriber
     sub = None
     while sub is None and not stop.is_set():
@@ -221,16 +263,17 @@ def actor(idx, name, out_q, stop, env_id, n_envs, steps, seed):
     env = VecAtari(env_id, n_envs, seed + 100 * idx)
     obs = env.reset()
     try:
+        policy = TlgpuAgent(env.n_actions) if forward == "tlgpu" else NumpyAgent()
         got = sub.wait(0, timeout=60.0)
         while got is not None and not stop.is_set():
             version, _, w = sub.latest()
             sub.ack(version)
-            w = np_weights(w)
+            policy.load(w)
             buf = {k: [] for k in ("obs", "act", "logp", "val", "rew", "done")}
             finished, t_env, t_net = [], 0.0, 0.0
             for _ in range(steps):
                 t0 = time.perf_counter()
-                logits, val = np_forward(w, obs)
+                logits, val = policy(obs)
                 z = logits - logits.max(1, keepdims=True)
                 logp_all = z - np.log(np.exp(z).sum(1, keepdims=True))
                 act = (logp_all - np.log(-np.log(rng.random(logits.shape)))).argmax(1).astype(np.int32)   # Gumbel-max
@@ -243,10 +286,10 @@ def actor(idx, name, out_q, stop, env_id, n_envs, steps, seed):
                     buf[k].append(v)
                 finished += fin
                 obs = nobs
-            _, last_val = np_forward(w, obs)
+            _, last_val = policy(obs)
             traj = {k: np.stack(v) for k, v in buf.items()}
             traj.update(last_val=last_val.astype(np.float32), version=version, finished=finished, actor=idx,
-                        t_env=t_env, t_net=t_net)
+                        t_env=t_env, t_net=t_net, device=policy.device)
             while not stop.is_set():
                 try:
                     out_q.put(traj, timeout=1.0)
@@ -262,16 +305,18 @@ def actor(idx, name, out_q, stop, env_id, n_envs, steps, seed):
 
 # ----------------------------------------------------------------------------------------------- learner (tlgpu)
 
-def build_agent(n_actions):
+def build_agent(n_actions, init=True):
     """CleanRL's Agent: the same module names (network.0 ... network.7, actor, critic), so the checkpoint's
-    keys and shapes are the torch agent's."""
+    keys and shapes are the torch agent's. init=False skips CleanRL's orthogonal initialisation (the actors
+    load every version they use)."""
     import math
 
     from tlgpu import nn
 
     def layer_init(layer, std=math.sqrt(2), bias_const=0.0):
-        nn.init.orthogonal_(layer.weight, std)
-        nn.init.constant_(layer.bias, bias_const)
+        if init:
+            nn.init.orthogonal_(layer.weight, std)
+            nn.init.constant_(layer.bias, bias_const)
         return layer
 
     class Agent(nn.Module):
@@ -379,6 +424,8 @@ def parse_args(argv=None):
                     help="where minibatches are picked: host (upload each), device (upload the batch once, "
                          "index_select); auto: host on a CPU device, device otherwise")
     ap.add_argument("--time-limit", type=float, default=3600.0, help="seconds; stop after the update that passes it")
+    ap.add_argument("--actor-forward", choices=("tlgpu", "numpy"), default="tlgpu",
+                    help="the actors' CNN forward: tlgpu (jitted, one OpenCL thread per actor) or numpy")
     ap.add_argument("--tiny", action="store_true",
                     help="the test's configuration: 1 actor x 2 envs, 16 steps, 2 updates, 2 minibatches, 2 epochs")
     args = ap.parse_args(argv)
@@ -403,6 +450,7 @@ def main(argv=None):
     import ale_py
 
     import tlgpu
+    from rl_learner import actor_env
     gym.register_envs(ale_py)
     probe = gym.make(args.env)
     n_actions = int(probe.action_space.n)
@@ -418,16 +466,20 @@ def main(argv=None):
     ctx = mp.get_context("spawn")
     out_q, stop = ctx.Queue(maxsize=args.actors), ctx.Event()
     batch_size = args.actors * args.envs_per_actor * args.steps
+    env_vars = actor_env(args.actor_forward, tlgpu.devices(), check=True)
     print(f"device: {tlgpu.device().name}; {args.env} ({n_actions} actions); {args.actors} actors x "
           f"{args.envs_per_actor} envs x {args.steps} steps = {batch_size} frames per update, "
-          f"{args.minibatches} minibatches x {args.epochs} epochs, minibatches gathered on the {gather}", flush=True)
+          f"{args.minibatches} minibatches x {args.epochs} epochs, minibatches gathered on the {gather}; actor "
+          f"forward: {args.actor_forward}" + "".join(f" {k}={v}" for k, v in env_vars.items() if k == "POCL_DEVICES"),
+          flush=True)
 
-    returns, steps, update, acked_seen = deque(maxlen=20), 0, 0, []
+    returns, steps, update, acked_seen, devices = deque(maxlen=20), 0, 0, [], set()
     t0 = time.perf_counter()
     with tlgpu.publish.WeightPublisher(model, name=name) as pub:
         pub.publish(0)
         procs = [ctx.Process(target=actor, args=(i, name, out_q, stop, args.env, args.envs_per_actor, args.steps,
-                                                 args.seed), daemon=True) for i in range(args.actors)]
+                                                 args.seed, args.actor_forward, env_vars), daemon=True)
+                 for i in range(args.actors)]
         for p in procs:
             p.start()
         try:
@@ -446,6 +498,7 @@ def main(argv=None):
                 wait_s = time.perf_counter() - tw
                 for t in trajs:
                     returns.extend(t["finished"])
+                    devices.add(t["device"])
                     t["adv"], t["ret"] = gae(t)
                 batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
                          for k in ("obs", "act", "logp", "val", "adv", "ret")}
@@ -501,6 +554,7 @@ def main(argv=None):
           f"dropped {stats['dropped']}; blocking {1e6 * stats['blocking_mean_s']:.0f} us mean; "
           f"actors acked {acked_seen} (last seen)")
     print(f"checkpoint: {args.checkpoint} ({len(state)} tensors, {n_params} parameters), reloaded and verified")
+    print(f"actors' forward: {args.actor_forward} on {', '.join(sorted(devices))}")
     return update
 
 

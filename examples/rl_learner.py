@@ -8,25 +8,34 @@ progress line and a summary; the run ends when the mean return of the last 100 e
 minibatch update is a tlgpu.jit function (make_minibatch_step): traced once per minibatch size, then
 replayed from C.
 
+The actors run the policy with tlgpu too (--actor-forward tlgpu, the default): the learner's networks
+(build_model) in each actor process, the delivered weights copied into their parameters in place, the
+forward a tlgpu.jit function (TlgpuPolicy). Each actor process runs its OpenCL work on one thread of its own
+(actor_env: PoCL's single-threaded driver, or its threaded driver limited to one thread), as RL actors run.
+--actor-forward numpy runs the numpy copy of the networks instead (np_policy), for comparison.
+
 With --ray the actors are Ray actors on another node of a local two-node Ray cluster (the head runs the
 learner; the actors require the second node's custom resource "remote"), fed by tlgpu.publish.RaySink
 through Ray's object store; --ray-address joins an existing cluster instead (its actors' node must offer
 the resource "remote"). Needs `pip install tlgpu[ray]`.
 
 python examples/rl_learner.py [--actors 2] [--envs 16] [--horizon 128] [--max-updates 200] [--time-limit 300]
-                              [--ray [--ray-address ADDR]]
+                              [--actor-forward tlgpu|numpy] [--ray [--ray-address ADDR]]
 """
 import argparse
 import multiprocessing as mp
 import os
 import queue
+import re
+import subprocess
 import sys
 import time
 from collections import deque
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 
 class VecCartPole:
@@ -64,12 +73,92 @@ def np_policy(w, obs):
     return np_mlp(w, "pi", obs), np_mlp(w, "v", obs)[:, 0]
 
 
-def rollout(w, env, obs, rng, n_envs, horizon):
-    """horizon steps of n_envs environments with the policy w: (trajectory dict, the next observation)."""
+class NumpyPolicy:
+    """--actor-forward numpy: np_policy on the newest delivered weights."""
+
+    device = "the host"
+
+    def load(self, w):
+        self.w = w
+
+    def __call__(self, obs):
+        return np_policy(self.w, obs)
+
+
+class TlgpuPolicy:
+    """--actor-forward tlgpu: the learner's networks (build_model) on this process's tlgpu device. load(w) copies
+    a delivered version into the existing parameters in place (load_state_dict: copy_ into each parameter's
+    buffer), so the jitted forward keeps its trace: a replay reads the parameters' buffers, whatever was
+    written into them since (docs/jit.md). The forward is a tlgpu.jit function of the observations: the first
+    call per batch size runs eagerly, the second is traced, later ones replay from C. Returns numpy (logits,
+    value), as np_policy does: the actor samples on the host either way."""
+
+    def __init__(self):
+        import tlgpu
+        self.tlgpu, self.model, self.device = tlgpu, build_model(tlgpu), tlgpu.device().name
+
+        @tlgpu.jit
+        def forward(obs):
+            with tlgpu.no_grad():
+                return self.model(obs)
+        self.forward = forward
+
+    def load(self, w):
+        self.model.load_state_dict(w)
+
+    def __call__(self, obs):
+        logits, value = self.forward(self.tlgpu.tensor(obs))
+        return logits.numpy(), value.numpy()
+
+
+def make_policy(forward):
+    return TlgpuPolicy() if forward == "tlgpu" else NumpyPolicy()
+
+
+def device_starts(env):
+    """Whether tlgpu finds its device in a fresh process with env added (a PoCL build may lack a driver)."""
+    code = f"import sys; sys.path.insert(0, {ROOT!r}); import tlgpu; tlgpu.device()"
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, timeout=300)
+    return r.returncode == 0
+
+
+def actor_env(forward, devices=None, check=False):
+    """Environment variables for an actor process, to be set before it imports tlgpu: PoCL reads them once, when
+    OpenCL initialises. For forward="tlgpu" the actor's device is the CPU's OpenCL driver (PoCL) where there is
+    one, on one thread: RL actors run one process per actor, each on one core.
+    - POCL_DEVICES=basic (PoCL 3.x; "cpu-minimal" from PoCL 4.0): PoCL's single-threaded driver, which runs
+      each kernel on the calling thread when the queue is flushed. The threaded driver ("pthread", "cpu" from
+      4.0) hands every flush, upload and read to a worker thread and waits for it: 10-60 us more per small
+      forward on a 2-core machine (benchmarks/bench_actor.py, threads "minimal" against "1").
+    - POCL_MAX_PTHREAD_COUNT=1 and POCL_CPU_MAX_CU_COUNT=1: the threaded driver's thread count (the first name
+      up to PoCL 3.x, the second from 4.0, where the first still works but is deprecated), for a PoCL whose
+      version is not known here; the device then reports one compute unit, so tlgpu's CPU BLAS path runs
+      its products in one part (TLGPU_BLAS_THREADS defaults to the compute units).
+    - TLGPU_DEVICE names PoCL's platform, so on a GPU host the actors run on the CPU beside the learner.
+    devices: tlgpu.devices() of the learner (the PoCL version is read from it); check: start tlgpu once in a
+    child process with these variables and, where that fails (a PoCL built without its single-threaded
+    driver), keep the threaded driver on one thread instead. forward="numpy": nothing."""
+    if forward != "tlgpu":
+        return {}
+    env = {"POCL_MAX_PTHREAD_COUNT": "1", "POCL_CPU_MAX_CU_COUNT": "1"}
+    pocl = [d for d in devices or () if "Portable Computing Language" in d["platform"]]
+    if pocl:
+        env["TLGPU_DEVICE"] = "Portable Computing Language"
+        m = re.search(r"PoCL (\d+)\.", pocl[0]["platform_version"])
+        if m:
+            env["POCL_DEVICES"] = "basic" if int(m.group(1)) < 4 else "cpu-minimal"
+        if check and "POCL_DEVICES" in env and not device_starts(env):
+            del env["POCL_DEVICES"]
+    return env
+
+
+def rollout(policy, env, obs, rng, n_envs, horizon):
+    """horizon steps of n_envs environments with policy(obs) -> (logits, value): (trajectory dict, the next
+    observation)."""
     buf = {k: [] for k in ("obs", "act", "logp", "val", "rew", "done", "term")}
     finished = []
     for _ in range(horizon):
-        logits, val = np_policy(w, obs)
+        logits, val = policy(obs)
         z = logits - logits.max(1, keepdims=True)
         p = np.exp(z) / np.exp(z).sum(1, keepdims=True)
         act = (rng.random(n_envs) < p[:, 1]).astype(np.int32)
@@ -79,13 +168,14 @@ def rollout(w, env, obs, rng, n_envs, horizon):
             buf[k].append(v)
         finished += fin
         obs = nobs
-    _, last_val = np_policy(w, obs)
+    _, last_val = policy(obs)
     traj = {k: np.stack(v) for k, v in buf.items()}
     traj.update(last_val=last_val, finished=finished)
     return traj, obs
 
 
-def actor(idx, name, out_q, stop, n_envs, horizon):
+def actor(idx, name, out_q, stop, n_envs, horizon, forward="tlgpu", env_vars=None):
+    os.environ.update(env_vars or {})            # before tlgpu's import: PoCL reads them as OpenCL initialises
     from tlgpu.publish import Subscriber
     sub = None
     while sub is None and not stop.is_set():
@@ -98,12 +188,14 @@ def actor(idx, name, out_q, stop, n_envs, horizon):
     rng = np.random.default_rng(1000 + idx)
     env = VecCartPole(n_envs, seed=idx)
     obs = env.reset()
+    policy = make_policy(forward)
     got = sub.wait(0, timeout=30.0)
     while got is not None and not stop.is_set():
         version, _, w = sub.latest()
         sub.ack(version)
-        traj, obs = rollout(w, env, obs, rng, n_envs, horizon)
-        traj.update(version=version, actor=idx)
+        policy.load(w)
+        traj, obs = rollout(policy, env, obs, rng, n_envs, horizon)
+        traj.update(version=version, actor=idx, device=policy.device)
         try:
             out_q.put(traj, timeout=5.0)
         except queue.Full:
@@ -116,7 +208,7 @@ class RayActor:
     rollout() takes the newest version RaySink delivered (waiting only for the first), acks it and returns a
     trajectory; the learner keeps one rollout in flight per actor."""
 
-    def __init__(self, idx, name, n_envs, horizon):
+    def __init__(self, idx, name, n_envs, horizon, forward="tlgpu"):
         import ray
         from tlgpu.publish import RaySubscriber
         self.sub = RaySubscriber(name, timeout=60)
@@ -124,6 +216,7 @@ class RayActor:
         self.rng = np.random.default_rng(1000 + idx)
         self.env = VecCartPole(n_envs, seed=idx)
         self.obs = self.env.reset()
+        self.policy = make_policy(forward)
         self.version, self.w = 0, None
         self.node = ray.get_runtime_context().get_node_id()
 
@@ -134,11 +227,12 @@ class RayActor:
         got = self.sub.wait(self.version, timeout=60.0 if self.w is None else 0.0)
         if got is not None:
             self.version, _, self.w = got
+            self.policy.load(self.w)
         if self.w is None:
             raise RuntimeError("no weights from the learner within 60 s")
         self.sub.ack(self.version)
-        traj, self.obs = rollout(self.w, self.env, self.obs, self.rng, self.n_envs, self.horizon)
-        traj.update(version=self.version, actor=self.idx)
+        traj, self.obs = rollout(self.policy, self.env, self.obs, self.rng, self.n_envs, self.horizon)
+        traj.update(version=self.version, actor=self.idx, device=self.policy.device)
         return traj
 
 
@@ -244,6 +338,8 @@ def main(argv=None):
     ap.add_argument("--max-updates", type=int, default=300)
     ap.add_argument("--time-limit", type=float, default=300.0)
     ap.add_argument("--target", type=float, default=195.0)
+    ap.add_argument("--actor-forward", choices=("tlgpu", "numpy"), default="tlgpu",
+                    help="the actors' policy forward: tlgpu (jitted, one OpenCL thread per actor) or numpy")
     ap.add_argument("--ray", action="store_true", help="actors as Ray actors on a local two-node cluster")
     ap.add_argument("--ray-address", default=None, help="with --ray: join this cluster instead")
     args = ap.parse_args(argv)
@@ -254,9 +350,11 @@ def main(argv=None):
     opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
     step = make_minibatch_step(tlgpu, model, opt)
     name = f"tlgpu_rl_{os.getpid()}"
-    returns, t0, steps, update, blocking = deque(maxlen=100), time.perf_counter(), 0, 0, []
+    returns, t0, steps, update, blocking, devices = deque(maxlen=100), time.perf_counter(), 0, 0, [], set()
+    env_vars = actor_env(args.actor_forward, tlgpu.devices(), check=True)
     print(f"device: {tlgpu.device().name}; {args.actors} actors x {args.envs} envs, horizon {args.horizon}"
-          + (" (Ray)" if args.ray else ""))
+          + (" (Ray)" if args.ray else "") + f"; actor forward: {args.actor_forward}"
+          + "".join(f" {k}={v}" for k, v in env_vars.items() if k == "POCL_DEVICES"))
     stop_ray = start_ray(args) if args.ray else None
     try:
         if args.ray:
@@ -268,8 +366,9 @@ def main(argv=None):
         with pub:
             pub.publish(0)
             if args.ray:
-                cls = ray.remote(num_cpus=0, resources={"remote": 1})(RayActor)
-                actors = [cls.remote(i, name, args.envs, args.horizon) for i in range(args.actors)]
+                cls = ray.remote(num_cpus=0, resources={"remote": 1},
+                                 runtime_env={"env_vars": env_vars} if env_vars else None)(RayActor)
+                actors = [cls.remote(i, name, args.envs, args.horizon, args.actor_forward) for i in range(args.actors)]
                 where = ray.get([a.where.remote() for a in actors])
                 here = ray.get_runtime_context().get_node_id()
                 print(f"ray actors on node {sorted({n for n, _ in where})} (pids {[p for _, p in where]}); "
@@ -288,7 +387,8 @@ def main(argv=None):
             else:
                 ctx = mp.get_context("spawn")
                 out_q, stop = ctx.Queue(maxsize=args.actors), ctx.Event()   # small queue: little policy lag
-                procs = [ctx.Process(target=actor, args=(i, name, out_q, stop, args.envs, args.horizon),
+                procs = [ctx.Process(target=actor, args=(i, name, out_q, stop, args.envs, args.horizon,
+                                                         args.actor_forward, env_vars),
                                      daemon=True) for i in range(args.actors)]
                 for p in procs:
                     p.start()
@@ -308,6 +408,7 @@ def main(argv=None):
                     lag = np.mean([update + 1 - t["version"] for t in trajs])   # version = publishes so far
                     for t in trajs:
                         returns.extend(t["finished"])
+                        devices.add(t["device"])
                         t["adv"], t["ret"] = gae(t)
                     batch = {k: np.concatenate([t[k].reshape(-1, *t[k].shape[2:]) for t in trajs])
                              for k in ("obs", "act", "logp", "adv", "ret")}
@@ -339,6 +440,7 @@ def main(argv=None):
           f"{stats['skipped']}, dropped {stats['dropped']}; learner blocked {1e6 * np.mean(blocking):.1f} us "
           f"mean / {1e6 * np.median(blocking):.1f} us median / {1e6 * np.max(blocking):.1f} us max per publish")
     print("subscribers: " + ", ".join(f"{s['sink']} pid {s['pid']} acked {s['acked']}" for s in stats["subscribers"]))
+    print(f"actors' policy forward: {args.actor_forward} on {', '.join(sorted(devices))}")
     return mean_ret
 
 

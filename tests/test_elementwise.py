@@ -269,3 +269,45 @@ def test_ops_on_non_contiguous_views(rng, name, np_view, t_view):
         view = np_view(ref)
         view *= 2.0
         np.testing.assert_allclose(ta.numpy(), ref, rtol=1e-6)
+
+
+ND_VIEWS = [
+    ("contiguous", lambda a: a),
+    ("inner_slice", lambda a: a[:, :, 1:4, :]),
+    ("permuted", lambda a: a.swapaxes(1, 2) if isinstance(a, np.ndarray) else a.transpose(1, 2)),
+    ("outer_step", lambda a: a[::2]),
+]
+
+
+@pytest.mark.parametrize("name,view", ND_VIEWS, ids=[v[0] for v in ND_VIEWS])
+def test_4d_layouts_merge_and_match_numpy(rng, name, view):
+    """tl_layout_make merges every run of dims that all operands walk as one (a contiguous [N, C, H, W] is one
+    run: the contiguous kernel, not the row or strided ones); views that are not one run still match numpy."""
+    a = rng.standard_normal((4, 6, 5, 7)).astype(np.float32)
+    b = rng.standard_normal(7).astype(np.float32)
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    va, na = view(ta), view(a)
+    np.testing.assert_allclose(va.relu().numpy(), np.maximum(na, 0))
+    np.testing.assert_allclose((va * 1.5 + tb).numpy(), na * np.float32(1.5) + b, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(va.tanh().numpy(), np.tanh(na.astype(np.float64)), rtol=2e-5, atol=2e-6)
+    if name == "contiguous" and tlgpu.device().type == "cpu":
+        relu = tlgpu.jit(lambda t: t.relu())
+        for _ in range(3):
+            relu(va)
+        assert relu.commands() == ["tl_ew_hot_f32"]          # was tl_ew_rows_f32: the dims stayed unmerged
+
+
+@pytest.mark.parametrize("n", [17, 255, 257, 16 * 255 + 9, 16 * 256, 16 * 256 + 1])
+def test_small_launches_match_numpy(rng, n):
+    """Launches of fewer items than the work-group size run in groups of 16 on CPU devices (tl_launch_flat):
+    contiguous (16 floats an item), hot-op and strided (one element an item) kernels around both edges."""
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    ta, tb = tlgpu.tensor(a), tlgpu.tensor(b)
+    np.testing.assert_allclose((ta * tb).numpy(), a * b, rtol=1e-6)                      # tl_ew_hot_f32
+    np.testing.assert_allclose(ta.tanh().numpy(), np.tanh(a.astype(np.float64)), rtol=2e-5, atol=2e-6)
+    m = n // 2
+    np.testing.assert_allclose((ta[:2 * m:2] + tb[1::2]).numpy(), a[:2 * m:2] + b[1::2], rtol=1e-6)  # strided
+    out = tlgpu.zeros(n)
+    out[1:].copy_(ta[:-1].exp())
+    np.testing.assert_allclose(out.numpy(), np.concatenate([[0], np.exp(a[:-1])]), rtol=1e-5)

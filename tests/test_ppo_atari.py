@@ -1,5 +1,6 @@
 """examples/ppo_atari.py: the actors' numpy Nature CNN matches the tlgpu agent, and the tiny configuration runs
-end to end (actor process, publisher, PPO updates, checkpoint) in a subprocess."""
+end to end (actor process with the jitted tlgpu forward, publisher, PPO updates, checkpoint) in a subprocess.
+tests/test_rl_actors.py compares the actors' tlgpu and numpy forwards."""
 import os
 import re
 import subprocess
@@ -94,6 +95,7 @@ def test_tiny_configuration_end_to_end(tmp_path):
     assert acked and acked.group(1).strip(), out
     assert all(int(v) >= 1 for v in acked.group(1).split(",")), out        # the actor acked a published version
     assert "reloaded and verified" in out, out
+    assert "actors' forward: tlgpu on " in out, out               # the default: the jitted tlgpu forward
 
     import tlgpu
     assert ckpt.exists()

@@ -497,4 +497,5 @@ def test_rl_learner_demo_smoke():
     out, err = child.communicate(timeout=HANG_S)
     assert "summary: 3 updates" in out, out + err
     assert "published 4, delivered" in out
+    assert "actors' policy forward: tlgpu on " in out, out        # the default: the jitted tlgpu forward
     assert not os.path.exists(f"/dev/shm/tlgpu_rl_{child.pid}")     # its own segment (others may run the demo too)

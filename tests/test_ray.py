@@ -351,6 +351,7 @@ def test_rl_learner_demo_ray(cluster):
     assert "summary: 3 updates" in out, out[-2000:] + r.stderr[-4000:]
     assert f"ray actors on node ['{cluster.node_id}']" in out
     assert "published 4, delivered" in out
+    assert "actors' policy forward: tlgpu on " in out, out[-1000:]   # runtime_env carried actor_env's variables
     # what each actor acted with at the end: an actor acks the newest version it has when a rollout call
     # runs, and the last calls are submitted before version 4 is published but may run after it (a loaded
     # machine showed 2, and 3 with 4): any published version

@@ -314,7 +314,9 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
                              o[2].t ? o[2].t->storage : NULL};
         size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
         if (tl_set_args(k, 0, 1, sz, v) < 0 || tl_set_args(k, 1, 8 + any, sz + 2 - any, v + 2 - any) < 0) goto fail;
-        if ((rows ? launch_rows(kh, &L, st) : tl_launch_1d(kh, items, st, 4, 1u)) < 0) goto fail;
+        int rc = rows ? launch_rows(kh, &L, st) : cpu ? tl_launch_flat(kh, items, st, 4)   /* small: groups of 16 */
+                                                      : tl_launch_1d(kh, items, st, 4, 1u);
+        if (rc < 0) goto fail;
         tl_capture_note_ew(k, op, (as_int ? TL_EWM_I32 : any ? TL_EWM_ANY : TL_EWM_F32) |   /* tlgpu.jit's fusion */
                            (contig ? TL_EWM_VEC4 : rows ? TL_EWM_ROWS4 : 0), &L, dts, 2 + any, 6 + any);
     }

@@ -13,6 +13,7 @@
 cl_kernel tl_kernel_py(tl_kernel *kh);                             /* NULL with an exception set */
 int tl_device_is_cpu(void);                                        /* 1 on a CPU device, 0 elsewhere, -1 raised */
 int tl_launch_1d(tl_kernel *kh, size_t n, tl_storage *const *st, int nst, unsigned written);
+int tl_launch_flat(tl_kernel *kh, size_t n, tl_storage *const *st, int nst);  /* CPU, no local memory: small groups */
 int tl_set_args(cl_kernel k, int first, int n, const size_t *sizes, const void *const *values);
 #define TL_MEM(t) ((t) != NULL && (t)->storage != NULL ? &(t)->storage->mem : NULL)
 
