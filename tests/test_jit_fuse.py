@@ -2,7 +2,9 @@
 kernel. Replays give the eager bits (the same float32 operations in the same order, each element computed with
 the builtin its eager kernel used), replay after replay, for chains of binary, unary, scalar, broadcast,
 in-place, aliased, int32 and half ops; commands that must not fuse stay apart; fuse=False and TLGPU_JIT_FUSE=0
-keep every recorded command."""
+keep every recorded command. On GPUs the fused float results are held to a few ulps instead: NVIDIA's compiler
+contracts a multiply of one op and an add of the next into one FMA once they share a kernel (seen on the H200:
+1 ulp), which memory between eager kernels prevents."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -15,6 +17,19 @@ from tlgpu import _C, nn
 def bits(a):
     a = np.ascontiguousarray(np.asarray(a))
     return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[a.dtype.itemsize])
+
+
+EXACT = tlgpu.device().type == "cpu"        # PoCL: bit for bit (see the module's docstring)
+
+
+def same(got, want, fused=True):
+    """got equals want bit for bit; a fused float result on a GPU within a few ulps of its dtype."""
+    got, want = np.asarray(got), np.asarray(want)
+    if EXACT or not fused or got.dtype.kind not in "fV" and got.dtype != ml_dtypes.bfloat16:
+        np.testing.assert_array_equal(bits(got), bits(want))
+        return
+    rtol = {2: 8e-3 if got.dtype == ml_dtypes.bfloat16 else 1e-3}.get(got.dtype.itemsize, 1e-5)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=rtol * 1e-1)
 
 
 def flat(r):
@@ -32,8 +47,8 @@ def compare(f, make, reps=8, dtypes=None):
             ts = [tlgpu.tensor(a) for a in arrays]
             got.append([o.numpy() for o in flat(fn(*ts))] + [t.numpy() for t in ts])
         for e, a, u in zip(*got):
-            np.testing.assert_array_equal(bits(a), bits(e))
-            np.testing.assert_array_equal(bits(u), bits(e))
+            same(a, e)
+            same(u, e, fused=False)
     assert jf.memory_plan()["replays"] == reps - 2
     return jf, ju
 
@@ -297,11 +312,11 @@ def test_training_steps_match_eager(rng):
         data = np.random.default_rng(0)
         losses = [step(tlgpu.tensor(data.standard_normal((16, 8)).astype(np.float32)),
                        tlgpu.tensor(data.integers(0, 3, 16).astype(np.int32))).item() for _ in range(10)]
-        runs.append((losses, [bits(t.numpy()) for t in m.parameters()]))
-    for losses, params in runs[1:]:
-        assert losses == runs[0][0]
+        runs.append((losses, [t.numpy() for t in m.parameters()]))
+    for fused, (losses, params) in zip((True, False), runs[1:]):
+        same(np.array(losses, np.float32), np.array(runs[0][0], np.float32), fused)
         for a, b in zip(params, runs[0][1]):
-            np.testing.assert_array_equal(a, b)
+            same(a, b, fused)
 
     runs, cmds = [], {}
     for mode in ("eager", "fused", "unfused"):
@@ -318,9 +333,9 @@ def test_training_steps_match_eager(rng):
             losses.append(loss.item())
         if mode != "eager":
             cmds[mode] = step.memory_plan()["commands"]
-        runs.append((losses, [bits(t.numpy()) for t in p.values()] + [bits(h.numpy()), bits(c.numpy())]))
-    for losses, arrays in runs[1:]:
-        assert losses == runs[0][0]
+        runs.append((losses, [t.numpy() for t in p.values()] + [h.numpy(), c.numpy()]))
+    for fused, (losses, arrays) in zip((True, False), runs[1:]):
+        same(np.array(losses, np.float32), np.array(runs[0][0], np.float32), fused)
         for a, b in zip(arrays, runs[0][1]):
-            np.testing.assert_array_equal(a, b)
+            same(a, b, fused)
     assert cmds["fused"] < cmds["unfused"]
