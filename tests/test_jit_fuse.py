@@ -266,15 +266,7 @@ def test_kept_intermediates_are_stored(A):
     assert len(jf.commands()) == 1
 
 
-def _mlp_step(model, opt):
-    def step(x, y):
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        tlgpu.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
-        opt.step()
-        return loss
-    return step
+from test_jit import _step as _mlp_step  # noqa: E402  (the same MLP training step)
 
 
 def _lstm(seed, hidden=12, feat=5):

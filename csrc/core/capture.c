@@ -188,13 +188,19 @@ tl_capture_drop_last(void)
 {
     capture *c = cur;
     if (c == NULL || c->tr->ncmds == 0) return;
-    tl_cmd *m = &c->tr->cmds[--c->tr->ncmds];          /* what it held stays held: harmless */
+    tl_cmd_clear(&c->tr->cmds[--c->tr->ncmds]);        /* what it held stays held: harmless */
+}
+
+void
+tl_cmd_clear(tl_cmd *m)
+{
     if (m->k != NULL) clReleaseKernel(m->k);
     free(m->mems);
     free(m->args);
     free(m->loc);
     free(m->ew);
     free(m->name);
+    memset(m, 0, sizeof *m);
 }
 
 void

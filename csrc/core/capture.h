@@ -52,6 +52,8 @@ typedef struct {
     char *name;                                        /* owned text `what` points to (fused commands) */
 } tl_cmd;
 
+void tl_cmd_clear(tl_cmd *m);     /* releases what one command holds (kernel, arrays) and zeroes it */
+
 typedef struct { int slot; tl_storage *traced; } tl_slot_copy;   /* a slot copied in (input) or out (output) */
 
 typedef struct tl_trace {

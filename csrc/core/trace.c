@@ -8,15 +8,7 @@ void
 tl_trace_free(tl_trace *tr)
 {
     if (tr == NULL) return;
-    for (int i = 0; i < tr->ncmds; i++) {
-        tl_cmd *m = &tr->cmds[i];
-        if (m->k != NULL) clReleaseKernel(m->k);
-        free(m->mems);
-        free(m->args);
-        free(m->loc);
-        free(m->ew);
-        free(m->name);
-    }
+    for (int i = 0; i < tr->ncmds; i++) tl_cmd_clear(&tr->cmds[i]);
     for (int i = 0; i < tr->ncopies; i++)
         if (tr->copies[i].slot >= tr->ninputs) tl_storage_release(tr->copies[i].traced);
     for (int i = 0; i < tr->nheld; i++) tl_storage_release(tr->held[i]);

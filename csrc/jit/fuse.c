@@ -493,18 +493,6 @@ make_cmd(const tl_runtime *rt, cl_program prog, const run *R, int id, char *name
     return TL_OK;
 }
 
-static void
-cmd_clear(tl_cmd *m)
-{
-    if (m->k != NULL) clReleaseKernel(m->k);
-    free(m->mems);
-    free(m->args);
-    free(m->loc);
-    free(m->ew);
-    free(m->name);
-    memset(m, 0, sizeof *m);
-}
-
 /* The runs of 2 or more commands, greedily from the front. */
 static int
 find_runs(const tl_trace *tr, run **out)
@@ -577,7 +565,7 @@ tl_fuse_trace(tl_trace *tr, tl_err *err)
         if (r < nruns && i == runs[r].first) {
             for (int j = i; j < i + runs[r].count; j++) {
                 remap[j] = -1;
-                cmd_clear(&tr->cmds[j]);
+                tl_cmd_clear(&tr->cmds[j]);
             }
             cmds[at++] = made[r];
             memset(&made[r], 0, sizeof made[r]);
@@ -598,7 +586,7 @@ tl_fuse_trace(tl_trace *tr, tl_err *err)
     tr->fused_away = removed;
     tr->dead_stores = dead;
 done:
-    for (int i = 0; i < nmade; i++) cmd_clear(&made[i]);
+    for (int i = 0; i < nmade; i++) tl_cmd_clear(&made[i]);
     for (int i = 0; names != NULL && i < nruns; i++) free(names[i]);
     free(names);
     free(made);
