@@ -375,7 +375,7 @@ def test_gradscaler_float16_model_with_overflow(rng):
     x = tlgpu.tensor(rng.standard_normal((8, 4)).astype(np.float16))
     scaler = tlgpu.amp.GradScaler(init_scale=2.0 ** 20)
 
-    class Plain:                                     # the float32-only fused optimizers refuse float16 params
+    class Plain:                                     # counts the steps GradScaler lets through
         param_groups = [{"params": list(lin.parameters())}]
         steps = 0
 
