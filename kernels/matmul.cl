@@ -368,16 +368,9 @@ tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int 
     for (int k = kv + lid; k < K; k += L)                                                                 \
         for (int j = 0; j < NR; j++)                                                                   \
             for (int r = 0; r < RR; r++) acc[j][r] = mad(wr[j][k], xr[r][k], acc[j][r]);                  \
-    for (int j = 0; j < NR; j++)                                                                       \
-        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                     \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    const float tot = mv_reduce(red, NR * RR, L, lid);                                                 \
-    if (lid < NR * RR) {                                                                               \
-        int j = lid / RR, r = lid - j * RR;                                                               \
-        if (n0 + j < N && r < R)                                                                          \
-            y[offy + r * sy + n0 + j] = has_res ? tot + res[offr + r * sy + n0 + j] : tot;                 \
-    }                                                                                                     \
+    MV_FINISH(acc, NR, RR, MV_STORE);                                                                     \
 }
+#define MV_STORE(j, r, t) (y[offy + (r) * sy + n0 + (j)] = has_res ? (t) + res[offr + (r) * sy + n0 + (j)] : (t))
 MV_KERNEL(1, 4)
 MV_KERNEL(2, 4)
 MV_KERNEL(4, 8)

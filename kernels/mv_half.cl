@@ -119,15 +119,9 @@ tl_mul_mv_##WT##_r##RR##_n##NR(int N, int K, int R, global const uchar *x, int o
             const float wk = w1_##WT(w, wo[j] + k);                                                       \
             for (int r = 0; r < RR; r++) acc[j][r] = mad(wk, x1(x, dx, xo[r] + k), acc[j][r]);         \
         }                                                                                                 \
-    for (int j = 0; j < NR; j++)                                                                          \
-        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                        \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    const float tot = mv_reduce(red, NR * RR, L, lid);                                                    \
-    if (lid < NR * RR) {                                                                                  \
-        const int j = lid / RR, r = lid - j * RR;                                                         \
-        if (n0 + j < N && r < R) mv_store(y, offy, sy, res, offr, sr, has_res, dy, r, n0 + j, tot);       \
-    }                                                                                                     \
+    MV_FINISH(acc, NR, RR, MVH_STORE);                                                                    \
 }
+#define MVH_STORE(j, r, t) mv_store(y, offy, sy, res, offr, sr, has_res, dy, r, n0 + (j), t)
 
 #define MVH_ROWS_KERNEL(WT)                                                                                   \
 kernel void                                                                                               \

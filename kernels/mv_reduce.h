@@ -1,4 +1,4 @@
-/* mv_reduce.h: the cross-lane finish of the matrix-vector kernels (matmul.cl, quant.cl). Each of the L
+/* mv_reduce.h: the cross-lane finish of the matrix-vector kernels (matmul.cl, quant.cl, mv_half.cl). Each of the L
  * lanes (a power of two) has written its partial sums of NV values to red[lane * (NV + 1) + q] (the +1
  * keeps both the writes and the reads below free of local-memory bank conflicts); the caller has passed a
  * barrier. Returns, in lane q < NV, the total of value q, summed in a fixed order (deterministic): every
@@ -21,4 +21,19 @@ mv_reduce(local float *red, int NV, int L, int lid)
         for (int k = 0; k < chunks; k++) s += MV_RED(k, lid, NV);
     return s;
 }
+
+/* A matrix-vector kernel's end: each lane's partial sums acc[NR][RR] (weight row j, activation row r) go to
+ * red (the kernel's local float *red, lane lid of L), mv_reduce totals them, and lane j * RR + r runs
+ * STORE(j, r, total) where n0 + j < N and r < R (a statement macro of the kernel's, its outputs' layout). */
+#define MV_FINISH(acc, NR, RR, STORE)                                                                       \
+    do {                                                                                                    \
+        for (int j_ = 0; j_ < (NR); j_++)                                                                   \
+            for (int r_ = 0; r_ < (RR); r_++) MV_RED(lid, j_ * (RR) + r_, (NR) * (RR)) = acc[j_][r_];       \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        const float tot_ = mv_reduce(red, (NR) * (RR), L, lid);                                             \
+        if (lid < (NR) * (RR)) {                                                                            \
+            const int j_ = lid / (RR), r_ = lid - j_ * (RR);                                                \
+            if (n0 + j_ < N && r_ < R) STORE(j_, r_, tot_);                                                 \
+        }                                                                                                   \
+    } while (0)
 #endif

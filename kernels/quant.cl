@@ -30,36 +30,10 @@ unpack8(uint2 w, float4 *lo, float4 *hi)            /* q8_0: 8 int8 weights, lit
     *hi = convert_float4(as_char4(w.y));
 }
 
-kernel void
-tl_dequantize_q4_0_f32(int nblocks, global const uint *qs, global const half *d, global float *y)
+/* Block blk of a q4_0 matrix, scaled, into y[0..31]. */
+inline void
+deq_block_q4_0(global const uint *qs, global const half *d, int blk, global float *y)
 {
-    const int g = get_global_id(0);
-    if (g >= nblocks) return;
-    const float s = vload_half(g, d);
-    const uint4 w = vload4(g, qs);
-    float4 lo, hi;
-    y += g * 32;
-    unpack(w.x, &lo, &hi); vstore4(lo * s, 0, y); vstore4(hi * s, 4, y);
-    unpack(w.y, &lo, &hi); vstore4(lo * s, 1, y); vstore4(hi * s, 5, y);
-    unpack(w.z, &lo, &hi); vstore4(lo * s, 2, y); vstore4(hi * s, 6, y);
-    unpack(w.w, &lo, &hi); vstore4(lo * s, 3, y); vstore4(hi * s, 7, y);
-}
-
-/* out[i, :] = W[ids[i], :] (or W[id0, :] when has_ids is 0: one id as an int, no upload); one work-item per
- * (i, block); an id outside [0, N) gives a row of NaN. */
-kernel void
-tl_get_rows_q4_0_f32(int n, int N, int nb, global const int *ids, int offi, int has_ids, int id0,
-                     global const uint *qs, global const half *d, global float *y)
-{
-    const int g = get_global_id(0);
-    if (g >= n * nb) return;
-    const int i = g / nb, b = g - i * nb, id = has_ids ? ids[offi + i] : id0;
-    y += g * 32;
-    if (id < 0 || id >= N) {                         /* a bad id must not pass unseen: NaN, not zeros */
-        for (int j = 0; j < 8; j++) vstore4((float4)NAN, j, y);
-        return;
-    }
-    const int blk = id * nb + b;
     const float s = vload_half(blk, d);
     const uint4 w = vload4(blk, qs);
     float4 lo, hi;
@@ -68,6 +42,33 @@ tl_get_rows_q4_0_f32(int n, int N, int nb, global const int *ids, int offi, int 
     unpack(w.z, &lo, &hi); vstore4(lo * s, 2, y); vstore4(hi * s, 6, y);
     unpack(w.w, &lo, &hi); vstore4(lo * s, 3, y); vstore4(hi * s, 7, y);
 }
+
+/* Per format (deq_block_<fmt>): dequantize, one work-item per block (32 outputs); get_rows, out[i, :] =
+ * W[ids[i], :] (or W[id0, :] when has_ids is 0: one id as an int, no upload), one work-item per (i, block),
+ * an id outside [0, N) giving a row of NaN. */
+#define DEQ_KERNELS(FMT)                                                                                      \
+kernel void                                                                                               \
+tl_dequantize_##FMT##_f32(int nblocks, global const uint *qs, global const half *d, global float *y)          \
+{                                                                                                         \
+    const int g = get_global_id(0);                                                                       \
+    if (g < nblocks) deq_block_##FMT(qs, d, g, y + g * 32);                                               \
+}                                                                                                         \
+                                                                                                          \
+kernel void                                                                                               \
+tl_get_rows_##FMT##_f32(int n, int N, int nb, global const int *ids, int offi, int has_ids, int id0,          \
+                        global const uint *qs, global const half *d, global float *y)                     \
+{                                                                                                         \
+    const int g = get_global_id(0);                                                                       \
+    if (g >= n * nb) return;                                                                              \
+    const int i = g / nb, b = g - i * nb, id = has_ids ? ids[offi + i] : id0;                             \
+    y += g * 32;                                                                                          \
+    if (id < 0 || id >= N) {                         /* a bad id must not pass unseen: NaN, not zeros */  \
+        for (int j = 0; j < 8; j++) vstore4((float4)NAN, j, y);                                           \
+        return;                                                                                           \
+    }                                                                                                     \
+    deq_block_##FMT(qs, d, id * nb + b, y);                                                               \
+}
+DEQ_KERNELS(q4_0)
 
 /* GPU: x (R, K) at offx with row stride sx; y (R, N) contiguous (plus res, laid out like y, when has_res); red: L * (NR * RR + 1) floats. NR weight
  * rows per work-group: 4, or 8 from 4 activation rows up (every group re-reads all of x from cache; 16
@@ -103,15 +104,9 @@ tl_mul_mv_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int of
             for (int r = 0; r < RR; r++) acc[j][r] += dot(lo, xl[r]) + dot(hi, xh[r]);                    \
         }                                                                                                 \
     }                                                                                                     \
-    for (int j = 0; j < NR; j++)                                                                       \
-        for (int r = 0; r < RR; r++) MV_RED(lid, j * RR + r, NR * RR) = acc[j][r];                     \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    const float tot = mv_reduce(red, NR * RR, L, lid);                                                 \
-    if (lid < NR * RR) {                                                                               \
-        const int j = lid / RR, r = lid - j * RR;                                                         \
-        if (n0 + j < N && r < R) y[r * N + n0 + j] = has_res ? tot + res[offr + r * N + n0 + j] : tot;   \
-    }                                                                                                     \
+    MV_FINISH(acc, NR, RR, MVQ_STORE);                                                                    \
 }
+#define MVQ_STORE(j, r, t) (y[(r) * N + n0 + (j)] = has_res ? (t) + res[offr + (r) * N + n0 + (j)] : (t))
 /* Per format: a quarter block qq (8 weights) as two float4 (lo, hi) and the float4 indices of x they meet.
  * q4_0: word qq holds elements 4qq..4qq+3 (low nibbles) and 16+4qq.. (high); q8_0: words 2qq and 2qq+1
  * hold elements 8qq..8qq+7 as int8. */
@@ -175,7 +170,7 @@ tl_mul_mv_##FMT##_rows_f32(int N, int K, int R, global const float *x, int offx,
 }
 MVQ_ROWS_KERNEL(q4_0)
 
-/* q8_0: dequantize, get_rows and the per-row (CPU) mul_mv, as their q4_0 twins above. */
+/* q8_0: dequantize, get_rows and the per-row (CPU) mul_mv, from the macros above. */
 inline void
 deq_block_q8_0(global const uint *qs, global const half *d, int blk, global float *y)
 {
@@ -184,26 +179,6 @@ deq_block_q8_0(global const uint *qs, global const half *d, int blk, global floa
     vstore16(convert_float16(as_char16(vload4(2 * blk + 1, qs))) * s, 1, y);
 }
 
-kernel void
-tl_dequantize_q8_0_f32(int nblocks, global const uint *qs, global const half *d, global float *y)
-{
-    const int g = get_global_id(0);
-    if (g < nblocks) deq_block_q8_0(qs, d, g, y + g * 32);
-}
-
-kernel void
-tl_get_rows_q8_0_f32(int n, int N, int nb, global const int *ids, int offi, int has_ids, int id0,
-                     global const uint *qs, global const half *d, global float *y)
-{
-    const int g = get_global_id(0);
-    if (g >= n * nb) return;
-    const int i = g / nb, b = g - i * nb, id = has_ids ? ids[offi + i] : id0;
-    y += g * 32;
-    if (id < 0 || id >= N) {                         /* a bad id must not pass unseen: NaN, not zeros */
-        for (int j = 0; j < 8; j++) vstore4((float4)NAN, j, y);
-        return;
-    }
-    deq_block_q8_0(qs, d, id * nb + b, y);
-}
+DEQ_KERNELS(q8_0)
 
 MVQ_ROWS_KERNEL(q8_0)

@@ -146,22 +146,23 @@ class Q8_0(_Quantized):
     KIND = "q8_0"
 
 
-def quantize_q4_0(array):
-    """A Q4_0 of a float (N, K) array (numpy or Tensor), K a multiple of 32."""
+def _quantize(array, encode, cls):
+    """cls of a float (N, K) array (numpy or Tensor) through encode (the numpy quantizer)."""
     if isinstance(array, Tensor):
         array = array.numpy()
     w = np.asarray(array, dtype=np.float32)
-    qs, d = quantize_q4_0_numpy(w)
-    return Q4_0(qs, d, w.shape)
+    qs, d = encode(w)
+    return cls(qs, d, w.shape)
+
+
+def quantize_q4_0(array):
+    """A Q4_0 of a float (N, K) array (numpy or Tensor), K a multiple of 32."""
+    return _quantize(array, quantize_q4_0_numpy, Q4_0)
 
 
 def quantize_q8_0(array):
     """A Q8_0 of a float (N, K) array (numpy or Tensor), K a multiple of 32."""
-    if isinstance(array, Tensor):
-        array = array.numpy()
-    w = np.asarray(array, dtype=np.float32)
-    qs, d = quantize_q8_0_numpy(w)
-    return Q8_0(qs, d, w.shape)
+    return _quantize(array, quantize_q8_0_numpy, Q8_0)
 
 
 def dequantize(q):
