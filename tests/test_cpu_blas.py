@@ -207,3 +207,23 @@ def test_disabled_or_missing_blas_falls_back(value):
                    "assert not s['loaded'] and s['launches'] == 0 and s['reason'], s\n"
                    "print('ok')\n", env={"TLGPU_BLAS": value})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_linear_relu_applies_the_relu_after_the_product(rng, split):
+    """nn.Sequential's Linear + ReLU is one BLAS command: the ReLU runs on each band after its product (split
+    parts or one), NaN kept; no elementwise kernel follows."""
+    _C._cpu_blas(split=split, threads=2)
+    model = tlgpu.nn.Sequential(tlgpu.nn.Linear(48, 300), tlgpu.nn.ReLU())
+    x = randn(rng, 40, 48)
+    x[3, :] = np.nan
+    w, b = model[0].weight.numpy().astype(np.float64), model[0].bias.numpy().astype(np.float64)
+    ref = np.maximum(x.astype(np.float64) @ w.T + b, 0)
+    ref[3, :] = np.nan
+    jf = tlgpu.jit(lambda t: model(t))
+    n0 = launches()
+    for _ in range(3):
+        got = jf(T(x)).numpy()
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        assert np.isnan(got[3]).all() and (got[np.arange(40) != 3] >= 0).all()
+    assert launches() - n0 == 2 and jf.commands() == ["cpu_blas_sgemm"]   # eager, traced; replays re-enqueue

@@ -199,6 +199,7 @@ tl_cmd_clear(tl_cmd *m)
     free(m->args);
     free(m->loc);
     free(m->ew);
+    free(m->store);
     free(m->name);
     memset(m, 0, sizeof *m);
 }
@@ -227,6 +228,35 @@ tl_capture_note_ew(cl_kernel k, int op, int math, const tl_layout *L, int dts, i
             memcpy(&nt->bits[i], s->a[a].val, 4);
     }
     m->ew = nt;
+}
+
+cl_mem
+tl_cmd_arg_mem(const tl_cmd *m, int arg)
+{
+    for (int j = 0; j < m->nmem; j++)
+        if ((int)m->mems[j].idx == arg) return m->mems[j].mem;
+    return NULL;
+}
+
+int
+tl_trace_dead_after(const tl_trace *tr, cl_mem mem, int last, int end)
+{
+    const int s = tl_arena_put_after(tr->arena, mem, last + 1);
+    if (s < 0) return 0;
+    for (int i = end; i < s && i < tr->ncmds; i++)
+        for (int j = 0; j < tr->cmds[i].nmem; j++)
+            if (tr->cmds[i].mems[j].mem == mem) return 0;
+    return 1;
+}
+
+void
+tl_capture_note_store(cl_kernel k, const tl_store_note *note)
+{
+    capture *c = cur;
+    if (c == NULL || c->tr->error[0] || c->tr->ncmds == 0) return;
+    tl_cmd *m = &c->tr->cmds[c->tr->ncmds - 1];
+    if (m->kind != TL_CMD_KERNEL || m->from != k || m->store != NULL) return;
+    if ((m->store = malloc(sizeof *m->store)) != NULL) *m->store = *note;   /* else just not fused */
 }
 
 static int

@@ -10,7 +10,7 @@
 #include "arena.h"
 #include "../kernels/ew_ops.h"
 
-enum { TL_CMD_KERNEL, TL_CMD_COPY, TL_CMD_NATIVE };
+enum { TL_CMD_KERNEL, TL_CMD_COPY, TL_CMD_NATIVE, TL_CMD_GONE };   /* GONE: removed by a pass, until dropped */
 typedef struct { cl_uint idx; cl_mem mem; int slot; } tl_cmd_mem;   /* a cl_mem argument; slot -1: fixed */
 
 /* What an elementwise launch computes, attached by its op family right after the launch (tl_capture_note_ew):
@@ -32,6 +32,13 @@ typedef struct {
     uint32_t bits[3];                                  /* scalar operands' values as the kernel got them */
 } tl_ew_note;
 
+/* Where a matrix product stores, attached by its op family right after the launch (tl_capture_note_store):
+ * matmul.cl's kernels add a bias and apply ReLU/Tanh as they store (mm_epi), so tlgpu.jit's epilogue pass
+ * (csrc/jit/epilogue.c) may move the bias add and activation that follow the product into it. The kernel's
+ * argument indices of the output buffer, its offset, the bias buffer and the epilogue code; epi as launched
+ * (bit 0 bias, act << 1); the output: n contiguous float32 elements from element out_off, rows of N. */
+typedef struct { int out_arg, off_arg, bias_arg, epi_arg, epi, N, out_off; long n; } tl_store_note;
+
 typedef struct {
     int kind, arms_check;                              /* arms_check: a device-side check (stream.h) */
     const char *what;
@@ -49,10 +56,12 @@ typedef struct {
     uint64_t rng_used;
     cl_kernel from;                                    /* the op's kernel object it was recorded from */
     tl_ew_note *ew;                                    /* elementwise metadata, NULL: none (never fused) */
+    tl_store_note *store;                              /* a product's store, NULL: none */
     char *name;                                        /* owned text `what` points to (fused commands) */
 } tl_cmd;
 
 void tl_cmd_clear(tl_cmd *m);     /* releases what one command holds (kernel, arrays) and zeroes it */
+cl_mem tl_cmd_arg_mem(const tl_cmd *m, int arg);      /* the buffer of kernel argument `arg`, NULL: none */
 
 typedef struct { int slot; tl_storage *traced; } tl_slot_copy;   /* a slot copied in (input) or out (output) */
 
@@ -89,6 +98,11 @@ void tl_capture_drop_last(void);       /* the last command needs no replay (a on
  * arguments out_arg .. out_arg + 3 (output, a, b, c), scalars in scalar_arg .. + 2 (-1: none), dtypes
  * packed 4 bits each (output in bits 0..3, a, b, c above: tl_ew_any's dts). */
 void tl_capture_note_ew(cl_kernel k, int op, int math, const tl_layout *L, int dts, int out_arg, int scalar_arg);
+void tl_capture_note_store(cl_kernel k, const tl_store_note *note);   /* on k's command just recorded */
+
+/* Whether the value a command `last` of tr left in mem is never read again: its storage was released after
+ * `last` (the arena's log) and no command from `end` until that release touches mem. */
+int tl_trace_dead_after(const tl_trace *tr, cl_mem mem, int last, int end);
 
 /* Called by stream.c after each q0 command it enqueued while capturing. */
 void tl_capture_kernel(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws, tl_storage *const *st,

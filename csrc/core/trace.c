@@ -20,6 +20,36 @@ tl_trace_free(tl_trace *tr)
     free(tr);
 }
 
+void
+tl_trace_compose_remap(tl_trace *tr, int *remap, int nold)
+{
+    if (tr->remap == NULL) {                          /* the first pass: recorded indices are its old ones */
+        tr->remap = remap;
+        tr->nrecorded = nold;
+        return;
+    }
+    for (int i = 0; i < tr->nrecorded; i++) tr->remap[i] = tr->remap[i] < 0 ? -1 : remap[tr->remap[i]];
+    free(remap);
+}
+
+tl_status
+tl_trace_drop_gone(tl_trace *tr, tl_err *err)
+{
+    int gone = 0, at = 0;
+    for (int i = 0; i < tr->ncmds; i++) gone += tr->cmds[i].kind == TL_CMD_GONE;
+    if (gone == 0) return TL_OK;
+    int *remap = malloc((size_t)tr->ncmds * sizeof *remap);
+    if (remap == NULL) return tl_err_set(err, TL_E_NOMEM, "tlgpu.jit", "host memory for the trace's passes");
+    const int nold = tr->ncmds;
+    for (int i = 0; i < nold; i++) {
+        remap[i] = tr->cmds[i].kind == TL_CMD_GONE ? -1 : at;
+        if (remap[i] >= 0) tr->cmds[at++] = tr->cmds[i];
+    }
+    tr->ncmds = at;
+    tl_trace_compose_remap(tr, remap, nold);
+    return TL_OK;
+}
+
 /* Slots: a cl_mem argument equal to a slot's buffer is rebound at each replay, unless a native kernel
  * touches that buffer: then the slot is copied in (inputs: the traced buffer, held, receives the new
  * input first) or out (outputs: the arena's block is copied to the fresh one last). */

@@ -9,5 +9,12 @@
 
 tl_status tl_trace_bind(tl_trace *tr, tl_storage *const *slots, int nslots, int ninputs, tl_err *err);
 tl_status tl_trace_set_arg(tl_trace *tr, int cmd, cl_uint idx, size_t size, const void *value, tl_err *err);
-void      tl_trace_free(tl_trace *tr);                 /* releases what it holds; NULL is a no-op */
+void      tl_trace_free(tl_trace *tr);
+/* After a pass removed commands from tr (nold of them before it): remap[old] the new index, -1 removed.
+ * tr->remap, from recorded indices, becomes its composition with remap (nrecorded stays the recording's
+ * count). Takes remap (freed). */
+void      tl_trace_compose_remap(tl_trace *tr, int *remap, int nold);
+/* Drops the commands a pass marked TL_CMD_GONE (their places kept until then, so command indices stay those
+ * of the recording, which the arena's release log counts in), composing tr->remap. */
+tl_status tl_trace_drop_gone(tl_trace *tr, tl_err *err);                 /* releases what it holds; NULL is a no-op */
 #endif

@@ -131,6 +131,7 @@ typedef struct {
     cell *c, *a, *b, *r, *s;          /* r only with a residual, s only with row sums */
     cl_mem mem[5];                    /* the runtime's copies of these are not read (see cell) */
     int M, N, K, ta, tb, lda, ldb, res_mode, threads, split;   /* res_mode: RES_* */
+    int relu;                         /* ReLU applied to each band after its product */
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff, soff;
 } job;
 
@@ -196,6 +197,17 @@ row_sums(const job *j, int m0, int m1)
     }
 }
 
+/* max(C, 0) over rows x cols of C (ld between rows), NaN kept: ew_apply's ReLU (kernels/ew_apply.h). */
+static void
+relu_band(float *restrict C, int rows, int cols, int ld)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            const float v = C[(ptrdiff_t)r * ld + c];
+            C[(ptrdiff_t)r * ld + c] = v <= 0.0f ? 0.0f : v;
+        }
+}
+
 /* Part `part` of `parts` of the job: whole batches when there are enough, else a band of C's rows (or
  * columns, when C is wide and short) of each batch. */
 static void
@@ -226,10 +238,12 @@ run_part(const job *j, int part, int parts)
             o[1] += (ptrdiff_t)lo * (j->ta == NO_TRANS ? j->lda : 1);
             o[0] += (ptrdiff_t)lo * j->N;
             gemm(j, hi - lo, j->N, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
+            if (j->relu) relu_band(j->c->p + o[0], hi - lo, j->N, j->N);
         } else {                      /* columns lo..hi of B and C */
             o[2] += (ptrdiff_t)lo * (j->tb == NO_TRANS ? 1 : j->ldb);
             o[0] += lo;
             gemm(j, j->M, hi - lo, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
+            if (j->relu) relu_band(j->c->p + o[0], j->M, hi - lo, j->N);
         }
     }
 }
@@ -428,9 +442,9 @@ layout(int rows, int cols, int sr, int sc, int *trans, int *ld)
 
 int
 tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
-               tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums)
+               tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums, int relu)
 {
-    job j = {0};
+    job j = {.relu = relu};
     tl_err err = {0};
     j.M = dims[0];
     j.N = dims[1];

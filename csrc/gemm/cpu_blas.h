@@ -10,10 +10,10 @@
  * added to every row of C, a linear layer's bias). dims = {M, N, K, sAm, sAk, sBk, sBn};
  * batch dims bshape[0..nbd) with element strides bst[0|1|2] of C, A, B; off = element offsets of C, A, B.
  * With sums (contiguous [M], no batch dims) the same command also writes sums[m] = sum over k of A[m, k]
- * (a linear layer's bias gradient beside its weight gradient).
+ * (a linear layer's bias gradient beside its weight gradient). relu: max(C, 0) (NaN kept) after the product.
  * 1: enqueued (res added, sums written); 0: not applicable here (no BLAS, not a CPU device, strides a BLAS
  * cannot take, sums with batch dims); -1: error with an exception set. */
 int tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
-                   tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums);
+                   tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums, int relu);
 PyObject *tl_cpu_blas_py(PyObject *m, PyObject *args, PyObject *kw);   /* _C._cpu_blas(paths=, enable=) */
 #endif

@@ -20,6 +20,7 @@
  * arguments, so the text depends only on the chain's structure: one program per distinct text, built once
  * per process (programs.c keeps it) and cached on disk. */
 #include "fuse.h"
+#include "trace.h"
 #include "programs.h"
 #include "tensor.h"
 #include <stdarg.h>
@@ -94,14 +95,6 @@ esize(int dt)
     return dt == TL_F16 || dt == TL_BF16 ? 2 : dt == TL_U8 ? 1 : 4;
 }
 
-static cl_mem
-arg_mem(const tl_cmd *m, int arg)
-{
-    for (int j = 0; j < m->nmem; j++)
-        if ((int)m->mems[j].idx == arg) return m->mems[j].mem;
-    return NULL;
-}
-
 /* The index expression of operand k of L, past its offset, for the output's row-major walk: the sum over
  * dims of ((@ / inner) % shape) * stride, '@' the element index. -1 if it does not fit out. */
 static int
@@ -140,7 +133,7 @@ describe(const tl_cmd *m, acc_t *acc, int *opnd)
     if (L->n <= 0 || L->ndim < 0 || L->ndim > TL_MAX_DIMS || nt->op < 0 || nt->op >= TL_EW_COUNT) return -1;
     int na = 0;
     for (int k = 0; k < 4; k++) {
-        cl_mem mem = arg_mem(m, nt->arg[k]);
+        cl_mem mem = tl_cmd_arg_mem(m, nt->arg[k]);
         const int dt = nt->dtype[k];
         if (mem == NULL) {
             if (k == 0) return -1;
@@ -212,12 +205,7 @@ released_before(const tl_trace *tr, const region *g, int at)
 static int
 dead_after(const tl_trace *tr, const region *g, int end)
 {
-    const int s = tl_arena_put_after(tr->arena, g->a.mem, g->last + 1);
-    if (s < 0) return 0;
-    for (int i = end; i < s && i < tr->ncmds; i++)
-        for (int j = 0; j < tr->cmds[i].nmem; j++)
-            if (tr->cmds[i].mems[j].mem == g->a.mem) return 0;
-    return 1;
+    return tl_trace_dead_after(tr, g->a.mem, g->last, end);
 }
 
 static int
@@ -577,13 +565,12 @@ tl_fuse_trace(tl_trace *tr, tl_err *err)
         cmds[at++] = tr->cmds[i];
     }
     free(tr->cmds);
-    free(tr->remap);
+    const int nold = tr->ncmds;
     tr->cmds = cmds;
-    tr->nrecorded = tr->ncmds;
     tr->ncmds = tr->room = ncmds;
-    tr->remap = remap;
+    tl_trace_compose_remap(tr, remap, nold);
     remap = NULL;
-    tr->fused_away = removed;
+    tr->fused_away += removed;
     tr->dead_stores = dead;
 done:
     for (int i = 0; i < nmade; i++) tl_cmd_clear(&made[i]);

@@ -6,6 +6,7 @@
  * The layer above ops/: it uses tensor/ and core/ only. */
 #include "ops_common.h"
 #include "capture.h"
+#include "epilogue.h"
 #include "fuse.h"
 #include "settings.h"
 #include "trace.h"
@@ -165,7 +166,9 @@ fn_jit_end(PyObject *Py_UNUSED(m), PyObject *args)
     if (tr->error[0]) { PyErr_Format(PyExc_RuntimeError, "%s", tr->error); goto fail; }
     if (fuse && tl_setting_flag(TL_SET_JIT_FUSE)) {   /* may build a program: without the GIL */
         Py_BEGIN_ALLOW_THREADS
-        st = tl_fuse_trace(tr, &err);
+        st = tl_epilogue_trace(tr, &err);
+        if (st == TL_OK) st = tl_fuse_trace(tr, &err);
+        if (st == TL_OK) st = tl_trace_drop_gone(tr, &err);
         Py_END_ALLOW_THREADS
         if (st != TL_OK) { tl_raise(&err); goto fail; }
     }

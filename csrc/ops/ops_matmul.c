@@ -17,6 +17,7 @@
 #include "gemm_params.h"
 #include "gemm_tc.h"
 #include "gemm_sg.h"
+#include "capture.h"
 #include "cpu_blas.h"
 #include "gemm_splitk.h"
 #include "ops_mv_half.h"
@@ -248,8 +249,10 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         return -1;
     const int blas = cpu && plain && !tc ? tl_cpu_blas_mm((const int[]){p->M, p->N, p->K, p->sAm, p->sAk, p->sBk,
                                                                         p->sBn},
-                                                          p->nbd, p->bshape, p->bst, p->off, out, a, b, res, NULL) : 0;
-    if (blas != 0) return blas < 0 ? -1 : (*fused = res != NULL, 0);   /* CPU devices: a host BLAS, cpu_blas.h */
+                                                          p->nbd, p->bshape, p->bst, p->off, out, a, b, res, NULL,
+                                                          p->act == 1) : 0;
+    if (blas != 0)                                       /* CPU devices: a host BLAS (cpu_blas.h), ReLU after it */
+        return blas < 0 ? -1 : (*fused = (res != NULL) | (p->act == 1 ? 2 : 0), 0);
     if (p->M == 1 || p->N == 1) v = MM_NAIVE;           /* other vector products: a tile would sit idle */
     if (v == MM_GEMM && !tc && cpu && plain)             /* CPUs: the direct kernels where a layout fits */
         v = p->sBn == 1 ? MM_DIRECT_NN : p->sAk == 1 && p->sBk == 1 ? MM_DIRECT_NT : MM_GEMM;
@@ -320,6 +323,10 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         if (tl_stream_launch(k, 3, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK)
             return tl_raise(&err);
     }
+    if (!tc && nouter == 1 && !(epi >> 1))               /* tlgpu.jit may move a bias add, an activation here */
+        tl_capture_note_store(k, &(tl_store_note){.out_arg = 16, .off_arg = 17, .bias_arg = 18, .epi_arg = 19,
+                                                   .epi = epi, .N = p->N, .out_off = p->off[0],
+                                                   .n = (long)p->M * p->N * nb1 * nb2});
     return 0;
 }
 
@@ -672,7 +679,7 @@ tl_linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
         r = tl_cpu_blas_mm((const int[]){N, K, rows, to_int(g2->strides[1]), to_int(g2->strides[0]),
                                          to_int(x2->strides[0]), to_int(x2->strides[1])},
                            0, none[0], (const int(*)[TL_MAX_DIMS])none, (const int[]){0, to_int(g2->offset),
-                           to_int(x2->offset)}, w, g2, x2, NULL, b);
+                           to_int(x2->offset)}, w, g2, x2, NULL, b, 0);
     if (r <= 0) { Py_XDECREF(w); Py_XDECREF(b); return r; }
     *gw = (PyObject *)w;
     *gb = (PyObject *)b;
