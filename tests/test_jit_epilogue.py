@@ -80,7 +80,7 @@ def test_relu_alone_and_batched_product(A):
 def test_tanh_moves_where_it_gives_the_same_bits(A):
     jf = run(lambda x, w, b: (x @ w + b).tanh(), lambda: [A(6, 9), A(9, 11), A(11)])
     c = jf.commands()
-    assert c[0].endswith("+bias")
+    assert "+bias" in c[0]
     if tlgpu.device().type == "cpu":                   # PoCL's float4 tanh is not its scalar tanh: kept apart
         assert len(c) == 2
     else:
