@@ -19,13 +19,16 @@
 #define TL_NV_PTX 0
 #endif
 #define MVQ_NRW 4                                    /* weight rows per warp; ops_quant.c knows it */
+#ifndef MVQ_ASM
+#define MVQ_ASM asm                                  /* NVIDIA's keyword; clang (a local PTX check) takes __asm__ */
+#endif
 
 #if TL_NV_PTX
 inline int
 dot4(uint a, uint b, int c)                          /* c + the dot product of the 4 signed bytes of a and b */
 {
     int r;
-    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    MVQ_ASM("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     return r;
 }
 
@@ -34,7 +37,7 @@ warp_sum(float v)                                    /* the total over the 32 la
 {
     for (int m = 16; m > 0; m >>= 1) {
         float t;
-        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(m));
+        MVQ_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(m));
         v += t;
     }
     return v;
