@@ -16,7 +16,9 @@ Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 
        python3 benchmarks/bench_gemm.py --quant [--seconds ...]: matrix-vector products x @ w.T with 1 and 8 rows
        of x on float32, q4_0 and q8_0 weights (tlgpu.quant), each with its read bandwidth on the bytes of weights
        it reads (float32 4, q4_0 18/32, q8_0 34/32 bytes a weight) and that bandwidth's share of float32's in
-       the same run (issue 27's goal: 0.8 or more).
+       the same run (issue 27's goal: 0.8 or more); per format each mul_mv kernel of --impls (default
+       old,dp4a: the float kernels and the integer-dot one, tlgpu.quant._MV_IMPL) with its error against the
+       float product, and the integer-dot kernel with the RMSNorm prologue. --quick: the first shape only.
 
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
 x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T
@@ -192,27 +194,49 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
     return row
 
 
-def quant_rows(seconds, cpu):
-    """The --quant table: float32, q4_0 and q8_0 weights, one and eight rows of x (issue 27)."""
+def quant_rows(seconds, cpu, quick=False, impls=("old", "dp4a")):
+    """The --quant table: float32, q4_0 and q8_0 weights, one and eight rows of x (issue 27). Each quantized
+    format runs each mul_mv kernel of impls (tlgpu.quant._MV_IMPL: "old" the float kernels, "dp4a" the
+    integer-dot one, "auto" the device's default) in the same process; <fmt>_<impl>_err is the largest
+    difference from the float32 product of the dequantized weights, relative to its largest value (the
+    integer-dot kernel quantizes x: about 1e-3 expected), and <fmt>_dp4a_norm_us the integer-dot kernel with
+    the RMSNorm prologue (norm=...)."""
     from tlgpu import quant
     rng = np.random.default_rng(0)
     shapes = [(65536, 8192), (5632, 2048), (4096, 4096)] if not cpu else [(4096, 4096), (5632, 2048)]
+    if quick:
+        shapes = shapes[:1]
     rows = []
     for n, k in shapes:
         w = rng.standard_normal((n, k), dtype=np.float32)
         tw = tlgpu.tensor(w)
         mats = {"float32": (tw.T, 4.0), "q4_0": (quant.quantize_q4_0(w), 18 / 32), "q8_0": (quant.quantize_q8_0(w), 34 / 32)}
         del w
+        norm = tlgpu.tensor(rng.standard_normal(k, dtype=np.float32))
         for m in (1, 8):
             x = tlgpu.tensor(rng.standard_normal((m, k), dtype=np.float32))
             row = {"shape": f"[{m},{k}]x[{n},{k}]^T"}
-            for name, (mat, per) in mats.items():
-                f = (lambda: x @ mat) if name == "float32" else (lambda: quant.matmul(x, mat))
-                t = best_time(f, seconds, tlgpu.synchronize)
-                row[f"{name}_us"] = round(t * 1e6, 1)
-                row[f"{name}_GBps"] = round(per * n * k / t / 1e9, 1)
+            t = best_time(lambda: x @ tw.T, seconds, tlgpu.synchronize)
+            row["float32_us"], row["float32_GBps"] = round(t * 1e6, 1), round(4.0 * n * k / t / 1e9, 1)
             for name in ("q4_0", "q8_0"):
-                row[f"{name}/f32_bw"] = round(row[f"{name}_GBps"] / row["float32_GBps"], 2)
+                mat, per = mats[name]
+                ref = (x @ mat.dequantize().T).numpy()
+                for impl in impls:
+                    quant._MV_IMPL = impl
+                    try:
+                        t = best_time(lambda: quant.matmul(x, mat), seconds, tlgpu.synchronize)
+                        err = np.abs(quant.matmul(x, mat).numpy() - ref).max() / np.abs(ref).max()
+                        if impl == "dp4a":
+                            tn = best_time(lambda: quant.matmul(x, mat, norm=norm), seconds, tlgpu.synchronize)
+                    finally:
+                        quant._MV_IMPL = "auto"
+                    tag = f"{name}_{impl}"
+                    row[f"{tag}_us"] = round(t * 1e6, 1)
+                    row[f"{tag}_GBps"] = round(per * n * k / t / 1e9, 1)
+                    row[f"{tag}/f32_bw"] = round(row[f"{tag}_GBps"] / row["float32_GBps"], 2)
+                    row[f"{tag}_err"] = float(f"{err:.2g}")
+                    if impl == "dp4a":
+                        row[f"{tag}_norm_us"] = round(tn * 1e6, 1)
             rows.append(row)
         del mats, tw
     return rows
@@ -282,9 +306,11 @@ def main():
     ap.add_argument("--tc-sweep", action="store_true", help="time every tensor-core tile configuration")
     ap.add_argument("--tc-tags", help="--tc-sweep: only these configurations (comma-separated tags)")
     ap.add_argument("--quant", action="store_true", help="matrix-vector rows on float32, q4_0 and q8_0 weights")
+    ap.add_argument("--impls", default="old,dp4a", help="--quant: the mul_mv kernels timed (tlgpu.quant._MV_IMPL "
+                    "values, comma-separated: old, dp4a, auto)")
     args = ap.parse_args()
     if args.quant:
-        rows = quant_rows(args.seconds, tlgpu.device().type == "cpu")
+        rows = quant_rows(args.seconds, tlgpu.device().type == "cpu", args.quick, args.impls.split(","))
         report("matrix-vector, quantized weights", rows, list(rows[0].keys()), {"copy_bandwidth_GBps":
                                                                                 round(copy_bandwidth() / 1e9, 1)})
         return

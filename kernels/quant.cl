@@ -182,3 +182,5 @@ deq_block_q8_0(global const uint *qs, global const half *d, int blk, global floa
 DEQ_KERNELS(q8_0)
 
 MVQ_ROWS_KERNEL(q8_0)
+
+#include "quant_mvq.h"

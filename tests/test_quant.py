@@ -8,6 +8,16 @@ import tlgpu
 from tlgpu import quant
 
 
+@pytest.fixture(autouse=True)
+def float_kernels():
+    """These tests check the float mul_mv kernels (exact but for float32 sums, within 1e-4): "old" pins them on
+    GPUs too, whose default is the integer-dot kernel that quantizes x (tests/test_quant_mv.py)."""
+    old = quant._MV_IMPL
+    quant._MV_IMPL = "old"
+    yield
+    quant._MV_IMPL = old
+
+
 def ref_quantize_row(x):
     """Scalar port of llama.cpp ggml-quants.c quantize_row_q4_0_ref: per block (d float16, 16 bytes)."""
     out = []
@@ -80,6 +90,7 @@ def test_matmul_rows(rng, kernel):
         code = """
 import numpy as np, tlgpu
 from tlgpu import quant
+quant._MV_IMPL = "old"
 rng = np.random.default_rng(3)
 for (m, n, k) in [(1, 5, 32), (2, 9, 64), (3, 33, 1024), (4, 7, 64), (5, 6, 64), (8, 1025, 96), (21, 9, 64)]:
     w, x = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((m, k)).astype(np.float32)

@@ -18,6 +18,16 @@ from tlgpu import nn, quant
 Q8 = gguf.GGMLQuantizationType.Q8_0
 
 
+@pytest.fixture(autouse=True)
+def float_kernels():
+    """These tests check the float mul_mv kernels (exact but for float32 sums, within 1e-4): "old" pins them on
+    GPUs too, whose default is the integer-dot kernel that quantizes x (tests/test_quant_mv.py)."""
+    old = quant._MV_IMPL
+    quant._MV_IMPL = "old"
+    yield
+    quant._MV_IMPL = old
+
+
 def ref_quantize_row(x):
     """Scalar port of ggml-quants.c quantize_row_q8_0_ref: per block (d float16, 32 int8)."""
     out = []
@@ -109,6 +119,8 @@ def test_matmul_workgroup_kernel():
 import numpy as np, sys
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 from test_quant_q8 import _check_products
+from tlgpu import quant
+quant._MV_IMPL = "old"
 _check_products(np.random.default_rng(5), {SHAPES!r} + [(2, 9, 64), (4, 7, 64), (5, 6, 64)])
 print("ok")
 """

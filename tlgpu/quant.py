@@ -181,44 +181,84 @@ def _check(q, op):
     return q
 
 
-def matmul(x, w):
+# Which mul_mv kernel runs (a switch for benchmarks and tests, read at each call): "auto" the device's
+# default (the integer-dot kernel on GPUs, the float row kernel on CPUs), "old" the float kernels
+# (work-group tree on GPUs, rows on CPUs), "dp4a" the integer-dot kernel (kernels/quant_mvq.h) anywhere.
+_MV_IMPL = "auto"
+_MV_IMPLS = {"auto": 0, "old": 1, "dp4a": 2}
+
+
+def _prologue(op, w, x, norm, eps, glu):
+    """Checks matmul/addmm's x and prologue arguments; returns (x as a Tensor, norm Tensor or None, eps, glu 0/1,
+    impl)."""
+    if isinstance(x, _Quantized):
+        raise TypeError(f"{op}: the activations must be float32")
+    if not isinstance(x, Tensor):
+        x = _C.tensor(np.asarray(x, dtype=np.float32))
+    if x.dtype != "float32":
+        raise TypeError(f"{op} ({w.KIND}): x must be float32, got {x.dtype} of shape {tuple(x.shape)}")
+    n, k = w.shape
+    width = 2 * k if glu else k
+    if x.ndim == 0 or x.shape[-1] != width:
+        if glu and x.ndim and x.shape[-1] % 2:
+            raise ValueError(f"{op} ({w.KIND}): glu takes x of an even width (2 x {k}), got {tuple(x.shape)}")
+        raise ValueError(f"{op} ({w.KIND}): x {tuple(x.shape)} and weights {w.shape}: last dims differ"
+                         + (f" (glu: x's last dim must be 2 x {k})" if glu else ""))
+    if norm is not None:
+        if not isinstance(norm, Tensor):
+            norm = _C.tensor(np.asarray(norm, dtype=np.float32))
+        if norm.dtype != "float32":
+            raise TypeError(f"{op} ({w.KIND}): norm must be float32, got {norm.dtype} of shape {tuple(norm.shape)}")
+        if tuple(norm.shape) != (k,):
+            raise ValueError(f"{op} ({w.KIND}): norm {tuple(norm.shape)} must be a vector of the row length {k}")
+    if _MV_IMPL not in _MV_IMPLS:
+        raise ValueError(f"{op}: tlgpu.quant._MV_IMPL must be one of {sorted(_MV_IMPLS)}, got {_MV_IMPL!r}")
+    return x, norm, float(eps), int(bool(glu)), _MV_IMPLS[_MV_IMPL]
+
+
+def matmul(x, w, *, norm=None, eps=1e-5, glu=False):
     """x @ w.T for float32 x (..., K) and a q4_0 or q8_0 w (N, K) (the layout of a linear layer's weight): (..., N).
     Up to 8 rows run one mul_mv launch (each weight byte read once); up to 64 rows of a weight of 1M
     elements or more, one per 8 rows (the q4_0 weights read rows/8 times: less traffic than a float32 copy
     of them; on an H200 a 64-token prefill of the 1.7 GB decoder went from 13.1 to 8.2 ms, while the tiny
-    decoder's small weights were 4 x slower that way); otherwise w is dequantized once for the GEMM."""
+    decoder's small weights were 4 x slower that way); otherwise w is dequantized once for the GEMM.
+    On GPUs mul_mv quantizes x's rows to int8 blocks of 32 (llama.cpp's mmvq): results differ from the float
+    product by at most sum |w| * amax(x block) / 254 (docs/inference.md).
+    Prologue, applied to x's rows before the product (inside the mul_mv launch on GPUs): glu=True takes x
+    (..., 2K) and uses silu(x[..., :K]) * x[..., K:]; norm, a float32 (K,) weight, then uses
+    x * rsqrt(mean(x^2) + eps) * norm (RMSNorm)."""
     w = _check(w, "matmul")
-    if isinstance(x, _Quantized):
-        raise TypeError("matmul: the activations must be float32")
-    if not isinstance(x, Tensor):
-        x = _C.tensor(np.asarray(x, dtype=np.float32))
+    x, norm, eps, glu, impl = _prologue("matmul", w, x, norm, eps, glu)
     n, k = w.shape
-    if x.ndim == 0 or x.shape[-1] != k:
-        raise ValueError(f"matmul ({w.KIND}): x {tuple(x.shape)} and weights {w.shape}: last dims differ")
     lead = tuple(x.shape[:-1])
     rows = int(np.prod(lead)) if lead else 1
-    x2 = x.reshape(rows, k)
+    x2 = x.reshape(rows, x.shape[-1])
     mv = w._fn("mul_mv")
     if rows <= MV_MAX_ROWS:
-        y = mv(x2, w.qs, w.d, n, k)
+        y = mv(x2, w.qs, w.d, n, k, None, norm, eps, glu, impl)
     elif rows <= MV_CHUNK_ROWS and n * k >= MV_CHUNK_MIN:
-        y = _C.cat([mv(x2[i:i + MV_MAX_ROWS], w.qs, w.d, n, k) for i in range(0, rows, MV_MAX_ROWS)])
+        y = _C.cat([mv(x2[i:i + MV_MAX_ROWS], w.qs, w.d, n, k, None, norm, eps, glu, impl)
+                    for i in range(0, rows, MV_MAX_ROWS)])
     else:
+        if norm is not None or glu:
+            x2 = _C._quant_mv_prologue(x2, norm, eps, glu)
         y = x2 @ w.dequantize().T
     return y.reshape(lead + (n,))
 
 
-def addmm(input, x, w):
-    """input + matmul(x, w), i.e. input + x @ w.T for a q4_0 or q8_0 w (N, K). With up to 8 rows, input a contiguous
-    float32 Tensor of the result's shape that does not require grad: one launch, the mul_mv kernel adding
-    input as it stores (a decoder's residual). Otherwise the product and an add."""
+def addmm(input, x, w, *, norm=None, eps=1e-5, glu=False):
+    """input + matmul(x, w, norm=norm, eps=eps, glu=glu), i.e. input + p(x) @ w.T for a q4_0 or q8_0 w (N, K).
+    With up to 8 rows, input a contiguous float32 Tensor of the result's shape that does not require grad:
+    one launch, the mul_mv kernel adding input as it stores (a decoder's residual). Otherwise the product and
+    an add."""
     w = _check(w, "addmm")
     n, k = w.shape
-    if (isinstance(x, Tensor) and isinstance(input, Tensor) and x.ndim == 2 and x.shape[0] <= MV_MAX_ROWS
-            and x.shape[1] == k and k > 0 and tuple(input.shape) == (x.shape[0], n) and input.dtype == "float32"
+    x, norm, eps, glu, impl = _prologue("addmm", w, x, norm, eps, glu)
+    if (isinstance(input, Tensor) and x.ndim == 2 and x.shape[0] <= MV_MAX_ROWS and k > 0
+            and tuple(input.shape) == (x.shape[0], n) and input.dtype == "float32"
             and input.is_contiguous() and not input.requires_grad):
-        return w._fn("mul_mv")(x, w.qs, w.d, n, k, input)
-    return input + matmul(x, w)
+        return w._fn("mul_mv")(x, w.qs, w.d, n, k, input, norm, eps, glu, impl)
+    return input + matmul(x, w, norm=norm, eps=eps, glu=bool(glu))
 
 
 def embedding(table, ids):

@@ -12,22 +12,26 @@
 #include "cl_runtime.h"
 
 #include "gemm_params.h"
+#include "settings.h"
 
 /* One row per format: its name, qs words per block of 32 weights, and its kernels. */
 typedef struct {
     const char *name;
     int words;
-    tl_kernel deq, rows, mv[4], mv_rows;
+    tl_kernel deq, rows, mv[4], mv_rows, mvq[4];
 } qfmt;
 
 #define QFMT(F, W) {#F, W, TL_KERNEL("quant", "tl_dequantize_" #F "_f32"),                                   \
     TL_KERNEL("quant", "tl_get_rows_" #F "_f32"),                                                            \
     {TL_KERNEL("quant", "tl_mul_mv_" #F "_r1_f32"), TL_KERNEL("quant", "tl_mul_mv_" #F "_r2_f32"),               \
      TL_KERNEL("quant", "tl_mul_mv_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mul_mv_" #F "_r8_f32")},              \
-    TL_KERNEL("quant", "tl_mul_mv_" #F "_rows_f32")}
+    TL_KERNEL("quant", "tl_mul_mv_" #F "_rows_f32"),                                                          \
+    {TL_KERNEL("quant", "tl_mvq_" #F "_r1_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r2_f32"),                     \
+     TL_KERNEL("quant", "tl_mvq_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r8_f32")}}
 enum { Q4_0, Q8_0, NFMT };
 static qfmt fmts[NFMT] = {QFMT(q4_0, 4), QFMT(q8_0, 8)};
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
+#define MVQ_NRW 4                                         /* weight rows per warp: kernels/quant_mvq.h */
 
 /* Parses (qs, d, N, K) at the front of args and checks the flat arrays of format f. */
 static int
@@ -123,19 +127,108 @@ done:
     return (PyObject *)out;
 }
 
-/* _q4_0_mul_mv(x, qs, d, N, K, res=None): x (R, K) float32 with R <= 8 -> (R, N) = x @ W^T (+ res, a
- * contiguous float32 (R, N), added as y is stored: addmm). */
+/* Whether the quant program is built with -DTL_NV_PTX=1 (quant_options below): an NVIDIA GPU platform whose
+ * user build options do not set it themselves. */
+static int
+nv_ptx(const tl_runtime *rt, const char *user)
+{
+    return strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) != 0 &&
+           (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
+}
+
+/* The prologue alone, (R, K) = glu and/or rms_norm of x's rows (x contiguous, xc), one work-group a row. */
+static tl_kernel prologue_k = TL_KERNEL("quant", "tl_mvq_prologue_f32");
+
+static tl_tensor *
+prologue(tl_tensor *xc, int K, tl_tensor *nw, float eps, int glu)
+{
+    Py_ssize_t shape[2] = {xc->shape[0], K};
+    tl_tensor *out = tl_tensor_empty(TL_F32, 2, shape);
+    if (out == NULL || out->storage == NULL || tl_kernel_py(&prologue_k) == NULL) return out;
+    size_t l = 1;
+    while (l * 2 <= prologue_k.wg && l * 2 <= 256) l *= 2;
+    int ox = (int)xc->offset, sx = (int)xc->shape[1], has_norm = nw != NULL;
+    cl_mem nmem = (has_norm ? nw : xc)->storage->mem;   /* without a norm: never read */
+    const size_t sz[10] = {I, Mm, I, I, Mm, I, sizeof(float), I, Mm, l * sizeof(float)};
+    const void *v[10] = {&K, &xc->storage->mem, &ox, &sx, &nmem, &has_norm, &eps, &glu, &out->storage->mem, NULL};
+    size_t gws = (size_t)shape[0] * l;
+    tl_err err = {0};
+    tl_storage *st[3] = {out->storage, xc->storage, has_norm ? nw->storage : NULL};
+    if (tl_set_args(prologue_k.k, 0, 10, sz, v) < 0) Py_CLEAR(out);
+    else if (gws > 0 && tl_stream_launch(prologue_k.k, 1, &gws, &l, st, 3, 1u, prologue_k.name, &err) != TL_OK) {
+        tl_raise(&err);
+        Py_CLEAR(out);
+    }
+    return out;
+}
+
+/* Checks the prologue's norm weight (None, or a float32 Tensor (K,)): *nw a new contiguous reference or NULL. */
+static int
+norm_arg(const char *op, PyObject *no, int K, tl_tensor **nw)
+{
+    *nw = NULL;
+    if (no == Py_None) return 0;
+    if (!tl_tensor_check(no)) return PyErr_Format(PyExc_TypeError, "%s: norm must be a float32 Tensor", op), -1;
+    tl_tensor *t = tl_tensor_CAST(no);
+    if (tl_check_dtype(op, t, TL_F32) < 0) return -1;
+    if (t->ndim != 1 || t->shape[0] != K) {
+        char s[128];
+        tl_shape_str(t->shape, t->ndim, s, sizeof s);
+        return PyErr_Format(PyExc_ValueError, "%s: norm %s must be a vector of the row length %d", op, s, K), -1;
+    }
+    return (*nw = tl_tensor_contiguous(t)) == NULL ? -1 : 0;
+}
+
+/* The integer-dot kernel's launch (quant_mvq.h): up to 256 lanes (fewer while that leaves under two groups a
+ * compute unit), x staged in chunks of KC columns in at most 32 KiB of local memory. Returns 0 launched, 1
+ * when this device cannot run it (too little local memory or too small a work-group: the caller's kernels
+ * run), -1 with an exception. sz/v: the 12 arguments the float kernels take too; st: the 6 storages. */
+static int
+launch_mvq(qfmt *f, const tl_runtime *rt, int rv, int N, int K, tl_tensor *nw, float eps, int glu,
+           const size_t *sz, const void **v, tl_storage **st)
+{
+    tl_kernel *kh = &f->mvq[rv];
+    const int rr = 1 << rv, nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
+    if (tl_kernel_py(kh) == NULL) return -1;
+    size_t L = 256;
+    while (L > kh->wg) L /= 2;
+    if (L < 32) return 1;
+    const size_t cus = rt->info.compute_units ? rt->info.compute_units : 1;
+    while (L > 64 && (size_t)(N + L / 32 * MVQ_NRW - 1) / (L / 32 * MVQ_NRW) < 2 * cus) L /= 2;  /* fill the device */
+    const size_t red = (nv ? (size_t)rr : (size_t)(MVQ_NRW * rr + 1)) * L * sizeof(float);
+    size_t budget = rt->info.local_mem > red + 1024 ? rt->info.local_mem - red - 1024 : 0;
+    if (budget > 32768) budget = 32768;
+    const size_t per = (size_t)rr * 40 / 32;             /* bytes of local memory a column: RR int8 + scales */
+    size_t kmax = budget / per / 32 * 32;
+    if (kmax < 32) return 1;
+    size_t nblk = (size_t)K / 32, chunks = ((size_t)K + kmax - 1) / kmax;
+    int KC = (int)((nblk + chunks - 1) / chunks * 32), has_norm = nw != NULL;
+    cl_mem nmem = has_norm ? nw->storage->mem : *(const cl_mem *)v[3];   /* without a norm: x, never read */
+    const size_t sz2[8] = {Mm, I, sizeof(float), I, I, (size_t)rr * (size_t)KC, (size_t)rr * (size_t)KC / 4, red};
+    const void *v2[8] = {&nmem, &has_norm, &eps, &glu, &KC, NULL, NULL, NULL};
+    if (tl_set_args(kh->k, 0, 12, sz, v) < 0 || tl_set_args(kh->k, 12, 8, sz2, v2) < 0) return -1;
+    size_t groups = ((size_t)N + L / 32 * MVQ_NRW - 1) / (L / 32 * MVQ_NRW), gws = groups * L;
+    tl_err err = {0};
+    if (tl_stream_launch(kh->k, 1, &gws, &L, st, 6, 1u, kh->name, &err) != TL_OK) return tl_raise(&err), -1;
+    return 0;
+}
+
+/* _q4_0_mul_mv(x, qs, d, N, K, res=None, norm=None, eps=1e-5, glu=0, impl=0): x (R, K) float32 with R <= 8
+ * ((R, 2K) with glu) -> (R, N) = p(x) @ W^T (+ res, a contiguous float32 (R, N), added as y is stored:
+ * addmm); p the prologue (quant_mvq.h: glu, then rms_norm with the weight norm). impl: 0 the device's
+ * default (the integer-dot kernel on GPUs, the float row kernel on CPUs), 1 the float kernels (GPU tree or
+ * CPU rows, as DIRECT says; a prologue is then a launch of its own), 2 the integer-dot kernel. */
 static PyObject *
 mul_mv(qfmt *f, PyObject *args)
 {
-    PyObject *xo, *qo, *dq;
-    int N, K;
-    tl_tensor *x, *qs, *d, *xc = NULL, *out = NULL;
+    PyObject *xo, *qo, *dq, *ro = Py_None, *no = Py_None;
+    int N, K, glu = 0, impl = 0;
+    double eps_d = 1e-5;
+    tl_tensor *x, *qs, *d, *xc = NULL, *out = NULL, *res = NULL, *nw = NULL;
     tl_err err = {0};
     const tl_runtime *rt;
-    PyObject *ro = Py_None;
-    tl_tensor *res = NULL;
-    if (!PyArg_ParseTuple(args, "OOOii|O:matmul", &xo, &qo, &dq, &N, &K, &ro)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOii|OOdii:matmul", &xo, &qo, &dq, &N, &K, &ro, &no, &eps_d, &glu, &impl))
+        return NULL;
     if (q_args(f, "matmul", qo, dq, N, K, &qs, &d) < 0) return NULL;
     if (!tl_tensor_check(xo)) return PyErr_Format(PyExc_TypeError, "matmul: x must be a Tensor");
     x = tl_tensor_CAST(xo);
@@ -143,11 +236,12 @@ mul_mv(qfmt *f, PyObject *args)
     if (tl_autograd_wanted(&xo, 1))
         return PyErr_Format(PyExc_NotImplementedError, "matmul (%s): no backward; use tlgpu.no_grad() or detach()",
                             f->name);
-    if (x->ndim != 2 || x->shape[1] != K || x->shape[0] > 8) {
+    const int xw = glu ? 2 * K : K;
+    if (x->ndim != 2 || x->shape[1] != xw || x->shape[0] > 8 || impl < 0 || impl > 2) {
         char s[128];
         tl_shape_str(x->shape, x->ndim, s, sizeof s);
-        return PyErr_Format(PyExc_ValueError, "matmul (%s mul_mv): x %s must be (R <= 8, %d) for weights (%d, %d)",
-                            f->name, s, K, N, K);
+        return PyErr_Format(PyExc_ValueError, "matmul (%s mul_mv): x %s must be (R <= 8, %d) for weights (%d, %d)%s",
+                            f->name, s, xw, N, K, glu ? " with glu" : "");
     }
     int R = (int)x->shape[0];
     Py_ssize_t shape[2] = {R, N};
@@ -159,14 +253,39 @@ mul_mv(qfmt *f, PyObject *args)
             return PyErr_Format(PyExc_ValueError, "addmm (%s): input must be contiguous float32 (%d, %d)", f->name,
                                 R, N);
     }
-    if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL) return (PyObject *)out;
-    if (K == 0) { if (tl_tensor_fill(out, 0.0) < 0) Py_CLEAR(out); return (PyObject *)out; }
+    if (norm_arg("matmul", no, K, &nw) < 0) return NULL;
+    const float eps = (float)eps_d;
+    if ((out = tl_tensor_empty(TL_F32, 2, shape)) == NULL || out->storage == NULL || R == 0) goto done;
+    if (K == 0) { if (tl_tensor_fill(out, 0.0) < 0) Py_CLEAR(out); goto done; }
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto fail; }
     tl_gemm_params gp;
     tl_gemm_params_get(&rt->info, 0, &gp);
     static const int nr_of[4] = {4, 4, 8, 8};            /* weight rows per work-group: kernels/quant.cl */
     int cpu = gp.v[TL_GP_DIRECT] != 0;
     const int rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3, rr = 1 << rv;   /* GPU: padded row-count variant */
+    if ((xc = tl_tensor_contiguous(x)) == NULL) goto fail;
+    int ox = (int)xc->offset, sx = xw;
+    int has_res = res != NULL && res->storage != NULL, offr = has_res ? (int)res->offset : 0;
+    cl_mem rmem = (has_res ? res : out)->storage->mem;  /* without a residual: never read */
+    const size_t sz[12] = {I, I, I, Mm, I, I, Mm, Mm, Mm, Mm, I, I};
+    const void *v[12] = {&N, &K, &R, &xc->storage->mem, &ox, &sx, &qs->storage->mem, &d->storage->mem,
+                         &out->storage->mem, &rmem, &offr, &has_res};
+    tl_storage *st[6] = {out->storage, xc->storage, qs->storage, d->storage, has_res ? res->storage : NULL,
+                         nw != NULL ? nw->storage : NULL};
+    if (impl == 2 || (impl == 0 && !cpu)) {
+        int r = launch_mvq(f, rt, rv, N, K, nw, eps, glu, sz, v, st);
+        if (r < 0) goto fail;
+        if (r == 0) goto done;
+    }
+    if (nw != NULL || glu) {                             /* the float kernels: the prologue first */
+        tl_tensor *xp = prologue(xc, K, nw, eps, glu);
+        if (xp == NULL) goto fail;
+        Py_SETREF(xc, xp);
+        ox = 0;
+        sx = K;
+        v[3] = &xc->storage->mem;
+        st[1] = xc->storage;
+    }
     size_t gws[2], lws[2] = {1, 1}, per_lane = 0;
     if (!cpu) {                                          /* GPU: a power-of-two group with a lane per value */
         if (tl_kernel_py(&f->mv[rv]) == NULL) goto fail;
@@ -179,16 +298,7 @@ mul_mv(qfmt *f, PyObject *args)
     }
     const int nr = cpu ? 4 : nr_of[rv];
     tl_kernel *kh = cpu ? &f->mv_rows : &f->mv[rv];
-    if (tl_kernel_py(kh) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
-    int ox = (int)xc->offset, sx = K;
-    const size_t sz[9] = {I, I, I, Mm, I, I, Mm, Mm, Mm};
-    const void *v[9] = {&N, &K, &R, &xc->storage->mem, &ox, &sx, &qs->storage->mem, &d->storage->mem,
-                        &out->storage->mem};
-    int has_res = res != NULL && res->storage != NULL, offr = has_res ? (int)res->offset : 0;
-    cl_mem rmem = (has_res ? res : out)->storage->mem;  /* without a residual: never read */
-    if (tl_set_args(kh->k, 0, 9, sz, v) < 0 ||
-        tl_set_args(kh->k, 9, 3, (size_t[]){Mm, I, I}, (const void *[]){&rmem, &offr, &has_res}) < 0)
-        goto fail;
+    if (tl_kernel_py(kh) == NULL || tl_set_args(kh->k, 0, 12, sz, v) < 0) goto fail;
     size_t groups = (size_t)(N + nr - 1) / (size_t)nr;
     cl_uint dim = 1;
     if (cpu) {                                           /* small groups: PoCL spreads them over cores */
@@ -200,16 +310,41 @@ mul_mv(qfmt *f, PyObject *args)
         gws[0] = groups * lws[0];
         if (tl_set_args(kh->k, 12, 1, (size_t[]){lws[0] * per_lane}, (const void *[]){NULL}) < 0) goto fail;
     }
-    tl_storage *st[5] = {out->storage, xc->storage, qs->storage, d->storage, has_res ? res->storage : NULL};
-    if (tl_stream_launch(kh->k, dim, gws, lws, st, 4 + has_res, 1u, kh->name, &err) != TL_OK) {
+    if (tl_stream_launch(kh->k, dim, gws, lws, st, 5, 1u, kh->name, &err) != TL_OK) {
         tl_raise(&err);
         goto fail;
     }
-    Py_DECREF(xc);
+done:
+    Py_XDECREF(xc);
+    Py_XDECREF(nw);
     return (PyObject *)out;
 fail:
-    Py_XDECREF(xc); Py_XDECREF(out);
-    return NULL;
+    Py_CLEAR(out);
+    goto done;
+}
+
+/* _quant_mv_prologue(x, norm=None, eps=1e-5, glu=0): the mul_mv prologue alone on x (R, K) ((R, 2K) with glu),
+ * float32 -> (R, K) (quant.py's many-row path, before the GEMM). */
+static PyObject *
+fn_mv_prologue(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    PyObject *xo, *no = Py_None;
+    double eps = 1e-5;
+    int glu = 0;
+    tl_tensor *nw, *xc, *out;
+    if (!PyArg_ParseTuple(args, "O|Odi:matmul", &xo, &no, &eps, &glu)) return NULL;
+    if (!tl_tensor_check(xo)) return PyErr_Format(PyExc_TypeError, "matmul: x must be a Tensor");
+    tl_tensor *x = tl_tensor_CAST(xo);
+    if (tl_check_dtype("matmul", x, TL_F32) < 0) return NULL;
+    if (x->ndim != 2 || (glu && x->shape[1] % 2 != 0) || x->shape[1] > INT_MAX / 2)
+        return PyErr_Format(PyExc_ValueError, "matmul: the prologue takes a 2-D x%s", glu ? " of even width" : "");
+    const int K = (int)(glu ? x->shape[1] / 2 : x->shape[1]);
+    if (norm_arg("matmul", no, K, &nw) < 0) return NULL;
+    if ((xc = tl_tensor_contiguous(x)) == NULL) { Py_XDECREF(nw); return NULL; }
+    out = prologue(xc, K, nw, (float)eps, glu);
+    Py_DECREF(xc);
+    Py_XDECREF(nw);
+    return (PyObject *)out;
 }
 
 #define QFNS(F, E)                                                                                     \
@@ -226,14 +361,27 @@ QFNS(q8_0, Q8_0)
 static const PyMethodDef quant_functions[] = {
     QDEFS(q4_0),
     QDEFS(q8_0),
+    {"_quant_mv_prologue", fn_mv_prologue, METH_VARARGS,
+     "_quant_mv_prologue(x, norm=None, eps=1e-5, glu=0): glu and/or rms_norm of x's rows, as mul_mv's prologue"},
     {NULL, NULL, 0, NULL},
 };
 
-/* The quant kernels read the GEMM tile parameters (tier 0): its build rule (programs.h), at import. */
+/* The quant family's options: the GEMM tile parameters (tier 0), and on an NVIDIA GPU platform -DTL_NV_PTX=1
+ * (quant_mvq.h's dp4a and shfl.sync PTX; TLGPU_BUILD_OPTIONS=-DTL_NV_PTX=0 keeps the portable code). */
+static void
+quant_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
+{
+    tl_gemm_program_options(rt, arg, user, out, cap);
+    size_t k = strlen(out);
+    if (nv_ptx(rt, user) && k < cap)
+        snprintf(out + k, cap - k, " -DTL_NV_PTX=1");
+}
+
+/* The build rule (programs.h), registered at import. */
 static int
 quant_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
 {
-    static const tl_program_rule rule = {"quant", NULL, tl_gemm_program_options, 0};
+    static const tl_program_rule rule = {"quant", NULL, quant_options, 0};
     tl_err err = {0};
     return tl_program_register(&rule, &err) == TL_OK ? 0 : tl_raise(&err);
 }

@@ -1,0 +1,173 @@
+"""The integer-dot mul_mv (kernels/quant_mvq.h, llama.cpp's mmvq design), forced on this device with
+tlgpu.quant._MV_IMPL = "dp4a" (on PoCL: the portable dot and the local-memory reduction), for q4_0 and q8_0
+with 1-8 activation rows, several staging chunks and edge work-groups: against a float64 product of the
+dequantized weights with x quantized as the kernel does (int8 blocks of 32, dx = amax / 127, round to even),
+and against the exact float64 product within the activation-quantization bound sum |w| * amax / 254. The
+prologue (glu, rms_norm) against numpy on every kernel path; its bad inputs; the addmm store."""
+import numpy as np
+import pytest
+
+import tlgpu
+from tlgpu import quant
+
+QUANTIZE = {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}
+
+
+@pytest.fixture
+def impl():
+    old = quant._MV_IMPL
+    yield lambda name: setattr(quant, "_MV_IMPL", name)
+    quant._MV_IMPL = old
+
+
+def quantize_x(x):
+    """x (R, K) as the kernel stages it: (q int8 values as float64, dx float32 per block of 32)."""
+    r, k = x.shape
+    b = x.astype(np.float32).reshape(r, k // 32, 32)
+    dx = np.abs(b).max(-1) / np.float32(127.0)
+    with np.errstate(divide="ignore"):
+        inv = np.where(dx != 0, np.float32(1.0) / dx, np.float32(0.0)).astype(np.float32)
+    q = np.clip(np.rint(b * inv[..., None]), -127, 127)
+    return q.astype(np.float64), dx.astype(np.float32)
+
+
+def emulated(x, deq):
+    """p(x) @ deq.T with x quantized like the kernel (float64 sums), and a tolerance per output: float32
+    accumulation, plus one rounding step of x's quantization at up to two elements a row (the device's
+    1 / dx may differ from numpy's by an ulp)."""
+    q, dx = quantize_x(x)
+    xq = (q * dx[..., None].astype(np.float64)).reshape(x.shape)
+    ref = xq @ deq.T
+    mag = np.abs(xq) @ np.abs(deq).T
+    step = (dx.max(-1)[:, None] * np.abs(deq).max(-1)[None, :]).astype(np.float64)
+    return ref, 1e-5 * mag + 2 * step + 1e-6
+
+
+def bound(x, deq):
+    """The activation-quantization bound of |p(x) @ deq.T - the kernel's|: sum_k |w_k| dx_block / 2."""
+    r, k = x.shape
+    half = np.abs(x.astype(np.float64)).reshape(r, k // 32, 32).max(-1) / 254
+    return half @ np.abs(deq).reshape(deq.shape[0], k // 32, 32).sum(-1).T
+
+
+SHAPES = [(1, 5, 32), (2, 9, 64), (3, 33, 1024), (4, 7, 64), (5, 300, 96), (8, 70, 4096), (2, 9, 16384),
+          (7, 129, 256)]
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
+def test_dp4a_products(rng, impl, kind):
+    impl("dp4a")
+    for (m, n, k) in SHAPES:                  # (8, 70, 4096) and (2, 9, 16384): x staged in two chunks
+        w, x = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((m, k)).astype(np.float32)
+        w[0, :32] = 0.0                                  # a zero weight block
+        x[0, 32:64] = 0.0                                # a zero activation block: dx = 0
+        x[-1, 5] = 40.0                                  # an outlier: one coarse block
+        q = QUANTIZE[kind](w)
+        deq = q.dequantize().numpy().astype(np.float64)
+        got = quant.matmul(tlgpu.tensor(x), q).numpy()
+        ref, tol = emulated(x, deq)
+        assert (np.abs(got - ref) <= tol).all(), (m, n, k, np.abs(got - ref).max())
+        exact = x.astype(np.float64) @ deq.T
+        assert (np.abs(got - exact) <= bound(x, deq) + 1e-4 * np.abs(exact) + 1e-5).all()
+        res = rng.standard_normal((m, n)).astype(np.float32)
+        tr, tx = tlgpu.tensor(res), tlgpu.tensor(x)
+        tlgpu.synchronize()
+        tlgpu.reset_stream_stats()
+        y = quant.addmm(tr, tx, q)
+        assert tlgpu.stream_stats()["enqueued"] == 1      # the residual added as the kernel stores
+        assert (np.abs(y.numpy() - res - ref) <= tol + 1e-5 * np.abs(res)).all()
+
+
+def np_prologue(x, k, norm=None, glu=False, eps=1e-5):
+    x = x.astype(np.float64)
+    if glu:
+        x = x[:, :k] / (1 + np.exp(-x[:, :k])) * x[:, k:]
+    if norm is not None:
+        x = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * norm
+    return x
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
+@pytest.mark.parametrize("path", ["old", "dp4a", "gemm"])
+def test_prologue(rng, impl, kind, path):
+    """norm and glu against numpy on each kernel path: the float kernels (a prologue launch, then the product,
+    within 1e-4), the integer-dot one (within the quantization bound of the prologue's output) and the
+    many-row GEMM path (the prologue kernel, then the GEMM)."""
+    impl("old" if path == "gemm" else path)
+    n, k = 37, 1024
+    q = QUANTIZE[kind](rng.standard_normal((n, k)).astype(np.float32))
+    deq = q.dequantize().numpy().astype(np.float64)
+    nw = (1 + 0.5 * rng.standard_normal(k)).astype(np.float32)
+    rows = 80 if path == "gemm" else 3
+    for glu, norm, eps in ((True, None, 1e-5), (False, nw, 1e-5), (True, nw, 1e-2)):
+        x = (3 * rng.standard_normal((rows, 2 * k if glu else k))).astype(np.float32)
+        p = np_prologue(x, k, norm, glu, eps)
+        ref = p @ deq.T
+        kw = dict(norm=None if norm is None else tlgpu.tensor(norm), eps=eps, glu=glu)
+        got = quant.matmul(tlgpu.tensor(x), q, **kw).numpy()
+        tol = 1e-4 * (np.abs(p) @ np.abs(deq).T) + 1e-5
+        if path == "dp4a":
+            tol = tol + bound(p, deq)
+        assert (np.abs(got - ref) <= tol).all(), (glu, norm is None, np.abs(got - ref).max())
+        res = rng.standard_normal((rows, n)).astype(np.float32)
+        got = quant.addmm(tlgpu.tensor(res), tlgpu.tensor(x), q, **kw).numpy()
+        assert (np.abs(got - res - ref) <= tol + 1e-6 * np.abs(res)).all()
+    if path == "dp4a":                                   # one launch: the prologue staged with x
+        x = tlgpu.tensor(rng.standard_normal((2, 2 * k)).astype(np.float32))
+        tn = tlgpu.tensor(nw)
+        tlgpu.synchronize()
+        tlgpu.reset_stream_stats()
+        quant.matmul(x, q, glu=True, norm=tn)
+        assert tlgpu.stream_stats()["enqueued"] == 1
+
+
+def test_prologue_errors(rng):
+    q = quant.quantize_q4_0(rng.standard_normal((6, 64)).astype(np.float32))
+    x = tlgpu.tensor(rng.standard_normal((2, 64)).astype(np.float32))
+    with pytest.raises(ValueError, match="row length 64"):
+        quant.matmul(x, q, norm=tlgpu.tensor(np.ones(32, np.float32)))
+    with pytest.raises(TypeError, match="norm must be float32, got int32"):
+        quant.matmul(x, q, norm=tlgpu.tensor(np.ones(64, np.int32)))
+    with pytest.raises(ValueError, match="glu takes x of an even width"):
+        quant.matmul(tlgpu.tensor(np.ones((2, 129), np.float32)), q, glu=True)
+    with pytest.raises(ValueError, match="2 x 64"):
+        quant.matmul(x, q, glu=True)
+    with pytest.raises(TypeError, match="x must be float32, got int32"):
+        quant.addmm(x, tlgpu.tensor(np.ones((2, 64), np.int32)), q)
+    with pytest.raises(ValueError, match="row length"):           # the C function checks too
+        q._fn("mul_mv")(x, q.qs, q.d, 6, 64, None, tlgpu.tensor(np.ones(3, np.float32)))
+    with pytest.raises(TypeError, match="float32"):
+        q._fn("mul_mv")(x, q.qs, q.d, 6, 64, None, tlgpu.tensor(np.ones(64, np.int32)))
+    with pytest.raises(ValueError, match="glu"):
+        q._fn("mul_mv")(x, q.qs, q.d, 6, 64, None, None, 1e-5, 1)
+    with pytest.raises(ValueError, match="even width"):
+        tlgpu._C._quant_mv_prologue(tlgpu.tensor(np.ones((2, 5), np.float32)), None, 1e-5, 1)
+    with pytest.raises(ValueError, match="_MV_IMPL"):
+        old, quant._MV_IMPL = quant._MV_IMPL, "fast"
+        try:
+            quant.matmul(x, q)
+        finally:
+            quant._MV_IMPL = old
+
+
+def test_auto_picks_dp4a_on_gpu_settings():
+    """With the GPU's kernel choice (DIRECT=0) "auto" runs the integer-dot kernel: its result is the emulated
+    one, not the float kernel's."""
+    from conftest import run_python
+    code = """
+import numpy as np, sys, tlgpu
+sys.path.insert(0, 'tests')
+from tlgpu import quant
+from test_quant_mv import emulated
+rng = np.random.default_rng(2)
+w, x = rng.standard_normal((20, 256)).astype(np.float32), rng.standard_normal((2, 256)).astype(np.float32)
+q = quant.quantize_q8_0(w)
+deq = q.dequantize().numpy().astype(np.float64)
+ref, tol = emulated(x, deq)
+got = quant.matmul(tlgpu.tensor(x), q).numpy()
+assert (np.abs(got - ref) <= tol).all()
+assert np.abs(got - x @ deq.T).max() > 1e-4        # x was quantized
+print("ok")
+"""
+    r = run_python(code, env={"TLGPU_GEMM_PARAMS": "DIRECT=0"})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
