@@ -248,6 +248,11 @@ def test_addmm(rng, m, k, n):
         tlgpu.addmm(r, tx, tw.T)
 
 
+# On GPUs the quantized mul_mv quantizes activations to int8 blocks, as llama.cpp's mmvq does (docs/inference.md):
+# the logits of a quantized decoder then move by ~1e-3 of their scale, against 1e-7 for the float kernels.
+QTOL = 2e-2 if tlgpu.device().type == "gpu" else 1e-4
+
+
 def small_decoder_check(q4, rtol):
     import tiny_decoder as td
     cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=8)
@@ -262,7 +267,7 @@ def small_decoder_check(q4, rtol):
 
 @pytest.mark.parametrize("q4", [False, True])
 def test_tiny_decoder_logits(q4):
-    small_decoder_check(q4, 1e-4)
+    small_decoder_check(q4, QTOL if q4 else 1e-4)
 
 
 @pytest.mark.parametrize("q4,n", [(False, 5), (False, 11), (True, 11)])
@@ -277,8 +282,9 @@ def test_tiny_decoder_prefill(q4, n):
     tokens = [int(t) for t in np.random.default_rng(n).integers(0, cfg.vocab, n + 1)]
     ref = td.reference_logits(cfg, td.dequantized(w) if q4 else w, tokens)
     got = model.prefill(tokens[:n]).numpy()[0]
-    np.testing.assert_allclose(got, ref[n - 1], rtol=1e-4, atol=1e-4 * np.abs(ref).max())
-    np.testing.assert_allclose(model.step(tokens[n], n).numpy()[0], ref[n], rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+    tol = QTOL if q4 else 1e-4
+    np.testing.assert_allclose(got, ref[n - 1], rtol=tol, atol=tol * np.abs(ref).max())
+    np.testing.assert_allclose(model.step(tokens[n], n).numpy()[0], ref[n], rtol=tol, atol=tol * np.abs(ref).max())
     assert model.generate(tokens[:4], 6) == model.generate_stepwise(tokens[:4], 6)
 
 
