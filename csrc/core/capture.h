@@ -35,8 +35,9 @@ typedef struct {
 /* Where a matrix product stores, attached by its op family right after the launch (tl_capture_note_store):
  * matmul.cl's kernels add a bias and apply ReLU/Tanh as they store (mm_epi), so tlgpu.jit's epilogue pass
  * (csrc/jit/epilogue.c) may move the bias add and activation that follow the product into it. The kernel's
- * argument indices of the output buffer, its offset, the bias buffer and the epilogue code; epi as launched
- * (bit 0 bias, act << 1); the output: n contiguous float32 elements from element out_off, rows of N. */
+ * argument indices of the output buffer, its offset, the bias buffer and the epilogue code (-1 for the offset:
+ * the kernel has none, the output stays where it is; -1 for the bias: none is taken from the trace); epi as
+ * launched (bit 0 bias, act << 1); the output: n contiguous float32 elements from element out_off, rows of N. */
 typedef struct { int out_arg, off_arg, bias_arg, epi_arg, epi, N, out_off; long n; } tl_store_note;
 
 typedef struct {

@@ -123,7 +123,7 @@ absorb(tl_trace *tr, int i, int cpu, tl_err *err)
     cl_mem bias = NULL;
     int j = i + 1, act = 0;
     if (cur.mem == NULL || (sn->epi >> 1) != 0) return 0;
-    if (j < tr->ncmds && !(sn->epi & 1) && bias_add(&tr->cmds[j], sn, cur, &bias, &out)) {
+    if (j < tr->ncmds && sn->bias_arg >= 0 && !(sn->epi & 1) && bias_add(&tr->cmds[j], sn, cur, &bias, &out)) {
         if ((out.mem != cur.mem || out.off != cur.off) && !tl_trace_dead_after(tr, cur.mem, j, j + 1)) return 0;
         if (out.mem == bias) return 0;
         cur = out;
@@ -134,10 +134,10 @@ absorb(tl_trace *tr, int i, int cpu, tl_err *err)
         else if (out.mem == bias) act = 0;
         else { cur = out; j++; }
     }
-    if (j == i + 1 || product_reads(m, sn, cur.mem)) return 0;
+    if (j == i + 1 || product_reads(m, sn, cur.mem) || (sn->off_arg < 0 && cur.off != sn->out_off)) return 0;
     const int epi = (sn->epi & 1) | (bias != NULL) | act << 1;
     cl_int rc = set_mem(m, sn->out_arg, cur.mem);
-    if (rc == CL_SUCCESS) rc = clSetKernelArg(m->k, (cl_uint)sn->off_arg, sizeof(int), &cur.off);
+    if (rc == CL_SUCCESS && sn->off_arg >= 0) rc = clSetKernelArg(m->k, (cl_uint)sn->off_arg, sizeof(int), &cur.off);
     if (rc == CL_SUCCESS && bias != NULL) rc = set_mem(m, sn->bias_arg, bias);
     if (rc == CL_SUCCESS) rc = clSetKernelArg(m->k, (cl_uint)sn->epi_arg, sizeof(int), &epi);
     if (rc != CL_SUCCESS) {
