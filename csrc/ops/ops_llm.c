@@ -317,7 +317,7 @@ fused_fallback(int mode, PyObject *xo, PyObject *go, double eps, PyObject *wo, P
     }
     Py_XDECREF(a);
     if (h == NULL) return NULL;
-    if (quant != NULL)                                   /* TODO(quant): quant's norm=/glu= kwargs, one launch */
+    if (quant != NULL)              /* two launches until quant.matmul/addmm take norm=, eps= and glu=True */
         y = ro != Py_None ? PyObject_CallMethod(quant, "addmm", "OOO", ro, h, wo)
                           : PyObject_CallMethod(quant, "matmul", "OO", h, wo);
     else if ((t = tl_transpose(tl_tensor_CAST(wo), 0, 1)) != NULL && (y = PyNumber_MatrixMultiply(h, t)) != NULL &&
