@@ -98,8 +98,9 @@ tl_mv_fused(tl_tensor *x, tl_tensor *w, tl_tensor *res, const tl_mv_act *act, Py
     tl_gemm_params_get(&rt->info, 0, &gp);
     if ((y = tl_tensor_empty(TL_F32, x->ndim, shape)) == NULL || (xc = tl_tensor_contiguous(x)) == NULL) goto fail;
     const int r = (int)R, n = (int)N, k = (int)K, sx = (int)Kx, offw = (int)w->offset, sw = (int)w->strides[0];
+    const int cpu = gp.v[TL_GP_DIRECT] != 0;
     const int rc = w->dtype == TL_F32
-        ? tl_mv_f32_launch(r, n, k, xc, (int)xc->offset, sx, w, offw, sw, y, (int)y->offset, res, gp.v[TL_GP_DIRECT] != 0, act)
+        ? tl_mv_f32_launch(r, n, k, xc, (int)xc->offset, sx, w, offw, sw, y, (int)y->offset, res, cpu, act)
         : tl_mv_half_launch(xc, sx, w, offw, sw, y, res, n, r, n, k, act);
     if (rc < 0) goto fail;
     Py_DECREF(xc);

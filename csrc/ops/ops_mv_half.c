@@ -18,10 +18,13 @@
 #include <string.h>
 
 enum { MVH_F16, MVH_BF16, MVH_NW };
-#define MVH_GPU(M, W, N) {TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r1_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r2_n" N), \
-                          TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r4_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r8_n" N)}
-#define MVH_MODE(M) {{MVH_GPU(M, "f16", "4"), MVH_GPU(M, "f16", "8")}, {MVH_GPU(M, "bf16", "4"), MVH_GPU(M, "bf16", "8")}}
-static tl_kernel gpu_k[TL_MV_MODES][MVH_NW][2][4] = {MVH_MODE(""), MVH_MODE("norm_"), MVH_MODE("glu_")};   /* [mode][dtype][NR 4, 8][rows] */
+#define MVH_GPU(M, W, N)                                                                                      \
+    {TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r1_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r2_n" N),      \
+     TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r4_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r8_n" N)}
+#define MVH_MODE(M) \
+    {{MVH_GPU(M, "f16", "4"), MVH_GPU(M, "f16", "8")}, {MVH_GPU(M, "bf16", "4"), MVH_GPU(M, "bf16", "8")}}
+/* [mode: plain, norm, glu][dtype][NR 4, 8][rows 1, 2, 4, 8] */
+static tl_kernel gpu_k[TL_MV_MODES][MVH_NW][2][4] = {MVH_MODE(""), MVH_MODE("norm_"), MVH_MODE("glu_")};
 static tl_kernel rows_k[TL_MV_MODES][MVH_NW] = {
     {TL_KERNEL("mv_half", "tl_mul_mv_f16_rows"), TL_KERNEL("mv_half", "tl_mul_mv_bf16_rows")},
     {TL_KERNEL("mv_half", "tl_mul_mv_norm_f16_rows"), TL_KERNEL("mv_half", "tl_mul_mv_norm_bf16_rows")},
