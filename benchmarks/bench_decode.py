@@ -1,7 +1,7 @@
 """Decode tokens/s of examples/tiny_decoder.py (float32, q4_0, q8_0, float16 and bfloat16 weights) next to the
 bytes-moved floor.
 
-Usage: python3 benchmarks/bench_decode.py [--quick] [--models tiny medium] [--tokens 32] [--json]
+Usage: python3 benchmarks/bench_decode.py [--quick] [--models tiny medium] [--tokens 32] [--fusion both] [--json]
 
 The floor is the weight bytes one token reads (every linear layer and the head once, one embedding
 row) divided by the device's copy bandwidth measured in the same run (tlgpu._C._bench_raw(2, n, iters):
@@ -16,7 +16,13 @@ products keep the mul_mv kernel: 0 in decode). `loop`: sync (a host read of each
 on the host), device (token and position stay on the device, one read at the end) or jit (that loop's step
 replayed through tlgpu.jit, docs/jit.md); all three must produce the same tokens. float16 / bfloat16 rows:
 half weights read as stored by the half matrix-vector kernel (kernels/mv_half.cl), float32 activations, a KV
-cache of the weights' dtype (`kv`); `--formats` picks rows.
+cache of the weights' dtype (`kv`); `--formats` picks rows. `fused`: the decode step with each rms_norm and the
+silu_mul folded into the projection after it (tlgpu.rms_norm_linear / silu_mul_linear, Decoder(fuse=True): 6
+launches a layer) or not (fuse=False: 9), the same model in the same process (`--fusion both`, the default;
+q4_0 / q8_0 rows run fused only: their step is the separate ops either way for now); `launches` counts the
+commands one device_step enqueues (tlgpu.stream_stats(); jit rows add the trace's count); `same_tokens`: the
+row's tokens equal the format's first row's (sync, fused); prefill is measured on the fused sync rows only
+(prefill does not use the fused ops).
 """
 import argparse
 import os
@@ -59,6 +65,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny model only, 16 tokens, 2 runs")
     ap.add_argument("--prompt", type=int, default=64, help="prompt length of the prefill measurement")
     ap.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
+    ap.add_argument("--fusion", choices=("both", "fused", "unfused"), default="both",
+                    help="the decode step with the norms and silu_mul fused into the projections, without, or both")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     dev = tlgpu.device()
@@ -71,29 +79,43 @@ def main():
     for name in models:
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
-        for fmt, blas, mode in [(fmt, blas, mode) for fmt in args.formats for blas in modes
-                                for mode in ("sync", "device", "jit")]:
+        fusions = {"both": (True, False), "fused": (True,), "unfused": (False,)}[args.fusion]
+        for fmt, blas in [(fmt, blas) for fmt in args.formats for blas in modes]:
             if blas is not None:                          # CPU BLAS path on / off (docs/cpu.md), same run
                 tlgpu._C._cpu_blas(enable=blas)
-            l0 = tlgpu._C._cpu_blas()["launches"]
-            toks, tps, model = td.run(cfg, False, tokens, runs, mode=mode, **FORMATS[fmt])
-            per_tok = model.bytes_per_token()
-            floor_s = per_tok / bw
-            l1 = tlgpu._C._cpu_blas()["launches"]
-            pre = prefill(model, args.prompt, cfg.vocab)
-            rows.append({"model": name, "weights": fmt +
-                         ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"), "loop": mode,
-                         "kv": model.kv_dtype.name,
-                         "tokens_per_s": round(tps, 1),
-                         "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),
-                         "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
-                         "identical_runs": runs, **pre,
-                         "blas_products": f"{l1 - l0} / {tlgpu._C._cpu_blas()['launches'] - l1}"})
+            model = first = None
+            quantized = fmt.startswith("q")
+            for fuse, mode in [(fuse, mode) for fuse in fusions for mode in ("sync", "device", "jit")]:
+                if quantized and not fuse:                # the same launches as fused: nothing to compare
+                    continue
+                if model is not None:
+                    model.fuse = fuse                     # same weights; a new jitted step
+                l0 = tlgpu._C._cpu_blas()["launches"]
+                toks, tps, model = td.run(cfg, False, tokens, runs, mode=mode, fuse=fuse, model=model,
+                                          **FORMATS[fmt])
+                per_tok = model.bytes_per_token()
+                floor_s = per_tok / bw
+                l1 = tlgpu._C._cpu_blas()["launches"]
+                launches = td.launches_per_token(model)   # eager device_step; jit: its trace's commands
+                if mode == "jit":
+                    launches = f"{launches} (trace {len(model._jstep.commands())})"
+                first = toks if first is None else first
+                pre = prefill(model, args.prompt, cfg.vocab) if fuse and mode == "sync" else {}
+                rows.append({"model": name, "weights": fmt +
+                             ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"), "loop": mode,
+                             "fused": "yes" if fuse else "no", "launches": launches,
+                             "kv": model.kv_dtype.name,
+                             "tokens_per_s": round(tps, 1),
+                             "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),
+                             "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
+                             "same_tokens": "yes" if toks == first else "NO", "identical_runs": runs, **pre,
+                             "blas_products": f"{l1 - l0} / {tlgpu._C._cpu_blas()['launches'] - l1}"})
             del model
         if modes != [None]:
             tlgpu._C._cpu_blas(enable=True)
-    cols = ["model", "weights", "kv", "loop", "tokens_per_s", "ms_per_token", "MB_per_token", "floor_ms", "pct_of_floor",
-            "prefill_ms", "prefill_tokens_per_s"] + (["blas_products"] if modes != [None] else [])
+    cols = ["model", "weights", "kv", "loop", "fused", "launches", "same_tokens", "tokens_per_s", "ms_per_token",
+            "MB_per_token", "floor_ms", "pct_of_floor", "prefill_ms", "prefill_tokens_per_s"]
+    cols += ["blas_products"] if modes != [None] else []
     report("Decode", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "tokens": tokens,
                                   "identical_runs (best of)": runs, "prefill_prompt_tokens (best of 3)": args.prompt})
 

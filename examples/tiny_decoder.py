@@ -1,7 +1,7 @@
 """A tiny llama-style decoder on tlgpu's inference ops: greedy generation with a KV cache.
 
     python3 examples/tiny_decoder.py [--q4 | --q8 | --f16 | --bf16] [--kv float16] [--tokens 32] [--runs 5]
-                                     [--mode sync|device|jit] [--dim 256 ...]
+                                     [--mode sync|device|jit] [--unfused] [--dim 256 ...]
 
 Random weights from a fixed numpy seed; float32, q4_0 (--q4), q8_0 (--q8), float16 (--f16) or bfloat16 (--bf16)
 weights; save_gguf / Decoder.from_gguf write and read them as a llama-architecture GGUF file. Half weights
@@ -11,10 +11,12 @@ KV cache is float16 (--kv picks its dtype; by default the weights' half dtype, f
 heads (NeoX pairing) -> kv_write of k and v -> attention over the cache (grouped-query heads) -> output projection ->
 residual -> rms_norm -> one fused w1|w3 projection -> silu_mul of its halves -> w2 -> residual] -> rms_norm ->
 logits -> argmax. Decoding is launch-bound, so launches are saved where the ops allow: fused projections
-(four per layer), residual adds done by the projection kernel (addmm: two per layer), the rope of q and k
-and the cache write of k and v in one launch (rope_kv_write, the position an int or a device tensor), keys
-and values in one cache tensor: 9 launches per layer, 3 more per step (the embedding's id is a kernel
-argument too). --mode device keeps the
+(four per layer), residual adds done by the projection kernel (addmm: two per layer), each rms_norm and the
+silu_mul computed by the projection after it as it reads its input (tlgpu.rms_norm_linear, silu_mul_linear),
+the rope of q and k and the cache write of k and v in one launch (rope_kv_write, the position an int or a
+device tensor), keys and values in one cache tensor: 6 launches per layer, 2 more per step (the embedding's
+id is a kernel argument too); Decoder(fuse=False) is the 9 + 3 of separate norms and silu_mul (q4_0 / q8_0
+weights: 9 + 3 either way for now, their products take no norm yet). --mode device keeps the
 token and the position on the device as int32 tensors the kernels read (no host read per token); --mode jit
 also replays that step through tlgpu.jit (docs/jit.md). The runs must produce identical tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
@@ -100,11 +102,13 @@ GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "a
 
 
 class Decoder:
-    def __init__(self, cfg, weights, q4=False, kind=None, dtype=None, kv_dtype=None):
+    def __init__(self, cfg, weights, q4=False, kind=None, dtype=None, kv_dtype=None, fuse=True):
         """numpy weights (make_weights); kind None (float32), "q4_0" or "q8_0" for the linear layers and the
         embedding/head (q4=True: "q4_0"); or dtype float16 / bfloat16 (kind None) for them. The norms' weights
         stay float32 (as in llama.cpp's F16 files). kv_dtype: the KV cache's dtype (default: the half dtype of
-        the weights, else float32)."""
+        the weights, else float32). fuse: the decode step folds each rms_norm and the silu_mul into the
+        projection after it (tlgpu.rms_norm_linear / silu_mul_linear: 6 launches a layer, not 9)."""
+        self._fuse = fuse
         kind = "q4_0" if q4 else kind
         half = _dtype_name(dtype)
         if half is not None and kind is not None:
@@ -151,6 +155,7 @@ class Decoder:
                    "wqkv": rows(w(i, "wq"), w(i, "wk"), w(i, "wv")), "wo": rows(w(i, "wo")),
                    "w13": rows(w(i, "w1"), w(i, "w3")), "w2": rows(w(i, "w2"))} for i in range(cfg.n_layers)]
         self = cls.__new__(cls)
+        self._fuse = True
         self._build(cfg, rows(t["token_embd.weight"]), rows(t["output.weight"]), t["output_norm.weight"].float(),
                     layers)
         return self
@@ -193,23 +198,46 @@ class Decoder:
         """r + x @ w.T in one launch: the mul_mv kernel adds r as it stores."""
         return quant.addmm(r, x, w) if self.q4 else tlgpu.addmm(r, x, w.T)
 
+    @property
+    def fuse(self):
+        """Whether step() folds the norms and silu_mul into the projections (settable: a new jitted step)."""
+        return self._fuse
+
+    @fuse.setter
+    def fuse(self, on):
+        self._fuse = bool(on)
+        self._jstep = tlgpu.jit(self.device_step)          # a trace holds the launches it recorded
+
+    def norm_linear(self, x, g, w, residual=None):
+        """rms_norm(x, g) @ w.T (+ residual): one launch fused, two (rms_norm, then the product) otherwise
+        (quantized weights: two either way, tlgpu.rms_norm_linear runs quant's product after the norm)."""
+        if self._fuse:
+            return tlgpu.rms_norm_linear(x, g, w, eps=self.cfg.eps, residual=residual)
+        h = tlgpu.rms_norm(x, g, eps=self.cfg.eps)
+        return self.linear(h, w) if residual is None else self.residual(residual, h, w)
+
+    def glu_residual(self, r, g, w):
+        """r + silu(g[:, :hidden]) * g[:, hidden:] @ w.T: one launch fused, two (silu_mul, addmm) otherwise."""
+        if self._fuse:
+            return tlgpu.silu_mul_linear(g, w, residual=r)
+        hid = self.cfg.hidden
+        return self.residual(r, tlgpu.silu_mul(g[:, :hid], g[:, hid:]), w)
+
     def step(self, token, pos):
         """Logits (1, vocab) after feeding `token` at position `pos`: ints, or int32 tensors of one element that
         the kernels read on the device (embedding, rope, kv_write and attention all take either)."""
         c = self.cfg
         hd = c.head_dim
         x = self.embedding(token)                                        # (1, dim); the id a kernel argument
-        nq, nkv, hid = c.n_heads, c.n_kv_heads, c.hidden
+        nq, nkv = c.n_heads, c.n_kv_heads
         for i, lw in enumerate(self.layers):
-            h = tlgpu.rms_norm(x, lw["attn_norm"], eps=c.eps)
-            qkv = self.linear(h, lw["wqkv"]).reshape(nq + 2 * nkv, hd)          # q heads, k heads, v heads
+            qkv = self.norm_linear(x, lw["attn_norm"], lw["wqkv"]).reshape(nq + 2 * nkv, hd)   # q, k, v heads
             tlgpu.rope_kv_write(qkv, self.kv[i], pos, nq, theta=c.theta)       # q, k rotated; k, v cached
             a = tlgpu.attention(qkv[:nq], self.kc[i], self.vc[i], pos, offset=1)   # the first pos + 1
             x = self.residual(x, a.reshape(1, c.dim), lw["wo"])
-            h = tlgpu.rms_norm(x, lw["mlp_norm"], eps=c.eps)
-            g = self.linear(h, lw["w13"])                                       # (1, 2 * hidden): w1 | w3
-            x = self.residual(x, tlgpu.silu_mul(g[:, :hid], g[:, hid:]), lw["w2"])
-        return self.linear(tlgpu.rms_norm(x, self.norm, eps=c.eps), self.out)
+            g = self.norm_linear(x, lw["mlp_norm"], lw["w13"])                  # (1, 2 * hidden): w1 | w3
+            x = self.glu_residual(x, g, lw["w2"])
+        return self.norm_linear(x, self.norm, self.out)
 
     def device_step(self, token, pos):
         """(logits, next token) for int32 tensors token (1,) and pos (1,), advancing pos in place: no host read,
@@ -341,11 +369,13 @@ def dequantized(weights):
     return out
 
 
-def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None, dtype=None, kv_dtype=None):
+def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None, dtype=None, kv_dtype=None, fuse=True, model=None):
     """mode: "sync" (a host read per token), "device" (token and position stay on the device) or "jit" (the
     device loop replayed through tlgpu.jit); kind: the weights' format (q4=True: "q4_0"), or dtype float16 /
-    bfloat16 (kv_dtype: the cache's, Decoder's default when None)."""
-    model = Decoder(cfg, make_weights(cfg, seed), q4=q4, kind=kind, dtype=dtype, kv_dtype=kv_dtype)
+    bfloat16 (kv_dtype: the cache's, Decoder's default when None); fuse: Decoder's. model: a Decoder to reuse
+    (its weights and settings; the others are then ignored)."""
+    if model is None:
+        model = Decoder(cfg, make_weights(cfg, seed), q4=q4, kind=kind, dtype=dtype, kv_dtype=kv_dtype, fuse=fuse)
     prompt = [1, 2, 3]
     kw = {"device": mode == "device", "jit": mode == "jit"}
     model.generate(prompt, 4, **kw)                                  # warm-up: kernel builds (and the trace)
@@ -359,6 +389,19 @@ def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None, dtype=None, kv_
     return results[0], steps / min(times), model
 
 
+def launches_per_token(model):
+    """Commands one decode step (device_step: the step, the position's increment, the argmax) enqueues,
+    counted by tlgpu.stream_stats() over one eager step (it writes the caches' position 0; generate() resets
+    them)."""
+    tok, pos = tlgpu.tensor([1], dtype=tlgpu.int32), tlgpu.tensor([0], dtype=tlgpu.int32)
+    tlgpu.synchronize()
+    before = tlgpu.stream_stats()["enqueued"]
+    model.device_step(tok, pos)
+    n = tlgpu.stream_stats()["enqueued"] - before
+    tlgpu.synchronize()
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--q4", action="store_true", help="q4_0 weights")
@@ -366,6 +409,7 @@ def main():
     ap.add_argument("--f16", action="store_true", help="float16 weights (float16 KV cache)")
     ap.add_argument("--bf16", action="store_true", help="bfloat16 weights (bfloat16 KV cache)")
     ap.add_argument("--kv", choices=("float32", "float16", "bfloat16"), help="the KV cache's dtype")
+    ap.add_argument("--unfused", action="store_true", help="separate rms_norm / silu_mul launches (9 a layer)")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mode", choices=("sync", "device", "jit"), default="sync",
@@ -382,11 +426,12 @@ def main():
     if a.q4 + a.q8 + a.f16 + a.bf16 > 1:
         ap.error("one of --q4, --q8, --f16, --bf16")
     tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs, mode=a.mode, kind="q8_0" if a.q8 else None,
-                             dtype="float16" if a.f16 else "bfloat16" if a.bf16 else None, kv_dtype=a.kv)
+                             dtype="float16" if a.f16 else "bfloat16" if a.bf16 else None, kv_dtype=a.kv,
+                             fuse=not a.unfused)
     print(f"device: {tlgpu.device().name}")
     print(f"weights: {model.dtype}, {model.weight_bytes / 1e6:.2f} MB, KV cache {model.kv_dtype.name}; "
           f"{a.runs} runs identical; "
-          f"mode {a.mode}")
+          f"mode {a.mode}; {launches_per_token(model)} launches a token ({'un' if a.unfused else ''}fused)")
     print(f"tokens: {tokens}")
     print(f"{tps:.1f} tokens/s (best run)")
 

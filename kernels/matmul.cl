@@ -11,7 +11,8 @@
  *    the caches; nn vectorises along n (B rows contiguous), nt along k (both operands' k contiguous).
  *  - tl_mul_mv_f32 (GPU: one work-group per MV_NR weight rows, local-memory tree) and
  *    tl_mul_mv_rows_f32 (CPU: one work-item per MV_NR rows): y[r, n] = x[r, :] . W[n, :] (+ res[r, n] when
- *    has_res: addmm's fused residual, laid out like y), r < R <= 8.
+ *    has_res: addmm's fused residual, laid out like y), r < R <= 8; their _norm_ and _glu_ variants compute
+ *    x as they read it: rms_norm(x) (tlgpu.rms_norm_linear) or silu(a) * b of x = a|b (silu_mul_linear).
  *  - tl_gemm_splitk_reduce_f32: sums split-K partials (tl_gemm_f32 over slices of K as its batch).
  *  - tl_matmul_small_f32 / tl_matmul_naive_f32: fallbacks for devices with small work-group limits.
  * Sizes need not be multiples of a tile: edge loads read 0 (or a clamped row) and edge stores are skipped. */
@@ -337,21 +338,48 @@ tl_gemm_direct_nt_f32(MM_ARGS)
         }
 }
 
+/* The activations of the matrix-vector kernels, by MODE (the token in their macros): 0 x as it is; 1 (norm)
+ * rms_norm's x * g (has_g; else x) with each row's sum of squares kept for its scale rsqrt(mean(x^2) + eps),
+ * which multiplies the row's dot products at the store (mv_reduce.h's MV_ROW_SCALE); 2 (glu) silu(x[k]) *
+ * x[K + k], the two halves of a gate|up row of 2K (silu as llm.cl's silu_mul: v / (1 + exp(-v))). Each
+ * work-group (or work-item) computes them as it reads x, so the op before the product costs no launch. */
+#define MV_GLU(a, b) ((a) / (1.0f + exp(-(a))) * (b))
+#define MV_ARGS_0
+#define MV_ARGS_1 , global const float *g, int offg, int has_g, float eps
+#define MV_ARGS_2
+#define MV_LD_0(LD, p, k) LD(p, k)
+#define MV_LD_1(LD, p, k) LD(p, k)
+#define MV_LD_2(LD, p, k) MV_GLU(LD(p, k), LD(p, K + (k)))
+#define MV_SQ_0(s, v) ((void)0)
+#define MV_SQ_1(s, v) ((s) += (v))
+#define MV_SQ_2(s, v) ((void)0)
+#define MV_G_0(LD, v, k) (v)
+#define MV_G_1(LD, v, k) (has_g ? (v) * LD(g + offg, k) : (v))
+#define MV_G_2(LD, v, k) (v)
+#define MV_LD4(p, k) vload4(0, (p) + (k))
+#define MV_LD1(p, k) ((p)[k])
+#define MV_LDC(p, k) LOADC((p) + (k))
+
 /* GPU matrix-vector, one kernel per padded row count RR in {1, 2, 4, 8} (the host picks the smallest >= R):
  * with RR a compile-time constant the NR x RR accumulators stay in registers (a runtime bound made
  * NVIDIA's compiler spill them). Rows >= R re-read row R-1 and are not stored. One work-group per NR
  * weight rows (4, or 8 from 4 activation rows up: every work-group re-reads all of x from cache, so more
- * weight rows per group keep that traffic below the weights'); float4 loads along k; mv_reduce finishes. */
-#define MV_KERNEL(RR, NR)                                                                                     \
+ * weight rows per group keep that traffic below the weights'); float4 loads along k; mv_reduce finishes.
+ * tl_mul_mv_r<RR>_f32 (MODE 0), tl_mul_mv_norm_r<RR>_f32 (1, its scales in sc) and tl_mul_mv_glu_r<RR>_f32 (2). */
+#define MV_KERNEL(NAME, MODE, RR, NR)                                                                         \
 kernel void                                                                                               \
-tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w,  \
-                      int offw, int sw, global float *y, int offy, int sy, global const float *res,      \
-                      int offr, int has_res, local float *red)                                           \
+NAME(int N, int K, int R, global const float *x, int offx, int sx, global const float *w, int offw, int sw,  \
+     global float *y, int offy, int sy, global const float *res, int offr, int has_res, local float *red    \
+     MV_ARGS_##MODE)                                                                                      \
 {                                                                                                         \
+    MV_LOCALS_##MODE(RR)                                                                                  \
     const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * NR;                 \
     const global float *xr[RR], *wr[NR];                                                               \
-    float acc[NR][RR];                                                                                 \
-    for (int r = 0; r < RR; r++) xr[r] = x + offx + min(r, R - 1) * sx;                                   \
+    float acc[NR][RR], sq[RR];                                                                         \
+    for (int r = 0; r < RR; r++) {                                                                        \
+        xr[r] = x + offx + min(r, R - 1) * sx;                                                            \
+        sq[r] = 0.0f;                                                                                     \
+    }                                                                                                     \
     for (int j = 0; j < NR; j++) {                                                                     \
         wr[j] = w + offw + min(n0 + j, N - 1) * sw;                                                       \
         for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
@@ -359,60 +387,111 @@ tl_mul_mv_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int 
     const int kv = K - K % 4;                                                                             \
     for (int k = lid * 4; k < kv; k += L * 4) {                                                           \
         float4 xv[RR];                                                                                    \
-        for (int r = 0; r < RR; r++) xv[r] = vload4(0, xr[r] + k);                                        \
+        for (int r = 0; r < RR; r++) {                                                                    \
+            const float4 v = MV_LD_##MODE(MV_LD4, xr[r], k);                                              \
+            MV_SQ_##MODE(sq[r], dot(v, v));                                                               \
+            xv[r] = MV_G_##MODE(MV_LD4, v, k);                                                            \
+        }                                                                                                 \
         for (int j = 0; j < NR; j++) {                                                                 \
             float4 wv = vload4(0, wr[j] + k);                                                             \
             for (int r = 0; r < RR; r++) acc[j][r] += dot(wv, xv[r]);                                     \
         }                                                                                                 \
     }                                                                                                     \
-    for (int k = kv + lid; k < K; k += L)                                                                 \
+    for (int k = kv + lid; k < K; k += L) {                                                               \
+        float xs[RR];                                                                                     \
+        for (int r = 0; r < RR; r++) {                                                                    \
+            const float v = MV_LD_##MODE(MV_LD1, xr[r], k);                                               \
+            MV_SQ_##MODE(sq[r], v * v);                                                                   \
+            xs[r] = MV_G_##MODE(MV_LD1, v, k);                                                            \
+        }                                                                                                 \
         for (int j = 0; j < NR; j++)                                                                   \
-            for (int r = 0; r < RR; r++) acc[j][r] = mad(wr[j][k], xr[r][k], acc[j][r]);                  \
-    MV_FINISH(acc, NR, RR, MV_STORE);                                                                     \
+            for (int r = 0; r < RR; r++) acc[j][r] = mad(wr[j][k], xs[r], acc[j][r]);                     \
+    }                                                                                                     \
+    MV_PRE_##MODE(RR);                                                                                    \
+    MV_FINISH(acc, NR, RR, MV_STORE_##MODE);                                                              \
 }
 #define MV_STORE(j, r, t) (y[offy + (r) * sy + n0 + (j)] = has_res ? (t) + res[offr + (r) * sy + n0 + (j)] : (t))
-MV_KERNEL(1, 4)
-MV_KERNEL(2, 4)
-MV_KERNEL(4, 8)
-MV_KERNEL(8, 8)
+#define MV_STORE_0(j, r, t) MV_STORE(j, r, t)
+#define MV_STORE_1(j, r, t) MV_STORE(j, r, (t) * sc[r])
+#define MV_STORE_2(j, r, t) MV_STORE(j, r, t)
+#define MV_LOCALS_0(RR)
+#define MV_LOCALS_1(RR) local float sc[RR];               /* the rows' rms_norm scales */
+#define MV_LOCALS_2(RR)
+#define MV_PRE_0(RR) ((void)0)
+#define MV_PRE_1(RR) MV_ROW_SCALE(sq, RR, K, eps, sc)
+#define MV_PRE_2(RR) ((void)0)
+#define MV_KERNELS(PRE, MODE)                                                                                 \
+    MV_KERNEL(PRE##r1_f32, MODE, 1, 4)                                                                    \
+    MV_KERNEL(PRE##r2_f32, MODE, 2, 4)                                                                    \
+    MV_KERNEL(PRE##r4_f32, MODE, 4, 8)                                                                    \
+    MV_KERNEL(PRE##r8_f32, MODE, 8, 8)
+MV_KERNELS(tl_mul_mv_, 0)
+MV_KERNELS(tl_mul_mv_norm_, 1)
+MV_KERNELS(tl_mul_mv_glu_, 2)
 
-/* CPU matrix-vector: one work-item per MV_NR rows of W, CVW-wide dot products, no barriers. */
-kernel void
-tl_mul_mv_rows_f32(int N, int K, int R, global const float *x, int offx, int sx, global const float *w,
-                   int offw, int sw, global float *y, int offy, int sy, global const float *res, int offr,
-                   int has_res)
-{
-    const int n0 = get_global_id(0) * MV_NR;
-    if (n0 >= N) return;
-    x += offx;
-    w += offw;
-    const global float *wr[MV_NR];
-    for (int j = 0; j < MV_NR; j++) wr[j] = w + min(n0 + j, N - 1) * sw;
-    const int kv = K - K % CVW;
-    for (int r0 = 0; r0 < R; r0 += 2) {          /* two x rows at a time: W stays in L1 between them */
-        const int r1 = min(r0 + 1, R - 1);
-        realC a0[MV_NR], a1[MV_NR];
-        for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (realC)0.0f;
-        for (int k = 0; k < kv; k += CVW) {
-            realC x0 = LOADC(x + r0 * sx + k), x1 = LOADC(x + r1 * sx + k);
-            for (int j = 0; j < MV_NR; j++) {
-                realC wv = LOADC(wr[j] + k);
-                a0[j] = mad(wv, x0, a0[j]);
-                a1[j] = mad(wv, x1, a1[j]);
-            }
-        }
-        for (int j = 0; j < MV_NR && n0 + j < N; j++) {
-            float s0 = hsum(a0[j]), s1 = hsum(a1[j]);
-            for (int k = kv; k < K; k++) {
-                s0 = mad(wr[j][k], x[r0 * sx + k], s0);
-                s1 = mad(wr[j][k], x[r1 * sx + k], s1);
-            }
-            if (has_res) { s0 += res[offr + r0 * sy + n0 + j]; s1 += res[offr + r1 * sy + n0 + j]; }
-            y[offy + r0 * sy + n0 + j] = s0;
-            if (r1 != r0) y[offy + r1 * sy + n0 + j] = s1;
-        }
-    }
+/* CPU matrix-vector: one work-item per MV_NR rows of W, CVW-wide dot products, no barriers; MODE as above
+ * (norm: each work-item sums its two rows' squares itself). */
+#define MV_ROWS_KERNEL(NAME, MODE)                                                                            \
+kernel void                                                                                               \
+NAME(int N, int K, int R, global const float *x, int offx, int sx, global const float *w, int offw, int sw,  \
+     global float *y, int offy, int sy, global const float *res, int offr, int has_res MV_ARGS_##MODE)     \
+{                                                                                                         \
+    const int n0 = get_global_id(0) * MV_NR;                                                              \
+    if (n0 >= N) return;                                                                                  \
+    x += offx;                                                                                            \
+    w += offw;                                                                                            \
+    const global float *wr[MV_NR];                                                                        \
+    for (int j = 0; j < MV_NR; j++) wr[j] = w + min(n0 + j, N - 1) * sw;                                  \
+    const int kv = K - K % CVW;                                                                           \
+    for (int r0 = 0; r0 < R; r0 += 2) {          /* two x rows at a time: W stays in L1 between them */  \
+        const int r1 = min(r0 + 1, R - 1);                                                                \
+        const global float *xa = x + r0 * sx, *xb = x + r1 * sx;                                          \
+        realC a0[MV_NR], a1[MV_NR], q0 = (realC)0.0f, q1 = (realC)0.0f;                                   \
+        for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (realC)0.0f;                                      \
+        for (int k = 0; k < kv; k += CVW) {                                                               \
+            realC x0 = MV_LD_##MODE(MV_LDC, xa, k), x1 = MV_LD_##MODE(MV_LDC, xb, k);                     \
+            MV_SQ_##MODE(q0, x0 * x0);                                                                    \
+            MV_SQ_##MODE(q1, x1 * x1);                                                                    \
+            x0 = MV_G_##MODE(MV_LDC, x0, k);                                                              \
+            x1 = MV_G_##MODE(MV_LDC, x1, k);                                                              \
+            for (int j = 0; j < MV_NR; j++) {                                                             \
+                realC wv = LOADC(wr[j] + k);                                                              \
+                a0[j] = mad(wv, x0, a0[j]);                                                               \
+                a1[j] = mad(wv, x1, a1[j]);                                                               \
+            }                                                                                             \
+        }                                                                                                 \
+        float c0 = hsum(q0), c1 = hsum(q1);                                                               \
+        for (int k = kv; k < K; k++) {                                                                    \
+            const float u0 = MV_LD_##MODE(MV_LD1, xa, k), u1 = MV_LD_##MODE(MV_LD1, xb, k);               \
+            MV_SQ_##MODE(c0, u0 * u0);                                                                    \
+            MV_SQ_##MODE(c1, u1 * u1);                                                                    \
+        }                                                                                                 \
+        c0 = rsqrt(c0 / (float)K + MV_EPS_##MODE);   /* MODE 1's scales (unused otherwise) */             \
+        c1 = rsqrt(c1 / (float)K + MV_EPS_##MODE);                                                        \
+        for (int j = 0; j < MV_NR && n0 + j < N; j++) {                                                   \
+            float s0 = hsum(a0[j]), s1 = hsum(a1[j]);                                                     \
+            for (int k = kv; k < K; k++) {                                                                \
+                const float u0 = MV_LD_##MODE(MV_LD1, xa, k), u1 = MV_LD_##MODE(MV_LD1, xb, k);           \
+                s0 = mad(wr[j][k], MV_G_##MODE(MV_LD1, u0, k), s0);                                       \
+                s1 = mad(wr[j][k], MV_G_##MODE(MV_LD1, u1, k), s1);                                       \
+            }                                                                                             \
+            s0 = MV_SCALE_##MODE(s0, c0);                                                                 \
+            s1 = MV_SCALE_##MODE(s1, c1);                                                                 \
+            if (has_res) { s0 += res[offr + r0 * sy + n0 + j]; s1 += res[offr + r1 * sy + n0 + j]; }      \
+            y[offy + r0 * sy + n0 + j] = s0;                                                              \
+            if (r1 != r0) y[offy + r1 * sy + n0 + j] = s1;                                                \
+        }                                                                                                 \
+    }                                                                                                     \
 }
+#define MV_EPS_0 1.0f
+#define MV_EPS_1 eps
+#define MV_EPS_2 1.0f
+#define MV_SCALE_0(s, c) (s)
+#define MV_SCALE_1(s, c) ((s) * (c))
+#define MV_SCALE_2(s, c) (s)
+MV_ROWS_KERNEL(tl_mul_mv_rows_f32, 0)
+MV_ROWS_KERNEL(tl_mul_mv_norm_rows_f32, 1)
+MV_ROWS_KERNEL(tl_mul_mv_glu_rows_f32, 2)
 
 /* Split-K (csrc/gemm/gemm_splitk.c): C[offC + i] = P[i] + P[n + i] + ... + P[(S-1)*n + i], the S partial products
  * of the slices of K added in slice order (bit-identical run to run: no atomics, a fixed order). */

@@ -17,7 +17,10 @@
  *  - CPU (tl_mul_mv_<wt>_rows): one work-item per MV_NR weight rows and two activation rows at a time,
  *    16-wide vectors, no barriers, any alignment; float16 through vload_half16 (PoCL: the CPU's F16C
  *    conversion).
- * Either reads every weight once per launch. */
+ * Either reads every weight once per launch. Every kernel comes in three MODEs (below): plain
+ * (tl_mul_mv_<wt>_...), with rms_norm folded in (tl_mul_mv_norm_<wt>_..., tlgpu.rms_norm_linear) and with
+ * silu_mul folded in (tl_mul_mv_glu_<wt>_..., tlgpu.silu_mul_linear); the fused ones take the norm's
+ * arguments after the others. */
 #include "dtype.h"
 #include "mv_reduce.h"
 
@@ -91,43 +94,97 @@ mv_store(global uchar *y, int offy, int sy, global const uchar *res, int offr, i
     tl_st(y, dy, offy + r * sy + n, v);
 }
 
-#define MVH_KERNEL(WT, RR, NR)                                                                                \
+/* The activations by MODE, as matmul.cl's matrix-vector kernels: 0 x as it is; 1 (norm) rms_norm's x * g
+ * (float32 g, has_g) with each row's sum of squares kept for its scale rsqrt(mean(x^2) + eps), applied at
+ * the store; 2 (glu) silu(x[k]) * x[K + k] (the halves of a gate|up row of 2K). */
+#define MV_GLU(a, b) ((a) / (1.0f + exp(-(a))) * (b))
+#define MVH_ARGS_0
+#define MVH_ARGS_1 , global const float *g, int offg, int has_g, float eps
+#define MVH_ARGS_2
+#define MVH_LD_0(LD, o, k) LD(o, k)
+#define MVH_LD_1(LD, o, k) LD(o, k)
+#define MVH_LD_2(LD, o, k) MV_GLU(LD(o, k), LD(o, K + (k)))
+#define MVH_SQ_0(s, v) ((void)0)
+#define MVH_SQ_1(s, v) ((s) += (v))
+#define MVH_SQ_2(s, v) ((void)0)
+#define MVH_G_0(GL, v, k) (v)
+#define MVH_G_1(GL, v, k) (has_g ? (v) * GL(g + offg, k) : (v))
+#define MVH_G_2(GL, v, k) (v)
+#define MVH_X8(o, k) x8(x, dx, (o) + (k))
+#define MVH_X1(o, k) x1(x, dx, (o) + (k))
+#define MVH_X16(o, k) x16(x, dx, (o) + (k))
+#define MVH_G8(p, k) vload8(0, (p) + (k))
+#define MVH_G1(p, k) ((p)[k])
+#define MVH_G16(p, k) vload16(0, (p) + (k))
+#define MVH_LOCALS_0(RR)
+#define MVH_LOCALS_1(RR) local float sc[RR];             /* the rows' rms_norm scales */
+#define MVH_LOCALS_2(RR)
+#define MVH_PRE_0(RR) ((void)0)
+#define MVH_PRE_1(RR) MV_ROW_SCALE(sq, RR, K, eps, sc)
+#define MVH_PRE_2(RR) ((void)0)
+#define MVH_EPS_0 1.0f
+#define MVH_EPS_1 eps
+#define MVH_EPS_2 1.0f
+#define MVH_SCALE_0(s, c) (s)
+#define MVH_SCALE_1(s, c) ((s) * (c))
+#define MVH_SCALE_2(s, c) (s)
+
+#define MVH_KERNEL(NAME, MODE, WT, RR, NR)                                                                    \
 kernel void                                                                                               \
-tl_mul_mv_##WT##_r##RR##_n##NR(int N, int K, int R, global const uchar *x, int offx, int sx, global const ushort *w, \
-                       int offw, int sw, global uchar *y, int offy, int sy, global const uchar *res, int offr, \
-                       int sr, int has_res, int dts, local float *red)                                    \
+NAME(int N, int K, int R, global const uchar *x, int offx, int sx, global const ushort *w, int offw, int sw, \
+     global uchar *y, int offy, int sy, global const uchar *res, int offr, int sr, int has_res, int dts,  \
+     local float *red MVH_ARGS_##MODE)                                                                    \
 {                                                                                                         \
+    MVH_LOCALS_##MODE(RR)                                                                                 \
     const int L = get_local_size(0), lid = get_local_id(0), n0 = get_group_id(0) * NR;                    \
     const int dx = dts & 15, dy = (dts >> 4) & 15, kv = K & ~7;                                           \
     int xo[RR], wo[NR];                                                                                   \
-    float acc[NR][RR];                                                                                    \
-    for (int r = 0; r < RR; r++) xo[r] = offx + min(r, R - 1) * sx;                                       \
+    float acc[NR][RR], sq[RR];                                                                            \
+    for (int r = 0; r < RR; r++) {                                                                        \
+        xo[r] = offx + min(r, R - 1) * sx;                                                                \
+        sq[r] = 0.0f;                                                                                     \
+    }                                                                                                     \
     for (int j = 0; j < NR; j++) {                                                                        \
         wo[j] = offw + min(n0 + j, N - 1) * sw;        /* an edge row repeats the last; not stored */     \
         for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
     }                                                                                                     \
     for (int k = lid * 8; k < kv; k += L * 8) {        /* 8 weights (16 bytes) of each row per lane */    \
         float8 xv[RR];                                                                                    \
-        for (int r = 0; r < RR; r++) xv[r] = x8(x, dx, xo[r] + k);                                        \
+        for (int r = 0; r < RR; r++) {                                                                    \
+            const float8 v = MVH_LD_##MODE(MVH_X8, xo[r], k);                                             \
+            MVH_SQ_##MODE(sq[r], dot8(v, v));                                                             \
+            xv[r] = MVH_G_##MODE(MVH_G8, v, k);                                                           \
+        }                                                                                                 \
         for (int j = 0; j < NR; j++) {                                                                    \
             const float8 wv = w8_##WT(w, wo[j] + k);                                                      \
             for (int r = 0; r < RR; r++) acc[j][r] += dot8(wv, xv[r]);                                    \
         }                                                                                                 \
     }                                                                                                     \
-    for (int k = kv + lid; k < K; k += L)                                                                 \
+    for (int k = kv + lid; k < K; k += L) {                                                               \
+        float xs[RR];                                                                                     \
+        for (int r = 0; r < RR; r++) {                                                                    \
+            const float v = MVH_LD_##MODE(MVH_X1, xo[r], k);                                              \
+            MVH_SQ_##MODE(sq[r], v * v);                                                                  \
+            xs[r] = MVH_G_##MODE(MVH_G1, v, k);                                                           \
+        }                                                                                                 \
         for (int j = 0; j < NR; j++) {                                                                    \
             const float wk = w1_##WT(w, wo[j] + k);                                                       \
-            for (int r = 0; r < RR; r++) acc[j][r] = mad(wk, x1(x, dx, xo[r] + k), acc[j][r]);         \
+            for (int r = 0; r < RR; r++) acc[j][r] = mad(wk, xs[r], acc[j][r]);                           \
         }                                                                                                 \
-    MV_FINISH(acc, NR, RR, MVH_STORE);                                                                    \
+    }                                                                                                     \
+    MVH_PRE_##MODE(RR);                                                                                   \
+    MV_FINISH(acc, NR, RR, MVH_STORE_##MODE);                                                             \
 }
 #define MVH_STORE(j, r, t) mv_store(y, offy, sy, res, offr, sr, has_res, dy, r, n0 + (j), t)
+#define MVH_STORE_0(j, r, t) MVH_STORE(j, r, t)
+#define MVH_STORE_1(j, r, t) MVH_STORE(j, r, (t) * sc[r])
+#define MVH_STORE_2(j, r, t) MVH_STORE(j, r, t)
 
-#define MVH_ROWS_KERNEL(WT)                                                                                   \
+#define MVH_ROWS_KERNEL(NAME, MODE, WT)                                                                       \
 kernel void                                                                                               \
-tl_mul_mv_##WT##_rows(int N, int K, int R, global const uchar *x, int offx, int sx, global const ushort *w,  \
-                      int offw, int sw, global uchar *y, int offy, int sy, global const uchar *res, int offr, \
-                      int sr, int has_res, int dts)                                                       \
+NAME(int N, int K, int R, global const uchar *x, int offx, int sx, global const ushort *w, int offw, int sw, \
+     global uchar *y, int offy, int sy, global const uchar *res, int offr, int sr, int has_res, int dts   \
+     MVH_ARGS_##MODE)                                                                                     \
 {                                                                                                         \
     const int n0 = get_global_id(0) * MV_NR, dx = dts & 15, dy = (dts >> 4) & 15, kv = K & ~15;          \
     if (n0 >= N) return;                                                                                  \
@@ -135,44 +192,55 @@ tl_mul_mv_##WT##_rows(int N, int K, int R, global const uchar *x, int offx, int 
     for (int j = 0; j < MV_NR; j++) wo[j] = offw + min(n0 + j, N - 1) * sw;                               \
     for (int r0 = 0; r0 < R; r0 += 2) {                /* two x rows at a time: W stays in L1 between */  \
         const int r1 = min(r0 + 1, R - 1), xa = offx + r0 * sx, xb = offx + r1 * sx;                      \
-        float16 a0[MV_NR], a1[MV_NR];                                                                     \
+        float16 a0[MV_NR], a1[MV_NR], q0 = (float16)0.0f, q1 = (float16)0.0f;                            \
         for (int j = 0; j < MV_NR; j++) a0[j] = a1[j] = (float16)0.0f;                                    \
         for (int k = 0; k < kv; k += 16) {                                                                \
-            const float16 xv0 = x16(x, dx, xa + k), xv1 = x16(x, dx, xb + k);                             \
+            float16 xv0 = MVH_LD_##MODE(MVH_X16, xa, k), xv1 = MVH_LD_##MODE(MVH_X16, xb, k);             \
+            MVH_SQ_##MODE(q0, xv0 * xv0);                                                                 \
+            MVH_SQ_##MODE(q1, xv1 * xv1);                                                                 \
+            xv0 = MVH_G_##MODE(MVH_G16, xv0, k);                                                          \
+            xv1 = MVH_G_##MODE(MVH_G16, xv1, k);                                                          \
             for (int j = 0; j < MV_NR; j++) {                                                             \
                 const float16 wv = w16_##WT(w, wo[j] + k);                                                \
                 a0[j] = mad(wv, xv0, a0[j]);                                                              \
                 a1[j] = mad(wv, xv1, a1[j]);                                                              \
             }                                                                                             \
         }                                                                                                 \
+        float c0 = hsum16(q0), c1 = hsum16(q1);                                                           \
+        for (int k = kv; k < K; k++) {                                                                    \
+            const float u0 = MVH_LD_##MODE(MVH_X1, xa, k), u1 = MVH_LD_##MODE(MVH_X1, xb, k);             \
+            MVH_SQ_##MODE(c0, u0 * u0);                                                                   \
+            MVH_SQ_##MODE(c1, u1 * u1);                                                                   \
+        }                                                                                                 \
+        c0 = rsqrt(c0 / (float)K + MVH_EPS_##MODE);    /* MODE 1's scales (unused otherwise) */           \
+        c1 = rsqrt(c1 / (float)K + MVH_EPS_##MODE);                                                       \
         for (int j = 0; j < MV_NR && n0 + j < N; j++) {                                                   \
             float s0 = hsum16(a0[j]), s1 = hsum16(a1[j]);                                                 \
             for (int k = kv; k < K; k++) {                                                                \
                 const float wk = w1_##WT(w, wo[j] + k);                                                   \
-                s0 = mad(wk, x1(x, dx, xa + k), s0);                                                   \
-                s1 = mad(wk, x1(x, dx, xb + k), s1);                                                   \
+                const float u0 = MVH_LD_##MODE(MVH_X1, xa, k), u1 = MVH_LD_##MODE(MVH_X1, xb, k);         \
+                s0 = mad(wk, MVH_G_##MODE(MVH_G1, u0, k), s0);                                            \
+                s1 = mad(wk, MVH_G_##MODE(MVH_G1, u1, k), s1);                                            \
             }                                                                                             \
-            mv_store(y, offy, sy, res, offr, sr, has_res, dy, r0, n0 + j, s0);                            \
-            if (r1 != r0) mv_store(y, offy, sy, res, offr, sr, has_res, dy, r1, n0 + j, s1);              \
+            mv_store(y, offy, sy, res, offr, sr, has_res, dy, r0, n0 + j, MVH_SCALE_##MODE(s0, c0));      \
+            if (r1 != r0) mv_store(y, offy, sy, res, offr, sr, has_res, dy, r1, n0 + j, MVH_SCALE_##MODE(s1, c1)); \
         }                                                                                                 \
     }                                                                                                     \
 }
 
-MVH_KERNEL(f16, 1, 4)
-MVH_KERNEL(f16, 2, 4)
-MVH_KERNEL(f16, 4, 4)
-MVH_KERNEL(f16, 8, 4)
-MVH_KERNEL(f16, 1, 8)
-MVH_KERNEL(f16, 2, 8)
-MVH_KERNEL(f16, 4, 8)
-MVH_KERNEL(f16, 8, 8)
-MVH_KERNEL(bf16, 1, 4)
-MVH_KERNEL(bf16, 2, 4)
-MVH_KERNEL(bf16, 4, 4)
-MVH_KERNEL(bf16, 8, 4)
-MVH_KERNEL(bf16, 1, 8)
-MVH_KERNEL(bf16, 2, 8)
-MVH_KERNEL(bf16, 4, 8)
-MVH_KERNEL(bf16, 8, 8)
-MVH_ROWS_KERNEL(f16)
-MVH_ROWS_KERNEL(bf16)
+#define MVH_KERNELS(PRE, MODE, WT)                                                                            \
+    MVH_KERNEL(PRE##WT##_r1_n4, MODE, WT, 1, 4)                                                           \
+    MVH_KERNEL(PRE##WT##_r2_n4, MODE, WT, 2, 4)                                                           \
+    MVH_KERNEL(PRE##WT##_r4_n4, MODE, WT, 4, 4)                                                           \
+    MVH_KERNEL(PRE##WT##_r8_n4, MODE, WT, 8, 4)                                                           \
+    MVH_KERNEL(PRE##WT##_r1_n8, MODE, WT, 1, 8)                                                           \
+    MVH_KERNEL(PRE##WT##_r2_n8, MODE, WT, 2, 8)                                                           \
+    MVH_KERNEL(PRE##WT##_r4_n8, MODE, WT, 4, 8)                                                           \
+    MVH_KERNEL(PRE##WT##_r8_n8, MODE, WT, 8, 8)                                                           \
+    MVH_ROWS_KERNEL(PRE##WT##_rows, MODE, WT)
+MVH_KERNELS(tl_mul_mv_, 0, f16)
+MVH_KERNELS(tl_mul_mv_, 0, bf16)
+MVH_KERNELS(tl_mul_mv_norm_, 1, f16)
+MVH_KERNELS(tl_mul_mv_norm_, 1, bf16)
+MVH_KERNELS(tl_mul_mv_glu_, 2, f16)
+MVH_KERNELS(tl_mul_mv_glu_, 2, bf16)

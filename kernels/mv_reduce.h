@@ -36,4 +36,17 @@ mv_reduce(local float *red, int NV, int L, int lid)
             if (n0 + j_ < N && r_ < R) STORE(j_, r_, tot_);                                                 \
         }                                                                                                   \
     } while (0)
+
+/* rms_norm fused into a matrix-vector kernel (the activation rows' scale is a factor of every dot product):
+ * each lane's partial sums of squares sq[RR] of activation row r are totalled as MV_FINISH's values are, and
+ * sc[r] = rsqrt(total / K + eps) is left in the kernel's local float sc[RR] for its store. Uses red (its
+ * first L * (RR + 1) floats) and leaves it free for MV_FINISH; ends with a barrier. RR <= L. */
+#define MV_ROW_SCALE(sq, RR, K, eps, sc)                                                                    \
+    do {                                                                                                    \
+        for (int r_ = 0; r_ < (RR); r_++) MV_RED(lid, r_, (RR)) = sq[r_];                                   \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+        const float ss_ = mv_reduce(red, (RR), L, lid);                                                     \
+        if (lid < (RR)) sc[lid] = rsqrt(ss_ / (float)(K) + (eps));                                          \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                       \
+    } while (0)
 #endif

@@ -1,5 +1,7 @@
 /* ops_llm.c: the inference op family (kernels/llm.cl): rms_norm, rope, softmax_rows, silu_mul, kv_write,
- * attention (one decode step over a KV cache, grouped-query heads allowed) and get_rows (embedding lookup).
+ * attention (one decode step over a KV cache, grouped-query heads allowed) and get_rows (embedding lookup);
+ * rms_norm_linear and silu_mul_linear, the norm or the SwiGLU product folded into the projection after it
+ * (their kernels: ops_mv.h).
  * These ops have no backward: called with an input that requires grad while grad mode is on, they raise
  * NotImplementedError naming the composite ops to use instead.
  * Dtypes: float32, float16 and bfloat16 operands, in any mix. All float32 runs the "llm" build of llm.cl;
@@ -15,6 +17,7 @@
 #include "cl_runtime.h"
 #include "gemm_params.h"
 #include "ops.h"
+#include "ops_mv.h"
 #include <math.h>
 
 /* Each kernel in both builds of llm.cl: [0] float32 operands ("llm"), [1] any floating dtypes ("llm_any"). */
@@ -282,6 +285,129 @@ fn_silu_mul(PyObject *Py_UNUSED(m), PyObject *args)
 fail:
     Py_XDECREF(xc); Py_XDECREF(yc); Py_XDECREF(out);
     return NULL;
+}
+
+/* The fused inference products rms_norm_linear and silu_mul_linear: act(x) @ w.T (+ residual) with the act
+ * computed by the matrix-vector kernel as it reads x (ops_mv.h: one launch, float32 or half w, <= 8 rows).
+ * Elsewhere the separate ops, same results within float32 rounding: the act (rms_norm / silu_mul of the halves),
+ * then h @ w.T and + residual; a tlgpu.quant weight (Q4_0 / Q8_0) runs quant.matmul / quant.addmm on the act's
+ * output (two launches). Shapes: x (..., K) (silu_mul_linear: (..., 2K)), w (N, K), residual broadcast to
+ * (..., N). No autograd, as rms_norm. */
+static PyObject *
+fused_fallback(int mode, PyObject *xo, PyObject *go, double eps, PyObject *wo, PyObject *ro, PyObject *quant,
+               Py_ssize_t K, int ndim)
+{
+    PyObject *a = NULL, *h = NULL, *t = NULL, *y = NULL;
+    if (mode == TL_MV_NORM) {
+        if ((a = Py_BuildValue("(OOd)", xo, go, eps)) != NULL) h = fn_rms_norm(NULL, a, NULL);
+    } else {                                             /* silu(x[..., :K]) * x[..., K:] */
+        PyObject *ix[2] = {PyTuple_New(ndim), PyTuple_New(ndim)}, *halves[2] = {NULL, NULL};
+        for (int s = 0; s < 2 && ix[0] != NULL && ix[1] != NULL; s++) {
+            for (int d = 0; d < ndim; d++) {
+                PyObject *lo = d == ndim - 1 ? PyLong_FromSsize_t(s * K) : NULL;
+                PyObject *hi = d == ndim - 1 && s == 0 ? PyLong_FromSsize_t(K) : NULL;
+                PyTuple_SET_ITEM(ix[s], d, PySlice_New(lo, hi, NULL));
+                Py_XDECREF(lo); Py_XDECREF(hi);
+            }
+            halves[s] = PyObject_GetItem(xo, ix[s]);
+        }
+        if (halves[0] != NULL && halves[1] != NULL && (a = PyTuple_Pack(2, halves[0], halves[1])) != NULL)
+            h = fn_silu_mul(NULL, a);
+        Py_XDECREF(ix[0]); Py_XDECREF(ix[1]); Py_XDECREF(halves[0]); Py_XDECREF(halves[1]);
+    }
+    Py_XDECREF(a);
+    if (h == NULL) return NULL;
+    if (quant != NULL)              /* two launches until quant.matmul/addmm take norm=, eps= and glu=True */
+        y = ro != Py_None ? PyObject_CallMethod(quant, "addmm", "OOO", ro, h, wo)
+                          : PyObject_CallMethod(quant, "matmul", "OO", h, wo);
+    else if ((t = tl_transpose(tl_tensor_CAST(wo), 0, 1)) != NULL && (y = PyNumber_MatrixMultiply(h, t)) != NULL &&
+             ro != Py_None)
+        Py_SETREF(y, PyNumber_Add(ro, y));
+    Py_XDECREF(t);
+    Py_DECREF(h);
+    return y;
+}
+
+static PyObject *
+fused_linear(const char *op, int mode, PyObject *xo, PyObject *go, double eps, PyObject *wo, PyObject *ro)
+{
+    tl_tensor *x, *g = NULL, *w = NULL, *res = NULL;
+    PyObject *quant = NULL, *y = NULL, *ins[4] = {xo, NULL, NULL, NULL};
+    Py_ssize_t N = 0, K = 0;
+    int n = 1;
+    char a[128], b[128];
+    if ((x = arg_tensor(op, "x", xo)) == NULL || (go != Py_None && (g = arg_tensor(op, "norm", go)) == NULL) ||
+        (ro != Py_None && (res = arg_tensor(op, "residual", ro)) == NULL))
+        return NULL;
+    if (tl_tensor_check(wo)) {
+        if ((w = arg_tensor(op, "w", wo)) == NULL) return NULL;
+        if (w->ndim != 2) return shape_error(op, w, "w must be 2-D (N, K), a linear layer's weight");
+        N = w->shape[0], K = w->shape[1];
+        ins[n++] = wo;
+    } else {                                             /* a tlgpu.quant weight, or a TypeError */
+        PyObject *q = NULL, *shape = NULL;
+        if ((quant = PyImport_ImportModule("tlgpu.quant")) == NULL ||
+            (q = PyObject_CallMethod(quant, "is_quantized", "O", wo)) == NULL)
+            goto done;
+        const int yes = PyObject_IsTrue(q);
+        Py_DECREF(q);
+        if (yes != 1) {
+            if (yes == 0)
+                PyErr_Format(PyExc_TypeError, "%s: w must be a Tensor or a tlgpu.quant Q4_0/Q8_0 weight, got %s", op,
+                             Py_TYPE(wo)->tp_name);
+            goto done;
+        }
+        if ((shape = PyObject_GetAttrString(wo, "shape")) == NULL ||
+            !PyArg_ParseTuple(shape, "nn", &N, &K)) {
+            Py_XDECREF(shape);
+            goto done;
+        }
+        Py_DECREF(shape);
+    }
+    if (g != NULL) ins[n++] = go;
+    if (res != NULL) ins[n++] = ro;
+    if (no_grad(op, ins, n) < 0) goto done;
+    if (x->ndim == 0) { shape_error(op, x, "x needs at least one dim"); goto done; }
+    const Py_ssize_t Kx = mode == TL_MV_GLU ? 2 * K : K;
+    if (x->shape[x->ndim - 1] != Kx) {
+        tl_shape_str(x->shape, x->ndim, a, sizeof a);
+        PyErr_Format(PyExc_ValueError, "%s: x %s must end in %zd for w (%zd, %zd)%s", op, a, Kx, N, K,
+                     mode == TL_MV_GLU ? " (the two halves of each row: silu(a) * b)" : "");
+        goto done;
+    }
+    if (g != NULL && (g->ndim != 1 || g->shape[0] != K)) {
+        tl_shape_str(g->shape, g->ndim, b, sizeof b);
+        PyErr_Format(PyExc_ValueError, "%s: norm %s must be (%zd,) for x's last dim", op, b, K);
+        goto done;
+    }
+    const tl_mv_act act = {mode, g, (float)eps};
+    const int k = w != NULL ? tl_mv_fused(x, w, res, &act, &y) : 0;
+    if (k == 0)
+        y = fused_fallback(mode, xo, go, eps, wo, ro, quant, K, x->ndim);
+done:
+    Py_XDECREF(quant);
+    return y;
+}
+
+/* rms_norm_linear(x, norm, w, eps=1e-6, residual=None) */
+static PyObject *
+fn_rms_norm_linear(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"x", "norm", "w", "eps", "residual", NULL};
+    PyObject *xo, *go, *wo, *ro = Py_None;
+    double eps = 1e-6;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO|dO:rms_norm_linear", kwl, &xo, &go, &wo, &eps, &ro)) return NULL;
+    return fused_linear("rms_norm_linear", TL_MV_NORM, xo, go, eps, wo, ro);
+}
+
+/* silu_mul_linear(x, w, residual=None) */
+static PyObject *
+fn_silu_mul_linear(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"x", "w", "residual", NULL};
+    PyObject *xo, *wo, *ro = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O:silu_mul_linear", kwl, &xo, &wo, &ro)) return NULL;
+    return fused_linear("silu_mul_linear", TL_MV_GLU, xo, Py_None, 0.0, wo, ro);
 }
 
 /* The (Hkv, max_len, D) cache checks shared by kv_write and attention. */
@@ -572,6 +698,12 @@ static const PyMethodDef llm_functions[] = {
      "softmax_rows(x, scale=1.0, causal=False): softmax(scale*x) over the last dim; causal: query i of Tq "
      "(dim -2) sees keys j <= i + Tk - Tq (no autograd)."},
     {"silu_mul", fn_silu_mul, METH_VARARGS, "silu_mul(x, y): silu(x) * y, same shapes (no autograd)."},
+    {"rms_norm_linear", TL_KW(fn_rms_norm_linear),
+     "rms_norm_linear(x, norm, w, eps=1e-6, residual=None): rms_norm(x, norm, eps) @ w.T (+ residual), one launch "
+     "for up to 8 rows of float32 x and float32/float16/bfloat16 w (no autograd)."},
+    {"silu_mul_linear", TL_KW(fn_silu_mul_linear),
+     "silu_mul_linear(x, w, residual=None): silu(x[..., :K]) * x[..., K:] @ w.T (+ residual) for w (N, K), one "
+     "launch for up to 8 rows of float32 x and float32/float16/bfloat16 w (no autograd)."},
     {"kv_write", fn_kv_write, METH_VARARGS,
      "kv_write(cache, x, pos): cache[:, pos:pos+T] = x for cache (Hkv, max_len, D), x (Hkv, D) or (Hkv, T, D); pos an "
      "int or an int32 tensor of one element read on the device (rows past max_len are then not written)."},

@@ -20,7 +20,7 @@
 #include "capture.h"
 #include "cpu_blas.h"
 #include "gemm_splitk.h"
-#include "ops_mv_half.h"
+#include "ops_mv.h"
 #include "settings.h"
 #include <stdlib.h>
 #include <string.h>
@@ -56,14 +56,11 @@ gemm_check(int tier, gemm_params *q)
     return 0;
 }
 
-typedef enum { MM_GEMM, MM_DIRECT_NN, MM_DIRECT_NT, MM_SMALL, MM_NAIVE, MM_MV_ROWS, MM_NKERNELS } mm_variant;
+typedef enum { MM_GEMM, MM_DIRECT_NN, MM_DIRECT_NT, MM_SMALL, MM_NAIVE, MM_NKERNELS } mm_variant;
 static tl_kernel mm_kernels[MM_NKERNELS] = {
     TL_KERNEL("matmul", "tl_gemm_f32"), TL_KERNEL("matmul", "tl_gemm_direct_nn_f32"),
     TL_KERNEL("matmul", "tl_gemm_direct_nt_f32"), TL_KERNEL("matmul", "tl_matmul_small_f32"),
-    TL_KERNEL("matmul", "tl_matmul_naive_f32"), TL_KERNEL("matmul", "tl_mul_mv_rows_f32")};
-/* GPU mul_mv, one per padded row count 1, 2, 4, 8 (compile-time bounds keep the accumulators in registers) */
-static tl_kernel mv_kernels[4] = {TL_KERNEL("matmul", "tl_mul_mv_r1_f32"), TL_KERNEL("matmul", "tl_mul_mv_r2_f32"),
-                                  TL_KERNEL("matmul", "tl_mul_mv_r4_f32"), TL_KERNEL("matmul", "tl_mul_mv_r8_f32")};
+    TL_KERNEL("matmul", "tl_matmul_naive_f32")};
 /* the tiled kernel of tiers 1 and 2 (tier 0 is mm_kernels[MM_GEMM]): the same source, other tile sizes */
 static tl_kernel tier_kernels[TL_GEMM_TIERS - 1] = {TL_KERNEL("matmul_mid", "tl_gemm_f32"),
                                                    TL_KERNEL("matmul_small", "tl_gemm_f32")};
@@ -106,49 +103,6 @@ static int
 to_int(Py_ssize_t v)                                    /* sizes and strides fit: storages hold < 2**31 */
 {
     return (int)v;
-}
-
-/* Decode-case matrix-vector product: C[M, N] = A[M, K] @ W^T with W [N, K] row-major (B = W^T view), M <= 8. */
-static int
-mv_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_tensor *res, int cpu)
-{
-    static const int nr_of[4] = {4, 4, 8, 8};            /* weight rows per work-group: kernels/matmul.cl */
-    tl_err err = {0};
-    const tl_runtime *rt;
-    const int rv = p->M <= 1 ? 0 : p->M <= 2 ? 1 : p->M <= 4 ? 2 : 3, rr = 1 << rv;
-    size_t gws, lws = 1, per_lane = 0;
-    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    if (!cpu) {                                          /* GPU: a power-of-two group with a lane per value */
-        tl_kernel *g = &mv_kernels[rv];
-        if (tl_kernel_py(g) == NULL) return -1;
-        per_lane = ((size_t)nr_of[rv] * (size_t)rr + 1) * sizeof(float);   /* mv_reduce's padded rows */
-        while (lws * 2 <= g->wg && lws * 2 * per_lane <= rt->info.local_mem - 1024) lws *= 2;
-        cpu = lws < (size_t)(nr_of[rv] * rr);            /* too few lanes: the barrier-free kernel */
-    }
-    const int nr = cpu ? 4 : nr_of[rv];
-    tl_kernel *kh = cpu ? &mm_kernels[MM_MV_ROWS] : &mv_kernels[rv];
-    cl_kernel k = tl_kernel_py(kh);
-    if (k == NULL) return -1;
-    int sy = p->N, groups = (p->N + nr - 1) / nr;
-    const size_t I = sizeof(int), Mm = sizeof(cl_mem);
-    const size_t sz[12] = {I, I, I, Mm, I, I, Mm, I, I, Mm, I, I};
-    const void *val[12] = {&p->N, &p->K, &p->M, &a->storage->mem, &p->off[1], &p->sAm, &b->storage->mem,
-                           &p->off[2], &p->sBn, &out->storage->mem, &p->off[0], &sy};
-    int has_res = res != NULL, offr = has_res ? (int)res->offset : 0;
-    cl_mem rmem = (has_res ? res : out)->storage->mem;  /* without a residual: never read */
-    if (tl_set_args(k, 0, 12, sz, val) < 0 ||
-        tl_set_args(k, 12, 3, (size_t[]){Mm, I, I}, (const void *[]){&rmem, &offr, &has_res}) < 0)
-        return -1;
-    if (cpu) {                                           /* small groups: PoCL spreads groups over cores */
-        lws = kh->wg < 8 ? kh->wg : 8;
-        gws = tl_round_up((size_t)groups, lws);
-    } else {
-        gws = (size_t)groups * lws;
-        if (tl_set_args(k, 15, 1, (size_t[]){lws * per_lane}, (const void *[]){NULL}) < 0) return -1;
-    }
-    tl_storage *st[4] = {out->storage, a->storage, b->storage, has_res ? res->storage : NULL};
-    if (tl_stream_launch(k, 1, &gws, &lws, st, 3 + has_res, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
-    return 0;
 }
 
 static int
@@ -233,7 +187,8 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     if (plain && p->nbd == 0 && p->M <= 8 && p->N >= 4 && p->sAk == 1 && p->sBk == 1) {
         if (res != NULL && tl_tensor_numel(res) != tl_tensor_numel(out)) res = NULL;   /* a bias: added after */
         *fused = res != NULL;                            /* x @ w.T with few rows: the decode case */
-        return mv_launch(p, a, b, out, res, cpu);
+        return tl_mv_f32_launch(p->M, p->N, p->K, a, p->off[1], p->sAm, b, p->off[2], p->sBn, out, p->off[0], res, cpu,
+                                NULL);                   /* ops_mv.h */
     }
     size_t tc_gws = 0, tc_lws = 0;                      /* TF32 on tensor cores where asked for (gemm_tc.h) */
     tl_kernel *kh = NULL;

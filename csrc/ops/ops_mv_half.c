@@ -18,23 +18,29 @@
 #include <string.h>
 
 enum { MVH_F16, MVH_BF16, MVH_NW };
-#define MVH_GPU(W, N) {TL_KERNEL("mv_half", "tl_mul_mv_" W "_r1_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" W "_r2_n" N),       \
-                       TL_KERNEL("mv_half", "tl_mul_mv_" W "_r4_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" W "_r8_n" N)}
-static tl_kernel gpu_k[MVH_NW][2][4] = {{MVH_GPU("f16", "4"), MVH_GPU("f16", "8")},      /* [dtype][NR 4, 8][rows] */
-                                        {MVH_GPU("bf16", "4"), MVH_GPU("bf16", "8")}};
-static tl_kernel rows_k[MVH_NW] = {TL_KERNEL("mv_half", "tl_mul_mv_f16_rows"),
-                                   TL_KERNEL("mv_half", "tl_mul_mv_bf16_rows")};
+#define MVH_GPU(M, W, N)                                                                                      \
+    {TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r1_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r2_n" N),      \
+     TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r4_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r8_n" N)}
+#define MVH_MODE(M) \
+    {{MVH_GPU(M, "f16", "4"), MVH_GPU(M, "f16", "8")}, {MVH_GPU(M, "bf16", "4"), MVH_GPU(M, "bf16", "8")}}
+/* [mode: plain, norm, glu][dtype][NR 4, 8][rows 1, 2, 4, 8] */
+static tl_kernel gpu_k[TL_MV_MODES][MVH_NW][2][4] = {MVH_MODE(""), MVH_MODE("norm_"), MVH_MODE("glu_")};
+static tl_kernel rows_k[TL_MV_MODES][MVH_NW] = {
+    {TL_KERNEL("mv_half", "tl_mul_mv_f16_rows"), TL_KERNEL("mv_half", "tl_mul_mv_bf16_rows")},
+    {TL_KERNEL("mv_half", "tl_mul_mv_norm_f16_rows"), TL_KERNEL("mv_half", "tl_mul_mv_norm_bf16_rows")},
+    {TL_KERNEL("mv_half", "tl_mul_mv_glu_f16_rows"), TL_KERNEL("mv_half", "tl_mul_mv_glu_bf16_rows")}};
 #define MVH_MAX_ROWS 8
 
-/* Enqueues y (R, N) = x (R, K) @ w^T (+ res, row stride sr) with x contiguous rows, w rows at offw + n * sw. */
-static int
-launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, int N, int K)
+/* ops_mv_half.h: y (R, N) = act(x) @ w^T (+ res, row stride sr), x rows of stride sx, w rows at offw + n * sw. */
+int
+tl_mv_half_launch(tl_tensor *x, int sx, tl_tensor *w, int offw, int sw, tl_tensor *y, tl_tensor *res, int sr, int R,
+                  int N, int K, const tl_mv_act *act)
 {
     tl_err err = {0};
     const tl_runtime *rt;
     tl_gemm_params gp;
-    const int wt = b->dtype == TL_F16 ? MVH_F16 : MVH_BF16, rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3;
-    const int offw = (int)b->offset, sw = (int)b->strides[1];
+    const int wt = w->dtype == TL_F16 ? MVH_F16 : MVH_BF16, rv = R <= 1 ? 0 : R <= 2 ? 1 : R <= 4 ? 2 : 3;
+    const int mode = act != NULL ? act->mode : TL_MV_PLAIN;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     tl_gemm_params_get(&rt->info, 0, &gp);
     int cpu = gp.v[TL_GP_DIRECT] != 0 || offw % 8 != 0 || (N > 1 && sw % 8 != 0);
@@ -43,7 +49,7 @@ launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, 
     const int big = R > 2 || (size_t)(N + 7) / 8 >= 4 * (size_t)rt->info.compute_units;
     int nr = big ? 8 : 4;
     size_t gws, lws = 1, per_lane = ((size_t)nr * (size_t)(1 << rv) + 1) * sizeof(float);
-    tl_kernel *kh = &gpu_k[wt][big][rv];
+    tl_kernel *kh = &gpu_k[mode][wt][big][rv];
     if (!cpu) {            /* a power-of-two group with a lane per value, and at most K/16 lanes past that */
         const size_t nv = (size_t)nr << rv;
         if (tl_kernel_py(kh) == NULL) return -1;
@@ -53,7 +59,7 @@ launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, 
         cpu = lws < nv;                                  /* too few lanes: the barrier-free kernel */
     }
     if (cpu) {                                           /* MV_NR (4) weight rows a work-item */
-        kh = &rows_k[wt];
+        kh = &rows_k[mode][wt];
         nr = 4;
     }
     if (tl_kernel_py(kh) == NULL) return -1;
@@ -62,7 +68,7 @@ launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, 
     cl_mem rmem = (has_res ? res : y)->storage->mem;    /* without a residual: never read */
     const size_t I = sizeof(int), Mm = sizeof(cl_mem);
     const size_t sz[17] = {I, I, I, Mm, I, I, Mm, I, I, Mm, I, I, Mm, I, I, I, I};
-    const void *v[17] = {&N, &K, &R, &x->storage->mem, &offx, &K, &b->storage->mem, &offw, &sw, &y->storage->mem,
+    const void *v[17] = {&N, &K, &R, &x->storage->mem, &offx, &sx, &w->storage->mem, &offw, &sw, &y->storage->mem,
                          &offy, &N, &rmem, &offr, &sr, &has_res, &dts};
     if (tl_set_args(kh->k, 0, 17, sz, v) < 0) return -1;
     const size_t groups = (size_t)(N + nr - 1) / (size_t)nr;
@@ -73,8 +79,17 @@ launch(tl_tensor *x, tl_tensor *b, tl_tensor *y, tl_tensor *res, int sr, int R, 
         gws = groups * lws;
         if (tl_set_args(kh->k, 17, 1, (size_t[]){lws * per_lane}, (const void *[]){NULL}) < 0) return -1;
     }
-    tl_storage *st[4] = {y->storage, x->storage, b->storage, has_res ? res->storage : NULL};
-    if (tl_stream_launch(kh->k, 1, &gws, &lws, st, 3 + has_res, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
+    tl_tensor *g = mode == TL_MV_NORM ? act->g : NULL;
+    if (mode == TL_MV_NORM) {                            /* the norm's arguments follow the others */
+        const int offg = g != NULL ? (int)g->offset : 0, has_g = g != NULL;
+        if (tl_set_args(kh->k, 18 - cpu, 4, (size_t[]){Mm, I, I, sizeof(float)},
+                        (const void *[]){&(g != NULL ? g : x)->storage->mem, &offg, &has_g, &act->eps}) < 0)
+            return -1;
+    }
+    tl_storage *st[5] = {y->storage, x->storage, w->storage, has_res ? res->storage : NULL, NULL};
+    int nst = 3 + has_res;
+    if (g != NULL) st[nst++] = g->storage;
+    if (tl_stream_launch(kh->k, 1, &gws, &lws, st, nst, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
     return 0;
 }
 
@@ -105,7 +120,8 @@ mv_half(tl_tensor *a, tl_tensor *b, PyObject *res_o, PyObject **out, int *fused)
         if (res->ndim != 1 || res->shape[0] != N || (N > 1 && res->strides[0] != 1)) res = NULL;
     }
     if ((y = tl_tensor_empty(odt, a->ndim, shape)) == NULL || (xc = tl_tensor_contiguous(a)) == NULL ||
-        launch(xc, b, y, res, sr, (int)R, (int)N, (int)K) < 0) {
+        tl_mv_half_launch(xc, (int)K, b, (int)b->offset, (int)b->strides[1], y, res, sr, (int)R, (int)N, (int)K,
+                          NULL) < 0) {
         Py_XDECREF(y); Py_XDECREF(xc);
         return -1;
     }
