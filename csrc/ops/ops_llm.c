@@ -290,12 +290,10 @@ fail:
 /* The fused inference products rms_norm_linear and silu_mul_linear: act(x) @ w.T (+ residual) with the act
  * computed by the matrix-vector kernel as it reads x (ops_mv.h: one launch, float32 or half w, <= 8 rows).
  * Elsewhere the separate ops, same results within float32 rounding: the act (rms_norm / silu_mul of the halves),
- * then h @ w.T and + residual; a tlgpu.quant weight (Q4_0 / Q8_0) runs quant.matmul / quant.addmm on the act's
- * output (two launches). Shapes: x (..., K) (silu_mul_linear: (..., 2K)), w (N, K), residual broadcast to
+ * then h @ w.T and + residual (a tlgpu.quant weight: quant_linear below). Shapes: x (..., K) (silu_mul_linear: (..., 2K)), w (N, K), residual broadcast to
  * (..., N). No autograd, as rms_norm. */
 static PyObject *
-fused_fallback(int mode, PyObject *xo, PyObject *go, double eps, PyObject *wo, PyObject *ro, PyObject *quant,
-               Py_ssize_t K, int ndim)
+fused_fallback(int mode, PyObject *xo, PyObject *go, double eps, PyObject *wo, PyObject *ro, Py_ssize_t K, int ndim)
 {
     PyObject *a = NULL, *h = NULL, *t = NULL, *y = NULL;
     if (mode == TL_MV_NORM) {
@@ -317,14 +315,27 @@ fused_fallback(int mode, PyObject *xo, PyObject *go, double eps, PyObject *wo, P
     }
     Py_XDECREF(a);
     if (h == NULL) return NULL;
-    if (quant != NULL)              /* two launches until quant.matmul/addmm take norm=, eps= and glu=True */
-        y = ro != Py_None ? PyObject_CallMethod(quant, "addmm", "OOO", ro, h, wo)
-                          : PyObject_CallMethod(quant, "matmul", "OO", h, wo);
-    else if ((t = tl_transpose(tl_tensor_CAST(wo), 0, 1)) != NULL && (y = PyNumber_MatrixMultiply(h, t)) != NULL &&
-             ro != Py_None)
+    if ((t = tl_transpose(tl_tensor_CAST(wo), 0, 1)) != NULL && (y = PyNumber_MatrixMultiply(h, t)) != NULL &&
+        ro != Py_None)
         Py_SETREF(y, PyNumber_Add(ro, y));
     Py_XDECREF(t);
     Py_DECREF(h);
+    return y;
+}
+
+/* The same through tlgpu.quant.matmul / addmm(..., norm=, eps=, glu=) for a Q4_0/Q8_0 weight: one mul_mv launch
+ * with the prologue for up to 8 rows on GPUs (kernels/quant_mvq.h), a prologue launch first elsewhere. */
+static PyObject *
+quant_linear(PyObject *quant, int mode, PyObject *xo, PyObject *go, double eps, PyObject *wo, PyObject *ro)
+{
+    PyObject *fn = PyObject_GetAttrString(quant, ro != Py_None ? "addmm" : "matmul"), *y = NULL;
+    PyObject *args = ro != Py_None ? PyTuple_Pack(3, ro, xo, wo) : PyTuple_Pack(2, xo, wo);
+    PyObject *kw = mode == TL_MV_NORM ? Py_BuildValue("{sOsd}", "norm", go, "eps", eps)
+                                      : Py_BuildValue("{sO}", "glu", Py_True);
+    if (fn != NULL && args != NULL && kw != NULL) y = PyObject_Call(fn, args, kw);
+    Py_XDECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
     return y;
 }
 
@@ -382,8 +393,10 @@ fused_linear(const char *op, int mode, PyObject *xo, PyObject *go, double eps, P
     }
     const tl_mv_act act = {mode, g, (float)eps};
     const int k = w != NULL ? tl_mv_fused(x, w, res, &act, &y) : 0;
-    if (k == 0)
-        y = fused_fallback(mode, xo, go, eps, wo, ro, quant, K, x->ndim);
+    if (k == 0 && quant != NULL)                         /* tlgpu.quant's mul_mv takes the same prologues */
+        y = quant_linear(quant, mode, xo, go, eps, wo, ro);
+    else if (k == 0)
+        y = fused_fallback(mode, xo, go, eps, wo, ro, K, x->ndim);
 done:
     Py_XDECREF(quant);
     return y;
