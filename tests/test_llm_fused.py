@@ -1,7 +1,7 @@
 """tlgpu.rms_norm_linear and tlgpu.silu_mul_linear (the norm or the SwiGLU product folded into the projection
 after it, one launch) against numpy float64 on random inputs: float32, float16 and bfloat16 weights, 1, 3 and 8
 rows, with and without a residual, several eps; the separate ops where the kernels do not run (9 rows, a
-broadcast residual, half activations, quantized weights); bad inputs; the GPU kernels on PoCL (DIRECT=0); and
+broadcast residual, half activations); quantized weights through quant.matmul's prologue; bad inputs; the GPU kernels on PoCL (DIRECT=0); and
 the tiny decoder's step: 6 launches a layer, the same tokens as the unfused step."""
 import os
 import sys
