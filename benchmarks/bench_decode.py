@@ -84,10 +84,7 @@ def main():
             if blas is not None:                          # CPU BLAS path on / off (docs/cpu.md), same run
                 tlgpu._C._cpu_blas(enable=blas)
             model = first = None
-            quantized = fmt.startswith("q")
             for fuse, mode in [(fuse, mode) for fuse in fusions for mode in ("sync", "device", "jit")]:
-                if quantized and not fuse:                # the same launches as fused: nothing to compare
-                    continue
                 if model is not None:
                     model.fuse = fuse                     # same weights; a new jitted step
                 l0 = tlgpu._C._cpu_blas()["launches"]
