@@ -54,3 +54,14 @@ def _matmul_precision_back():
     yield
     if tlgpu.get_matmul_precision() != before:
         tlgpu.set_matmul_precision(before)
+
+
+@pytest.fixture
+def float_mv_kernels():
+    """tlgpu.quant's float mul_mv kernels for the test: "old" pins them on GPUs too, whose default is the
+    integer-dot kernel that quantizes x to int8 (tests/test_quant_mv.py)."""
+    from tlgpu import quant
+    old = quant._MV_IMPL
+    quant._MV_IMPL = "old"
+    yield
+    quant._MV_IMPL = old

@@ -18,14 +18,8 @@ from tlgpu import nn, quant
 Q8 = gguf.GGMLQuantizationType.Q8_0
 
 
-@pytest.fixture(autouse=True)
-def float_kernels():
-    """These tests check the float mul_mv kernels (exact but for float32 sums, within 1e-4): "old" pins them on
-    GPUs too, whose default is the integer-dot kernel that quantizes x (tests/test_quant_mv.py)."""
-    old = quant._MV_IMPL
-    quant._MV_IMPL = "old"
-    yield
-    quant._MV_IMPL = old
+# The float mul_mv kernels (exact but for float32 sums, within 1e-4), pinned on GPUs too (conftest.py)
+pytestmark = pytest.mark.usefixtures("float_mv_kernels")
 
 
 def ref_quantize_row(x):
