@@ -189,6 +189,119 @@ fn_adam_multi(PyObject *Py_UNUSED(m), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- chunked launches (CPU devices): kernels/optim.cl's tl_*c kernels ---- */
+enum { CK = 8, CHUNK = 4096, MAXB = 5 };              /* optim.cl's TL_CK and TL_CHUNK; buffers a parameter */
+
+/* One launch of a chunked kernel over up to CK parameters of one dtype: lists[0..nb) are parallel sequences
+ * (the parameters, their gradients, then the state the kernel writes in place); list j may be None where bit j
+ * of `optional` is set (its slots then alias the parameter's buffer j - 1, which the kernel never reads for
+ * it). Arguments: cend, nel (int8: running chunk totals, element counts), CK x nb buffers, then the nscal
+ * scalars. The stream's written mask has 32 bits, so a launch holds at most 32 buffers (8 parameters of
+ * Adam, 6 with amsgrad's max): the Python side splits longer lists. */
+static int
+launch_chunked(tl_kernel *kh3, const char *op, PyObject *const *lists, int nb, unsigned optional, int nscal,
+               const size_t *ssz, const void *const *sval)
+{
+    Py_ssize_t n = PySequence_Size(lists[0]);
+    int given = 0;
+    if (n < 0) return -1;
+    for (int j = 0; j < nb; j++) {
+        if (lists[j] == Py_None && (optional >> j & 1u)) continue;
+        given++;
+        Py_ssize_t nj = PySequence_Size(lists[j]);
+        if (nj < 0) return -1;
+        if (nj != n) return PyErr_Format(PyExc_ValueError, "%s: list lengths differ (%zd and %zd)", op, n, nj), -1;
+    }
+    if (n < 1 || n > CK || n * given > 32)
+        return PyErr_Format(PyExc_ValueError, "%s: one chunked launch takes 1 to %d parameters and at most 32 "
+                            "buffers (got %zd parameters of %d buffers)", op, CK, n, given), -1;
+    tl_tensor *t[CK][MAXB] = {{NULL}};
+    cl_int cend[CK], nel[CK];
+    int chunks = 0, real = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *row[MAXB];
+        for (int j = 0; j < nb; j++) {
+            row[j] = lists[j] == Py_None ? Py_None : PySequence_GetItem(lists[j], k);
+            if (row[j] == NULL) return -1;
+            if (row[j] != Py_None) Py_DECREF(row[j]);             /* the lists keep them alive */
+        }
+        if (check_group(op, row, nb, optional) < 0) return -1;
+        for (int j = 0; j < nb; j++) t[k][j] = row[j] == Py_None ? NULL : tl_tensor_CAST(row[j]);
+        if (k > 0 && tl_check_dtype(op, t[k][0], t[0][0]->dtype) < 0) return -1;
+        for (int j = 0; j < nb; j++)
+            if (t[k][j] != NULL && t[k][j]->offset != 0)
+                return PyErr_Format(PyExc_ValueError, "%s: tensors must start at element 0 (a slice)", op), -1;
+        Py_ssize_t numel = tl_tensor_numel(t[k][0]);
+        if (numel > INT32_MAX - CHUNK)
+            return PyErr_Format(PyExc_ValueError, "%s: a parameter of %zd elements is too large", op, numel), -1;
+        nel[k] = (cl_int)numel;
+        if (t[k][0]->storage == NULL) nel[k] = 0;
+        if (nel[k] > 0 && real < 0) real = (int)k;
+        chunks += (nel[k] + CHUNK - 1) / CHUNK;
+        if (chunks > INT32_MAX / CHUNK) return PyErr_Format(PyExc_ValueError, "%s: too many elements in one call", op), -1;
+        cend[k] = chunks;
+    }
+    if (chunks == 0) return 0;                        /* zero-size parameters only */
+    tl_kernel *kh = PICK(kh3, t[0][0]->dtype);
+    cl_kernel kern = tl_kernel_py(kh);
+    if (kern == NULL) return -1;
+    cl_mem mem[CK * MAXB];
+    size_t sz[2 + CK * MAXB + 12];
+    const void *val[2 + CK * MAXB + 12];
+    for (int k = 0; k < CK; k++) {                    /* unused and zero-size slots alias a real parameter */
+        const int use = k < n && nel[k] > 0 ? k : real;
+        if (k >= n) { cend[k] = chunks; nel[k] = 0; }
+        for (int j = 0; j < nb; j++) {
+            const tl_tensor *tj = t[use][j] != NULL ? t[use][j] : t[use][j - 1];
+            mem[nb * k + j] = tj->storage->mem;
+        }
+    }
+    sz[0] = sz[1] = sizeof cend;
+    val[0] = cend;
+    val[1] = nel;
+    for (int i = 0; i < CK * nb; i++) { sz[2 + i] = sizeof(cl_mem); val[2 + i] = &mem[i]; }
+    for (int i = 0; i < nscal; i++) { sz[2 + CK * nb + i] = ssz[i]; val[2 + CK * nb + i] = sval[i]; }
+    if (tl_set_args(kern, 0, 2 + CK * nb + nscal, sz, val) < 0) return -1;
+    tl_storage *touched[32];
+    unsigned written = 0;
+    int nt = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (nel[k] == 0) continue;
+        tl_mark_write(t[k][0], kh->name);
+        for (int j = 0; j < nb; j++) {
+            if (t[k][j] == NULL) continue;
+            if (j != 1) written |= 1u << nt;             /* the parameter and its state; the gradient is read */
+            touched[nt++] = t[k][j]->storage;
+        }
+    }
+    tl_err err = {0};
+    const size_t gws = (size_t)chunks, lws = 1;
+    if (tl_stream_launch(kern, 1, &gws, &lws, touched, nt, written, kh->name, &err) != TL_OK) return tl_raise(&err);
+    return 0;
+}
+
+/* _adam_chunked(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs|None, lr, beta1, beta2, eps,
+ * weight_decay, decoupled, bc1, bc2, amsgrad): Adam/AdamW over up to 8 parameters (6 with amsgrad) of one
+ * dtype at one step, one launch of tl_adamc (CPU devices). */
+static PyObject *
+fn_adam_chunked(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_adamc");
+    PyObject *lists[5];
+    float lr, b1, b2, eps, wd, bc1, bc2;
+    int decoupled, amsgrad;
+    if (!PyArg_ParseTuple(args, "OOOOOfffffpffp:_adam_chunked", &lists[0], &lists[1], &lists[2], &lists[3],
+                          &lists[4], &lr, &b1, &b2, &eps, &wd, &decoupled, &bc1, &bc2, &amsgrad))
+        return NULL;
+    if (amsgrad && lists[4] == Py_None)
+        return PyErr_Format(PyExc_ValueError, "adam: amsgrad needs the max buffers");
+    if (!amsgrad) lists[4] = Py_None;                 /* never read: fewer buffers, more parameters a launch */
+    const size_t sz[9] = {4, 4, 4, 4, 4, 4, 4, 4, 4};
+    const void *v[9] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &bc1, &bc2, &amsgrad};
+    if (launch_chunked(kh, "adam", lists, 5, 16u, 9, sz, v) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* RAdam: the step's scalars (step_size, adaptive: rho_t > 5) come from the host (tlgpu/optim). */
 static PyObject *
 fn_radam_step(PyObject *Py_UNUSED(m), PyObject *args)
@@ -215,6 +328,10 @@ static const PyMethodDef optim_functions[] = {
     {"_adam_multi", fn_adam_multi, METH_VARARGS,
      "_adam_multi(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2): "
      "Adam without amsgrad over up to 8 parameters of one dtype at one step, one launch."},
+    {"_adam_chunked", fn_adam_chunked, METH_VARARGS,
+     "_adam_chunked(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs|None, lr, beta1, beta2, eps, weight_decay, "
+     "decoupled, bc1, bc2, amsgrad): Adam over up to 8 parameters (6 with amsgrad) of one dtype at one step, one "
+     "launch in chunks (CPU devices)."},
     {"_radam_step", fn_radam_step, METH_VARARGS,
      "_radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, adaptive)."},
     {NULL, NULL, 0, NULL},

@@ -45,17 +45,24 @@ class _Replay:
 _FLOATS = ("float32", "float16", "bfloat16")
 
 
-def _per_param_launches():
-    """True on CPU devices (PoCL): there tl_adam8's branch per element costs the vectorised per-parameter kernel
-    5-10x (MLP 784-256-256-10: 4.1 against 0.37 ms a step on the 2-core development machine), while a launch
-    costs little; on GPUs one launch per 8 parameters saves ~9 us each."""
-    global _PER_PARAM
-    if _PER_PARAM is None:
+def _launch_mode():
+    """How Adam/AdamW launch a step: "chunked" on CPU devices (tl_adamc: every parameter of a step in one launch,
+    8 a launch, 6 with amsgrad; each work-item loops over 4096 elements of one parameter, which PoCL vectorises),
+    "multi" on GPUs (tl_adam8: 8 parameters a launch, an element a work-item, one launch saving ~9 us each; no
+    amsgrad) or "per_param" (one launch a parameter: amsgrad on GPUs). tl_adam8 on PoCL costs 5-10x the
+    per-parameter kernel (its branch per element is never vectorised: MLP 784-256-256-10, 4.1 against 0.37 ms a
+    step), hence the chunked kernel there. Tests force a mode with _MODE, or with the older _PER_PARAM switch
+    (True: "per_param", False: "multi")."""
+    global _MODE
+    if _PER_PARAM is not None:
+        return "per_param" if _PER_PARAM else "multi"
+    if _MODE is None:
         from .. import device
-        _PER_PARAM = device().type == "cpu"
-    return _PER_PARAM
+        _MODE = "chunked" if device().type == "cpu" else "multi"
+    return _MODE
 
 
+_MODE = None
 _PER_PARAM = None
 
 
@@ -216,11 +223,22 @@ class Adam(Optimizer):
         return {33: group["lr"], 34: b1, 35: b2, 36: group["eps"], 37: group["weight_decay"], 39: 1 - b1 ** t,
                 40: 1 - b2 ** t}
 
+    @staticmethod
+    def _chunked_scalars(group, st):
+        """tl_adamc_f32's (kernels/optim.cl: cend, nel, 8 x 5 buffers, then these): lr, beta1, beta2, eps,
+        weight_decay at 42-46, bias corrections at 48-49."""
+        b1, b2 = group["betas"]
+        t = st["step"]
+        return {42: group["lr"], 43: b1, 44: b2, 45: group["eps"], 46: group["weight_decay"], 48: 1 - b1 ** t,
+                49: 1 - b2 ** t}
+
     def step(self):
-        """Without amsgrad, one launch per 8 parameters at the same step (_adam_multi: a small network's step is
-        one launch) on GPUs; with amsgrad, or on CPU devices (_per_param_launches), one per parameter."""
-        rec = _recorder(self._scalars)
-        rec_multi = _recorder(self._multi_scalars)
+        """Grouped launches where _launch_mode() says so: on CPU devices every parameter at the same step in one
+        chunked launch (8 a launch, 6 with amsgrad); on GPUs without amsgrad one launch per 8 parameters
+        (_adam_multi). Otherwise one launch per parameter."""
+        mode = _launch_mode()
+        rec = _recorder(self._scalars) if mode != "chunked" else None
+        rec_group = _recorder(self._chunked_scalars if mode == "chunked" else self._multi_scalars)
         for group in self.param_groups:
             b1, b2 = group["betas"]
             items = []
@@ -231,8 +249,8 @@ class Adam(Optimizer):
                                           "max_exp_avg_sq": _zeros_like(p) if group["amsgrad"] else None}
                 st["step"] += 1
                 items.append((p, g, st))
-            if not group["amsgrad"] and not _per_param_launches():
-                self._step_multi(group, items, rec_multi)
+            if mode == "chunked" or (mode == "multi" and not group["amsgrad"]):
+                self._step_grouped(group, items, rec_group, mode == "chunked")
                 continue
             for p, g, st in items:
                 t = st["step"]
@@ -243,23 +261,32 @@ class Adam(Optimizer):
                 if rec:
                     rec.launched(before, [st], group)
 
-    def _step_multi(self, group, items, rec):
+    def _step_grouped(self, group, items, rec, chunked):
         """The parameters grouped by step count (they differ only where some had no gradient at some step)
-        and dtype (one launch holds one), 8 per launch."""
+        and dtype (one launch holds one): chunked, 8 a launch (6 with amsgrad: the stream's 32 buffers a
+        launch); else tl_adam8's 8 a launch."""
         b1, b2 = group["betas"]
+        ams = group["amsgrad"]
+        per = 6 if chunked and ams else 8
         by_step = {}
         for it in items:
             if it[0].numel():                          # zero-size: nothing to update
                 by_step.setdefault((it[2]["step"], str(it[0].dtype)), []).append(it)
         for (t, _), same in by_step.items():
-            for i in range(0, len(same), 8):
-                chunk = same[i:i + 8]
+            for i in range(0, len(same), per):
+                chunk = same[i:i + per]
+                ps, gs, sts = [c[0] for c in chunk], [c[1] for c in chunk], [c[2] for c in chunk]
+                ms, vs = [st["exp_avg"] for st in sts], [st["exp_avg_sq"] for st in sts]
                 before = _C._jit_last_command() if rec else None
-                _C._adam_multi([c[0] for c in chunk], [c[1] for c in chunk], [c[2]["exp_avg"] for c in chunk],
-                               [c[2]["exp_avg_sq"] for c in chunk], group["lr"], b1, b2, group["eps"],
-                               group["weight_decay"], self._decoupled, 1 - b1 ** t, 1 - b2 ** t)
+                if chunked:
+                    _C._adam_chunked(ps, gs, ms, vs, [st["max_exp_avg_sq"] for st in sts] if ams else None,
+                                     group["lr"], b1, b2, group["eps"], group["weight_decay"], self._decoupled,
+                                     1 - b1 ** t, 1 - b2 ** t, ams)
+                else:
+                    _C._adam_multi(ps, gs, ms, vs, group["lr"], b1, b2, group["eps"], group["weight_decay"],
+                                   self._decoupled, 1 - b1 ** t, 1 - b2 ** t)
                 if rec:
-                    rec.launched(before, [c[2] for c in chunk], group)
+                    rec.launched(before, sts, group)
 
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))
