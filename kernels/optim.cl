@@ -243,3 +243,70 @@ TL_ADAM8(bf16, ushort)
 TL_ADAMC(f32, float)
 TL_ADAMC(f16, ushort)
 TL_ADAMC(bf16, ushort)
+
+/* SGD in chunks: tl_sgd's element math; b<k> (the momentum buffer) aliases g<k> without momentum, never
+ * touched then. */
+#define TL_SGDC_ARGS(T, k) global T *p##k, global const T *g##k, global T *b##k
+#define TL_SGDC_CASE(k) \
+    case k: P = p##k; G = g##k; B = b##k; break;
+#define TL_SGDC(D, T)                                                                                         \
+    kernel void tl_sgdc_##D(int8 cend, int8 nel, TL_SGDC_ARGS(T, 0), TL_SGDC_ARGS(T, 1), TL_SGDC_ARGS(T, 2),  \
+                            TL_SGDC_ARGS(T, 3), TL_SGDC_ARGS(T, 4), TL_SGDC_ARGS(T, 5), TL_SGDC_ARGS(T, 6),   \
+                            TL_SGDC_ARGS(T, 7), float lr, float momentum, float dampening,                    \
+                            float weight_decay, int nesterov, int first)                                      \
+    {                                                                                                         \
+        TL_CHUNK_RANGE                                                                                        \
+        global T *P, *B;                                                                                      \
+        global const T *G;                                                                                    \
+        switch (k) {                                                                                          \
+        TL_SGDC_CASE(0) TL_SGDC_CASE(1) TL_SGDC_CASE(2) TL_SGDC_CASE(3)                                       \
+        TL_SGDC_CASE(4) TL_SGDC_CASE(5) TL_SGDC_CASE(6) default: TL_SGDC_CASE(7)                              \
+        }                                                                                                     \
+        if (momentum != 0.0f) {                                                                               \
+            for (int i = lo; i < hi; i++) {                                                                   \
+                float b = !first ? LD_##D(B, i) : 0.0f;                                                       \
+                ST_##D(P, i, sgd_el(LD_##D(P, i), LD_##D(G, i), &b, lr, momentum, dampening, weight_decay,   \
+                                    nesterov, first));                                                        \
+                ST_##D(B, i, b);                                                                              \
+            }                                                                                                 \
+        } else {                                                                                              \
+            for (int i = lo; i < hi; i++) {                                                                   \
+                float b = 0.0f;                                                                               \
+                ST_##D(P, i, sgd_el(LD_##D(P, i), LD_##D(G, i), &b, lr, momentum, dampening, weight_decay,   \
+                                    nesterov, first));                                                        \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+TL_SGDC(f32, float)
+TL_SGDC(f16, ushort)
+TL_SGDC(bf16, ushort)
+
+/* RAdam in chunks: tl_radam's element math. */
+#define TL_RADAMC_ARGS(T, k) global T *p##k, global const T *g##k, global T *m##k, global T *v##k
+#define TL_RADAMC_CASE(k) \
+    case k: P = p##k; G = g##k; M = m##k; V = v##k; break;
+#define TL_RADAMC(D, T)                                                                                       \
+    kernel void tl_radamc_##D(int8 cend, int8 nel, TL_RADAMC_ARGS(T, 0), TL_RADAMC_ARGS(T, 1),               \
+                              TL_RADAMC_ARGS(T, 2), TL_RADAMC_ARGS(T, 3), TL_RADAMC_ARGS(T, 4),               \
+                              TL_RADAMC_ARGS(T, 5), TL_RADAMC_ARGS(T, 6), TL_RADAMC_ARGS(T, 7), float lr,     \
+                              float beta1, float beta2, float eps, float weight_decay, int decoupled,        \
+                              float step_size, int adaptive)                                                  \
+    {                                                                                                         \
+        TL_CHUNK_RANGE                                                                                        \
+        global T *P, *M, *V;                                                                                  \
+        global const T *G;                                                                                    \
+        switch (k) {                                                                                          \
+        TL_RADAMC_CASE(0) TL_RADAMC_CASE(1) TL_RADAMC_CASE(2) TL_RADAMC_CASE(3)                               \
+        TL_RADAMC_CASE(4) TL_RADAMC_CASE(5) TL_RADAMC_CASE(6) default: TL_RADAMC_CASE(7)                      \
+        }                                                                                                     \
+        for (int i = lo; i < hi; i++) {                                                                       \
+            float mi = LD_##D(M, i), vi = LD_##D(V, i);                                                       \
+            ST_##D(P, i, radam_el(LD_##D(P, i), LD_##D(G, i), &mi, &vi, lr, beta1, beta2, eps, weight_decay,  \
+                                  decoupled, step_size, adaptive));                                           \
+            ST_##D(M, i, mi);                                                                                 \
+            ST_##D(V, i, vi);                                                                                 \
+        }                                                                                                     \
+    }
+TL_RADAMC(f32, float)
+TL_RADAMC(f16, ushort)
+TL_RADAMC(bf16, ushort)

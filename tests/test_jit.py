@@ -440,23 +440,26 @@ def test_rope_kv_write_equals_rope_then_kv_write(rng, interleaved, device_pos):
 @pytest.mark.parametrize("mode", ["chunked", "multi", "per_param"])
 @pytest.mark.parametrize("cls,kw", [(tlgpu.optim.Adam, dict(lr=1e-2, weight_decay=0.01)),
                                     (tlgpu.optim.AdamW, dict(lr=1e-2, amsgrad=True)),
-                                    (tlgpu.optim.Adam, dict(lr=1e-2, amsgrad=True))])
-def test_grouped_adam_replays_equal_eager_bit_for_bit(rng, monkeypatch, mode, cls, kw):
-    """Adam's launch modes under tlgpu.jit (tlgpu/optim's _launch_mode: chunked on CPU devices, tl_adam8 on
-    GPUs, one a parameter): each replay refreshes the step's scalars (bias corrections, the scheduled lr), so 14
-    replayed steps leave the parameters, the state and the step counts exactly as 14 eager steps do, and the
-    step is one optimizer command for the five parameters (chunked; multi without amsgrad)."""
+                                    (tlgpu.optim.Adam, dict(lr=1e-2, amsgrad=True)),
+                                    (tlgpu.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True)),
+                                    (tlgpu.optim.RAdam, dict(lr=1e-2, weight_decay=0.01))],
+                         ids=["adam", "adamw-amsgrad", "adam-amsgrad", "sgd-nesterov", "radam"])
+def test_grouped_optimizer_replays_equal_eager_bit_for_bit(rng, monkeypatch, mode, cls, kw):
+    """The optimizers' launch modes under tlgpu.jit (tlgpu/optim's _launch_mode: chunked on CPU devices,
+    tl_adam8 for Adam on GPUs, one a parameter): each replay refreshes the step's scalars (bias corrections,
+    RAdam's step size, the scheduled lr), so the replayed steps leave the parameters, the state and the step
+    counts exactly as eager steps do; the step is one optimizer command for the five parameters where grouped
+    (chunked; tl_adam8 without amsgrad), five otherwise. The 4100-wide layer spans two chunks and a tail."""
     monkeypatch.setattr(tlgpu.optim, "_PER_PARAM", None)
     monkeypatch.setattr(tlgpu.optim, "_MODE", mode)
-    tlgpu.manual_seed(5)
-    m1 = nn.Sequential(nn.Linear(8, 4100), nn.Tanh(), nn.Linear(4100, 3), nn.Tanh(), nn.Linear(3, 3))
-    tlgpu.manual_seed(5)
-    m2 = nn.Sequential(nn.Linear(8, 4100), nn.Tanh(), nn.Linear(4100, 3), nn.Tanh(), nn.Linear(3, 3))
-    list(m1.parameters())[-1].requires_grad = list(m2.parameters())[-1].requires_grad = False
-    o1 = cls([p for p in m1.parameters() if p.requires_grad], **kw)
-    o2 = cls([p for p in m2.parameters() if p.requires_grad], **kw)
-    s1 = tlgpu.optim.lr_scheduler.StepLR(o1, step_size=3, gamma=0.7)
-    s2 = tlgpu.optim.lr_scheduler.StepLR(o2, step_size=3, gamma=0.7)
+    models, opts, scheds = [], [], []
+    for _ in range(2):
+        tlgpu.manual_seed(5)
+        m = nn.Sequential(nn.Linear(8, 4100), nn.Tanh(), nn.Linear(4100, 3), nn.Tanh(), nn.Linear(3, 3))
+        list(m.parameters())[-1].requires_grad = False
+        models.append(m)
+        opts.append(cls([p for p in m.parameters() if p.requires_grad], **kw))
+        scheds.append(tlgpu.optim.lr_scheduler.StepLR(opts[-1], step_size=3, gamma=0.7))
 
     def step(model, opt):
         def f(x, y):
@@ -466,23 +469,26 @@ def test_grouped_adam_replays_equal_eager_bit_for_bit(rng, monkeypatch, mode, cl
             opt.step()
             return loss
         return f
-    eager, jitted = step(m1, o1), tlgpu.jit(step(m2, o2))
-    for _ in range(16):
+    eager, jitted = step(models[0], opts[0]), tlgpu.jit(step(models[1], opts[1]))
+    warm = 8 if cls is tlgpu.optim.RAdam else 0       # RAdam's first steps switch kernels: trace after them
+    for i in range(warm + 16):
         x = tlgpu.tensor(rng.standard_normal((6, 8)).astype(np.float32))
         y = tlgpu.tensor(rng.integers(0, 3, 6).astype(np.int32))
-        assert eager(x, y).item() == jitted(x, y).item()
-        s1.step()
-        s2.step()
-    for a, b in zip(m1.parameters(), m2.parameters()):
+        second = step(models[1], opts[1]) if i < warm else jitted
+        assert eager(x, y).item() == second(x, y).item()
+        for sc in scheds:
+            sc.step()
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    for a, b in zip(o1.state.values(), o2.state.values()):
-        assert a["step"] == b["step"] == 16
-        for k in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
-            if a[k] is not None:
-                np.testing.assert_array_equal(a[k].numpy(), b[k].numpy())
+    for a, b in zip(opts[0].state.values(), opts[1].state.values()):
+        assert a.get("step") == b.get("step") and a.get("step", warm + 16) == warm + 16
+        for k, t in a.items():
+            if isinstance(t, tlgpu.Tensor):
+                np.testing.assert_array_equal(t.numpy(), b[k].numpy())
     assert jitted.traces() == 1 and jitted.memory_plan()["replays"] == 14
-    opt_cmds = [c for c in jitted.commands() if c.startswith("tl_adam")]
-    grouped = mode == "chunked" or (mode == "multi" and not kw.get("amsgrad"))
+    opt_cmds = [c for c in jitted.commands() if c.startswith(("tl_adam", "tl_sgd", "tl_radam"))]
+    grouped = mode == "chunked" or (mode == "multi" and cls is not tlgpu.optim.SGD and cls is not tlgpu.optim.RAdam
+                                    and not kw.get("amsgrad"))
     assert len(opt_cmds) == (1 if grouped else 5), opt_cmds
 
 

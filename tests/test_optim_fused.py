@@ -1,8 +1,9 @@
-"""Adam/AdamW in chunked launches (kernels/optim.cl's tl_adamc, the CPU devices' path): every parameter of a
-step in one launch (8 a launch, 6 with amsgrad), bit for bit what the per-parameter kernel computes. Odd sizes
-(1, 3, 1000, 4097, 8193: chunk edges and tails), zero-size parameters, parameters without a gradient at some
-steps (other step counts, so other launches), weight decay, amsgrad, and float16/bfloat16 parameters; launch
-counts; argument errors. tlgpu.jit replays of the chunked step: tests/test_jit.py."""
+"""Optimizers in chunked launches (kernels/optim.cl's tl_adamc, tl_sgdc and tl_radamc, the CPU devices' path):
+every parameter of a step in one launch (8 a launch, 6 for Adam with amsgrad), bit for bit what the
+per-parameter kernels compute. Odd sizes (1, 3, 1000, 4097, 8193: chunk edges and tails), zero-size
+parameters, parameters without a gradient at some steps (other step counts, so other launches), weight decay,
+amsgrad, momentum, nesterov, RAdam's both steps, and float16/bfloat16 parameters; launch counts; argument
+errors. tlgpu.jit replays of the chunked steps: tests/test_jit.py."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -27,16 +28,30 @@ def _pair(rng, dt, cls, shapes, **kw):
     return ps, [cls(p, **kw) for p in ps]
 
 
+CASES = [(tlgpu.optim.Adam, dict(lr=0.05, weight_decay=0.03)),
+         (tlgpu.optim.Adam, dict(lr=0.05, weight_decay=0.03, amsgrad=True)),
+         (tlgpu.optim.AdamW, dict(lr=0.05, weight_decay=0.03)),
+         (tlgpu.optim.AdamW, dict(lr=0.05, weight_decay=0.03, amsgrad=True)),
+         (tlgpu.optim.SGD, dict(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.03)),
+         (tlgpu.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True)),
+         (tlgpu.optim.SGD, dict(lr=0.05, weight_decay=0.03)),
+         (tlgpu.optim.RAdam, dict(lr=0.05, weight_decay=0.03)),
+         (tlgpu.optim.RAdam, dict(lr=0.05, weight_decay=0.03, decoupled_weight_decay=True))]
+IDS = [f"{c.__name__}-{'-'.join(f'{k}={v}' for k, v in kw.items() if k != 'lr')}" for c, kw in CASES]
+
+
 @pytest.mark.parametrize("dt", [F32, F16, BF16], ids=str)
-@pytest.mark.parametrize("cls", [tlgpu.optim.Adam, tlgpu.optim.AdamW])
-@pytest.mark.parametrize("amsgrad", [False, True])
-def test_chunked_bits_equal_per_parameter_kernel(rng, monkeypatch, dt, cls, amsgrad):
+@pytest.mark.parametrize("cls,kw", CASES, ids=IDS)
+def test_chunked_bits_equal_per_parameter_kernel(rng, monkeypatch, dt, cls, kw):
+    """Both optimizers step equal parameters with equal gradients for 9 steps (RAdam's switch to the rectified
+    step at step 6 included), the chunked one 8 parameters a launch: parameters and state equal bit for bit
+    after every step."""
     monkeypatch.setattr(tlgpu.optim, "_PER_PARAM", None)
-    (pc, pp), (oc, op) = _pair(rng, dt, cls, SHAPES, lr=0.05, weight_decay=0.03, amsgrad=amsgrad)
+    (pc, pp), (oc, op) = _pair(rng, dt, cls, SHAPES, **kw)
     start = [p.numpy() for p in pc]
-    for step in range(6):
+    for step in range(9):
         for k in range(len(SHAPES)):
-            if (k + step) % 4 == 0:                    # no gradient now: skips the step, its count falls behind
+            if (k + step) % 4 == 0 and step < 6:       # no gradient now: skips the step, other step counts
                 pc[k].grad = pp[k].grad = None
                 continue
             g = (rng.standard_normal(SHAPES[k]) * (0.1 + step)).astype(np.float32).astype(dt)
@@ -52,7 +67,7 @@ def test_chunked_bits_equal_per_parameter_kernel(rng, monkeypatch, dt, cls, amsg
                     np.testing.assert_array_equal(_bits(oc.state[pc[k]][name]), _bits(s), err_msg=name)
     moved = [not np.array_equal(p.numpy(), v) for p, v in zip(pc, start) if p.numel()]
     assert all(moved)                                  # every parameter took steps
-    assert all(oc.state[p]["step"] == op.state[q]["step"] for p, q in zip(pc, pp) if p in oc.state)
+    assert all(oc.state[p].get("step") == op.state[q].get("step") for p, q in zip(pc, pp) if p in oc.state)
 
 
 def test_chunked_float32_matches_numpy(rng, monkeypatch):
@@ -90,10 +105,12 @@ def _enqueued(opt):
     return tlgpu.stream_stats()["enqueued"]
 
 
-@pytest.mark.parametrize("amsgrad,per", [(False, 8), (True, 6)])
-def test_chunked_launch_counts(rng, monkeypatch, amsgrad, per):
-    """One launch for up to 8 parameters at one step and dtype (6 with amsgrad), zero-size ones left out;
-    the default on CPU devices. An MLP's six parameters: one launch."""
+@pytest.mark.parametrize("cls,kw,per", [(tlgpu.optim.Adam, {}, 8), (tlgpu.optim.AdamW, dict(amsgrad=True), 6),
+                                        (tlgpu.optim.SGD, dict(momentum=0.9), 8), (tlgpu.optim.SGD, {}, 8),
+                                        (tlgpu.optim.RAdam, {}, 8)])
+def test_chunked_launch_counts(rng, monkeypatch, cls, kw, per):
+    """One launch for up to 8 parameters at one step and dtype (6 for Adam with amsgrad), zero-size ones left
+    out; the default on CPU devices. An MLP's six parameters: one launch."""
     monkeypatch.setattr(tlgpu.optim, "_PER_PARAM", None)
     monkeypatch.setattr(tlgpu.optim, "_MODE", None)
     if tlgpu.device().type == "cpu":
@@ -101,16 +118,16 @@ def test_chunked_launch_counts(rng, monkeypatch, amsgrad, per):
     monkeypatch.setattr(tlgpu.optim, "_MODE", "chunked")
     model = tlgpu.nn.Sequential(tlgpu.nn.Linear(20, 16), tlgpu.nn.ReLU(), tlgpu.nn.Linear(16, 16),
                                 tlgpu.nn.ReLU(), tlgpu.nn.Linear(16, 4))
-    opt = tlgpu.optim.Adam(model.parameters(), lr=0.01, amsgrad=amsgrad)
+    opt = cls(model.parameters(), lr=0.01, **kw)
     for p in model.parameters():
         p.grad = tlgpu.tensor(rng.standard_normal(p.shape).astype(np.float32))
     opt.step()                                         # the first step also makes the state (zeros)
     assert _enqueued(opt) == 1
     ps = [tlgpu.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in SHAPES * 2]
-    for p in ps:
-        p.grad = tlgpu.tensor(rng.standard_normal(p.shape).astype(np.float32))
-    opt = tlgpu.optim.AdamW(ps + [tlgpu.tensor(np.ones(5, F16), requires_grad=True)], lr=0.01, amsgrad=amsgrad)
-    opt.param_groups[0]["params"][-1].grad = tlgpu.tensor(np.ones(5, F16))
+    half = tlgpu.tensor(np.ones(5, F16), requires_grad=True)
+    for p in ps + [half]:
+        p.grad = tlgpu.tensor(rng.standard_normal(p.shape).astype(p.numpy().dtype))
+    opt = cls(ps + [half], lr=0.01, **kw)
     opt.step()
     nonzero = sum(1 for s in SHAPES * 2 if np.prod(s))
     assert _enqueued(opt) == -(-nonzero // per) + 1    # the float32 ones in groups, the float16 one alone

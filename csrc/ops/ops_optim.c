@@ -1,5 +1,7 @@
-/* ops_optim.c: fused optimizer steps, one kernel launch per parameter (kernels/optim.cl). The Python
- * optimizers (tlgpu/optim.py) hold hyperparameters and state tensors and call these once per parameter.
+/* ops_optim.c: fused optimizer steps (kernels/optim.cl): one kernel launch per parameter, Adam over up to 8
+ * parameters a launch (tl_adam8, GPUs), or Adam, SGD and RAdam over up to 8 parameters a launch in chunks
+ * (tl_*c, CPU devices; launch_chunked). The Python optimizers (tlgpu/optim) hold hyperparameters and state
+ * tensors and choose the launches.
  * Steps write parameters in place: they bump the version counter (a graph that saved the old values will
  * refuse to backward) but are allowed on leaves that require grad, as optimizer updates must be.
  * Parameters may be float32, float16 or bfloat16; the gradient and the state of a call have the parameter's
@@ -302,6 +304,45 @@ fn_adam_chunked(PyObject *Py_UNUSED(m), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _sgd_chunked(params, grads, momentum_buffers|None, lr, momentum, dampening, weight_decay, nesterov, first):
+ * SGD over up to 8 parameters of one dtype, one launch of tl_sgdc (CPU devices). */
+static PyObject *
+fn_sgd_chunked(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_sgdc");
+    PyObject *lists[3];
+    float lr, momentum, dampening, wd;
+    int nesterov, first;
+    if (!PyArg_ParseTuple(args, "OOOffffpp:_sgd_chunked", &lists[0], &lists[1], &lists[2], &lr, &momentum,
+                          &dampening, &wd, &nesterov, &first))
+        return NULL;
+    if (lists[2] == Py_None && momentum != 0.0f)
+        return PyErr_Format(PyExc_ValueError, "sgd: momentum needs the buffers");
+    if (momentum == 0.0f) lists[2] = Py_None;         /* never touched */
+    const size_t sz[6] = {4, 4, 4, 4, 4, 4};
+    const void *v[6] = {&lr, &momentum, &dampening, &wd, &nesterov, &first};
+    if (launch_chunked(kh, "sgd", lists, 3, 4u, 6, sz, v) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _radam_chunked(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled,
+ * step_size, adaptive): RAdam over up to 8 parameters of one dtype at one step, one launch of tl_radamc. */
+static PyObject *
+fn_radam_chunked(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_radamc");
+    PyObject *lists[4];
+    float lr, b1, b2, eps, wd, step_size;
+    int decoupled, adaptive;
+    if (!PyArg_ParseTuple(args, "OOOOfffffpfp:_radam_chunked", &lists[0], &lists[1], &lists[2], &lists[3], &lr,
+                          &b1, &b2, &eps, &wd, &decoupled, &step_size, &adaptive))
+        return NULL;
+    const size_t sz[8] = {4, 4, 4, 4, 4, 4, 4, 4};
+    const void *v[8] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &step_size, &adaptive};
+    if (launch_chunked(kh, "radam", lists, 4, 0u, 8, sz, v) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* RAdam: the step's scalars (step_size, adaptive: rho_t > 5) come from the host (tlgpu/optim). */
 static PyObject *
 fn_radam_step(PyObject *Py_UNUSED(m), PyObject *args)
@@ -332,6 +373,12 @@ static const PyMethodDef optim_functions[] = {
      "_adam_chunked(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs|None, lr, beta1, beta2, eps, weight_decay, "
      "decoupled, bc1, bc2, amsgrad): Adam over up to 8 parameters (6 with amsgrad) of one dtype at one step, one "
      "launch in chunks (CPU devices)."},
+    {"_sgd_chunked", fn_sgd_chunked, METH_VARARGS,
+     "_sgd_chunked(params, grads, momentum_buffers|None, lr, momentum, dampening, weight_decay, nesterov, first): "
+     "SGD over up to 8 parameters of one dtype, one launch in chunks (CPU devices)."},
+    {"_radam_chunked", fn_radam_chunked, METH_VARARGS,
+     "_radam_chunked(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, "
+     "step_size, adaptive): RAdam over up to 8 parameters of one dtype at one step, one launch in chunks."},
     {"_radam_step", fn_radam_step, METH_VARARGS,
      "_radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, adaptive)."},
     {NULL, NULL, 0, NULL},

@@ -1,5 +1,7 @@
-"""Optimizers: hyperparameters and state tensors here; every step() is one fused C kernel per parameter
-(kernels/optim.cl), so a step costs len(params) launches and never waits for the device.
+"""Optimizers: hyperparameters and state tensors here; every step() runs fused C kernels (kernels/optim.cl)
+and never waits for the device. On CPU devices a step is one launch per 8 parameters at the same step count
+and dtype (the chunked kernels: Adam/AdamW 6 with amsgrad); on GPUs Adam/AdamW without amsgrad take one launch
+per 8 parameters (tl_adam8), the others one a parameter (_launch_mode says why).
 
 Parameters may be float32, float16 or bfloat16 (mixed in one optimizer). As torch's fused optimizers, the
 state (momentum_buffer, exp_avg, exp_avg_sq, max_exp_avg_sq) has its parameter's dtype and the kernels
@@ -64,6 +66,18 @@ def _launch_mode():
 
 _MODE = None
 _PER_PARAM = None
+
+
+def _grouped(items, key, per):
+    """(key, run) for the items (tuples starting with the parameter) whose parameters have elements, grouped by
+    key(item) and the parameter's dtype (one launch holds one dtype), in runs of at most `per`."""
+    by = {}
+    for it in items:
+        if it[0].numel():                              # zero-size: nothing to update
+            by.setdefault((key(it), str(it[0].dtype)), []).append(it)
+    for (k, _), same in by.items():
+        for i in range(0, len(same), per):
+            yield k, same[i:i + per]
 
 
 def _zeros_like(p):
@@ -180,19 +194,40 @@ class SGD(Optimizer):
     def _scalars(cls, group, st):
         return {i: group[k] for k, i in cls._ARGS.items()}
 
+    @staticmethod
+    def _chunked_scalars(group, st):
+        """tl_sgdc_f32's (kernels/optim.cl: cend, nel, 8 x 3 buffers, then these)."""
+        return {26: group["lr"], 27: group["momentum"], 28: group["dampening"], 29: group["weight_decay"]}
+
     def step(self):
-        rec = _recorder(self._scalars)
+        """On CPU devices all parameters at once, 8 a launch (tl_sgdc; the first step of a momentum buffer
+        apart); elsewhere one launch a parameter."""
+        chunked = _launch_mode() == "chunked"
+        rec = _recorder(self._chunked_scalars if chunked else self._scalars)
         for group in self.param_groups:
+            items = []
             for p, g in self._grads(group):
                 st = self.state.setdefault(p, {})
                 first = "momentum_buffer" not in st
                 if group["momentum"] != 0 and first:
                     st["momentum_buffer"] = _zeros_like(p)
+                if chunked:
+                    items.append((p, g, st, first))
+                    continue
                 before = _C._jit_last_command() if rec else None
                 _C._sgd_step(p, g, st.get("momentum_buffer"), group["lr"], group["momentum"], group["dampening"],
                              group["weight_decay"], group["nesterov"], first)
                 if rec:
                     rec.launched(before, [st], group)
+            momentum = group["momentum"] != 0
+            for first, chunk in _grouped(items, lambda it: it[3], 8):
+                before = _C._jit_last_command() if rec else None
+                _C._sgd_chunked([c[0] for c in chunk], [c[1] for c in chunk],
+                                [c[2]["momentum_buffer"] for c in chunk] if momentum else None, group["lr"],
+                                group["momentum"], group["dampening"], group["weight_decay"], group["nesterov"],
+                                first)
+                if rec:
+                    rec.launched(before, [c[2] for c in chunk], group)
 
 
 class Adam(Optimizer):
@@ -267,26 +302,19 @@ class Adam(Optimizer):
         launch); else tl_adam8's 8 a launch."""
         b1, b2 = group["betas"]
         ams = group["amsgrad"]
-        per = 6 if chunked and ams else 8
-        by_step = {}
-        for it in items:
-            if it[0].numel():                          # zero-size: nothing to update
-                by_step.setdefault((it[2]["step"], str(it[0].dtype)), []).append(it)
-        for (t, _), same in by_step.items():
-            for i in range(0, len(same), per):
-                chunk = same[i:i + per]
-                ps, gs, sts = [c[0] for c in chunk], [c[1] for c in chunk], [c[2] for c in chunk]
-                ms, vs = [st["exp_avg"] for st in sts], [st["exp_avg_sq"] for st in sts]
-                before = _C._jit_last_command() if rec else None
-                if chunked:
-                    _C._adam_chunked(ps, gs, ms, vs, [st["max_exp_avg_sq"] for st in sts] if ams else None,
-                                     group["lr"], b1, b2, group["eps"], group["weight_decay"], self._decoupled,
-                                     1 - b1 ** t, 1 - b2 ** t, ams)
-                else:
-                    _C._adam_multi(ps, gs, ms, vs, group["lr"], b1, b2, group["eps"], group["weight_decay"],
-                                   self._decoupled, 1 - b1 ** t, 1 - b2 ** t)
-                if rec:
-                    rec.launched(before, sts, group)
+        for t, chunk in _grouped(items, lambda it: it[2]["step"], 6 if chunked and ams else 8):
+            ps, gs, sts = [c[0] for c in chunk], [c[1] for c in chunk], [c[2] for c in chunk]
+            ms, vs = [st["exp_avg"] for st in sts], [st["exp_avg_sq"] for st in sts]
+            before = _C._jit_last_command() if rec else None
+            if chunked:
+                _C._adam_chunked(ps, gs, ms, vs, [st["max_exp_avg_sq"] for st in sts] if ams else None,
+                                 group["lr"], b1, b2, group["eps"], group["weight_decay"], self._decoupled,
+                                 1 - b1 ** t, 1 - b2 ** t, ams)
+            else:
+                _C._adam_multi(ps, gs, ms, vs, group["lr"], b1, b2, group["eps"], group["weight_decay"],
+                               self._decoupled, 1 - b1 ** t, 1 - b2 ** t)
+            if rec:
+                rec.launched(before, sts, group)
 
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))
@@ -306,8 +334,8 @@ class RAdam(Optimizer):
     """RAdam as torch.optim.RAdam: Adam's moments with the variance rectification term r_t; while the
     approximated SMA length rho_t <= 5 (the first steps) the update is the un-adapted bias-corrected
     momentum. decoupled_weight_decay=True multiplies p by (1 - lr * weight_decay) instead of adding
-    weight_decay * p to the gradient. One fused kernel per parameter per step; the step's scalars are
-    computed here in double precision."""
+    weight_decay * p to the gradient. One fused kernel per parameter per step (per 8 on CPU devices); the
+    step's scalars are computed here in double precision."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  decoupled_weight_decay=False):
@@ -336,10 +364,19 @@ class RAdam(Optimizer):
         step_size, _ = cls._step_scalars(group["lr"], b1, b2, st["step"])
         return {5: group["lr"], 6: b1, 7: b2, 8: group["eps"], 9: group["weight_decay"], 11: step_size}
 
+    @classmethod
+    def _chunked_scalars(cls, group, st):
+        """tl_radamc_f32's (kernels/optim.cl: cend, nel, 8 x 4 buffers, then these): as _scalars, from 34."""
+        return {k + 29: v for k, v in cls._scalars(group, st).items()}
+
     def step(self):
-        rec = _recorder(self._scalars)
+        """On CPU devices the parameters at one step count 8 a launch (tl_radamc); elsewhere one launch a
+        parameter."""
+        chunked = _launch_mode() == "chunked"
+        rec = _recorder(self._chunked_scalars if chunked else self._scalars)
         for group in self.param_groups:
             b1, b2 = group["betas"]
+            items = []
             for p, g in self._grads(group):
                 st = self.state.get(p)
                 if st is None:
@@ -349,11 +386,22 @@ class RAdam(Optimizer):
                 if rec and not adaptive:
                     raise RuntimeError("tlgpu.jit: RAdam's first steps (rho_t <= 5) switch kernels when they end; "
                                        "trace the step after them (a few eager steps first)")
+                if chunked:
+                    items.append((p, g, st))
+                    continue
                 before = _C._jit_last_command() if rec else None
                 _C._radam_step(p, g, st["exp_avg"], st["exp_avg_sq"], group["lr"], b1, b2, group["eps"],
                                group["weight_decay"], group["decoupled_weight_decay"], step_size, adaptive)
                 if rec:
                     rec.launched(before, [st], group)
+            for t, chunk in _grouped(items, lambda it: it[2]["step"], 8):
+                step_size, adaptive = self._step_scalars(group["lr"], b1, b2, t)
+                before = _C._jit_last_command() if rec else None
+                _C._radam_chunked([c[0] for c in chunk], [c[1] for c in chunk], [c[2]["exp_avg"] for c in chunk],
+                                  [c[2]["exp_avg_sq"] for c in chunk], group["lr"], b1, b2, group["eps"],
+                                  group["weight_decay"], group["decoupled_weight_decay"], step_size, adaptive)
+                if rec:
+                    rec.launched(before, [c[2] for c in chunk], group)
 
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))
