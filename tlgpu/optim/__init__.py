@@ -196,8 +196,9 @@ class SGD(Optimizer):
 
     @staticmethod
     def _chunked_scalars(group, st):
-        """tl_sgdc_f32's (kernels/optim.cl: cend, nel, 8 x 3 buffers, then these)."""
-        return {26: group["lr"], 27: group["momentum"], 28: group["dampening"], 29: group["weight_decay"]}
+        """tl_sgdc_f32's (kernels/optim.cl: cend, nel, chunk, 8 x 3 buffers, then these): lr, momentum,
+        dampening, weight_decay at 27-30."""
+        return {27: group["lr"], 28: group["momentum"], 29: group["dampening"], 30: group["weight_decay"]}
 
     def step(self):
         """On CPU devices all parameters at once, 8 a launch (tl_sgdc; the first step of a momentum buffer
@@ -260,12 +261,12 @@ class Adam(Optimizer):
 
     @staticmethod
     def _chunked_scalars(group, st):
-        """tl_adamc_f32's (kernels/optim.cl: cend, nel, 8 x 5 buffers, then these): lr, beta1, beta2, eps,
-        weight_decay at 42-46, bias corrections at 48-49."""
+        """tl_adamc_f32's (kernels/optim.cl: cend, nel, chunk, 8 x 5 buffers, then these): lr, beta1, beta2,
+        eps, weight_decay at 43-47, bias corrections at 49-50."""
         b1, b2 = group["betas"]
         t = st["step"]
-        return {42: group["lr"], 43: b1, 44: b2, 45: group["eps"], 46: group["weight_decay"], 48: 1 - b1 ** t,
-                49: 1 - b2 ** t}
+        return {43: group["lr"], 44: b1, 45: b2, 46: group["eps"], 47: group["weight_decay"], 49: 1 - b1 ** t,
+                50: 1 - b2 ** t}
 
     def step(self):
         """Grouped launches where _launch_mode() says so: on CPU devices every parameter at the same step in one
@@ -366,8 +367,9 @@ class RAdam(Optimizer):
 
     @classmethod
     def _chunked_scalars(cls, group, st):
-        """tl_radamc_f32's (kernels/optim.cl: cend, nel, 8 x 4 buffers, then these): as _scalars, from 34."""
-        return {k + 29: v for k, v in cls._scalars(group, st).items()}
+        """tl_radamc_f32's (kernels/optim.cl: cend, nel, chunk, 8 x 4 buffers, then these): _scalars' 30
+        places on (lr at 35, step_size at 41)."""
+        return {k + 30: v for k, v in cls._scalars(group, st).items()}
 
     def step(self):
         """On CPU devices the parameters at one step count 8 a launch (tl_radamc); elsewhere one launch a
