@@ -48,12 +48,13 @@ _FLOATS = ("float32", "float16", "bfloat16")
 
 
 def _launch_mode():
-    """How Adam/AdamW launch a step: "chunked" on CPU devices (tl_adamc: every parameter of a step in one launch,
-    8 a launch, 6 with amsgrad; each work-item loops over 4096 elements of one parameter, which PoCL vectorises),
-    "multi" on GPUs (tl_adam8: 8 parameters a launch, an element a work-item, one launch saving ~9 us each; no
-    amsgrad) or "per_param" (one launch a parameter: amsgrad on GPUs). tl_adam8 on PoCL costs 5-10x the
-    per-parameter kernel (its branch per element is never vectorised: MLP 784-256-256-10, 4.1 against 0.37 ms a
-    step), hence the chunked kernel there. Tests force a mode with _MODE, or with the older _PER_PARAM switch
+    """How the optimizers launch a step. "chunked" on CPU devices: SGD, Adam/AdamW and RAdam put every parameter
+    of a step in one launch, 8 a launch (6 for Adam with amsgrad), each work-item looping over 4096 elements of
+    one parameter, which PoCL vectorises (tl_sgdc, tl_adamc, tl_radamc). "multi" on GPUs: Adam/AdamW without
+    amsgrad take 8 parameters a launch, an element a work-item (tl_adam8), which saves ~9 us a launch; the
+    others take one a parameter. "per_param": one launch a parameter. tl_adam8 is not used on PoCL because its
+    per-element branch is never vectorised there: 5.7x the per-parameter kernel's time on one parameter of
+    200,704 floats (1099 against 193 us). Tests force a mode with _MODE, or with the older _PER_PARAM switch
     (True: "per_param", False: "multi")."""
     global _MODE
     if _PER_PARAM is not None:
