@@ -385,7 +385,8 @@ def test_radam_default_betas_one_kernel_per_param(rng):
         stats = tlgpu.stream_stats()
         assert stats["waits"] == 0
         if step > 0:                                   # (the first step also creates the state)
-            assert stats["enqueued"] == len(ps)        # one fused kernel per parameter
+            # one fused kernel per parameter; on CPU devices one for both (the chunked kernels, tlgpu/optim)
+            assert stats["enqueued"] == (1 if tlgpu.optim._launch_mode() == "chunked" else len(ps))
         for r, g in zip(refs, gs):
             r.step(g)
     for p, r in zip(ps, refs):

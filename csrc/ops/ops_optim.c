@@ -1,5 +1,7 @@
-/* ops_optim.c: fused optimizer steps, one kernel launch per parameter (kernels/optim.cl). The Python
- * optimizers (tlgpu/optim.py) hold hyperparameters and state tensors and call these once per parameter.
+/* ops_optim.c: fused optimizer steps (kernels/optim.cl): one kernel launch per parameter, Adam over up to 8
+ * parameters a launch (tl_adam8, GPUs), or Adam, SGD and RAdam over up to 8 parameters a launch in chunks
+ * (tl_*c, CPU devices; launch_chunked). The Python optimizers (tlgpu/optim) hold hyperparameters and state
+ * tensors and choose the launches.
  * Steps write parameters in place: they bump the version counter (a graph that saved the old values will
  * refuse to backward) but are allowed on leaves that require grad, as optimizer updates must be.
  * Parameters may be float32, float16 or bfloat16; the gradient and the state of a call have the parameter's
@@ -189,6 +191,162 @@ fn_adam_multi(PyObject *Py_UNUSED(m), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- chunked launches (CPU devices): kernels/optim.cl's tl_*c kernels ---- */
+enum { CK = 8, CHUNK = 4096, MAXB = 5 };   /* optim.cl's TL_CK; elements a work-item; buffers a parameter */
+
+/* One launch of a chunked kernel over up to CK parameters of one dtype: lists[0..nb) are parallel sequences
+ * (the parameters, their gradients, then the state the kernel writes in place); list j may be None where bit j
+ * of `optional` is set (its slots then alias the parameter's buffer j - 1, which the kernel never reads for
+ * it). Arguments: cend, nel (int8: running chunk totals, element counts), chunk (elements a work-item: 4096;
+ * 1024 and 16384 measured the same on PoCL, the step being bound by memory), CK x nb buffers, then the nscal
+ * scalars. The stream's written mask has 32 bits, so a launch holds at most 32 buffers (8 parameters of
+ * Adam, 6 with amsgrad's max): the Python side splits longer lists. */
+static int
+launch_chunked(tl_kernel *kh3, const char *op, PyObject *const *lists, int nb, unsigned optional, int nscal,
+               const size_t *ssz, const void *const *sval)
+{
+    Py_ssize_t n = PySequence_Size(lists[0]);
+    int given = 0, chunk = CHUNK;
+    if (n < 0) return -1;
+    for (int j = 0; j < nb; j++) {
+        if (lists[j] == Py_None && (optional >> j & 1u)) continue;
+        given++;
+        Py_ssize_t nj = PySequence_Size(lists[j]);
+        if (nj < 0) return -1;
+        if (nj != n) return PyErr_Format(PyExc_ValueError, "%s: list lengths differ (%zd and %zd)", op, n, nj), -1;
+    }
+    if (n < 1 || n > CK || n * given > 32)
+        return PyErr_Format(PyExc_ValueError, "%s: one chunked launch takes 1 to %d parameters and at most 32 "
+                            "buffers (got %zd parameters of %d buffers)", op, CK, n, given), -1;
+    tl_tensor *t[CK][MAXB] = {{NULL}};
+    cl_int cend[CK], nel[CK];
+    int chunks = 0, real = -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *row[MAXB];
+        for (int j = 0; j < nb; j++) {
+            row[j] = lists[j] == Py_None ? Py_None : PySequence_GetItem(lists[j], k);
+            if (row[j] == NULL) return -1;
+            if (row[j] != Py_None) Py_DECREF(row[j]);             /* the lists keep them alive */
+        }
+        if (check_group(op, row, nb, optional) < 0) return -1;
+        for (int j = 0; j < nb; j++) t[k][j] = row[j] == Py_None ? NULL : tl_tensor_CAST(row[j]);
+        if (k > 0 && tl_check_dtype(op, t[k][0], t[0][0]->dtype) < 0) return -1;
+        for (int j = 0; j < nb; j++)
+            if (t[k][j] != NULL && t[k][j]->offset != 0)
+                return PyErr_Format(PyExc_ValueError, "%s: tensors must start at element 0 (a slice)", op), -1;
+        Py_ssize_t numel = tl_tensor_numel(t[k][0]);
+        if (numel > INT32_MAX - CHUNK)
+            return PyErr_Format(PyExc_ValueError, "%s: a parameter of %zd elements is too large", op, numel), -1;
+        nel[k] = (cl_int)numel;
+        if (t[k][0]->storage == NULL) nel[k] = 0;
+        if (nel[k] > 0 && real < 0) real = (int)k;
+        chunks += (nel[k] + chunk - 1) / chunk;
+        if (chunks > INT32_MAX / chunk)
+            return PyErr_Format(PyExc_ValueError, "%s: too many elements in one call", op), -1;
+        cend[k] = chunks;
+    }
+    if (chunks == 0) return 0;                        /* zero-size parameters only */
+    tl_kernel *kh = PICK(kh3, t[0][0]->dtype);
+    cl_kernel kern = tl_kernel_py(kh);
+    if (kern == NULL) return -1;
+    cl_mem mem[CK * MAXB];
+    size_t sz[3 + CK * MAXB + 12];
+    const void *val[3 + CK * MAXB + 12];
+    for (int k = 0; k < CK; k++) {                    /* unused and zero-size slots alias a real parameter */
+        const int use = k < n && nel[k] > 0 ? k : real;
+        if (k >= n) { cend[k] = chunks; nel[k] = 0; }
+        for (int j = 0; j < nb; j++) {
+            const tl_tensor *tj = t[use][j] != NULL ? t[use][j] : t[use][j - 1];
+            mem[nb * k + j] = tj->storage->mem;
+        }
+    }
+    sz[0] = sz[1] = sizeof cend;
+    sz[2] = sizeof chunk;
+    val[0] = cend;
+    val[1] = nel;
+    val[2] = &chunk;
+    for (int i = 0; i < CK * nb; i++) { sz[3 + i] = sizeof(cl_mem); val[3 + i] = &mem[i]; }
+    for (int i = 0; i < nscal; i++) { sz[3 + CK * nb + i] = ssz[i]; val[3 + CK * nb + i] = sval[i]; }
+    if (tl_set_args(kern, 0, 3 + CK * nb + nscal, sz, val) < 0) return -1;
+    tl_storage *touched[32];
+    unsigned written = 0;
+    int nt = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (nel[k] == 0) continue;
+        tl_mark_write(t[k][0], kh->name);
+        for (int j = 0; j < nb; j++) {
+            if (t[k][j] == NULL) continue;
+            if (j != 1) written |= 1u << nt;             /* the parameter and its state; the gradient is read */
+            touched[nt++] = t[k][j]->storage;
+        }
+    }
+    tl_err err = {0};
+    const size_t gws = (size_t)chunks, lws = 1;
+    if (tl_stream_launch(kern, 1, &gws, &lws, touched, nt, written, kh->name, &err) != TL_OK) return tl_raise(&err);
+    return 0;
+}
+
+/* _adam_chunked(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs|None, lr, beta1, beta2, eps,
+ * weight_decay, decoupled, bc1, bc2, amsgrad): Adam/AdamW over up to 8 parameters (6 with amsgrad) of one
+ * dtype at one step, one launch of tl_adamc (CPU devices). */
+static PyObject *
+fn_adam_chunked(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_adamc");
+    PyObject *lists[5];
+    float lr, b1, b2, eps, wd, bc1, bc2;
+    int decoupled, amsgrad;
+    if (!PyArg_ParseTuple(args, "OOOOOfffffpffp:_adam_chunked", &lists[0], &lists[1], &lists[2], &lists[3],
+                          &lists[4], &lr, &b1, &b2, &eps, &wd, &decoupled, &bc1, &bc2, &amsgrad))
+        return NULL;
+    if (amsgrad && lists[4] == Py_None)
+        return PyErr_Format(PyExc_ValueError, "adam: amsgrad needs the max buffers");
+    if (!amsgrad) lists[4] = Py_None;                 /* never read: fewer buffers, more parameters a launch */
+    const size_t sz[9] = {4, 4, 4, 4, 4, 4, 4, 4, 4};
+    const void *v[9] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &bc1, &bc2, &amsgrad};
+    if (launch_chunked(kh, "adam", lists, 5, 16u, 9, sz, v) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _sgd_chunked(params, grads, momentum_buffers|None, lr, momentum, dampening, weight_decay, nesterov, first):
+ * SGD over up to 8 parameters of one dtype, one launch of tl_sgdc (CPU devices). */
+static PyObject *
+fn_sgd_chunked(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_sgdc");
+    PyObject *lists[3];
+    float lr, momentum, dampening, wd;
+    int nesterov, first;
+    if (!PyArg_ParseTuple(args, "OOOffffpp:_sgd_chunked", &lists[0], &lists[1], &lists[2], &lr, &momentum,
+                          &dampening, &wd, &nesterov, &first))
+        return NULL;
+    if (lists[2] == Py_None && momentum != 0.0f)
+        return PyErr_Format(PyExc_ValueError, "sgd: momentum needs the buffers");
+    if (momentum == 0.0f) lists[2] = Py_None;         /* never touched */
+    const size_t sz[6] = {4, 4, 4, 4, 4, 4};
+    const void *v[6] = {&lr, &momentum, &dampening, &wd, &nesterov, &first};
+    if (launch_chunked(kh, "sgd", lists, 3, 4u, 6, sz, v) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _radam_chunked(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled,
+ * step_size, adaptive): RAdam over up to 8 parameters of one dtype at one step, one launch of tl_radamc. */
+static PyObject *
+fn_radam_chunked(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_radamc");
+    PyObject *lists[4];
+    float lr, b1, b2, eps, wd, step_size;
+    int decoupled, adaptive;
+    if (!PyArg_ParseTuple(args, "OOOOfffffpfp:_radam_chunked", &lists[0], &lists[1], &lists[2], &lists[3], &lr,
+                          &b1, &b2, &eps, &wd, &decoupled, &step_size, &adaptive))
+        return NULL;
+    const size_t sz[8] = {4, 4, 4, 4, 4, 4, 4, 4};
+    const void *v[8] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &step_size, &adaptive};
+    if (launch_chunked(kh, "radam", lists, 4, 0u, 8, sz, v) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* RAdam: the step's scalars (step_size, adaptive: rho_t > 5) come from the host (tlgpu/optim). */
 static PyObject *
 fn_radam_step(PyObject *Py_UNUSED(m), PyObject *args)
@@ -215,6 +373,16 @@ static const PyMethodDef optim_functions[] = {
     {"_adam_multi", fn_adam_multi, METH_VARARGS,
      "_adam_multi(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, bc1, bc2): "
      "Adam without amsgrad over up to 8 parameters of one dtype at one step, one launch."},
+    {"_adam_chunked", fn_adam_chunked, METH_VARARGS,
+     "_adam_chunked(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs|None, lr, beta1, beta2, eps, weight_decay, "
+     "decoupled, bc1, bc2, amsgrad): Adam over up to 8 parameters (6 with amsgrad) of one dtype at one step, one "
+     "launch in chunks (CPU devices)."},
+    {"_sgd_chunked", fn_sgd_chunked, METH_VARARGS,
+     "_sgd_chunked(params, grads, momentum_buffers|None, lr, momentum, dampening, weight_decay, nesterov, first): "
+     "SGD over up to 8 parameters of one dtype, one launch in chunks (CPU devices)."},
+    {"_radam_chunked", fn_radam_chunked, METH_VARARGS,
+     "_radam_chunked(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, "
+     "step_size, adaptive): RAdam over up to 8 parameters of one dtype at one step, one launch in chunks."},
     {"_radam_step", fn_radam_step, METH_VARARGS,
      "_radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, adaptive)."},
     {NULL, NULL, 0, NULL},

@@ -1,5 +1,7 @@
-"""Optimizers: hyperparameters and state tensors here; every step() is one fused C kernel per parameter
-(kernels/optim.cl), so a step costs len(params) launches and never waits for the device.
+"""Optimizers: hyperparameters and state tensors here; every step() runs fused C kernels (kernels/optim.cl)
+and never waits for the device. On CPU devices a step is one launch per 8 parameters at the same step count
+and dtype (the chunked kernels: Adam/AdamW 6 with amsgrad); on GPUs Adam/AdamW without amsgrad take one launch
+per 8 parameters (tl_adam8), the others one a parameter (_launch_mode says why).
 
 Parameters may be float32, float16 or bfloat16 (mixed in one optimizer). As torch's fused optimizers, the
 state (momentum_buffer, exp_avg, exp_avg_sq, max_exp_avg_sq) has its parameter's dtype and the kernels
@@ -45,18 +47,38 @@ class _Replay:
 _FLOATS = ("float32", "float16", "bfloat16")
 
 
-def _per_param_launches():
-    """True on CPU devices (PoCL): there tl_adam8's branch per element costs the vectorised per-parameter kernel
-    5-10x (MLP 784-256-256-10: 4.1 against 0.37 ms a step on the 2-core development machine), while a launch
-    costs little; on GPUs one launch per 8 parameters saves ~9 us each."""
-    global _PER_PARAM
-    if _PER_PARAM is None:
+def _launch_mode():
+    """How the optimizers launch a step. "chunked" on CPU devices: SGD, Adam/AdamW and RAdam put every parameter
+    of a step in one launch, 8 a launch (6 for Adam with amsgrad), each work-item looping over 4096 elements of
+    one parameter, which PoCL vectorises (tl_sgdc, tl_adamc, tl_radamc). "multi" on GPUs: Adam/AdamW without
+    amsgrad take 8 parameters a launch, an element a work-item (tl_adam8), which saves ~9 us a launch; the
+    others take one a parameter. "per_param": one launch a parameter. tl_adam8 is not used on PoCL because its
+    per-element branch is never vectorised there: 5.7x the per-parameter kernel's time on one parameter of
+    200,704 floats (1099 against 193 us). Tests force a mode with _MODE, or with the older _PER_PARAM switch
+    (True: "per_param", False: "multi")."""
+    global _MODE
+    if _PER_PARAM is not None:
+        return "per_param" if _PER_PARAM else "multi"
+    if _MODE is None:
         from .. import device
-        _PER_PARAM = device().type == "cpu"
-    return _PER_PARAM
+        _MODE = "chunked" if device().type == "cpu" else "multi"
+    return _MODE
 
 
+_MODE = None
 _PER_PARAM = None
+
+
+def _grouped(items, key, per):
+    """(key, run) for the items (tuples starting with the parameter) whose parameters have elements, grouped by
+    key(item) and the parameter's dtype (one launch holds one dtype), in runs of at most `per`."""
+    by = {}
+    for it in items:
+        if it[0].numel():                              # zero-size: nothing to update
+            by.setdefault((key(it), it[0].dtype), []).append(it)    # (str(dtype) costs 6 us: not that)
+    for (k, _), same in by.items():
+        for i in range(0, len(same), per):
+            yield k, same[i:i + per]
 
 
 def _zeros_like(p):
@@ -173,19 +195,41 @@ class SGD(Optimizer):
     def _scalars(cls, group, st):
         return {i: group[k] for k, i in cls._ARGS.items()}
 
+    @staticmethod
+    def _chunked_scalars(group, st):
+        """tl_sgdc_f32's (kernels/optim.cl: cend, nel, chunk, 8 x 3 buffers, then these): lr, momentum,
+        dampening, weight_decay at 27-30."""
+        return {27: group["lr"], 28: group["momentum"], 29: group["dampening"], 30: group["weight_decay"]}
+
     def step(self):
-        rec = _recorder(self._scalars)
+        """On CPU devices all parameters at once, 8 a launch (tl_sgdc; the first step of a momentum buffer
+        apart); elsewhere one launch a parameter."""
+        chunked = _launch_mode() == "chunked"
+        rec = _recorder(self._chunked_scalars if chunked else self._scalars)
         for group in self.param_groups:
+            items = []
             for p, g in self._grads(group):
                 st = self.state.setdefault(p, {})
                 first = "momentum_buffer" not in st
                 if group["momentum"] != 0 and first:
                     st["momentum_buffer"] = _zeros_like(p)
+                if chunked:
+                    items.append((p, g, st, first))
+                    continue
                 before = _C._jit_last_command() if rec else None
                 _C._sgd_step(p, g, st.get("momentum_buffer"), group["lr"], group["momentum"], group["dampening"],
                              group["weight_decay"], group["nesterov"], first)
                 if rec:
                     rec.launched(before, [st], group)
+            momentum = group["momentum"] != 0
+            for first, chunk in _grouped(items, lambda it: it[3], 8):
+                before = _C._jit_last_command() if rec else None
+                _C._sgd_chunked([c[0] for c in chunk], [c[1] for c in chunk],
+                                [c[2]["momentum_buffer"] for c in chunk] if momentum else None, group["lr"],
+                                group["momentum"], group["dampening"], group["weight_decay"], group["nesterov"],
+                                first)
+                if rec:
+                    rec.launched(before, [c[2] for c in chunk], group)
 
 
 class Adam(Optimizer):
@@ -216,11 +260,22 @@ class Adam(Optimizer):
         return {33: group["lr"], 34: b1, 35: b2, 36: group["eps"], 37: group["weight_decay"], 39: 1 - b1 ** t,
                 40: 1 - b2 ** t}
 
+    @staticmethod
+    def _chunked_scalars(group, st):
+        """tl_adamc_f32's (kernels/optim.cl: cend, nel, chunk, 8 x 5 buffers, then these): lr, beta1, beta2,
+        eps, weight_decay at 43-47, bias corrections at 49-50."""
+        b1, b2 = group["betas"]
+        t = st["step"]
+        return {43: group["lr"], 44: b1, 45: b2, 46: group["eps"], 47: group["weight_decay"], 49: 1 - b1 ** t,
+                50: 1 - b2 ** t}
+
     def step(self):
-        """Without amsgrad, one launch per 8 parameters at the same step (_adam_multi: a small network's step is
-        one launch) on GPUs; with amsgrad, or on CPU devices (_per_param_launches), one per parameter."""
-        rec = _recorder(self._scalars)
-        rec_multi = _recorder(self._multi_scalars)
+        """Grouped launches where _launch_mode() says so: on CPU devices every parameter at the same step in one
+        chunked launch (8 a launch, 6 with amsgrad); on GPUs without amsgrad one launch per 8 parameters
+        (_adam_multi). Otherwise one launch per parameter."""
+        mode = _launch_mode()
+        rec = _recorder(self._scalars) if mode != "chunked" else None
+        rec_group = _recorder(self._chunked_scalars if mode == "chunked" else self._multi_scalars)
         for group in self.param_groups:
             b1, b2 = group["betas"]
             items = []
@@ -231,8 +286,8 @@ class Adam(Optimizer):
                                           "max_exp_avg_sq": _zeros_like(p) if group["amsgrad"] else None}
                 st["step"] += 1
                 items.append((p, g, st))
-            if not group["amsgrad"] and not _per_param_launches():
-                self._step_multi(group, items, rec_multi)
+            if mode == "chunked" or (mode == "multi" and not group["amsgrad"]):
+                self._step_grouped(group, items, rec_group, mode == "chunked")
                 continue
             for p, g, st in items:
                 t = st["step"]
@@ -243,23 +298,25 @@ class Adam(Optimizer):
                 if rec:
                     rec.launched(before, [st], group)
 
-    def _step_multi(self, group, items, rec):
+    def _step_grouped(self, group, items, rec, chunked):
         """The parameters grouped by step count (they differ only where some had no gradient at some step)
-        and dtype (one launch holds one), 8 per launch."""
+        and dtype (one launch holds one): chunked, 8 a launch (6 with amsgrad: the stream's 32 buffers a
+        launch); else tl_adam8's 8 a launch."""
         b1, b2 = group["betas"]
-        by_step = {}
-        for it in items:
-            if it[0].numel():                          # zero-size: nothing to update
-                by_step.setdefault((it[2]["step"], str(it[0].dtype)), []).append(it)
-        for (t, _), same in by_step.items():
-            for i in range(0, len(same), 8):
-                chunk = same[i:i + 8]
-                before = _C._jit_last_command() if rec else None
-                _C._adam_multi([c[0] for c in chunk], [c[1] for c in chunk], [c[2]["exp_avg"] for c in chunk],
-                               [c[2]["exp_avg_sq"] for c in chunk], group["lr"], b1, b2, group["eps"],
-                               group["weight_decay"], self._decoupled, 1 - b1 ** t, 1 - b2 ** t)
-                if rec:
-                    rec.launched(before, [c[2] for c in chunk], group)
+        ams = group["amsgrad"]
+        for t, chunk in _grouped(items, lambda it: it[2]["step"], 6 if chunked and ams else 8):
+            ps, gs, sts = [c[0] for c in chunk], [c[1] for c in chunk], [c[2] for c in chunk]
+            ms, vs = [st["exp_avg"] for st in sts], [st["exp_avg_sq"] for st in sts]
+            before = _C._jit_last_command() if rec else None
+            if chunked:
+                _C._adam_chunked(ps, gs, ms, vs, [st["max_exp_avg_sq"] for st in sts] if ams else None,
+                                 group["lr"], b1, b2, group["eps"], group["weight_decay"], self._decoupled,
+                                 1 - b1 ** t, 1 - b2 ** t, ams)
+            else:
+                _C._adam_multi(ps, gs, ms, vs, group["lr"], b1, b2, group["eps"], group["weight_decay"],
+                               self._decoupled, 1 - b1 ** t, 1 - b2 ** t)
+            if rec:
+                rec.launched(before, sts, group)
 
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))
@@ -279,8 +336,8 @@ class RAdam(Optimizer):
     """RAdam as torch.optim.RAdam: Adam's moments with the variance rectification term r_t; while the
     approximated SMA length rho_t <= 5 (the first steps) the update is the un-adapted bias-corrected
     momentum. decoupled_weight_decay=True multiplies p by (1 - lr * weight_decay) instead of adding
-    weight_decay * p to the gradient. One fused kernel per parameter per step; the step's scalars are
-    computed here in double precision."""
+    weight_decay * p to the gradient. One fused kernel per parameter per step (per 8 on CPU devices); the
+    step's scalars are computed here in double precision."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  decoupled_weight_decay=False):
@@ -309,10 +366,20 @@ class RAdam(Optimizer):
         step_size, _ = cls._step_scalars(group["lr"], b1, b2, st["step"])
         return {5: group["lr"], 6: b1, 7: b2, 8: group["eps"], 9: group["weight_decay"], 11: step_size}
 
+    @classmethod
+    def _chunked_scalars(cls, group, st):
+        """tl_radamc_f32's (kernels/optim.cl: cend, nel, chunk, 8 x 4 buffers, then these): _scalars' 30
+        places on (lr at 35, step_size at 41)."""
+        return {k + 30: v for k, v in cls._scalars(group, st).items()}
+
     def step(self):
-        rec = _recorder(self._scalars)
+        """On CPU devices the parameters at one step count 8 a launch (tl_radamc); elsewhere one launch a
+        parameter."""
+        chunked = _launch_mode() == "chunked"
+        rec = _recorder(self._chunked_scalars if chunked else self._scalars)
         for group in self.param_groups:
             b1, b2 = group["betas"]
+            items = []
             for p, g in self._grads(group):
                 st = self.state.get(p)
                 if st is None:
@@ -322,11 +389,22 @@ class RAdam(Optimizer):
                 if rec and not adaptive:
                     raise RuntimeError("tlgpu.jit: RAdam's first steps (rho_t <= 5) switch kernels when they end; "
                                        "trace the step after them (a few eager steps first)")
+                if chunked:
+                    items.append((p, g, st))
+                    continue
                 before = _C._jit_last_command() if rec else None
                 _C._radam_step(p, g, st["exp_avg"], st["exp_avg_sq"], group["lr"], b1, b2, group["eps"],
                                group["weight_decay"], group["decoupled_weight_decay"], step_size, adaptive)
                 if rec:
                     rec.launched(before, [st], group)
+            for t, chunk in _grouped(items, lambda it: it[2]["step"], 8):
+                step_size, adaptive = self._step_scalars(group["lr"], b1, b2, t)
+                before = _C._jit_last_command() if rec else None
+                _C._radam_chunked([c[0] for c in chunk], [c[1] for c in chunk], [c[2]["exp_avg"] for c in chunk],
+                                  [c[2]["exp_avg_sq"] for c in chunk], group["lr"], b1, b2, group["eps"],
+                                  group["weight_decay"], group["decoupled_weight_decay"], step_size, adaptive)
+                if rec:
+                    rec.launched(before, [c[2] for c in chunk], group)
 
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))
