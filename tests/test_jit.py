@@ -363,7 +363,8 @@ def test_jitted_decode_step_equals_eager(q4):
     pos = tlgpu.tensor([0], dtype=tlgpu.int32)
     for i, t in enumerate(seq):
         logits, _ = model._jstep(tlgpu.tensor([t], dtype=tlgpu.int32), pos)
-        np.testing.assert_allclose(logits.numpy()[0], ref[i], rtol=2e-3, atol=2e-3)
+        tol = 2e-2 if q4 and tlgpu.device().type == "gpu" else 2e-3   # GPUs: int8 activations (test_llm.QTOL)
+        np.testing.assert_allclose(logits.numpy()[0], ref[i], rtol=tol, atol=tol * np.abs(ref[i]).max())
     assert pos.item() == len(seq)
 
 
