@@ -56,7 +56,7 @@ static struct {
     int npaths;
     char path[512], reason[256];
 } lib = {.enabled = 1};
-static atomic_long n_launches, n_learnt;
+static atomic_long n_launches, n_learnt, n_convs;
 
 /* Host pointers of buffers, learnt once per cl_mem. PoCL 3.1 hands a native kernel the host pointers of its
  * mem_list sorted in its own order and without duplicates, not at the caller's args_mem_loc order (measured:
@@ -132,6 +132,7 @@ typedef struct {
     cl_mem mem[5];                    /* the runtime's copies of these are not read (see cell) */
     int M, N, K, ta, tb, lda, ldb, res_mode, threads, split;   /* res_mode: RES_* */
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff, soff;
+    int conv, bands, g[TL_CONV_GEOM]; /* conv: a convolution (conv_part below), g its geometry */
 } job;
 
 /* C[m, n] = A[m, K] @ B[K, n] (+ C with beta 1), ldc between C's rows. A single row or column is a
@@ -198,9 +199,12 @@ row_sums(const job *j, int m0, int m1)
 
 /* Part `part` of `parts` of the job: whole batches when there are enough, else a band of C's rows (or
  * columns, when C is wide and short) of each batch. */
+static void conv_part(const job *j, int part, int parts);
+
 static void
 run_part(const job *j, int part, int parts)
 {
+    if (j->conv) { conv_part(j, part, parts); return; }
     size_t total = 1;
     for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
     const float beta = j->res_mode != RES_NONE ? 1.0f : 0.0f;
@@ -231,6 +235,84 @@ run_part(const job *j, int part, int parts)
             o[0] += lo;
             gemm(j, j->M, hi - lo, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
         }
+    }
+}
+
+/* ---- convolution: per image (or band of its output columns), im2col into a small buffer of columns that
+ * stays in cache, then one sgemm W [O, CKK] @ cols [CKK, band] into the NCHW output's rows, bias preloaded.
+ * j: c = out, a = weight, b = input, r = bias (or NULL), s = the columns (K * band floats a part);
+ * M = O, K = CKK, N = L (OH * OW), bands per image. */
+enum { G_N, G_C, G_H, G_W, G_OH, G_OW, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_SN, G_SC, G_SHS, G_SWS,
+       G_OFF };
+enum { CONV_SCRATCH = 1 << 17 };      /* floats of columns a band aims at: 512 KiB, within a core's L2 */
+
+/* Bands per image: enough to keep a band's columns near CONV_SCRATCH floats, and at least enough to give
+ * every part some work when the batch is smaller than the parts. */
+static int
+conv_bands(int K, int L, int N, int parts)
+{
+    long long nb = ((long long)K * L + CONV_SCRATCH - 1) / CONV_SCRATCH;
+    if (nb * N < parts) nb = (parts + N - 1) / N;
+    return (int)(nb < 1 ? 1 : nb > L ? L : nb);
+}
+
+/* cols[r, l - l0] for rows r = (c, ki, kj) and output positions l0..l1 of image n (zero where the window
+ * reads padding), a row of cols at a time: for each output row oh the loop over ow splits into the left
+ * padding, the run inside the input (a strided gather, memcpy at unit step) and the right padding. */
+static void
+im2col_band(const job *j, int n, int l0, int l1, float *restrict cols)
+{
+    const int *g = j->g, OW = g[G_OW], KK = g[G_KH] * g[G_KW], step = g[G_SW] * g[G_SWS];
+    const int w = l1 - l0;
+    const float *x = j->b->p + g[G_OFF] + (ptrdiff_t)n * g[G_SN];
+    for (int r = 0; r < j->K; r++) {
+        const int c = r / KK, ki = (r % KK) / g[G_KW], kj = r % g[G_KW];
+        float *dst = cols + (ptrdiff_t)r * w;
+        const int iw0 = kj * g[G_DW] - g[G_PW];
+        /* ow range whose iw = iw0 + ow * SW lies in [0, W) */
+        const int lo = iw0 >= 0 ? 0 : (-iw0 + g[G_SW] - 1) / g[G_SW];
+        int hi = g[G_W] - 1 - iw0 < 0 ? 0 : (g[G_W] - 1 - iw0) / g[G_SW] + 1;
+        if (hi > OW) hi = OW;
+        for (int l = l0; l < l1;) {
+            const int oh = l / OW, ow0 = l - oh * OW, ow1 = l1 - (l - ow0) < OW ? l1 - (l - ow0) : OW;
+            const int ih = oh * g[G_SH] - g[G_PH] + ki * g[G_DH];
+            float *d = dst + (l - l0) - ow0;       /* d[ow]: this output row's column ow */
+            if (ih < 0 || ih >= g[G_H]) {
+                memset(d + ow0, 0, sizeof(float) * (size_t)(ow1 - ow0));
+            } else {
+                const float *xr = x + (ptrdiff_t)c * g[G_SC] + (ptrdiff_t)ih * g[G_SHS] + (ptrdiff_t)iw0 * g[G_SWS];
+                const int a = lo > ow0 ? (lo < ow1 ? lo : ow1) : ow0, b = hi < ow1 ? (hi > a ? hi : a) : ow1;
+                for (int ow = ow0; ow < a; ow++) d[ow] = 0.0f;
+                if (step == 1) memcpy(d + a, xr + a, sizeof(float) * (size_t)(b - a));
+                else for (int ow = a; ow < b; ow++) d[ow] = xr[(ptrdiff_t)ow * step];
+                for (int ow = b; ow < ow1; ow++) d[ow] = 0.0f;
+            }
+            l += ow1 - ow0;
+        }
+    }
+}
+
+/* Part `part` of `parts`: the (image, band) units in its share, in order. */
+static void
+conv_part(const job *j, int part, int parts)
+{
+    const int L = j->N, O = j->M, N = j->g[G_N], nb = j->bands, bw = (L + nb - 1) / nb;
+    const long long units = (long long)N * nb, u0 = units * part / parts, u1 = units * (part + 1) / parts;
+    float *scratch = j->s->p + (ptrdiff_t)part * j->K * bw;   /* this part's columns */
+    for (long long u = u0; u < u1; u++) {
+        const int n = (int)(u / nb), b = (int)(u % nb), l0 = b * bw, l1 = l0 + bw < L ? l0 + bw : L;
+        if (l1 <= l0) continue;
+        float *out = j->c->p + j->off[0] + (ptrdiff_t)n * O * L + l0;
+        im2col_band(j, n, l0, l1, scratch);
+        if (j->r != NULL)
+            for (int o = 0; o < O; o++) {
+                const float v = j->r->p[j->roff + o];
+                for (int l = 0; l < l1 - l0; l++) out[(ptrdiff_t)o * L + l] = v;
+            }
+        const float beta = j->r != NULL ? 1.0f : 0.0f, *W = j->a->p + j->off[1];
+        if (lib.g64 != NULL) lib.g64(ROW_MAJOR, NO_TRANS, NO_TRANS, O, l1 - l0, j->K, 1.0f, W, j->K, scratch, l1 - l0,
+                                     beta, out, L);
+        else lib.g32(ROW_MAJOR, NO_TRANS, NO_TRANS, O, l1 - l0, j->K, 1.0f, W, j->K, scratch, l1 - l0, beta, out, L);
     }
 }
 
@@ -426,12 +508,35 @@ layout(int rows, int cols, int sr, int sc, int *trans, int *ld)
     return 0;
 }
 
+/* Enqueues job j over storages st (C, A, B, residual or bias, sums or columns; NULL: absent), whose
+ * written ones the mask names (by index in st), as one native command. 0, or -1 with an exception set. */
+static int
+submit(job *j, tl_storage *const *st, unsigned wmask, const char *what)
+{
+    cell **slot[5] = {&j->c, &j->a, &j->b, &j->r, &j->s};
+    tl_storage *uniq[5];
+    const void *loc[5];
+    tl_err err = {0};
+    int n = 0;
+    unsigned written = 0;
+    for (int i = 0; i < 5; i++) {
+        if (st[i] == NULL) continue;
+        if ((*slot[i] = cell_of(st[i], &err)) == NULL) return tl_raise(&err);
+        int seen = -1;                /* each buffer once in mem_list (PoCL drops repeats) */
+        for (int u = 0; u < n; u++)
+            if (uniq[u] == st[i]) seen = u;
+        if (seen < 0) { seen = n; uniq[n] = st[i]; j->mem[n] = st[i]->mem; loc[n] = &j->mem[n]; n++; }
+        if (wmask >> i & 1u) written |= 1u << seen;
+    }
+    if (tl_stream_native(run_job, j, sizeof *j, loc, uniq, n, written, what, &err) != TL_OK) return tl_raise(&err);
+    return 0;
+}
+
 int
 tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
                tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums)
 {
     job j = {0};
-    tl_err err = {0};
     j.M = dims[0];
     j.N = dims[1];
     j.K = dims[2];
@@ -445,25 +550,40 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
     if (sums != NULL && nbd != 0) return 0;
     tl_storage *st[5] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL,
                          sums != NULL ? sums->storage : NULL};
-    cell **slot[5] = {&j.c, &j.a, &j.b, &j.r, &j.s};
-    tl_storage *uniq[5];
-    const void *loc[5];
-    int n = 0;
     j.res_mode = res == NULL ? RES_NONE : tl_tensor_numel(res) == tl_tensor_numel(out) ? RES_FULL : RES_ROWS;
     j.roff = res != NULL ? (int)res->offset : 0;
     j.soff = sums != NULL ? (int)sums->offset : 0;
-    unsigned written = 1u;            /* uniq[0] is C */
-    for (int i = 0; i < 5; i++) {
-        if (st[i] == NULL) continue;
-        if ((*slot[i] = cell_of(st[i], &err)) == NULL) return tl_raise(&err);
-        if (i == 4) written |= 1u << n;   /* the sums: a fresh buffer, never one of the others */
-        int seen = 0;                 /* each buffer once in mem_list (PoCL drops repeats) */
-        for (int u = 0; u < n; u++) seen |= uniq[u] == st[i];
-        if (!seen) { uniq[n] = st[i]; j.mem[n] = st[i]->mem; loc[n] = &j.mem[n]; n++; }
-    }
-    if (tl_stream_native(run_job, &j, sizeof j, loc, uniq, n, written, "cpu_blas_sgemm", &err) != TL_OK)
-        return tl_raise(&err);
+    if (submit(&j, st, 1u | 1u << 4, "cpu_blas_sgemm") < 0) return -1;
     atomic_fetch_add(&n_launches, 1);
+    return 1;
+}
+
+int
+tl_cpu_blas_conv(const int *g, tl_tensor *out, tl_tensor *x, tl_tensor *w, tl_tensor *bias)
+{
+    job j = {.conv = 1, .ta = NO_TRANS, .tb = NO_TRANS};
+    tl_tensor *cols = NULL;
+    enum { GN = 0, GOH = 4, GOW = 5 };
+    if (out->storage == NULL || x->storage == NULL || !active(&j.threads, &j.split)) return 0;
+    if (!tl_tensor_is_contig(w) || (bias != NULL && bias->ndim == 1 && bias->strides[0] != 1)) return 0;
+    memcpy(j.g, g, sizeof j.g);
+    j.M = (int)w->shape[0];
+    j.K = (int)(w->shape[1] * w->shape[2] * w->shape[3]);
+    j.N = g[GOH] * g[GOW];
+    if (j.K == 0) return 0;
+    j.lda = j.K;
+    j.off[0] = (int)out->offset;
+    j.off[1] = (int)w->offset;
+    j.roff = bias != NULL ? (int)bias->offset : 0;
+    const int parts = j.split ? j.threads : 1;
+    j.bands = conv_bands(j.K, j.N, g[GN], parts);
+    const Py_ssize_t n = (Py_ssize_t)parts * j.K * ((j.N + j.bands - 1) / j.bands);
+    if ((cols = tl_tensor_empty(TL_F32, 1, &n)) == NULL) return -1;
+    tl_storage *st[5] = {out->storage, w->storage, x->storage, bias != NULL ? bias->storage : NULL, cols->storage};
+    int rc = submit(&j, st, 1u | 1u << 4, "cpu_blas_conv");
+    Py_DECREF(cols);                  /* the stream holds it until the command ran */
+    if (rc < 0) return -1;
+    atomic_fetch_add(&n_convs, 1);
     return 1;
 }
 
@@ -498,11 +618,11 @@ tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (split >= 0) lib.split = split;
     int state = lib.state, on = lib.enabled, ilp64 = lib.g64 != NULL;
     threads = lib.threads;
-    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
+    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:l,s:l,s:z}", "loaded", state == 1 ? Py_True : Py_False,
                                 "enabled", on ? Py_True : Py_False, "path", lib.path,
                                 "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads,
                                 "split", lib.split ? Py_True : Py_False, "spin_us", spin_us,
-                                "launches", atomic_load(&n_launches),
+                                "launches", atomic_load(&n_launches), "convs", atomic_load(&n_convs),
                                 "pointers", atomic_load(&n_learnt), "reason", state == -1 ? lib.reason : NULL);
     pthread_mutex_unlock(&lock);
     return r;
