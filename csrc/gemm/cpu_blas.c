@@ -445,7 +445,7 @@ static void CL_CALLBACK
 run_job(void *args)
 {
     const job *j = args;
-    size_t total = 1;
+    size_t total = j->conv ? (size_t)j->g[G_N] : 1;   /* products: batch dims; a convolution: its images */
     for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
     int parts = j->split ? j->threads : 1;
     if ((double)total * j->M * j->N * j->K < (1 << 21)) parts = 1;
