@@ -15,7 +15,9 @@
  * that sleep on a condition variable between products. OpenBLAS's own workers spin after each call and took
  * the second core from PoCL's workers: the MLP step ran 7-15 x slower with BLAS threads = 2
  * (TLGPU_BLAS_SPLIT=0 restores that mode, for measurements). The thread count is set and put back around
- * each product, since numpy's library has one count for all its callers. */
+ * each product, since numpy's library has one count for all its callers.
+ * Convolutions without autograd (tl_cpu_blas_conv) run the same way: one native command that, per image or
+ * group of images, writes im2col columns into a buffer that stays in cache and multiplies them by sgemm. */
 #include "cpu_blas.h"
 #include "cl_runtime.h"
 #include "state.h"
@@ -612,32 +614,35 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
 }
 
 int
-tl_cpu_blas_conv(const int *g, tl_tensor *out, tl_tensor *x, tl_tensor *w, tl_tensor *bias)
+tl_cpu_blas_conv(const int *g, tl_tensor *x, tl_tensor *w, tl_tensor *bias, tl_tensor **out)
 {
     job j = {.conv = 1, .ta = NO_TRANS, .tb = NO_TRANS};
-    tl_tensor *cols = NULL;
+    tl_tensor *y = NULL, *cols = NULL;
     enum { GN = 0, GOH = 4, GOW = 5 };
-    if (out->storage == NULL || x->storage == NULL || !active(&j.threads, &j.split)) return 0;
+    if (x->storage == NULL || w->storage == NULL || !active(&j.threads, &j.split)) return 0;
     if (!tl_tensor_is_contig(w) || (bias != NULL && bias->ndim == 1 && bias->strides[0] != 1)) return 0;
     memcpy(j.g, g, sizeof j.g);
     j.M = (int)w->shape[0];
     j.K = (int)(w->shape[1] * w->shape[2] * w->shape[3]);
     j.N = g[GOH] * g[GOW];
-    if (j.K == 0) return 0;
+    if (j.K == 0 || j.M == 0 || j.N == 0 || g[GN] == 0) return 0;
     j.lda = j.K;
-    j.off[0] = (int)out->offset;
     j.off[1] = (int)w->offset;
     j.roff = bias != NULL ? (int)bias->offset : 0;
     const int parts = j.split ? j.threads : 1;
     const Py_ssize_t n = (Py_ssize_t)parts * (Py_ssize_t)conv_cut(j.K, j.M, g[GOH], g[GOW], g[GN], parts, &j.group,
                                                                &j.bands);
-    if ((cols = tl_tensor_empty(TL_F32, 1, &n)) == NULL) return -1;
-    tl_storage *st[5] = {out->storage, w->storage, x->storage, bias != NULL ? bias->storage : NULL, cols->storage};
-    int rc = submit(&j, st, 1u | 1u << 4, "cpu_blas_conv");
-    Py_DECREF(cols);                  /* the stream holds it until the command ran */
-    if (rc < 0) return -1;
+    const Py_ssize_t shape[4] = {g[GN], j.M, g[GOH], g[GOW]};
+    if ((y = tl_tensor_empty(TL_F32, 4, shape)) == NULL || (cols = tl_tensor_empty(TL_F32, 1, &n)) == NULL) goto fail;
+    tl_storage *st[5] = {y->storage, w->storage, x->storage, bias != NULL ? bias->storage : NULL, cols->storage};
+    if (submit(&j, st, 1u | 1u << 4, "cpu_blas_conv") < 0) goto fail;
+    Py_DECREF(cols);                  /* the queue is in order: a later command that reuses it runs after */
     atomic_fetch_add(&n_convs, 1);
+    *out = y;
     return 1;
+fail:
+    Py_XDECREF(y); Py_XDECREF(cols);
+    return -1;
 }
 
 PyObject *

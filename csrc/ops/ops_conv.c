@@ -2,7 +2,9 @@
  * conv2d(x, w, b) lowers to the project's GEMM: im2col writes cols [C*KH*KW, N*OH*OW] into a new pooled
  * tensor, the weight viewed as [O, C*KH*KW] multiplies it (one GEMM over the whole batch, through the @
  * slot), and one pass lays the [O, N, OH, OW] product out as NCHW and adds the bias (ROW_CONV_LAYOUT,
- * whose backward is the reverse pass plus a row sum for the bias).
+ * whose backward is the reverse pass plus a row sum for the bias). Without autograd on a CPU device with the
+ * BLAS path, conv2d is instead one native command (tl_cpu_blas_conv: per image or group of images, im2col into
+ * a buffer that stays in cache and one sgemm into the NCHW output; the actors' forward, docs/cpu.md).
  * Autograd is the composition: im2col is an op of its own whose backward is col2im (each input element's
  * sum over the windows that read it, in a fixed order: deterministic, no atomics; one work-item per input
  * row on CPUs, per input element elsewhere); the GEMM and the weight's reshape bring their own
@@ -318,22 +320,6 @@ fail:
     return -1;
 }
 
-/* Without autograd, on a CPU device where products take the BLAS path: the whole convolution as one native
- * command (tl_cpu_blas_conv: per image, im2col into a buffer that stays in cache and one sgemm into the NCHW
- * output, the bias preloaded), not three passes over the batch's columns in memory. 1: *out is the output;
- * 0: not taken here; -1: error. */
-static int
-conv_native(tl_tensor *x, tl_tensor *w, tl_tensor *b, const conv_geom *g, int O, PyObject **out)
-{
-    Py_ssize_t shape[4] = {g->N, O, g->OH, g->OW};
-    tl_tensor *y;
-    int r;
-    if (g->N == 0 || O == 0 || (y = tl_tensor_empty(TL_F32, 4, shape)) == NULL) return g->N == 0 || O == 0 ? 0 : -1;
-    if ((r = tl_cpu_blas_conv((const int *)g, y, x, w, b)) <= 0) { Py_DECREF(y); return r; }
-    *out = (PyObject *)y;
-    return 1;
-}
-
 /* conv2d on float32 operands (in: input, weight, bias or NULL; ctx: stride, padding, dilation objects). */
 static PyObject *
 conv2d_fn(PyObject *const *in, void *ctx)
@@ -377,11 +363,16 @@ conv2d_fn(PyObject *const *in, void *ctx)
                      "more elements: split the batch", g.N, O, g.OH, g.OW, a, c);
         goto done;
     }
+    /* Without autograd, where products take the CPU BLAS path: the whole convolution as one native command
+     * (per image or group of images, im2col into a buffer that stays in cache and one sgemm into the NCHW
+     * output), not three passes over the whole batch's columns in memory. */
     PyObject *ins[3] = {xb, wo, b != NULL ? bo : NULL};
-    int nat = tl_autograd_wanted(ins, 3) ? 0 : conv_native(x, w, b, &g, O, &out);
+    tl_tensor *direct = NULL;
+    int nat = tl_autograd_wanted(ins, 3) ? 0 : tl_cpu_blas_conv((const int *)&g, x, w, b, &direct);
     if (nat < 0) goto done;
     if (nat > 0) {
-        if (!batched) Py_SETREF(out, tl_squeeze_dim(tl_tensor_CAST(out), 0));
+        out = batched ? (PyObject *)direct : tl_squeeze_dim(direct, 0);
+        if (!batched) Py_DECREF(direct);
         goto done;
     }
     if ((cols = im2col(xb, &g)) == NULL) goto done;
