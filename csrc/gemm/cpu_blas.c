@@ -289,7 +289,9 @@ conv_cut(int K, int O, int OH, int OW, int N, int parts, int *group, int *bands)
 /* cols [K, (oh1 - oh0) * OW] (rows ld apart) of image n for output rows oh0..oh1: row r = (c, ki, kj) of
  * cols holds, for each output position, the input element its window reads at (ki, kj), zero where that is
  * padding. Per row of cols, the output rows whose input row is padding are zeros, and the ow range inside
- * the input (lo..hi) is the same for every other output row. */
+ * the input (lo..hi) is the same for every other output row. Without dilation, the row of kj >= SW is the
+ * row of kj - SW one column on (iw = kj - PW + ow * SW), except each output row's last column: half the
+ * Nature CNN's rows become a contiguous copy instead of a gather at step 4 or 2. */
 VECTORISE static void
 im2col_rows(const job *j, int n, int oh0, int oh1, float *restrict cols, ptrdiff_t ld)
 {
@@ -306,6 +308,16 @@ im2col_rows(const job *j, int n, int oh0, int oh1, float *restrict cols, ptrdiff
             vb = vb > oh1 ? oh1 : vb < va ? va : vb;
             for (int kj = 0; kj < g[G_KW]; kj++, cols += ld) {
                 const int iw0 = kj * g[G_DW] - g[G_PW];        /* iw = iw0 + ow * SW lies in [0, W) for lo..hi */
+                if (g[G_DW] == 1 && kj >= SW && OW > 1) {
+                    /* the row of kj - SW, one column on: a contiguous copy, then each output row's last column */
+                    const int n1 = (oh1 - oh0) * OW - 1, iw = iw0 + (OW - 1) * SW;
+                    const float *xl = x + (ptrdiff_t)c * g[G_SC] + (ptrdiff_t)iw * g[G_SWS];
+                    memcpy(cols, cols - SW * ld + 1, sizeof(float) * (size_t)n1);
+                    for (int oh = oh0, ih = ih0; oh < oh1; oh++, ih += SH)
+                        cols[(oh - oh0) * OW + OW - 1] = ih < 0 || ih >= g[G_H] || iw >= g[G_W] ? 0.0f :
+                                                         xl[(ptrdiff_t)ih * g[G_SHS]];
+                    continue;
+                }
                 const int lo = iw0 >= 0 ? 0 : (-iw0 + SW - 1) / SW < OW ? (-iw0 + SW - 1) / SW : OW;
                 int hi = g[G_W] - 1 - iw0 < 0 ? 0 : (g[G_W] - 1 - iw0) / SW + 1;
                 hi = hi > OW ? OW : hi < lo ? lo : hi;
