@@ -334,6 +334,7 @@ NATIVE_CASES = [  # N, C, H, W, O, kernel, stride, padding, dilation, bias
     (2, 8, 131, 70, 3, 3, 1, 1, 1, True),        # columns 72 x 9100 a image: bands of output rows
     (5, 2, 11, 10, 4, (2, 3), 3, (2, 0), 1, False),
     (2, 3, 12, 10, 4, 4, 2, 2, 1, True),         # rows of kj >= stride copied from kj - stride; last column padding
+    (2, 2, 3, 1, 3, 8, 1, 4, 1, True),           # padding wider than the input: a last column left of it
 ]
 
 

@@ -310,11 +310,11 @@ im2col_rows(const job *j, int n, int oh0, int oh1, float *restrict cols, ptrdiff
                 const int iw0 = kj * g[G_DW] - g[G_PW];        /* iw = iw0 + ow * SW lies in [0, W) for lo..hi */
                 if (g[G_DW] == 1 && kj >= SW && OW > 1) {
                     /* the row of kj - SW, one column on: a contiguous copy, then each output row's last column */
-                    const int n1 = (oh1 - oh0) * OW - 1, iw = iw0 + (OW - 1) * SW;
-                    const float *xl = x + (ptrdiff_t)c * g[G_SC] + (ptrdiff_t)iw * g[G_SWS];
+                    const int n1 = (oh1 - oh0) * OW - 1, iw = iw0 + (OW - 1) * SW, inside = iw >= 0 && iw < g[G_W];
+                    const float *xl = x + (ptrdiff_t)c * g[G_SC] + (ptrdiff_t)(inside ? iw : 0) * g[G_SWS];
                     memcpy(cols, cols - SW * ld + 1, sizeof(float) * (size_t)n1);
                     for (int oh = oh0, ih = ih0; oh < oh1; oh++, ih += SH)
-                        cols[(oh - oh0) * OW + OW - 1] = ih < 0 || ih >= g[G_H] || iw >= g[G_W] ? 0.0f :
+                        cols[(oh - oh0) * OW + OW - 1] = !inside || ih < 0 || ih >= g[G_H] ? 0.0f :
                                                          xl[(ptrdiff_t)ih * g[G_SHS]];
                     continue;
                 }
