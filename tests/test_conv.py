@@ -381,10 +381,14 @@ def test_conv2d_native_views_unbatched_threads_and_grad_mode():
     w, b = R.standard_normal((4, 3, 3, 3)).astype(np.float32), R.standard_normal(4).astype(np.float32)
     want = conv_ref(x.astype(np.float64), w, b, 2, 1)
     xt = tlgpu.tensor(x.transpose(2, 0, 3, 1).copy()).permute(1, 3, 0, 2)   # an (N, C, H, W) view, strided
-    wv = tlgpu.tensor(np.concatenate([w, w], 0))[:4]                          # a weight at offset 0 view
+    junk = R.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    wv = tlgpu.tensor(np.concatenate([junk, w], 0))[4:]                     # weight, bias, input at offsets
+    bv = tlgpu.tensor(np.concatenate([junk[:, 0, 0, 0], b]))[4:]
+    xv = tlgpu.tensor(np.concatenate([x[:1] + 1, x], 0))[1:]
     state = _native_state()
     with tlgpu.no_grad():
-        np.testing.assert_allclose(F.conv2d(xt, wv, tlgpu.tensor(b), 2, 1).numpy(), want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(F.conv2d(xt, wv, bv, 2, 1).numpy(), want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(F.conv2d(xv, wv, bv, 2, 1).numpy(), want, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(F.conv2d(tlgpu.tensor(x[2]), tlgpu.tensor(w), tlgpu.tensor(b), 2, 1).numpy(),
                                    want[2], rtol=1e-4, atol=1e-4)
         wt = tlgpu.tensor(w.transpose(1, 0, 2, 3).copy()).permute(1, 0, 2, 3)  # a weight that is not contiguous
@@ -392,7 +396,7 @@ def test_conv2d_native_views_unbatched_threads_and_grad_mode():
                                    atol=1e-4)
     if not (state["loaded"] and state["enabled"]):
         return
-    assert _native_state()["convs"] == state["convs"] + 2          # the transposed weight took the composite path
+    assert _native_state()["convs"] == state["convs"] + 3          # the transposed weight took the composite path
     big = R.standard_normal((16, 4, 84, 84)).astype(np.float32)
     wb = R.standard_normal((32, 4, 8, 8)).astype(np.float32)
     outs = []
