@@ -9,13 +9,14 @@ Each configuration runs in its own child process, so thread counts are set befor
   from PoCL 4.0), which hands each flush to that thread and waits for it;
 - `threads=all` uses the whole machine.
 
-`--clock thread` times with the calling thread's CPU time (time.thread_time) instead of the wall clock: on a
-shared, busy machine it leaves out the time other processes took the core, and it counts all the work only
-where all of it runs on the calling thread: `threads=minimal` and PyTorch or numpy with one thread (not the
-threaded PoCL driver's worker). The time per forward includes the upload of the observations and reading the result back (`numpy()`), as an
+The time per forward includes the upload of the observations and reading the result back (`numpy()`), as an
 actor must before it picks an action; `commands` is the jitted forward's command count (kernels and native
 BLAS calls). The numpy forward is checked against tlgpu's. On a GPU device the thread settings concern numpy
 and PyTorch CPU only, except `minimal`, which runs on PoCL where it is installed (as the examples' actors do).
+`--clock thread` times with the calling thread's CPU time (time.thread_time) instead of the wall clock: on a
+shared, busy machine it leaves out the time other processes took the core, and it counts all the work only
+where all of it runs on the calling thread: `threads=minimal` and PyTorch or numpy with one thread (not the
+threaded PoCL driver's worker). `--policy mlp|cnn` runs one of the two networks.
 Usage: python benchmarks/bench_actor.py [--json] [--iters N] [--repeat R] [--clock wall|thread]
                                        [--policy mlp|cnn] [--threads minimal 1 all]"""
 import json
