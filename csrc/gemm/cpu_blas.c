@@ -689,7 +689,8 @@ tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     int state = lib.state, on = lib.enabled, ilp64 = lib.g64 != NULL;
     threads = lib.threads;
     PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:O,s:l,s:l,s:l,s:l,s:z}",
-                                "loaded", state == 1 ? Py_True : Py_False, "enabled", on ? Py_True : Py_False, "path", lib.path,
+                                "loaded", state == 1 ? Py_True : Py_False, "enabled", on ? Py_True : Py_False,
+                                "path", lib.path,
                                 "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads,
                                 "split", lib.split ? Py_True : Py_False, "spin_us", spin_us,
                                 "launches", atomic_load(&n_launches), "convs", atomic_load(&n_convs),
