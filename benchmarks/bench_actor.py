@@ -13,7 +13,12 @@ The time per forward includes the upload of the observations and reading the res
 actor must before it picks an action; `commands` is the jitted forward's command count (kernels and native
 BLAS calls). The numpy forward is checked against tlgpu's. On a GPU device the thread settings concern numpy
 and PyTorch CPU only, except `minimal`, which runs on PoCL where it is installed (as the examples' actors do).
-Usage: python benchmarks/bench_actor.py [--json] [--iters N] [--threads minimal 1 all] [--repeat R]"""
+`--clock thread` times with the calling thread's CPU time (time.thread_time) instead of the wall clock: on a
+shared, busy machine it leaves out the time other processes took the core, and it counts all the work only
+where all of it runs on the calling thread: `threads=minimal` and PyTorch or numpy with one thread (not the
+threaded PoCL driver's worker). `--policy mlp|cnn` runs one of the two networks.
+Usage: python benchmarks/bench_actor.py [--json] [--iters N] [--repeat R] [--clock wall|thread]
+                                       [--policy mlp|cnn] [--threads minimal 1 all]"""
 import json
 import os
 import statistics
@@ -30,6 +35,7 @@ import json, os, sys, time
 import numpy as np
 sys.path.insert(0, {root!r})
 which, batch, iters = {which!r}, {batch}, {iters}
+clock = time.thread_time if {clock!r} == "thread" else time.perf_counter
 rng = np.random.default_rng(0)
 shape = (batch, 8) if which == "mlp" else (batch, 4, 84, 84)
 obs = rng.random(shape, dtype=np.float32)
@@ -40,10 +46,10 @@ def timed(fn):
         fn()
     best = []
     for _ in range(5):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(iters):
             fn()
-        best.append((time.perf_counter() - t0) / iters)
+        best.append((clock() - t0) / iters)
     return sorted(best)[2] * 1e3
 
 import tlgpu
@@ -133,12 +139,14 @@ def thread_env(th):
 def main():
     iters = int(sys.argv[sys.argv.index("--iters") + 1]) if "--iters" in sys.argv else 200
     repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 1
+    clock = sys.argv[sys.argv.index("--clock") + 1] if "--clock" in sys.argv else "wall"
     threads = ["minimal", "1", "all"]
     if "--threads" in sys.argv:
         i = sys.argv.index("--threads") + 1
-        threads = [t for t in sys.argv[i:i + 3] if not t.startswith("--")] or threads
+        threads = [t for t in sys.argv[i:i + 3] if t in ("minimal", "1", "all")] or threads
+    policy = sys.argv[sys.argv.index("--policy") + 1] if "--policy" in sys.argv else None
     configs = [(th, which, batch) for th in threads for which, batch in (("mlp", 1), ("mlp", 16), ("cnn", 1),
-                                                                          ("cnn", 16))]
+                                                                          ("cnn", 16)) if policy in (None, which)]
     got = {c: [] for c in configs}
     for _ in range(repeat):                    # repeats take turns, so a busy spell touches every configuration
         for th, which, batch in configs:
@@ -146,7 +154,7 @@ def main():
             if extra is None:
                 continue
             env = {**os.environ, **extra}
-            code = CHILD.format(root=ROOT, which=which, batch=batch,
+            code = CHILD.format(root=ROOT, which=which, batch=batch, clock=clock,
                                 iters=iters if which == "mlp" else max(iters // 10, 10), one=th != "all")
             r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -167,7 +175,7 @@ def main():
         rows.append(row)
     report("Actor forward (no grad, upload and read-back included)", rows,
            ["policy", "threads", "device", "commands", "tlgpu ms", "jit ms", "numpy ms", "torch ms", "jit / torch"],
-           extra={"iters": iters, "repeat (median of)": repeat})
+           extra={"iters": iters, "repeat (median of)": repeat, "clock": clock})
 
 
 if __name__ == "__main__":

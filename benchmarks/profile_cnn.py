@@ -1,7 +1,8 @@
 """Where a Nature-CNN training step spends its time: each GEMM of the step at its real shape and operand
 layout (forward W @ cols, weight gradient g @ cols.T, input gradient W.T @ g, the linear layers), each conv
-layer forward and forward+backward, and the whole step, for tlgpu and (when importable) PyTorch on the same
-device. Usage: python benchmarks/profile_cnn.py [--batch N]"""
+layer forward (with autograd recording, and under no_grad: an actor's forward, which on a CPU device with the
+BLAS path is one native command, docs/cpu.md) and forward+backward, and the whole step, for tlgpu and (when
+importable) PyTorch on the same device. Usage: python benchmarks/profile_cnn.py [--batch N]"""
 import os
 import sys
 import time
@@ -68,7 +69,7 @@ def main():
             xa, xb = xa.T if at else xa, xb.T if bt else xb
             line += f" {ms(lambda: xa @ xb, tsync):9.3f}"
         print(line)
-    print(f"{'layer':28s} {'fwd ms':>9s} {'fwd+bwd ms':>11s} {'torch fwd':>10s} {'torch f+b':>10s}")
+    print(f"{'layer':28s} {'fwd ms':>9s} {'no_grad ms':>11s} {'fwd+bwd ms':>11s} {'torch fwd':>10s} {'torch f+b':>10s}")
     for C, O, k, s, H in LAYERS:
         x = rng.standard_normal((B, C, H, H), dtype=np.float32)
         conv = nn.Conv2d(C, O, k, stride=s)
@@ -78,8 +79,12 @@ def main():
         def fb():
             y = conv(tx)
             y.sum().backward()
+
+        def nograd():
+            with tlgpu.no_grad():
+                conv(tx)
         line = f"conv {C}->{O} k{k} s{s} on {H}x{H}{'':6s} {ms(lambda: conv(tx), tlgpu.synchronize):9.3f} " \
-               f"{ms(fb, tlgpu.synchronize):11.3f}"
+               f"{ms(nograd, tlgpu.synchronize):11.3f} {ms(fb, tlgpu.synchronize):11.3f}"
         if torch:
             tc = torch.nn.Conv2d(C, O, k, stride=s).to(dev)
             xx = torch.tensor(x, device=dev, requires_grad=C != 4)

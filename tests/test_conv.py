@@ -318,3 +318,118 @@ def test_torch_parity_conv_pool_and_same_padding():
     ours = nn.Conv2d(3, 4, 3, stride=2, padding=1)
     ours.load_state_dict({k: v.detach().numpy() for k, v in m.state_dict().items()})
     np.testing.assert_allclose(ours(tlgpu.tensor(x)).numpy(), m(tx).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+# Without autograd on a CPU device with the BLAS path, conv2d is one native command (cpu_blas.c: per image or
+# group of images, im2col into a small buffer and one sgemm into the NCHW output). It must match the float64
+# reference and the composite path over the shapes it cuts differently: groups of images, bands of output rows
+# (an image whose columns exceed the buffer), padding rows and columns, strides 1, 2, 4 and 3, dilation,
+# batch 1 and 16, views, unbatched inputs, no bias.
+NATIVE_CASES = [  # N, C, H, W, O, kernel, stride, padding, dilation, bias
+    (16, 4, 84, 84, 32, 8, 4, 0, 1, True),       # the Nature CNN's layers, batch 16 and 1
+    (16, 32, 20, 20, 64, 4, 2, 0, 1, True),
+    (1, 64, 9, 9, 64, 3, 1, 0, 1, True),
+    (1, 4, 84, 84, 32, 8, 4, 0, 1, False),
+    (3, 3, 30, 29, 5, 5, (2, 3), (3, 1), (2, 1), True),
+    (2, 8, 131, 70, 3, 3, 1, 1, 1, True),        # columns 72 x 9100 a image: bands of output rows
+    (5, 2, 11, 10, 4, (2, 3), 3, (2, 0), 1, False),
+    (2, 3, 12, 10, 4, 4, 2, 2, 1, True),         # rows of kj >= stride copied from kj - stride; last column padding
+    (2, 2, 3, 1, 3, 8, 1, 4, 1, True),           # padding wider than the input: a last column left of it
+]
+
+
+def _native_state():
+    return tlgpu._C._cpu_blas()
+
+
+def _dirty_pool():
+    # blocks of many sizes full of NaN go back to the pool, so a buffer element the native path fails to write
+    # shows in its output (fresh memory is zeros, which would hide a missed zero of padding)
+    for k in range(6, 23):
+        del_me = tlgpu.full((1 << k,), float("nan")) + 0.0
+        del del_me
+
+
+@pytest.mark.parametrize("case", NATIVE_CASES)
+def test_conv2d_no_grad_native_path_matches_reference(case):
+    N, C, H, W, O, k, s, p, d, bias = case
+    kh, kw = _pair(k)
+    x = R.standard_normal((N, C, H, W)).astype(np.float32)
+    w = R.standard_normal((O, C, kh, kw)).astype(np.float32)
+    b = R.standard_normal(O).astype(np.float32) if bias else None
+    want = conv_ref(x.astype(np.float64), w.astype(np.float64), b, s, p, d)
+    state = _native_state()
+    args = (tlgpu.tensor(x), tlgpu.tensor(w), tlgpu.tensor(b) if bias else None, s, p, d)
+    _dirty_pool()
+    with tlgpu.no_grad():
+        got = F.conv2d(*args)
+    assert got.shape == want.shape and got.is_contiguous()
+    tol = 1e-5 * math.sqrt(C * kh * kw)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=tol)
+    if state["loaded"] and state["enabled"]:
+        assert _native_state()["convs"] == state["convs"] + 1
+        try:                                     # the composite path (OpenCL im2col, GEMM, layout) agrees
+            tlgpu._C._cpu_blas(enable=False)
+            with tlgpu.no_grad():
+                np.testing.assert_allclose(F.conv2d(*args).numpy(), got.numpy(), rtol=1e-4, atol=tol)
+        finally:
+            tlgpu._C._cpu_blas(enable=True)
+
+
+def test_conv2d_native_views_unbatched_threads_and_grad_mode():
+    x = R.standard_normal((6, 3, 13, 12)).astype(np.float32)
+    w, b = R.standard_normal((4, 3, 3, 3)).astype(np.float32), R.standard_normal(4).astype(np.float32)
+    want = conv_ref(x.astype(np.float64), w, b, 2, 1)
+    xt = tlgpu.tensor(x.transpose(2, 0, 3, 1).copy()).permute(1, 3, 0, 2)   # an (N, C, H, W) view, strided
+    junk = R.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    wv = tlgpu.tensor(np.concatenate([junk, w], 0))[4:]                     # weight, bias, input at offsets
+    bv = tlgpu.tensor(np.concatenate([junk[:, 0, 0, 0], b]))[4:]
+    xv = tlgpu.tensor(np.concatenate([x[:1] + 1, x], 0))[1:]
+    state = _native_state()
+    with tlgpu.no_grad():
+        np.testing.assert_allclose(F.conv2d(xt, wv, bv, 2, 1).numpy(), want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(F.conv2d(xv, wv, bv, 2, 1).numpy(), want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(F.conv2d(tlgpu.tensor(x[2]), tlgpu.tensor(w), tlgpu.tensor(b), 2, 1).numpy(),
+                                   want[2], rtol=1e-4, atol=1e-4)
+        wt = tlgpu.tensor(w.transpose(1, 0, 2, 3).copy()).permute(1, 0, 2, 3)  # a weight that is not contiguous
+        np.testing.assert_allclose(F.conv2d(tlgpu.tensor(x), wt, tlgpu.tensor(b), 2, 1).numpy(), want, rtol=1e-4,
+                                   atol=1e-4)
+    if not (state["loaded"] and state["enabled"]):
+        return
+    assert _native_state()["convs"] == state["convs"] + 3          # the transposed weight took the composite path
+    big = R.standard_normal((16, 4, 84, 84)).astype(np.float32)
+    wb = R.standard_normal((32, 4, 8, 8)).astype(np.float32)
+    outs = []
+    try:                                         # split over the PoCL worker and helper threads, or one part
+        for threads, split in [(1, True), (2, True), (3, True), (1, False)]:
+            tlgpu._C._cpu_blas(threads=threads, split=split)
+            with tlgpu.no_grad():
+                outs.append(F.conv2d(tlgpu.tensor(big), tlgpu.tensor(wb), None, 4).numpy())
+    finally:
+        tlgpu._C._cpu_blas(threads=state["threads"], split=state["split"])
+    want = conv_ref(big.astype(np.float64), wb.astype(np.float64), None, 4)
+    for o in outs:
+        np.testing.assert_allclose(o, want, rtol=1e-4, atol=1e-3)
+    before = _native_state()["convs"]             # with autograd: the composite path and its backward
+    xg = tlgpu.tensor(x, requires_grad=True)
+    F.conv2d(xg, tlgpu.tensor(w), tlgpu.tensor(b), 2, 1).sum().backward()
+    assert _native_state()["convs"] == before and xg.grad is not None
+
+
+def test_conv2d_native_path_in_a_jitted_forward():
+    net = nn.Sequential(nn.Conv2d(4, 8, 8, stride=4), nn.ReLU(), nn.Conv2d(8, 6, 3, stride=2), nn.Flatten())
+
+    def fwd(x):
+        with tlgpu.no_grad():
+            return net(x)
+    j = tlgpu.jit(fwd)
+    sd = {k: np.asarray(v, dtype=np.float64) for k, v in net.state_dict().items()}
+    for i in range(4):                            # eager, traced, then replays on new inputs
+        x = R.standard_normal((3, 4, 36, 36)).astype(np.float32)
+        h = np.maximum(conv_ref(x.astype(np.float64), sd["0.weight"], sd["0.bias"], 4), 0)
+        want = conv_ref(h, sd["2.weight"], sd["2.bias"], 2).reshape(3, -1)
+        np.testing.assert_allclose(j(tlgpu.tensor(x)).numpy(), want, rtol=1e-4, atol=1e-3)
+    assert j.traces() == 1
+    state = _native_state()
+    if state["loaded"] and state["enabled"]:
+        assert j.memory_plan()["native"] == 2     # both convolutions replay as native commands

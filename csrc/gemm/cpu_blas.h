@@ -15,5 +15,12 @@
  * cannot take, sums with batch dims); -1: error with an exception set. */
 int tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_MAX_DIMS], const int *off,
                    tl_tensor *out, tl_tensor *a, tl_tensor *b, tl_tensor *res, tl_tensor *sums, int relu);
+/* *out = conv2d(x, w) + bias as a new contiguous [N, O, OH, OW] tensor, no autograd: per image (or group of
+ * images), im2col into a small buffer and one sgemm into the output (cpu_blas.c). g: ops_conv.c's conv_geom,
+ * TL_CONV_GEOM ints (N C H W OH OW KH KW SH SW PH PW DH DW, then x's strides n c h w and offset). 1: enqueued;
+ * 0: not applicable (as for tl_cpu_blas_mm; a weight that is not contiguous; zero-size); -1: error with an
+ * exception set. */
+#define TL_CONV_GEOM 19
+int tl_cpu_blas_conv(const int *g, tl_tensor *x, tl_tensor *w, tl_tensor *bias, tl_tensor **out);
 PyObject *tl_cpu_blas_py(PyObject *m, PyObject *args, PyObject *kw);   /* _C._cpu_blas(paths=, enable=) */
 #endif

@@ -2,7 +2,9 @@
  * conv2d(x, w, b) lowers to the project's GEMM: im2col writes cols [C*KH*KW, N*OH*OW] into a new pooled
  * tensor, the weight viewed as [O, C*KH*KW] multiplies it (one GEMM over the whole batch, through the @
  * slot), and one pass lays the [O, N, OH, OW] product out as NCHW and adds the bias (ROW_CONV_LAYOUT,
- * whose backward is the reverse pass plus a row sum for the bias).
+ * whose backward is the reverse pass plus a row sum for the bias). Without autograd on a CPU device with the
+ * BLAS path, conv2d is instead one native command (tl_cpu_blas_conv: per image or group of images, im2col into
+ * a buffer that stays in cache and one sgemm into the NCHW output; the actors' forward, docs/cpu.md).
  * Autograd is the composition: im2col is an op of its own whose backward is col2im (each input element's
  * sum over the windows that read it, in a fixed order: deterministic, no atomics; one work-item per input
  * row on CPUs, per input element elsewhere); the GEMM and the weight's reshape bring their own
@@ -14,6 +16,7 @@
 #include "ops_common.h"
 #include "autograd.h"
 #include "cl_runtime.h"
+#include "cpu_blas.h"
 #include "ops.h"
 #include "settings.h"
 #include <limits.h>
@@ -26,6 +29,7 @@ typedef struct {
     int N, C, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW;
     int sn, sc, sh, sw, off;
 } conv_geom;
+_Static_assert(sizeof(conv_geom) == TL_CONV_GEOM * sizeof(int), "cpu_blas.h's conv geometry");
 
 static tl_kernel k_im2col = TL_KERNEL("conv", "tl_im2col_f32"), k_col2im = TL_KERNEL("conv", "tl_col2im_f32"),
                  k_im2col_rows = TL_KERNEL("conv", "tl_im2col_rows_f32"),
@@ -357,6 +361,18 @@ conv2d_fn(PyObject *const *in, void *ctx)
     if ((double)O * g.N * g.OH * g.OW >= INT_MAX) {       /* the layout kernel indexes with ints */
         PyErr_Format(PyExc_ValueError, "conv2d: output (%d, %d, %d, %d) of input %s and weight %s has 2**31 or "
                      "more elements: split the batch", g.N, O, g.OH, g.OW, a, c);
+        goto done;
+    }
+    /* Without autograd, where products take the CPU BLAS path: the whole convolution as one native command
+     * (per image or group of images, im2col into a buffer that stays in cache and one sgemm into the NCHW
+     * output), not three passes over the whole batch's columns in memory. */
+    PyObject *ins[3] = {xb, wo, b != NULL ? bo : NULL};
+    tl_tensor *direct = NULL;
+    int nat = tl_autograd_wanted(ins, 3) ? 0 : tl_cpu_blas_conv((const int *)&g, x, w, b, &direct);
+    if (nat < 0) goto done;
+    if (nat > 0) {
+        out = batched ? (PyObject *)direct : tl_squeeze_dim(direct, 0);
+        if (!batched) Py_DECREF(direct);
         goto done;
     }
     if ((cols = im2col(xb, &g)) == NULL) goto done;
