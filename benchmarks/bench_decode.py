@@ -32,6 +32,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 import tlgpu  # noqa: E402
+from tlgpu import quant  # noqa: E402
 from _util import bench_hook, report  # noqa: E402
 import tiny_decoder as td  # noqa: E402
 
@@ -67,6 +68,8 @@ def main():
     ap.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
     ap.add_argument("--fusion", choices=("both", "fused", "unfused"), default="both",
                     help="the decode step with the norms and silu_mul fused into the projections, without, or both")
+    ap.add_argument("--mv", nargs="+", choices=("auto", "old", "dp4a"), default=["auto"],
+                    help="quantized formats: tlgpu.quant's mul_mv kernel(s) to run (quant._MV_IMPL), each a row")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     dev = tlgpu.device()
@@ -80,7 +83,9 @@ def main():
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
         fusions = {"both": (True, False), "fused": (True,), "unfused": (False,)}[args.fusion]
-        for fmt, blas in [(fmt, blas) for fmt in args.formats for blas in modes]:
+        for fmt, blas, mv in [(fmt, blas, mv) for fmt in args.formats for blas in modes
+                              for mv in (args.mv if fmt.startswith("q") else ["auto"])]:
+            quant._MV_IMPL = mv
             if blas is not None:                          # CPU BLAS path on / off (docs/cpu.md), same run
                 tlgpu._C._cpu_blas(enable=blas)
             model = first = None
@@ -98,7 +103,7 @@ def main():
                     launches = f"{launches} (trace {len(model._jstep.commands())})"
                 first = toks if first is None else first
                 pre = prefill(model, args.prompt, cfg.vocab) if fuse and mode == "sync" else {}
-                rows.append({"model": name, "weights": fmt +
+                rows.append({"model": name, "weights": fmt + ("" if mv == "auto" else f" ({mv} mul_mv)") +
                              ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"), "loop": mode,
                              "fused": "yes" if fuse else "no", "launches": launches,
                              "kv": model.kv_dtype.name,
@@ -108,6 +113,7 @@ def main():
                              "same_tokens": "yes" if toks == first else "NO", "identical_runs": runs, **pre,
                              "blas_products": f"{l1 - l0} / {tlgpu._C._cpu_blas()['launches'] - l1}"})
             del model
+            quant._MV_IMPL = "auto"
         if modes != [None]:
             tlgpu._C._cpu_blas(enable=True)
     cols = ["model", "weights", "kv", "loop", "fused", "launches", "same_tokens", "tokens_per_s", "ms_per_token",

@@ -123,12 +123,22 @@ tl_col2im_rows_f32(conv_geom g, int total, global const float *dcols, global flo
     }
 }
 
+/* The forward store's epilogue: + bias[o] (bit 0 of epi), then act = epi >> 1 (1 relu, 2 tanh; relu as
+ * ew_apply's: NaN kept), the codes of matmul.cl's mm_epi (tlgpu.jit's epilogue pass sets act). */
+inline float
+conv_epi(float v, int o, global const float *bias, int epi)
+{
+    v += (epi & 1) ? bias[o] : 0.0f;
+    const int act = epi >> 1;
+    return act == 1 ? ((v > 0.0f) | isnan(v) ? v : 0.0f) : act == 2 ? tanh(v) : v;
+}
+
 /* conv2d's output layout: out [N, O, L] = y [O, N*L] (+ bias[o]) with L = OH*OW (the GEMM gives [O, N*L]).
  * to_y != 0 runs it backwards for the gradient: y [O, N*L] = out [N, O, L]. With rows, one work-item per
  * (n, o) copies a run of L (CPUs); otherwise one work-item per element (GPUs: coalesced writes). */
 kernel void
 tl_conv_layout_f32(int O, int N, int L, int rows, int to_y, int total, global const float *src,
-                   global const float *bias, int has_bias, global float *dst)
+                   global const float *bias, int epi, global float *dst)
 {
     int gid = get_global_id(0);
     if (gid >= total) return;
@@ -138,8 +148,7 @@ tl_conv_layout_f32(int O, int N, int L, int rows, int to_y, int total, global co
         if (to_y) {
             for (int l = 0; l < L; l++) dst[y + l] = src[a + l];
         } else {
-            float b = has_bias ? bias[o] : 0.0f;
-            for (int l = 0; l < L; l++) dst[a + l] = src[y + l] + b;
+            for (int l = 0; l < L; l++) dst[a + l] = conv_epi(src[y + l], o, bias, epi);
         }
         return;
     }
@@ -148,7 +157,7 @@ tl_conv_layout_f32(int O, int N, int L, int rows, int to_y, int total, global co
         dst[gid] = src[((long)n * O + o) * L + l];
     } else {                                     /* gid indexes out: (n, o, l) */
         int l = gid % L, t = gid / L, o = t % O, n = t / O;
-        dst[gid] = src[((long)o * N + n) * L + l] + (has_bias ? bias[o] : 0.0f);
+        dst[gid] = conv_epi(src[((long)o * N + n) * L + l], o, bias, epi);
     }
 }
 

@@ -154,3 +154,26 @@ def test_training_step_matches_eager(rng):
         same(b.numpy(), a.numpy())
     c = jitted.commands()
     assert sum(x.endswith("+bias") for x in c) == 2, c
+
+
+def test_clamp_min_zero_is_relu(A):
+    jf = run(lambda x, w, b: (x @ w + b).clamp(min=0.0), lambda: [A(7, 5), A(5, 9), A(9)])
+    assert len(jf.commands()) == 1 and jf.commands()[0].endswith("+bias+relu")
+    jg = run(lambda x, w: (x @ w).clamp(min=0.5), lambda: [A(7, 5), A(5, 9)])   # another bound: stays apart
+    assert len(jg.commands()) == 2
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_convolution_takes_the_relu(A, inplace):
+    """conv2d's output pass (y [O, N*L] to NCHW, + bias) applies the ReLU after it. Out of place, the ReLU's
+    output may get the block of the product it reads (the arena reuses it): then it stays apart."""
+    conv = tlgpu.nn.Conv2d(3, 6, 3, stride=2)
+
+    def f(x):
+        with tlgpu.no_grad():
+            return tlgpu.nn.functional.relu(conv(x), inplace=inplace)
+    jf = run(f, lambda: [A(2, 3, 9, 9)])
+    c = [x for x in jf.commands() if x.startswith("tl_conv_layout")]
+    assert len(c) == 1
+    if inplace:
+        assert c[0].endswith("+relu") and len(jf.commands()) == 3

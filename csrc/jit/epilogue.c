@@ -5,7 +5,7 @@
  * stores (matmul.cl's mm_epi). The commands right after it may be, in this order:
  *   - an add of the product's result (read element for element) and a float32 vector of N values read as
  *     a bias, once per row, from element 0 (a linear layer's `x @ w.T + b`);
- *   - a ReLU, or a Tanh, of that result.
+ *   - a ReLU (or clamp(min=0), F.relu(inplace=True)), or a Tanh, of that result.
  * Both become arguments of the product: its epilogue code, the bias buffer, and the buffer and offset of
  * the last command's output, which the product then stores instead. The values are the eager ones bit for
  * bit: mm_epi adds the bias with one rounding as the add kernel does, its ReLU is ew_apply's, and Tanh is
@@ -91,6 +91,10 @@ activation(const tl_cmd *m, const tl_store_note *sn, where_t cur, int cpu, where
 {
     const tl_ew_note *nt = ew_of(m, TL_EW_RELU, sn->n, out);
     if (nt != NULL) return reads(m, nt, 1, cur) ? 1 : 0;
+    nt = ew_of(m, TL_EW_CLAMP, sn->n, out);           /* clamp(min=0): F.relu(inplace=True), the same bits */
+    if (nt != NULL)
+        return reads(m, nt, 1, cur) && tl_cmd_arg_mem(m, nt->arg[2]) == NULL && tl_cmd_arg_mem(m, nt->arg[3]) == NULL &&
+               nt->bits[1] == 0u && nt->bits[2] == 0x7f800000u ? 1 : 0;
     nt = ew_of(m, TL_EW_TANH, sn->n, out);
     return nt != NULL && reads(m, nt, 1, cur) && (nt->vec == 0 || !cpu) ? 2 : 0;
 }

@@ -15,6 +15,7 @@
  * inputs are treated as a batch of one, as torch does; zero-size tensors enqueue nothing. */
 #include "ops_common.h"
 #include "autograd.h"
+#include "capture.h"
 #include "cl_runtime.h"
 #include "cpu_blas.h"
 #include "ops.h"
@@ -273,8 +274,13 @@ layout_launch(tl_tensor *src, tl_tensor *bias, tl_tensor *dst, int O, int N, int
     const size_t sz[10] = {I, I, I, I, I, I, Mm, Mm, I, Mm};
     const void *v[10] = {&O, &N, &L, &rows, &to_y, &total, &src->storage->mem, &bm, &hb, &dst->storage->mem};
     tl_storage *st[3] = {dst->storage, src->storage, hb ? bias->storage : NULL};
-    if (tl_set_args(k_layout.k, 0, 10, sz, v) < 0) return -1;
-    return tl_launch_1d(&k_layout, (size_t)total, st, 3, 1u);
+    if (tl_set_args(k_layout.k, 0, 10, sz, v) < 0 || tl_launch_1d(&k_layout, (size_t)total, st, 3, 1u) < 0)
+        return -1;
+    if (!to_y)                                           /* tlgpu.jit may move a ReLU/Tanh into this store */
+        tl_capture_note_store(k_layout.k, &(tl_store_note){.out_arg = 9, .off_arg = -1, .bias_arg = -1,
+                                                           .epi_arg = 8, .epi = hb, .N = L,
+                                                           .out_off = (int)dst->offset, .n = (long)N * O * L});
+    return 0;
 }
 
 /* y [O, N*OH*OW] (the GEMM's product) as the NCHW output [N, O, OH, OW] plus the bias, in one pass recorded
