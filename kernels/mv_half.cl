@@ -238,9 +238,12 @@ NAME(int N, int K, int R, global const uchar *x, int offx, int sx, global const 
     MVH_KERNEL(PRE##WT##_r4_n8, MODE, WT, 4, 8)                                                           \
     MVH_KERNEL(PRE##WT##_r8_n8, MODE, WT, 8, 8)                                                           \
     MVH_ROWS_KERNEL(PRE##WT##_rows, MODE, WT)
+#ifndef MVH_FUSED                           /* two builds (ops_llm.c's rule "mv_half_fused"): the plain kernels */
 MVH_KERNELS(tl_mul_mv_, 0, f16)
 MVH_KERNELS(tl_mul_mv_, 0, bf16)
+#else                                        /* and those with rms_norm or silu_mul folded in */
 MVH_KERNELS(tl_mul_mv_norm_, 1, f16)
 MVH_KERNELS(tl_mul_mv_norm_, 1, bf16)
 MVH_KERNELS(tl_mul_mv_glu_, 2, f16)
 MVH_KERNELS(tl_mul_mv_glu_, 2, bf16)
+#endif

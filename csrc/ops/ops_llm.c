@@ -741,15 +741,26 @@ any_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t c
     snprintf(out + n, cap - n, " -DTL_LLM_ANY=1");
 }
 
+static void
+mvh_fused_options(const tl_runtime *Py_UNUSED(rt), int Py_UNUSED(arg), const char *Py_UNUSED(user), char *out,
+                  size_t cap)
+{
+    snprintf(out, cap, " -DMVH_FUSED=1");
+}
+
 /* The llm kernels read the GEMM tile parameters (tier 0): the build rules (programs.h) of both builds of
- * llm.cl, at import; "llm_any" adds -DTL_LLM_ANY (operands of any floating dtype). */
+ * llm.cl, at import; "llm_any" adds -DTL_LLM_ANY (operands of any floating dtype). "mv_half_fused" is
+ * mv_half.cl's build of rms_norm_linear's and silu_mul_linear's kernels (its plain build has the others:
+ * each compiles in a third of the time on PoCL). */
 static int
 llm_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
 {
     static const tl_program_rule rule = {"llm", NULL, tl_gemm_program_options, 0},
-                                 any = {"llm_any", "llm", any_options, 0};
+                                 any = {"llm_any", "llm", any_options, 0},
+                                 mvh = {"mv_half_fused", "mv_half", mvh_fused_options, 0};
     tl_err err = {0};
-    return tl_program_register(&rule, &err) == TL_OK && tl_program_register(&any, &err) == TL_OK ? 0 : tl_raise(&err);
+    return tl_program_register(&rule, &err) == TL_OK && tl_program_register(&any, &err) == TL_OK &&
+           tl_program_register(&mvh, &err) == TL_OK ? 0 : tl_raise(&err);
 }
 
 const tl_family tl_family_llm = {llm_functions, NULL, NULL, NULL, NULL, .init = llm_init};

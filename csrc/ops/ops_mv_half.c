@@ -18,17 +18,18 @@
 #include <string.h>
 
 enum { MVH_F16, MVH_BF16, MVH_NW };
-#define MVH_GPU(M, W, N)                                                                                      \
-    {TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r1_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r2_n" N),      \
-     TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r4_n" N), TL_KERNEL("mv_half", "tl_mul_mv_" M W "_r8_n" N)}
-#define MVH_MODE(M) \
-    {{MVH_GPU(M, "f16", "4"), MVH_GPU(M, "f16", "8")}, {MVH_GPU(M, "bf16", "4"), MVH_GPU(M, "bf16", "8")}}
-/* [mode: plain, norm, glu][dtype][NR 4, 8][rows 1, 2, 4, 8] */
-static tl_kernel gpu_k[TL_MV_MODES][MVH_NW][2][4] = {MVH_MODE(""), MVH_MODE("norm_"), MVH_MODE("glu_")};
+#define MVH_GPU(P, M, W, N)                                                                                   \
+    {TL_KERNEL(P, "tl_mul_mv_" M W "_r1_n" N), TL_KERNEL(P, "tl_mul_mv_" M W "_r2_n" N),                      \
+     TL_KERNEL(P, "tl_mul_mv_" M W "_r4_n" N), TL_KERNEL(P, "tl_mul_mv_" M W "_r8_n" N)}
+#define MVH_MODE(P, M) \
+    {{MVH_GPU(P, M, "f16", "4"), MVH_GPU(P, M, "f16", "8")}, {MVH_GPU(P, M, "bf16", "4"), MVH_GPU(P, M, "bf16", "8")}}
+/* [mode: plain, norm, glu][dtype][NR 4, 8][rows 1, 2, 4, 8]; the folded modes are mv_half.cl's second build */
+static tl_kernel gpu_k[TL_MV_MODES][MVH_NW][2][4] = {MVH_MODE("mv_half", ""), MVH_MODE("mv_half_fused", "norm_"),
+                                                     MVH_MODE("mv_half_fused", "glu_")};
 static tl_kernel rows_k[TL_MV_MODES][MVH_NW] = {
     {TL_KERNEL("mv_half", "tl_mul_mv_f16_rows"), TL_KERNEL("mv_half", "tl_mul_mv_bf16_rows")},
-    {TL_KERNEL("mv_half", "tl_mul_mv_norm_f16_rows"), TL_KERNEL("mv_half", "tl_mul_mv_norm_bf16_rows")},
-    {TL_KERNEL("mv_half", "tl_mul_mv_glu_f16_rows"), TL_KERNEL("mv_half", "tl_mul_mv_glu_bf16_rows")}};
+    {TL_KERNEL("mv_half_fused", "tl_mul_mv_norm_f16_rows"), TL_KERNEL("mv_half_fused", "tl_mul_mv_norm_bf16_rows")},
+    {TL_KERNEL("mv_half_fused", "tl_mul_mv_glu_f16_rows"), TL_KERNEL("mv_half_fused", "tl_mul_mv_glu_bf16_rows")}};
 #define MVH_MAX_ROWS 8
 
 /* ops_mv_half.h: y (R, N) = act(x) @ w^T (+ res, row stride sr), x rows of stride sx, w rows at offw + n * sw. */
