@@ -151,8 +151,8 @@ def test_prologue_errors(rng):
 
 
 def test_auto_picks_dp4a_on_gpu_settings():
-    """With the GPU's kernel choice (DIRECT=0) "auto" runs the integer-dot kernel: its result is the emulated
-    one, not the float kernel's."""
+    """With the GPU's kernel choice (DIRECT=0) "auto" runs the integer-dot kernel for one row: its result is the
+    emulated one, not the float kernel's; two plain rows run the float kernels (faster there)."""
     from conftest import run_python
     code = """
 import numpy as np, sys, tlgpu
@@ -160,13 +160,15 @@ sys.path.insert(0, 'tests')
 from tlgpu import quant
 from test_quant_mv import emulated
 rng = np.random.default_rng(2)
-w, x = rng.standard_normal((20, 256)).astype(np.float32), rng.standard_normal((2, 256)).astype(np.float32)
+w, x = rng.standard_normal((20, 256)).astype(np.float32), rng.standard_normal((1, 256)).astype(np.float32)
 q = quant.quantize_q8_0(w)
 deq = q.dequantize().numpy().astype(np.float64)
 ref, tol = emulated(x, deq)
 got = quant.matmul(tlgpu.tensor(x), q).numpy()
 assert (np.abs(got - ref) <= tol).all()
 assert np.abs(got - x @ deq.T).max() > 1e-4        # x was quantized
+x2 = rng.standard_normal((2, 256)).astype(np.float32)
+np.testing.assert_allclose(quant.matmul(tlgpu.tensor(x2), q).numpy(), x2 @ deq.T, rtol=1e-4, atol=1e-4)
 print("ok")
 """
     r = run_python(code, env={"TLGPU_GEMM_PARAMS": "DIRECT=0"})
