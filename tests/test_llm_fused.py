@@ -172,6 +172,7 @@ def test_bad_inputs(rng):
         close(tlgpu.rms_norm_linear(x, g, wg).numpy(), ref_norm_linear(x.numpy(), g.numpy(), wg.numpy(), 1e-6))
 
 
+@pytest.mark.slow                # ~35 s of cold PoCL builds: make test-slow (GPU runs have them natively)
 def test_gpu_kernels_subprocess():
     """The work-group kernels (what GPUs run) on PoCL: DIRECT=0 picks them (float32 weights always; half
     weights where their rows are 16-byte aligned, K a multiple of 8, else the row kernel)."""

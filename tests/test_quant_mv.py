@@ -150,6 +150,7 @@ def test_prologue_errors(rng):
             quant._MV_IMPL = old
 
 
+@pytest.mark.slow                # a cold build of the GPU choice on PoCL (~17 s): make test-slow
 def test_auto_picks_dp4a_on_gpu_settings():
     """With the GPU's kernel choice (DIRECT=0) "auto" runs the integer-dot kernel for one row: its result is the
     emulated one, not the float kernel's; two plain rows run the float kernels (faster there)."""
