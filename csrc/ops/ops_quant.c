@@ -216,8 +216,7 @@ launch_mvq(qfmt *f, const tl_runtime *rt, int rv, int N, int K, tl_tensor *nw, f
 /* _q4_0_mul_mv(x, qs, d, N, K, res=None, norm=None, eps=1e-5, glu=0, impl=0): x (R, K) float32 with R <= 8
  * ((R, 2K) with glu) -> (R, N) = p(x) @ W^T (+ res, a contiguous float32 (R, N), added as y is stored:
  * addmm); p the prologue (quant_mvq.h: glu, then rms_norm with the weight norm). impl: 0 the device's
- * default (on GPUs the integer-dot kernel for one row or a prologue, else the float kernels; on CPUs the
- * float row kernel), 1 the float kernels (GPU tree or
+ * default (the integer-dot kernel on GPUs, the float row kernel on CPUs), 1 the float kernels (GPU tree or
  * CPU rows, as DIRECT says; a prologue is then a launch of its own), 2 the integer-dot kernel. */
 static PyObject *
 mul_mv(qfmt *f, PyObject *args)
@@ -273,9 +272,10 @@ mul_mv(qfmt *f, PyObject *args)
                          &out->storage->mem, &rmem, &offr, &has_res};
     tl_storage *st[6] = {out->storage, xc->storage, qs->storage, d->storage, has_res ? res->storage : NULL,
                          nw != NULL ? nw->storage : NULL};
-    /* The default on GPUs (H200, bench_gemm --quant): the integer kernel for one row, or with a prologue (one
-     * launch instead of two); the float kernels for 2-8 plain rows, which ran up to 3x faster there */
-    if (impl == 2 || (impl == 0 && !cpu && (R == 1 || nw != NULL || glu))) {
+    /* The default on GPUs: the integer kernel for every row count, so a prompt's rows and a decode step's
+     * round x alike (a split by rows gave other tokens for a prefill than for the same steps; 2-8 rows of a
+     * 4096 x 4096 weight ran 3x slower than the float kernels on the H200: docs/inference.md) */
+    if (impl == 2 || (impl == 0 && !cpu)) {
         int r = launch_mvq(f, rt, rv, N, K, nw, eps, glu, sz, v, st);
         if (r < 0) goto fail;
         if (r == 0) goto done;
