@@ -68,7 +68,8 @@ static const tl_setting table[TL_SET_COUNT] = {
     FLAG(TL_SET_REDUCE_BLOCKED, "TLGPU_REDUCE_BLOCKED", EACH, -1, "the device type decides",
          "1 or 0: force the CPU (blocked) or the GPU reduction layout (tests); read at each reduction"),
     FLAG(TL_SET_JIT_FUSE, "TLGPU_JIT_FUSE", EACH, 1, "1",
-         "0: tlgpu.jit keeps every recorded command (no fused elementwise kernels); read at each trace"),
+         "0: tlgpu.jit keeps every recorded command (no fused elementwise kernels, no epilogues moved into "
+         "products); read at each trace"),
     STR(TL_SET_BLAS, "TLGPU_BLAS", PY | TL_SETF_PY_ONLY, "numpy's OpenBLAS, then Debian's",
         "CPU devices: the BLAS library for products (a path; 0 or empty keeps the OpenCL kernels); read at import"),
     INT(TL_SET_BLAS_THREADS, "TLGPU_BLAS_THREADS", ONCE, 0, 1, 4096, "the device's compute units",

@@ -171,8 +171,9 @@ mm_slices(const mm_problem *p, const gemm_params *q, int mode, int direct, int *
 /* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. With
  * `res` (contiguous: out's shape, or N elements added to every row, a bias) the mul_mv path (out's shape
  * only), the CPU BLAS path and matmul.cl's kernels (a bias only) add it and set bit 0 of *fused; matmul.cl's
- * kernels also apply p->act as they store and set bit 1; other paths (tensor cores, matmul_sg, split-K)
- * do neither. A forced split-K (tests) takes every product it can split to the tiled kernel, past mul_mv,
+ * kernels also apply p->act as they store, the CPU BLAS path a ReLU (act 1) after its product, and set bit 1;
+ * other paths (tensor cores, matmul_sg, split-K) do neither. matmul.cl's launches also leave a store note
+ * for tlgpu.jit's epilogue pass (capture.h). A forced split-K (tests) takes every product it can split to the tiled kernel, past mul_mv,
  * TF32, BLAS and direct. */
 static int
 mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_tensor *res, int *fused)
