@@ -17,6 +17,7 @@
  *  - tl_matmul_small_f32 / tl_matmul_naive_f32: fallbacks for devices with small work-group limits.
  * Sizes need not be multiples of a tile: edge loads read 0 (or a clamped row) and edge stores are skipped. */
 #include "mv_reduce.h"
+#include "mm_epi.h"
 
 #ifndef MWG
 #define MWG 64
@@ -72,18 +73,7 @@ typedef CAT(float, CVW) realC;
 #define MM_ARGS int M, int N, int K, int nb2,                                                       \
     global const float *A, int offA, int sAb1, int sAb2, int sAm, int sAk,                          \
     global const float *B, int offB, int sBb1, int sBb2, int sBk, int sBn,                          \
-    global float *C, int offC, global const float *bias, int epi
-
-/* The store epilogue (ops_matmul.c's mm_launch): epi bit 0 adds bias[n] (a linear layer's bias, one per
- * column), bits 1-2 apply an activation after it (1: relu, as the elementwise kernel's, NaN kept; 2: tanh).
- * epi 0 stores the product as it is. */
-inline float
-mm_epi(float v, int n, global const float *bias, int epi)
-{
-    if (epi & 1) v += bias[n];
-    const int act = epi >> 1;
-    return act == 1 ? ((v > 0.0f) | isnan(v) ? v : 0.0f) : act == 2 ? tanh(v) : v;
-}
+    global float *C, int offC, MM_EPI_ARGS
 /* Direct kernels run a 1-D grid over row blocks x column blocks in swizzled order: DSW row blocks
  * (a slice of A that stays in L2) are swept against one column block (its B panel stays in L1) before
  * moving on, so consecutive work-items share operands. */
@@ -97,7 +87,8 @@ mm_epi(float v, int n, global const float *bias, int epi)
     const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;                                \
     A += offA + b1 * sAb1 + b2 * sAb2;                                                              \
     B += offB + b1 * sBb1 + b2 * sBb2;                                                              \
-    C += offC + b * M * N
+    C += offC + b * M * N;                                                                          \
+    MM_EPI_BATCH(b)
 
 /* Local tiles: As[k][m] (padded by 1: the k-fastest fill of a row-major A would hit one bank),
  * Bs[k][n] (padded by VW, which keeps its rows vector-aligned and spreads a k-fastest fill). */
@@ -235,12 +226,12 @@ tl_gemm_f32(MM_ARGS)
             int n = n0 + (tn + j * NDIMC) * VW;
             global float *c = C + m * N + n;
 #if VW == 1
-            if (n < N) c[0] = epi ? mm_epi(acc[i][j], n, bias, epi) : acc[i][j];
+            if (n < N) c[0] = epi ? MM_EPI(acc[i][j], n, m * N + n) : acc[i][j];
 #else
             if (epi) {
                 float t[VW];
                 CAT(vstore, VW)(acc[i][j], 0, t);
-                for (int v = 0; v < VW && n + v < N; v++) c[v] = mm_epi(t[v], n + v, bias, epi);
+                for (int v = 0; v < VW && n + v < N; v++) c[v] = MM_EPI(t[v], n + v, m * N + n + v);
             } else if (n + VW <= N) {
                 CAT(vstore, VW)(acc[i][j], 0, c);
             } else {
@@ -280,7 +271,7 @@ tl_gemm_direct_nn_f32(MM_ARGS)
                 if (epi) {
                     float t[CVW];
                     CAT(vstore, CVW)(acc[i][j], 0, t);
-                    for (int v = 0; v < CVW; v++) t[v] = mm_epi(t[v], n0 + j * CVW + v, bias, epi);
+                    for (int v = 0; v < CVW; v++) t[v] = MM_EPI(t[v], n0 + j * CVW + v, (m0 + i) * N + n0 + j * CVW + v);
                     acc[i][j] = CAT(vload, CVW)(0, t);
                 }
                 CAT(vstore, CVW)(acc[i][j], 0, C + (m0 + i) * N + n0 + j * CVW);
@@ -291,7 +282,7 @@ tl_gemm_direct_nn_f32(MM_ARGS)
         for (int n = n0; n < N; n++) {
             float s = 0.0f;
             for (int k = 0; k < K; k++) s = mad(A[mr[i] + k * sAk], B[k * sBk + n], s);
-            C[(m0 + i) * N + n] = epi ? mm_epi(s, n, bias, epi) : s;
+            C[(m0 + i) * N + n] = epi ? MM_EPI(s, n, (m0 + i) * N + n) : s;
         }
 }
 
@@ -334,7 +325,7 @@ tl_gemm_direct_nt_f32(MM_ARGS)
         for (int j = 0; j < CNR && n0 + j < N; j++) {
             float s = hsum(acc[i][j]);
             for (int k = kv; k < K; k++) s = mad(ar[i][k], br[j][k], s);
-            C[(m0 + i) * N + n0 + j] = epi ? mm_epi(s, n0 + j, bias, epi) : s;
+            C[(m0 + i) * N + n0 + j] = epi ? MM_EPI(s, n0 + j, (m0 + i) * N + n0 + j) : s;
         }
 }
 
@@ -541,7 +532,7 @@ tl_matmul_small_f32(MM_ARGS)
         int m = m0 + ty + i * R;
         for (int j = 0; j < MM_WPT; j++) {
             int n = n0 + tx + j * R;
-            if (m < M && n < N) C[m * N + n] = epi ? mm_epi(acc[i][j], n, bias, epi) : acc[i][j];
+            if (m < M && n < N) C[m * N + n] = epi ? MM_EPI(acc[i][j], n, m * N + n) : acc[i][j];
         }
     }
 }
@@ -559,5 +550,6 @@ tl_matmul_naive_f32(MM_ARGS)
     B += offB + b1 * sBb1 + b2 * sBb2 + n * sBn;
     float acc = 0.0f;
     for (int k = 0; k < K; k++) acc = mad(A[k * sAk], B[k * sBk], acc);
-    C[offC + b * M * N + m * N + n] = epi ? mm_epi(acc, n, bias, epi) : acc;
+    resid += offR + b * M * N;
+    C[offC + b * M * N + m * N + n] = epi ? MM_EPI(acc, n, m * N + n) : acc;
 }

@@ -38,7 +38,13 @@ typedef struct {
  * argument indices of the output buffer, its offset, the bias buffer and the epilogue code (-1 for the offset:
  * the kernel has none, the output stays where it is; -1 for the bias: none is taken from the trace); epi as
  * launched (bit 0 bias, act << 1); the output: n contiguous float32 elements from element out_off, rows of N. */
-typedef struct { int out_arg, off_arg, bias_arg, epi_arg, epi, N, out_off; long n; } tl_store_note;
+typedef struct {
+    int out_arg, off_arg, bias_arg, epi_arg;
+    int alpha_arg, res_arg, res_off_arg;               /* -1: the kernel has no scale / residual */
+    int res_alias;                                     /* whether the residual may be the output itself */
+    int epi, N, out_off;
+    long n;
+} tl_store_note;
 
 typedef struct {
     int kind, arms_check;                              /* arms_check: a device-side check (stream.h) */

@@ -7,6 +7,7 @@
  * the ISA (PoCL puts the ISA in the device name), 4 rows x 32 columns (nn) or 4 x 4 dots (nt). Computed
  * once per process under a mutex. */
 #include "gemm_params.h"
+#include "ops_common.h"
 #include "programs.h"
 #include "settings.h"
 #include <pthread.h>
@@ -141,4 +142,21 @@ tl_gemm_params_register(tl_err *err)
         st = tl_program_register(&tiers[t], err);
     }
     return st;
+}
+
+int
+tl_mm_has_epi(cl_kernel k)
+{
+    cl_uint nargs = 0;
+    return clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, NULL) == CL_SUCCESS &&
+           nargs >= TL_MM_EPI_ARG + 5;
+}
+
+int
+tl_mm_epi_set(cl_kernel k, cl_mem any, cl_mem bias, int epi, float alpha, cl_mem res, int off_res)
+{
+    const cl_mem b = bias != NULL ? bias : any, r = res != NULL ? res : any;
+    const size_t I = sizeof(int), Mm = sizeof(cl_mem);
+    return tl_set_args(k, TL_MM_EPI_ARG, 5, (size_t[]){Mm, I, sizeof alpha, Mm, I},
+                       (const void *[]){&b, &epi, &alpha, &r, &off_res});
 }

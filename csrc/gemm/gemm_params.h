@@ -24,6 +24,14 @@ void        tl_gemm_params_options(const tl_device_info *d, int tier, char *out,
 /* A programs.h rule callback: tier `tier`'s parameters as options (llm and quant register it with tier 0). */
 void        tl_gemm_program_options(const tl_runtime *rt, int tier, const char *user, char *out, size_t cap);
 tl_status   tl_gemm_params_register(tl_err *err);       /* the three tiers' program rules (at import) */
+
+/* A product kernel's store epilogue (kernels/mm_epi.h): its 5 arguments follow C's offset, argument
+ * TL_MM_EPI_ARG on. tl_mm_has_epi: whether kernel k takes them (1, 0); tl_mm_epi_set sets them (epi 0:
+ * a plain store; NULL buffers are bound as `any`, never read then; through tl_set_args, so a capture
+ * records them): 0, or -1 with a Python error. */
+#define TL_MM_EPI_ARG 18
+int tl_mm_has_epi(cl_kernel k);
+int tl_mm_epi_set(cl_kernel k, cl_mem any, cl_mem bias, int epi, float alpha, cl_mem res, int off_res);
 extern const char *const tl_gemm_param_names[TL_GP_COUNT];
 extern const char *const tl_gemm_tier_family[TL_GEMM_TIERS];
 #endif

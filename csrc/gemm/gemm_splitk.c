@@ -13,6 +13,7 @@
  * The partials live in a pooled temporary [S, batch, M, N] released after the enqueues (q0 is in order);
  * tl_gemm_splitk_reduce_f32 adds them in slice order, so results are bit-identical run to run. */
 #include "gemm_splitk.h"
+#include "gemm_params.h"
 #include "settings.h"
 #include <stdlib.h>
 #include <string.h>
@@ -95,9 +96,7 @@ tl_gemm_splitk_launch(const tl_splitk_problem *p, int S, int ks, tl_kernel *kh, 
     if (tl_kernel_py(kh) == NULL) return -1;
     if ((part = tl_tensor_empty(TL_F32, 1, (Py_ssize_t[]){(Py_ssize_t)S * n})) == NULL) return -1;
     tl_storage *st[3] = {part->storage, a->storage, b->storage};
-    cl_uint nargs = 0;                                /* matmul.cl's kernels take 20, matmul_sg's 18 */
-    clGetKernelInfo(kh->k, CL_KERNEL_NUM_ARGS, sizeof nargs, &nargs, NULL);
-    const int epi_args = nargs >= 20;
+    const int epi_args = tl_mm_has_epi(kh->k);        /* a store epilogue (mm_epi.h): off */
     for (int l = 0; l < 2; l++) {                        /* the slices of length ks, then a last one of `last` */
         const int first = l == 0 ? 0 : S - 1, count = l == 0 ? S - (last != ks) : last != ks;
         if (count == 0) continue;
@@ -109,9 +108,8 @@ tl_gemm_splitk_launch(const tl_splitk_problem *p, int S, int ks, tl_kernel *kh, 
                                &p->sAk, &b->storage->mem, &offB, &sBs, &p->sBb, &p->sBk, &p->sBn,
                                &part->storage->mem, &offC};
         size_t g[3] = {gws[0], gws[1], (size_t)count * (size_t)p->batch}, lw[3] = {lws[0], lws[1], 1};
-        const int no_epi = 0;                         /* matmul.cl's store epilogue (2 more args): off */
-        if (tl_set_args(kh->k, 0, 18, sz, val) < 0 || (epi_args &&
-            tl_set_args(kh->k, 18, 2, (size_t[]){Mm, I}, (const void *[]){&part->storage->mem, &no_epi}) < 0))
+        if (tl_set_args(kh->k, 0, 18, sz, val) < 0 ||
+            (epi_args && tl_mm_epi_set(kh->k, part->storage->mem, NULL, 0, 1.0f, NULL, 0) < 0))
             goto done;
         if (tl_stream_launch(kh->k, 3, g, lw, st, 3, 1u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
         n_launches++;

@@ -1,21 +1,25 @@
 /* epilogue.c: bias adds and activations of a recorded trace moved into the matrix products before them
  * (epilogue.h).
  *
- * A product's command carries a tl_store_note when its kernel can add a bias and apply ReLU or Tanh as it
- * stores (matmul.cl's mm_epi). The commands right after it may be, in this order:
- *   - an add of the product's result (read element for element) and a float32 vector of N values read as
- *     a bias, once per row, from element 0 (a linear layer's `x @ w.T + b`);
- *   - a ReLU (or clamp(min=0), F.relu(inplace=True)), or a Tanh, of that result.
- * Both become arguments of the product: its epilogue code, the bias buffer, and the buffer and offset of
- * the last command's output, which the product then stores instead. The values are the eager ones bit for
- * bit: mm_epi adds the bias with one rounding as the add kernel does, its ReLU is ew_apply's, and Tanh is
- * taken only where the eager kernel computed it one value at a time or on a device whose float4 builtins
- * round as its scalar ones (not a CPU device: PoCL's vector tanh differs).
+ * A product's command carries a tl_store_note when its kernel has a store epilogue (kernels/mm_epi.h; the
+ * convolution's output pass: an activation only). The commands right after it may be, in this order, each
+ * reading the previous one's result element for element:
+ *   - a multiply by a float32 scalar (attention's `q @ k.T * scale`);
+ *   - an add of a float32 vector of N values read as a bias, once per row, from element 0 (a linear layer's
+ *     `x @ w.T + b`);
+ *   - an add of a float32 tensor walked as the result (a residual: `h + x @ w`, `h += x @ w`);
+ *   - a ReLU (or clamp(min=0), F.relu(inplace=True)), or a Tanh.
+ * They become arguments of the product: its epilogue code, the scale, the bias buffer, the residual's buffer
+ * and offset, and the buffer and offset of the last command's output, which the product then stores
+ * instead. The values are the eager ones bit for bit: mm_epi rounds once per step, in the eager order, its
+ * ReLU is ew_apply's, and Tanh is taken only where the eager kernel computed it one value at a time or on a
+ * device whose float4 builtins round as its scalar ones (not a CPU device: PoCL's vector tanh differs).
  *
  * Every value the product no longer stores must be dead: an intermediate's storage was released during the
  * trace with no command touching its buffer before that (the arena's log, tl_trace_dead_after). The output
- * now written by the product must not be a buffer the product reads (its operands, the bias), nor one the
- * moved commands read other than as that chain's own value. */
+ * now written by the product must not be a buffer the product reads (its operands, the bias, the residual
+ * other than element for element where the kernel allows it), and the bias and residual must not be values
+ * of the chain (the product reads them before it stores). */
 #include "epilogue.h"
 #include "cl_runtime.h"
 #include "tensor.h"
@@ -85,6 +89,37 @@ bias_add(const tl_cmd *m, const tl_store_note *sn, where_t cur, cl_mem *bias, wh
     return 0;
 }
 
+/* m: cur * s or s * cur for a float32 scalar s (*alpha). */
+static int
+scale(const tl_cmd *m, const tl_store_note *sn, where_t cur, float *alpha, where_t *out)
+{
+    const tl_ew_note *nt = ew_of(m, TL_EW_MUL, sn->n, out);
+    if (nt == NULL) return 0;
+    for (int k = 1; k <= 2; k++) {
+        const int o = 3 - k;
+        if (!reads(m, nt, k, cur) || tl_cmd_arg_mem(m, nt->arg[o]) != NULL) continue;
+        memcpy(alpha, &nt->bits[o - 1], sizeof *alpha);
+        return 1;
+    }
+    return 0;
+}
+
+/* m: cur + r (either order), r a float32 tensor of the output's shape and walk (a residual). */
+static int
+residual(const tl_cmd *m, const tl_store_note *sn, where_t cur, where_t *res, where_t *out)
+{
+    const tl_ew_note *nt = ew_of(m, TL_EW_ADD, sn->n, out);
+    if (nt == NULL) return 0;
+    for (int k = 1; k <= 2; k++) {
+        const int o = 3 - k;
+        cl_mem r = tl_cmd_arg_mem(m, nt->arg[o]);
+        if (!reads(m, nt, k, cur) || r == NULL || r == cur.mem || !walks_as_output(&nt->L, o)) continue;
+        *res = (where_t){r, nt->L.off[o]};
+        return 1;
+    }
+    return 0;
+}
+
 /* m: relu(cur) or tanh(cur); the activation code of mm_epi (1 relu, 2 tanh), 0 if neither. */
 static int
 activation(const tl_cmd *m, const tl_store_note *sn, where_t cur, int cpu, where_t *out)
@@ -99,13 +134,14 @@ activation(const tl_cmd *m, const tl_store_note *sn, where_t cur, int cpu, where
     return nt != NULL && reads(m, nt, 1, cur) && (nt->vec == 0 || !cpu) ? 2 : 0;
 }
 
-/* Whether command m (the product) reads `mem` through an argument other than its output and bias. */
+/* Whether command m (the product) reads `mem` through an argument other than its store's. */
 static int
 product_reads(const tl_cmd *m, const tl_store_note *sn, cl_mem mem)
 {
-    for (int j = 0; j < m->nmem; j++)
-        if ((int)m->mems[j].idx != sn->out_arg && (int)m->mems[j].idx != sn->bias_arg && m->mems[j].mem == mem)
-            return 1;
+    for (int j = 0; j < m->nmem; j++) {
+        const int idx = (int)m->mems[j].idx;
+        if (idx != sn->out_arg && idx != sn->bias_arg && idx != sn->res_arg && m->mems[j].mem == mem) return 1;
+    }
     return 0;
 }
 
@@ -117,40 +153,80 @@ set_mem(tl_cmd *m, int arg, cl_mem mem)
     return clSetKernelArg(m->k, (cl_uint)arg, sizeof mem, &mem);
 }
 
-/* Moves into product i what follows it; the number of commands moved (0: none), -1 on an OpenCL error. */
+/* The chain after a product: the buffers its values went through (none of them may be read as a bias or
+ * a residual, whose values the product reads before anything of the chain is stored), where it stands. */
+typedef struct {
+    tl_trace *tr;
+    where_t cur;
+    cl_mem through[4];
+    int n, j;
+} chain_t;
+
+static int
+in_chain(const chain_t *c, cl_mem mem)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->through[i] == mem) return 1;
+    return 0;
+}
+
+/* Takes command c->j's output `out` as the chain's value when the value it replaces is dead and it lands in
+ * no buffer read as an operand of the epilogue (bias; the residual unless `alias_ok` and out is it exactly). */
+static int
+step(chain_t *c, where_t out, cl_mem bias, where_t res, int alias_ok)
+{
+    if ((out.mem != c->cur.mem || out.off != c->cur.off) && !tl_trace_dead_after(c->tr, c->cur.mem, c->j, c->j + 1))
+        return 0;
+    if (out.mem == bias || (res.mem != NULL && out.mem == res.mem && !(alias_ok && out.off == res.off))) return 0;
+    c->cur = out;
+    if (c->n < 4) c->through[c->n++] = out.mem;
+    c->j++;
+    return 1;
+}
+
+/* Moves into product i what follows it, in mm_epi's order: a scale, a bias add, a residual add, an
+ * activation (each optional). The number of commands moved (0: none), -1 on an OpenCL error. */
 static int
 absorb(tl_trace *tr, int i, int cpu, tl_err *err)
 {
     tl_cmd *m = &tr->cmds[i];
     const tl_store_note *sn = m->store;
-    where_t cur = {tl_cmd_arg_mem(m, sn->out_arg), sn->out_off}, out;
+    chain_t c = {tr, {tl_cmd_arg_mem(m, sn->out_arg), sn->out_off}, {NULL}, 1, i + 1};
+    c.through[0] = c.cur.mem;
+    where_t out, res = {NULL, 0};
     cl_mem bias = NULL;
-    int j = i + 1, act = 0;
-    if (cur.mem == NULL || (sn->epi >> 1) != 0) return 0;
-    if (j < tr->ncmds && sn->bias_arg >= 0 && !(sn->epi & 1) && bias_add(&tr->cmds[j], sn, cur, &bias, &out)) {
-        if ((out.mem != cur.mem || out.off != cur.off) && !tl_trace_dead_after(tr, cur.mem, j, j + 1)) return 0;
-        if (out.mem == bias) return 0;
-        cur = out;
-        j++;
+    float alpha = 1.0f;
+    int act = 0, scaled = 0;
+    if (c.cur.mem == NULL || sn->epi >> 1 != 0) return 0;
+    if (c.j < tr->ncmds && sn->alpha_arg >= 0 && !(sn->epi & 1) && scale(&tr->cmds[c.j], sn, c.cur, &alpha, &out))
+        scaled = step(&c, out, NULL, res, 0);
+    if (c.j < tr->ncmds && sn->bias_arg >= 0 && !(sn->epi & 1) && bias_add(&tr->cmds[c.j], sn, c.cur, &bias, &out)) {
+        if (in_chain(&c, bias) || !step(&c, out, bias, res, 0)) bias = NULL;
     }
-    if (j < tr->ncmds && (act = activation(&tr->cmds[j], sn, cur, cpu, &out)) != 0) {
-        if ((out.mem != cur.mem || out.off != cur.off) && !tl_trace_dead_after(tr, cur.mem, j, j + 1)) act = 0;
-        else if (out.mem == bias) act = 0;
-        else { cur = out; j++; }
+    if (c.j < tr->ncmds && sn->res_arg >= 0 && residual(&tr->cmds[c.j], sn, c.cur, &res, &out)) {
+        if (in_chain(&c, res.mem) || !step(&c, out, bias, res, sn->res_alias)) res.mem = NULL;
     }
-    if (j == i + 1 || product_reads(m, sn, cur.mem) || (sn->off_arg < 0 && cur.off != sn->out_off)) return 0;
-    const int epi = (sn->epi & 1) | (bias != NULL) | act << 1;
+    if (c.j < tr->ncmds && (act = activation(&tr->cmds[c.j], sn, c.cur, cpu, &out)) != 0 &&
+        !step(&c, out, bias, res, 0))
+        act = 0;
+    const where_t cur = c.cur;
+    if (c.j == i + 1 || product_reads(m, sn, cur.mem) || (sn->off_arg < 0 && cur.off != sn->out_off)) return 0;
+    const int epi = (sn->epi & 1) | (bias != NULL) | act << 1 | (scaled ? 8 : 0) | (res.mem != NULL ? 16 : 0);
     cl_int rc = set_mem(m, sn->out_arg, cur.mem);
     if (rc == CL_SUCCESS && sn->off_arg >= 0) rc = clSetKernelArg(m->k, (cl_uint)sn->off_arg, sizeof(int), &cur.off);
     if (rc == CL_SUCCESS && bias != NULL) rc = set_mem(m, sn->bias_arg, bias);
+    if (rc == CL_SUCCESS && scaled) rc = clSetKernelArg(m->k, (cl_uint)sn->alpha_arg, sizeof alpha, &alpha);
+    if (rc == CL_SUCCESS && res.mem != NULL) rc = set_mem(m, sn->res_arg, res.mem);
+    if (rc == CL_SUCCESS && res.mem != NULL)
+        rc = clSetKernelArg(m->k, (cl_uint)sn->res_off_arg, sizeof(int), &res.off);
     if (rc == CL_SUCCESS) rc = clSetKernelArg(m->k, (cl_uint)sn->epi_arg, sizeof(int), &epi);
     if (rc != CL_SUCCESS) {
         tl_err_set(err, rc, "clSetKernelArg", "tlgpu.jit epilogue");
         return -1;
     }
     char name[160];
-    snprintf(name, sizeof name, "%s%s%s", m->what, bias != NULL ? "+bias" : "",
-             act == 1 ? "+relu" : act == 2 ? "+tanh" : "");
+    snprintf(name, sizeof name, "%s%s%s%s%s", m->what, scaled ? "*scale" : "", bias != NULL ? "+bias" : "",
+             res.mem != NULL ? "+residual" : "", act == 1 ? "+relu" : act == 2 ? "+tanh" : "");
     char *owned = strdup(name);
     if (owned != NULL) {
         free(m->name);
@@ -158,7 +234,7 @@ absorb(tl_trace *tr, int i, int cpu, tl_err *err)
         m->what = owned;
     }
     m->store->epi = epi;
-    return j - i - 1;
+    return c.j - i - 1;
 }
 
 tl_status

@@ -278,7 +278,8 @@ layout_launch(tl_tensor *src, tl_tensor *bias, tl_tensor *dst, int O, int N, int
         return -1;
     if (!to_y)                                           /* tlgpu.jit may move a ReLU/Tanh into this store */
         tl_capture_note_store(k_layout.k, &(tl_store_note){.out_arg = 9, .off_arg = -1, .bias_arg = -1,
-                                                           .epi_arg = 8, .epi = hb, .N = L,
+                                                           .epi_arg = 8, .alpha_arg = -1, .res_arg = -1,
+                                                           .res_off_arg = -1, .epi = hb, .N = L,
                                                            .out_off = (int)dst->offset, .n = (long)N * O * L});
     return 0;
 }

@@ -170,10 +170,10 @@ mm_slices(const mm_problem *p, const gemm_params *q, int mode, int direct, int *
 
 /* Enqueues C = A @ B for p over `out` (contiguous, non-empty). a/b may lack storage only when K == 0. With
  * `res` (contiguous: out's shape, or N elements added to every row, a bias) the mul_mv path (out's shape
- * only), the CPU BLAS path and matmul.cl's kernels (a bias only) add it and set bit 0 of *fused; matmul.cl's
- * kernels also apply p->act as they store, the CPU BLAS path a ReLU (act 1) after its product, and set bit 1;
- * other paths (tensor cores, matmul_sg, split-K) do neither. matmul.cl's launches also leave a store note
- * for tlgpu.jit's epilogue pass (capture.h). A forced split-K (tests) takes every product it can split to the tiled kernel, past mul_mv,
+ * only), the CPU BLAS path and the kernels with a store epilogue (kernels/mm_epi.h; a float32 bias only) add
+ * it and set bit 0 of *fused; those kernels also apply p->act as they store, the CPU BLAS path a ReLU (act 1)
+ * after its product, and set bit 1; other paths (split-K, kernels without the epilogue) do neither. The
+ * epilogue kernels' launches also leave a store note for tlgpu.jit's epilogue pass (capture.h). A forced split-K (tests) takes every product it can split to the tiled kernel, past mul_mv,
  * TF32, BLAS and direct. */
 static int
 mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_tensor *res, int *fused)
@@ -254,12 +254,12 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
         return tl_gemm_splitk_launch(&sp, S, ks, kh, gws, lws, a, b, out);
     }
     gws[2] = (size_t)nb1 * (size_t)nb2;
-    /* matmul.cl's kernels (not tensor cores, not matmul_sg): the bias and activation epilogue */
-    const int bias_ok = !tc && res != NULL && res->ndim == 1 && res->shape[0] == p->N && res->offset == 0 &&
-                        tl_tensor_numel(res) != tl_tensor_numel(out);
-    const int epi = tc ? 0 : (bias_ok ? 1 : 0) | (p->act << 1);
-    cl_mem bmem = bias_ok ? res->storage->mem : out->storage->mem;   /* not read without bit 0 */
-    if (!tc) *fused = (bias_ok ? 1 : 0) | (p->act ? 2 : 0);
+    /* kernels with a store epilogue (kernels/mm_epi.h: matmul.cl's): the bias and the activation */
+    const int has_epi = tl_mm_has_epi(k) && out->dtype == TL_F32;
+    const int bias_ok = has_epi && res != NULL && res->dtype == TL_F32 && res->ndim == 1 && res->shape[0] == p->N &&
+                        res->offset == 0 && tl_tensor_numel(res) != tl_tensor_numel(out);
+    const int epi = has_epi ? (bias_ok ? 1 : 0) | (p->act << 1) : 0;
+    if (has_epi) *fused = (bias_ok ? 1 : 0) | (p->act ? 2 : 0);
     tl_storage *st[4] = {out->storage, a->storage, b->storage, bias_ok ? res->storage : NULL};
     for (int o = 0; o < nouter; o++) {
         int off[3] = {p->off[0], p->off[1], p->off[2]};
@@ -274,15 +274,17 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
                                &p->sAm, &p->sAk, &b->storage->mem, &off[2], &sb[1][0], &sb[1][1], &p->sBk,
                                &p->sBn, &out->storage->mem, &off[0]};
         if (tl_set_args(k, 0, 18, sz, val) < 0 ||
-            (!tc && tl_set_args(k, 18, 2, (size_t[]){Mm, I}, (const void *[]){&bmem, &epi}) < 0))
+            (has_epi && tl_mm_epi_set(k, out->storage->mem, bias_ok ? res->storage->mem : NULL, epi, 1.0f, NULL, 0) < 0))
             return -1;
         if (tl_stream_launch(k, 3, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK)
             return tl_raise(&err);
     }
-    if (!tc && nouter == 1 && !(epi >> 1))               /* tlgpu.jit may move a bias add, an activation here */
-        tl_capture_note_store(k, &(tl_store_note){.out_arg = 16, .off_arg = 17, .bias_arg = 18, .epi_arg = 19,
-                                                   .epi = epi, .N = p->N, .out_off = p->off[0],
-                                                   .n = (long)p->M * p->N * nb1 * nb2});
+    if (has_epi && nouter == 1 && !(epi >> 1))           /* tlgpu.jit may move ops after it into the store */
+        tl_capture_note_store(k, &(tl_store_note){.out_arg = 16, .off_arg = 17, .bias_arg = TL_MM_EPI_ARG,
+                                                   .epi_arg = TL_MM_EPI_ARG + 1, .alpha_arg = TL_MM_EPI_ARG + 2,
+                                                   .res_arg = TL_MM_EPI_ARG + 3, .res_off_arg = TL_MM_EPI_ARG + 4,
+                                                   .res_alias = !tc, .epi = epi, .N = p->N,
+                                                   .out_off = p->off[0], .n = (long)p->M * p->N * nb1 * nb2});
     return 0;
 }
 
