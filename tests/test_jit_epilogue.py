@@ -177,3 +177,68 @@ def test_convolution_takes_the_relu(A, inplace):
     assert len(c) == 1
     if inplace:
         assert c[0].endswith("+relu") and len(jf.commands()) == 3
+
+
+def test_scale_moves_into_the_product(A):
+    """Attention's scores: a scalar multiply right after the product (either operand order), then a bias or an
+    activation."""
+    jf = run(lambda x, w, b: (x @ w * 0.125 + b).relu(), lambda: [A(9, 16), A(16, 12), A(12)])
+    assert jf.commands() == [gemm_cmds(jf)[0]] and jf.commands()[0].endswith("*scale+bias+relu")
+    jq = run(lambda q, k: 0.3 * (q @ k.transpose(-1, -2)), lambda: [A(2, 3, 5, 8), A(2, 3, 6, 8)])
+    assert len(jq.commands()) == 1 and jq.commands()[0].endswith("*scale")
+
+
+@pytest.mark.parametrize("form", ["h_first", "h_last", "in_place", "offset", "bias_residual_relu"])
+def test_residual_moves_into_the_product(A, form):
+    M, K, N = 11, 13, 7
+    if form == "h_first":
+        f, tail = (lambda x, w, h: h + x @ w), "+residual"
+    elif form == "h_last":
+        f, tail = (lambda x, w, h: x @ w.T.T + h), "+residual"
+    elif form == "in_place":                           # the residual is the output: h += x @ w
+        def f(x, w, h):
+            h += x @ w
+            return h
+        tail = "+residual"
+    elif form == "offset":                             # a view at an offset, walked as the output
+        f, tail = (lambda x, w, h: x @ w + h[1:]), "+residual"
+    else:
+        f, tail = (lambda x, w, h, b: (x @ w + b + h).relu()), "+bias+residual+relu"
+    rows = M + 1 if form == "offset" else M
+    make = (lambda: [A(M, K), A(K, N), A(rows, N), A(N)]) if form == "bias_residual_relu" else \
+        (lambda: [A(M, K), A(K, N), A(rows, N)])
+    jf = run(f, make)
+    assert len(jf.commands()) == 1 and jf.commands()[0].endswith(tail), jf.commands()
+
+
+@pytest.mark.parametrize("case", ["residual_then_bias", "divide", "scale_after_bias", "residual_kept",
+                                  "residual_is_product"])
+def test_what_stays_apart_around_scale_and_residual(A, case):
+    """Only mm_epi's order moves (scale, bias, residual, activation), only a multiply scales, and a value still
+    read later is stored."""
+    if case == "residual_then_bias":                   # (p + h) + b would round as p + b + h: stays apart
+        f, make = (lambda x, w, h, b: x @ w + h + b), (lambda: [A(6, 5), A(5, 4), A(6, 4), A(4)])
+    elif case == "divide":
+        f, make = (lambda x, w: (x @ w) / 3.0), (lambda: [A(6, 5), A(5, 4)])
+    elif case == "scale_after_bias":
+        f, make = (lambda x, w, b: (x @ w + b) * 0.5), (lambda: [A(6, 5), A(5, 4), A(4)])
+    elif case == "residual_kept":                      # the sum before the ReLU is returned too
+        def f(x, w, h):
+            s = x @ w + h
+            return s, s.relu()
+        make = lambda: [A(6, 5), A(5, 4), A(6, 4)]   # noqa: E731
+    else:                                              # p + p: the residual would be the unstored product
+        def f(x, w):
+            p = x @ w
+            return p + p
+        make = lambda: [A(6, 5), A(5, 4)]            # noqa: E731
+    jf = run(f, make)
+    g = gemm_cmds(jf)[0]
+    if case == "residual_then_bias":
+        assert g.endswith("+residual") and len(jf.commands()) == 2
+    elif case in ("divide", "residual_is_product"):
+        assert "+" not in g and "*" not in g and len(jf.commands()) == 2
+    elif case == "scale_after_bias":
+        assert "*scale" not in g
+    else:
+        assert g.endswith("+residual") and len(jf.commands()) == 2
