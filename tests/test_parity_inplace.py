@@ -175,3 +175,42 @@ def test_setitem_into_a_buffer_joins_the_graph_and_guards_saved_tensors(rng):
     with tlgpu.no_grad():
         tx[0] = 1.0                                    # allowed outside grad mode, as torch
     assert float(tx[0]) == 1.0
+
+
+UNARY_INPLACE = {
+    "relu_": (lambda v: np.maximum(v, 0), lambda v: (v > 0).astype(np.float64)),
+    "sigmoid_": (lambda v: 1 / (1 + np.exp(-v)), lambda v: np.exp(-v) / (1 + np.exp(-v)) ** 2),
+    "tanh_": (np.tanh, lambda v: 1 - np.tanh(v) ** 2),
+    "exp_": (np.exp, np.exp),
+    "neg_": (np.negative, lambda v: -np.ones_like(v)),
+    "abs_": (np.abs, np.sign),
+    "sqrt_": (np.sqrt, lambda v: 0.5 / np.sqrt(v)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY_INPLACE))
+def test_unary_inplace_methods(rng, name):
+    """x.relu_() and friends (torch's names): self returned, values as numpy, the gradient through the op on a
+    non-leaf, refused on a leaf that requires grad."""
+    f, df = UNARY_INPLACE[name]
+    lo = 0.1 if name == "sqrt_" else -2.0
+    x, tx = leaf(rng, (4, 7), lo=lo)
+    plain = tlgpu.tensor(x.astype(np.float32))
+    assert getattr(plain, name)() is plain
+    np.testing.assert_allclose(plain.numpy(), f(x), rtol=1e-5, atol=1e-6)
+    y = tx * 1.0
+    getattr(y, name)()
+    up = rng.standard_normal((4, 7))
+    y.backward(tlgpu.tensor(up.astype(np.float32)))
+    np.testing.assert_allclose(tx.grad.numpy(), up * df(x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(RuntimeError, match="leaf"):
+        getattr(tx, name)()
+
+
+def test_clamp_min_max_inplace(rng):
+    x = rng.standard_normal(9).astype(np.float32)
+    t = tlgpu.tensor(x)
+    assert t.clamp_min_(0.25) is t
+    np.testing.assert_array_equal(t.numpy(), np.maximum(x, np.float32(0.25)))
+    t.clamp_max_(0.5)
+    np.testing.assert_array_equal(t.numpy(), np.minimum(np.maximum(x, np.float32(0.25)), np.float32(0.5)))

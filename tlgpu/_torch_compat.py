@@ -372,6 +372,16 @@ def equal(a, b):
     return (a != b).sum().item() == 0
 
 
+def clamp_min_(self, min):
+    """In place clamp(min=min), torch's name."""
+    return self.clamp_(min=min)
+
+
+def clamp_max_(self, max):
+    """In place clamp(max=max), torch's name."""
+    return self.clamp_(max=max)
+
+
 def install():
     """Attach the methods to the C Tensor type and give it torch's legacy constructor."""
     methods = dict(to=to, cpu=cpu, cuda=cuda, pin_memory=pin_memory, type=type_, long=long, view_as=view_as,
@@ -381,6 +391,8 @@ def install():
         methods["clip"] = Tensor.clamp
     if not hasattr(Tensor, "clip_"):
         methods["clip_"] = Tensor.clamp_
+    methods["clamp_min_"] = clamp_min_
+    methods["clamp_max_"] = clamp_max_
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.__new__ = staticmethod(_tensor_new)   # C makes tensors with tp_alloc, never through this

@@ -550,6 +550,13 @@ BINARY(minimum, MINIMUM) BINARY(floor_divide, FLOORDIV) BINARY(remainder, MOD) B
 INPLACE(add, ADD) INPLACE(sub, SUB) INPLACE(mul, MUL) INPLACE(div, DIV)
 #undef INPLACE
 
+#define UNARY_(pyname, OP)                                                                     \
+    static PyObject *m_##pyname##_(PyObject *self, PyObject *Py_UNUSED(ignored))               \
+    { return ew(TL_EW_##OP, #pyname "_", self, NULL, NULL, tl_tensor_CAST(self)); }
+UNARY_(relu, RELU) UNARY_(sigmoid, SIGMOID) UNARY_(tanh, TANH) UNARY_(exp, EXP) UNARY_(neg, NEG) UNARY_(abs, ABS)
+UNARY_(sqrt, SQRT)
+#undef UNARY_
+
 /* ---- the internal C API (ops.h) ---- */
 
 PyObject *tl_exp(tl_tensor *x) { return ew(TL_EW_EXP, "exp", (PyObject *)x, NULL, NULL, NULL); }
@@ -745,6 +752,8 @@ static const PyMethodDef ew_methods[] = {
     B(lt, "self < other as a float32 mask"), B(le, "<= mask"), B(gt, "> mask"), B(ge, ">= mask"),
     B(eq, "== mask"), B(ne, "!= mask"),
     B(add_, "in place +="), B(sub_, "in place -="), B(mul_, "in place *="), B(div_, "in place /="),
+    U(relu_, "in place relu"), U(sigmoid_, "in place sigmoid"), U(tanh_, "in place tanh"), U(exp_, "in place exp"),
+    U(neg_, "in place negation"), U(abs_, "in place abs"), U(sqrt_, "in place sqrt"),
     U(zero_, "in place: set to 0"), B(fill_, "in place: set to a value"),
     B(copy_, "in place: copy (broadcast, converting the dtype) from a tensor or array-like"),
     {"clamp", (PyCFunction)(void (*)(void))m_clamp, METH_VARARGS | METH_KEYWORDS, "clamp(min=None, max=None)"},
