@@ -68,6 +68,7 @@ def _with_grad(t, requires_grad, op):
 
 
 _ANY_DTYPE = ("zeros", "ones", "full", "empty", "tensor")     # creation that makes the storage dtypes too
+_FLOAT_DTYPE = ("rand", "randn")                              # float32, float16, bfloat16
 _STORAGE_ONLY = (float16, bfloat16, uint8)
 
 
@@ -79,7 +80,8 @@ def _creator(name, c_takes_grad):
             check_device(device, name)
         if dtype is not None:
             kwargs["dtype"] = as_dtype(dtype, name)
-            if name not in _ANY_DTYPE and np.dtype(kwargs["dtype"]) in _STORAGE_ONLY:
+            if name not in _ANY_DTYPE and np.dtype(kwargs["dtype"]) in _STORAGE_ONLY and \
+                    not (name in _FLOAT_DTYPE and np.dtype(kwargs["dtype"]) != uint8):
                 raise TypeError(f"{name}: dtype {kwargs['dtype']} is not supported here (float32 or int32); "
                                 f"convert the result with .to({kwargs['dtype']})")
         if c_takes_grad:
@@ -166,8 +168,9 @@ def _like(name, make, float_only=False):
     def fn(t, *args, dtype=None, device=None, requires_grad=False, memory_format=None, **kwargs):
         check_device(device, name)
         dt = _like_dtype(t, dtype, name)
-        if float_only and dt != float32:
-            raise TypeError(f"{name}: dtype must be float32 (got {dt}; use randint for int32)")
+        if float_only and dt not in (float32, float16, bfloat16):
+            raise TypeError(f"{name}: dtype must be float32, float16 or bfloat16 (got {dt}; use randint for "
+                            "integers)")
         return _with_grad(make(t, *args, dtype=dt, **kwargs), requires_grad, name)
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"{name}(t, ...): like torch.{name}; device= must name tlgpu's device."

@@ -46,6 +46,10 @@ int       tl_check_float(const char *op, const tl_tensor *t); /* float32/16, bfl
 #define TL_F32_OP_MAX 5
 typedef PyObject *(*tl_f32_op)(PyObject *const *in, void *ctx);
 PyObject *tl_call_f32(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx);
+/* The same without autocast's rule, for the families that compute in float32 whatever autocast says (pooling,
+ * outer, index_add): fn directly when every tensor is float32, else on the widened operands (recorded), the
+ * result converted to their promoted dtype. */
+PyObject *tl_call_wide(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx);
 
 /* ops_matmul.c */
 PyObject *tl_matmul(tl_tensor *a, tl_tensor *b);                       /* a @ b, numpy rules, not recorded */

@@ -428,6 +428,23 @@ pool_args(const char *op, PyObject *xo, PyObject *ko, PyObject *so, PyObject *po
     return 0;
 }
 
+static PyObject *pool_forward(PyObject *args, PyObject *kw, int is_max);
+
+/* tl_call_wide's fn for a float16/bfloat16 input: in = input, then the pool's other arguments (ctx: is_max). */
+static PyObject *
+pool_f32(PyObject *const *in, void *ctx)
+{
+    const int is_max = *(const int *)ctx;
+    PyObject *args = PyTuple_Pack(2, in[0], in[1]), *kw = PyDict_New(), *r = NULL;
+    static const char *names[3] = {"stride", "padding", "count_include_pad"};
+    for (int i = 0; kw != NULL && i < 3; i++)
+        if (in[2 + i] != NULL && PyDict_SetItemString(kw, names[i], in[2 + i]) < 0) Py_CLEAR(kw);
+    if (args != NULL && kw != NULL) r = pool_forward(args, kw, is_max);
+    Py_XDECREF(args);
+    Py_XDECREF(kw);
+    return r;
+}
+
 static PyObject *
 pool_forward(PyObject *args, PyObject *kw, int is_max)
 {
@@ -441,6 +458,12 @@ pool_forward(PyObject *args, PyObject *kw, int is_max)
     if (!PyArg_ParseTupleAndKeywords(args, kw, is_max ? "OO|OO:max_pool2d" : "OO|OOp:avg_pool2d",
                                      is_max ? kwl_max : kwl, &xo, &ko, &so, &po, &cip))
         return NULL;
+    if (tl_tensor_check(xo) && TL_IS_HALF(tl_tensor_CAST(xo)->dtype)) {   /* float32 inside, the input's dtype out */
+        PyObject *c = is_max ? NULL : PyBool_FromLong(cip), *r;
+        r = tl_call_wide(op, pool_f32, (PyObject *[]){xo, ko, so, po, c}, 5, &is_max);
+        Py_XDECREF(c);
+        return r;
+    }
     if (pool_args(op, xo, ko, so, po, &xb, &batched, &g) < 0) return NULL;
     Py_ssize_t shape[4] = {g.N, g.C, g.OH, g.OW};
     if ((out = tl_tensor_empty(TL_F32, 4, shape)) == NULL) goto fail;

@@ -106,24 +106,44 @@ autocast_args(PyObject *const *in, PyObject **c, int n)
     return 0;
 }
 
+static int
+all_f32(PyObject *const *in, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (in[i] != NULL && tl_tensor_check(in[i]) && tl_tensor_CAST(in[i])->dtype != TL_F32) return 0;
+    return 1;
+}
+
+/* fn on the widened operands, its result converted to their promoted dtype; autocast off inside. */
+static PyObject *
+call_widened(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx)
+{
+    PyObject *w[TL_F32_OP_MAX], *r = NULL;
+    const int dt = widen_args(op, in, w, n);
+    if (dt >= 0) {
+        const int low = tl_autocast_set(-1);          /* the float32 implementation's own products stay float32 */
+        r = tl_convert_steal(fn(w, ctx), dt);
+        tl_autocast_set(low);
+        for (int i = 0; i < n; i++) Py_XDECREF(w[i]);
+    }
+    return r;
+}
+
 PyObject *
 tl_call_f32(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx)
 {
-    PyObject *c[TL_F32_OP_MAX], *w[TL_F32_OP_MAX], *r = NULL;
-    int plain = tl_autocast_dtype() < 0, dt;
-    for (int i = 0; i < n && plain; i++)
-        plain = in[i] == NULL || !tl_tensor_check(in[i]) || tl_tensor_CAST(in[i])->dtype == TL_F32;
-    if (plain) return fn(in, ctx);                    /* the float32 path as it always was */
+    PyObject *c[TL_F32_OP_MAX] = {NULL}, *r;
+    if (tl_autocast_dtype() < 0 && all_f32(in, n)) return fn(in, ctx);   /* the float32 path as it always was */
     if (autocast_args(in, c, n) < 0) return NULL;
-    if ((dt = widen_args(op, c, w, n)) >= 0) {
-        const int low = tl_autocast_set(-1);          /* the float32 implementation's own products stay float32 */
-        r = fn(w, ctx);
-        tl_autocast_set(low);
-        r = tl_convert_steal(r, dt);
-        for (int i = 0; i < n; i++) Py_XDECREF(w[i]);
-    }
+    r = call_widened(op, fn, c, n, ctx);
     for (int i = 0; i < n; i++) Py_XDECREF(c[i]);
     return r;
+}
+
+PyObject *
+tl_call_wide(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx)
+{
+    return all_f32(in, n) ? fn(in, ctx) : call_widened(op, fn, in, n, ctx);
 }
 
 int

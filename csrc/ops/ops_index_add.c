@@ -173,30 +173,48 @@ parse(const char *fmt, PyObject *args, PyObject *kwargs, Py_ssize_t *dim, PyObje
     return PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kw, dim, index, source, alpha) ? 0 : -1;
 }
 
+/* Out of place: a (differentiable) clone of self, updated in place. A float16/bfloat16 self (and source of its
+ * dtype) adds in float32, rounded once to self's dtype (the widenings and the rounding recorded). */
+static PyObject *
+index_add_copy(const char *op, PyObject *self, Py_ssize_t dim, PyObject *index, PyObject *source, double alpha)
+{
+    tl_tensor *t = tl_tensor_CAST(self);
+    const int half = TL_IS_HALF(t->dtype);
+    if (!half && tl_check_dtype(op, t, TL_F32) < 0) return NULL;
+    PyObject *out = half ? tl_convert(t, TL_F32) : tl_clone(t), *src = Py_NewRef(source);
+    if (half && tl_tensor_check(source) && tl_tensor_CAST(source)->dtype == t->dtype)
+        Py_SETREF(src, tl_convert(tl_tensor_CAST(source), TL_F32));
+    if (out != NULL && (src == NULL || index_add_inplace(op, tl_tensor_CAST(out), dim, index, src, alpha) < 0))
+        Py_CLEAR(out);
+    Py_XDECREF(src);
+    return half ? tl_convert_steal(out, t->dtype) : out;
+}
+
 static PyObject *
 m_index_add_(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     Py_ssize_t dim;
     PyObject *index, *source;
     double alpha;
-    if (parse("nOO|d:index_add_", args, kwargs, &dim, &index, &source, &alpha) < 0 ||
-        index_add_inplace("index_add_", tl_tensor_CAST(self), dim, index, source, alpha) < 0)
-        return NULL;
+    if (parse("nOO|d:index_add_", args, kwargs, &dim, &index, &source, &alpha) < 0) return NULL;
+    if (TL_IS_HALF(tl_tensor_CAST(self)->dtype)) {     /* the float32 sum, then copied in (copy_'s rules) */
+        PyObject *r = index_add_copy("index_add_", self, dim, index, source, alpha), *c;
+        c = r != NULL ? PyObject_CallMethod(self, "copy_", "O", r) : NULL;
+        Py_XDECREF(r);
+        return c;
+    }
+    if (index_add_inplace("index_add_", tl_tensor_CAST(self), dim, index, source, alpha) < 0) return NULL;
     return Py_NewRef(self);
 }
 
-/* Out of place: a (differentiable) clone of self, updated in place. */
 static PyObject *
 m_index_add(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     Py_ssize_t dim;
-    PyObject *index, *source, *out;
+    PyObject *index, *source;
     double alpha;
     if (parse("nOO|d:index_add", args, kwargs, &dim, &index, &source, &alpha) < 0) return NULL;
-    if (tl_check_dtype("index_add", tl_tensor_CAST(self), TL_F32) < 0) return NULL;
-    if ((out = tl_clone(tl_tensor_CAST(self))) == NULL) return NULL;
-    if (index_add_inplace("index_add", tl_tensor_CAST(out), dim, index, source, alpha) < 0) Py_CLEAR(out);
-    return out;
+    return index_add_copy("index_add", self, dim, index, source, alpha);
 }
 
 /* self: the gradient as is; source: alpha * g gathered along dim by the saved index. */

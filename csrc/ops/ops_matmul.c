@@ -563,13 +563,24 @@ m_dot(PyObject *self, PyObject *other)
     return mm_as("dot", a, b, 1);
 }
 
-/* outer(a, b)[i, j] = a[i] * b[j]: a product with K = 1, both contracted strides 0. */
+static PyObject *m_outer(PyObject *self, PyObject *other);
+
+static PyObject *
+outer_f32(PyObject *const *in, void *Py_UNUSED(ctx))
+{
+    return m_outer(in[0], in[1]);
+}
+
+/* outer(a, b)[i, j] = a[i] * b[j]: a product with K = 1, both contracted strides 0. float16/bfloat16 operands
+ * run it in float32 (tl_call_wide), the result in their promoted dtype. */
 static PyObject *
 m_outer(PyObject *self, PyObject *other)
 {
     tl_tensor *a = tl_tensor_CAST(self), *b, *out;
     mm_problem p = {0};
     if (tl_want_tensor("outer", other, &b) < 0) return NULL;
+    if ((TL_IS_HALF(a->dtype) && TL_IS_FLOAT(b->dtype)) || (TL_IS_HALF(b->dtype) && TL_IS_FLOAT(a->dtype)))
+        return tl_call_wide("outer", outer_f32, (PyObject *[]){self, (PyObject *)b}, 2, NULL);
     if (tl_check_dtype("outer", a, TL_F32) < 0 || tl_check_dtype("outer", b, TL_F32) < 0) return NULL;
     if (a->ndim != 1 || b->ndim != 1) return shapes_error("outer", a, b, "are not both 1-D");
     Py_ssize_t shape[2] = {a->shape[0], b->shape[0]};

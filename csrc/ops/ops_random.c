@@ -51,36 +51,34 @@ float_kwargs(const char *op, PyObject *kwargs, int dflt, int *requires_grad)
     if (empty == NULL) return -1;
     int ok = PyArg_ParseTupleAndKeywords(empty, kwargs, "|Op", kw, &dtype, requires_grad);
     Py_DECREF(empty);
-    int td = ok ? tl_parse_dtype(dtype, dflt) : -1;
-    if (td == TL_I32) {
-        PyErr_Format(PyExc_TypeError, "%s: dtype must be float32 (use randint for int32)", op);
+    int td = ok ? tl_parse_dtype_all(dtype, dflt) : -1;
+    if (td >= 0 && !TL_IS_FLOAT(td)) {
+        PyErr_Format(PyExc_TypeError, "%s: dtype must be float32, float16 or bfloat16, got %s (use randint for "
+                     "integers)", op, tl_dtype_name(td));
         return -1;
     }
     return td;
 }
 
+/* A float16/bfloat16 dtype draws float32 numbers and rounds them once (to nearest even), as PyTorch's
+ * kernels compute in float then store the half value. */
 static PyObject *
-finish(tl_tensor *t, int requires_grad)
-{
-    if (t != NULL && requires_grad && tl_require_grad_new("rand", t) < 0) Py_CLEAR(t);   /* float32: never fails */
-    return (PyObject *)t;
-}
-
-static PyObject *
-make_random(rng_kind kind, int ndim, const Py_ssize_t *shape, int requires_grad)
+make_random(rng_kind kind, int ndim, const Py_ssize_t *shape, int dtype, int requires_grad)
 {
     tl_tensor *t = tl_tensor_empty(TL_F32, ndim, shape);
     if (t != NULL && rng_fill(kind, t, 0, NULL, NULL) < 0) Py_CLEAR(t);
-    return finish(t, requires_grad);
+    PyObject *r = dtype == TL_F32 ? (PyObject *)t : tl_convert_steal((PyObject *)t, dtype);
+    if (r != NULL && requires_grad && tl_require_grad_new("rand", tl_tensor_CAST(r)) < 0) Py_CLEAR(r);
+    return r;                                         /* a floating dtype: require_grad never fails */
 }
 
 static PyObject *
 shaped(rng_kind kind, const char *op, PyObject *args, PyObject *kwargs)
 {
     Py_ssize_t shape[TL_MAX_DIMS];
-    int ndim, rg = 0;
-    if (float_kwargs(op, kwargs, TL_F32, &rg) < 0 || tl_parse_shape(op, args, &ndim, shape) < 0) return NULL;
-    return make_random(kind, ndim, shape, rg);
+    int ndim, rg = 0, dt;
+    if ((dt = float_kwargs(op, kwargs, TL_F32, &rg)) < 0 || tl_parse_shape(op, args, &ndim, shape) < 0) return NULL;
+    return make_random(kind, ndim, shape, dt, rg);
 }
 
 static PyObject *
@@ -103,8 +101,8 @@ like(rng_kind kind, const char *op, PyObject *args, PyObject *kwargs)
     if (PyTuple_GET_SIZE(args) != 1 || !tl_tensor_check(t_o = PyTuple_GET_ITEM(args, 0)))
         return PyErr_Format(PyExc_TypeError, "%s(t, dtype=None): t must be a Tensor", op);
     tl_tensor *t = tl_tensor_CAST(t_o);
-    if (float_kwargs(op, kwargs, t->dtype, &rg) < 0) return NULL;
-    return make_random(kind, t->ndim, t->shape, rg);
+    const int dt = float_kwargs(op, kwargs, t->dtype, &rg);
+    return dt < 0 ? NULL : make_random(kind, t->ndim, t->shape, dt, rg);
 }
 
 static PyObject *
@@ -198,10 +196,16 @@ fn_dropout(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kwargs)
     if (!tl_tensor_check(x_o))
         return PyErr_Format(PyExc_TypeError, "dropout: expected a Tensor, got %s", Py_TYPE(x_o)->tp_name);
     tl_tensor *x = tl_tensor_CAST(x_o), *mk;
-    if (check_p("dropout", p) < 0 || tl_check_dtype("dropout", x, TL_F32) < 0) return NULL;
+    if (check_p("dropout", p) < 0 || tl_check_float("dropout", x) < 0) return NULL;
     if (!training || p == 0.0) return Py_NewRef(x_o);
     if ((mk = mask(x->ndim, x->shape, p)) == NULL) return NULL;
-    res = PyNumber_Multiply(x_o, (PyObject *)mk);
+    if (TL_IS_HALF(x->dtype)) {                       /* x * mask in float32, rounded once to x's dtype */
+        PyObject *w = tl_convert(x, TL_F32);
+        res = w != NULL ? tl_convert_steal(PyNumber_Multiply(w, (PyObject *)mk), x->dtype) : NULL;
+        Py_XDECREF(w);
+    } else {
+        res = PyNumber_Multiply(x_o, (PyObject *)mk);
+    }
     Py_DECREF(mk);
     return res;
 }
@@ -282,7 +286,7 @@ fill_into(int normal, tl_tensor *t, float lo, float scale)
     return 0;
 }
 
-/* uniform_(a=0, b=1) / normal_(mean=0, std=1): float32 only, returns self; refused where other in-place ops
+/* uniform_(a=0, b=1) / normal_(mean=0, std=1): floating tensors (half ones take float32 draws rounded once), self; refused where other in-place ops
  * are (leaves requiring grad in grad mode, expanded views); a recorded non-leaf passes a zero gradient back. */
 static PyObject *
 random_inplace(PyObject *self, PyObject *args, PyObject *kwargs, int normal)
@@ -300,7 +304,7 @@ random_inplace(PyObject *self, PyObject *args, PyObject *kwargs, int normal)
             return PyErr_Format(PyExc_TypeError, "%s: %s must be a number, got %s", op, kw[i], Py_TYPE(o[i])->tp_name);
     }
     const double p0 = p[0], p1 = p[1];
-    if (tl_check_dtype(op, t, TL_F32) < 0) return NULL;
+    if (tl_check_float(op, t) < 0) return NULL;
     if (!normal && !(p0 <= p1)) {
         char a[32], b[32];
         snprintf(a, sizeof a, "%g", p0);
@@ -315,6 +319,14 @@ random_inplace(PyObject *self, PyObject *args, PyObject *kwargs, int normal)
     if (tl_check_writable(op, t) < 0 || tl_check_recorded_inplace(op, t, tl_autograd_wanted(&me, 1)) < 0)
         return NULL;
     tl_mark_write(t, op);
+    if (TL_IS_HALF(t->dtype)) {                       /* float32 draws of t's shape, rounded once into t */
+        tl_tensor *f = tl_tensor_empty(TL_F32, t->ndim, t->shape);
+        int rc = f == NULL ? -1 : fill_into(normal, f, (float)p0, (float)(normal ? p1 : p1 - p0));
+        if (rc == 0) rc = tl_convert_into(t, f);
+        Py_XDECREF(f);
+        if (rc < 0 || tl_record_overwrite(t) < 0) return NULL;
+        return Py_NewRef(self);
+    }
     if (fill_into(normal, t, (float)p0, (float)(normal ? p1 : p1 - p0)) < 0 || tl_record_overwrite(t) < 0)
         return NULL;
     return Py_NewRef(self);
@@ -354,6 +366,11 @@ m_multinomial(PyObject *self, PyObject *args, PyObject *kwargs)
         return PyErr_Format(PyExc_TypeError, "multinomial: num_samples must be an int, got %s", Py_TYPE(k_o)->tp_name);
     }
     tl_shape_str(p->shape, p->ndim, s, sizeof s);
+    if (TL_IS_HALF(p->dtype)) {                       /* the weights widened: the same draws as their float32 copy */
+        PyObject *w = tl_convert(p, TL_F32), *r = w != NULL ? m_multinomial(w, args, kwargs) : NULL;
+        Py_XDECREF(w);
+        return r;
+    }
     if (tl_check_dtype("multinomial", p, TL_F32) < 0) return NULL;
     if (p->ndim != 1 && p->ndim != 2)
         return PyErr_Format(PyExc_ValueError, "multinomial: probabilities must be 1-D or 2-D, got shape %s", s);
