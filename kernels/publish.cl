@@ -8,7 +8,8 @@
  *  - tl_publish_maxabs (publisher thread): per tensor, the largest |snapshot - last delivered| computed in
  *    float32 (half snapshots are widened), by a block table (one work-group per block of one tensor) and an
  *    atomic max on the float's bits, which orders like the float because every value is >= 0. NaN counts
- *    as +inf: a NaN always "changed".
+ *    as +inf: a NaN always "changed". When the published dtype differs, the same pass writes the snapshot
+ *    converted (as tl_publish_convert does), so a compared delivery reads the snapshot once.
  *  - tl_publish_update (publisher thread): copies the flagged tensors' blocks into the device copy of the
  *    last delivered version, when it cannot simply take over the snapshot buffer.
  *  - tl_publish_convert (publisher thread): the flagged tensors' blocks of the snapshot converted to the
@@ -83,9 +84,11 @@ tl_publish_gather(tl_pub_gather d, global uchar *dst,
     }
 }
 
+/* odt != sdt: the same pass also writes every block of the snapshot converted to odt into conv (the buffer the
+ * host copy reads), so a delivery after a comparison needs no conversion launch (tl_publish_convert's rounding). */
 kernel void
 tl_publish_maxabs(global const uchar *snap, global const uchar *last, global const ulong2 *blk,
-                  global const uint *blk_tensor, global uint *out, uint sdt)
+                  global const uint *blk_tensor, global uint *out, uint sdt, global uchar *conv, uint odt)
 {
     local uint gmax;
     uint g = (uint)get_group_id(0);
@@ -93,18 +96,37 @@ tl_publish_maxabs(global const uchar *snap, global const uchar *last, global con
     uint ls = (uint)get_local_size(0), len = (uint)(r.y - r.x);
     float m = 0.0f;
     int nan = 0;
-    if (sdt == TL_DT_F32) {
+    if (sdt == TL_DT_F32 && odt == sdt) {
         global const float *a = (global const float *)snap + r.x, *b = (global const float *)last + r.x;
         for (uint e = (uint)get_local_id(0); e < len; e += ls) {   /* branch-free body: vectorises on CPUs */
             float dlt = fabs(a[e] - b[e]);
             m = fmax(m, dlt);                                        /* fmax drops NaN, so count it apart */
             nan |= isnan(dlt);
         }
-    } else {                                                         /* half snapshots: compared in float32 */
+    } else if (sdt == TL_DT_F32 && odt == TL_DT_BF16) {              /* compare and publish as bfloat16 */
+        global const float *a = (global const float *)snap + r.x, *b = (global const float *)last + r.x;
+        global ushort *o = (global ushort *)conv + r.x;
         for (uint e = (uint)get_local_id(0); e < len; e += ls) {
-            float dlt = fabs(ld_wide(snap, sdt, r.x + e) - ld_wide(last, sdt, r.x + e));
+            float v = a[e], dlt = fabs(v - b[e]);
             m = fmax(m, dlt);
             nan |= isnan(dlt);
+            o[e] = tl_bf16_bits(v);
+        }
+    } else if (sdt == TL_DT_F32) {                                   /* compare and publish as float16 */
+        global const float *a = (global const float *)snap + r.x, *b = (global const float *)last + r.x;
+        global half *o = (global half *)conv + r.x;
+        for (uint e = (uint)get_local_id(0); e < len; e += ls) {
+            float v = a[e], dlt = fabs(v - b[e]);
+            m = fmax(m, dlt);
+            nan |= isnan(dlt);
+            vstore_half_rte(v, e, o);
+        }
+    } else {                                                         /* half snapshots: compared in float32 */
+        for (uint e = (uint)get_local_id(0); e < len; e += ls) {
+            float v = ld_wide(snap, sdt, r.x + e), dlt = fabs(v - ld_wide(last, sdt, r.x + e));
+            m = fmax(m, dlt);
+            nan |= isnan(dlt);
+            if (odt != sdt) st_narrow(conv, odt, r.x + e, v);
         }
     }
     if (nan) m = INFINITY;

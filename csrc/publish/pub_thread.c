@@ -53,14 +53,19 @@ fail:
     return err->code;
 }
 
-/* Per-tensor max |snapshot - last| into p->maxbits (float bits). */
+/* Per-tensor max |snapshot - last| into p->maxbits (float bits); with a published dtype of its own (p->conv),
+ * the snapshot converted into p->conv in the same pass. */
 static tl_status
 compare(tl_pub *p, const job *j, tl_err *err)
 {
     cl_uint zero = 0;
     cl_int rc;
     if (p->nblk == 0) { memset(p->maxbits, 0, 4 * (size_t)p->n); return TL_OK; }
+    cl_mem conv = p->conv != NULL ? p->conv : p->buf[j->buf]->mem;   /* converted in the same pass */
+    cl_uint odt = p->conv != NULL ? (cl_uint)p->odt : (cl_uint)p->sdt;
     TL_CL(err, fail, clEnqueueFillBuffer, (p->tq, p->maxbuf, &zero, 4, 0, 4 * (size_t)p->n, 1, &j->ev, NULL));
+    TL_CL(err, fail, clSetKernelArg, (p->k_maxabs, 6, sizeof conv, &conv));
+    TL_CL(err, fail, clSetKernelArg, (p->k_maxabs, 7, sizeof odt, &odt));
     if (block_launch(p, p->k_maxabs, p->buf[j->buf]->mem, p->buf[p->last]->mem, p->maxbuf, (cl_uint)p->sdt, err)
         != TL_OK)
         return err->code;
@@ -170,7 +175,9 @@ process(tl_pub *p, job *j, tl_err *err)
     begin_slot(p, w);
     uint64_t moved = 0;
     double t0 = tl_now_s(), cmp = t0 - t_snap;
-    if ((st = convert(p, j, &written, err)) != TL_OK || (st = read_runs(p, j, w, 0, &moved, err)) != TL_OK) return st;
+    if ((first && (st = convert(p, j, &written, err)) != TL_OK) ||   /* else compare() converted */
+        (st = read_runs(p, j, w, 0, &moved, err)) != TL_OK)
+        return st;
     double xfer = tl_now_s() - t0;
     for (int i = 0; i < p->n; i++) {
         if (p->flags[i]) {
