@@ -543,20 +543,13 @@ UNARY(ceil, CEIL) UNARY(floor, FLOOR) UNARY(round, ROUND)
 BINARY(add, ADD) BINARY(sub, SUB) BINARY(mul, MUL) BINARY(div, DIV) BINARY(pow, POW) BINARY(maximum, MAXIMUM)
 BINARY(minimum, MINIMUM) BINARY(floor_divide, FLOORDIV) BINARY(remainder, MOD) BINARY(lt, LT) BINARY(le, LE) BINARY(gt, GT) BINARY(ge, GE) BINARY(eq, EQ) BINARY(ne, NE)
 #undef BINARY
-
-#define INPLACE(pyname, OP)                                                                    \
+#define INPLACE(pyname, OP, OTHER)                                                             \
     static PyObject *m_##pyname##_(PyObject *self, PyObject *other)                            \
-    { return ew(TL_EW_##OP, #pyname "_", self, other, NULL, tl_tensor_CAST(self)); }
-INPLACE(add, ADD) INPLACE(sub, SUB) INPLACE(mul, MUL) INPLACE(div, DIV)
+    { (void)other; return ew(TL_EW_##OP, #pyname "_", self, OTHER, NULL, tl_tensor_CAST(self)); }
+INPLACE(add, ADD, other) INPLACE(sub, SUB, other) INPLACE(mul, MUL, other) INPLACE(div, DIV, other)
+INPLACE(relu, RELU, NULL) INPLACE(sigmoid, SIGMOID, NULL) INPLACE(tanh, TANH, NULL) INPLACE(exp, EXP, NULL)
+INPLACE(neg, NEG, NULL) INPLACE(abs, ABS, NULL) INPLACE(sqrt, SQRT, NULL)
 #undef INPLACE
-
-#define UNARY_(pyname, OP)                                                                     \
-    static PyObject *m_##pyname##_(PyObject *self, PyObject *Py_UNUSED(ignored))               \
-    { return ew(TL_EW_##OP, #pyname "_", self, NULL, NULL, tl_tensor_CAST(self)); }
-UNARY_(relu, RELU) UNARY_(sigmoid, SIGMOID) UNARY_(tanh, TANH) UNARY_(exp, EXP) UNARY_(neg, NEG) UNARY_(abs, ABS)
-UNARY_(sqrt, SQRT)
-#undef UNARY_
-
 /* ---- the internal C API (ops.h) ---- */
 
 PyObject *tl_exp(tl_tensor *x) { return ew(TL_EW_EXP, "exp", (PyObject *)x, NULL, NULL, NULL); }
@@ -736,6 +729,7 @@ done:
 }
 
 #define U(name, doc) {#name, m_##name, METH_NOARGS, doc}
+#define UI(name) U(name##_, "in place " #name)
 #define B(name, doc) {#name, m_##name, METH_O, doc}
 static const PyMethodDef ew_methods[] = {
     U(neg, "-x"), U(exp, "e**x"), U(log, "natural log"), U(sqrt, "square root"), U(rsqrt, "1/sqrt(x)"),
@@ -752,8 +746,7 @@ static const PyMethodDef ew_methods[] = {
     B(lt, "self < other as a float32 mask"), B(le, "<= mask"), B(gt, "> mask"), B(ge, ">= mask"),
     B(eq, "== mask"), B(ne, "!= mask"),
     B(add_, "in place +="), B(sub_, "in place -="), B(mul_, "in place *="), B(div_, "in place /="),
-    U(relu_, "in place relu"), U(sigmoid_, "in place sigmoid"), U(tanh_, "in place tanh"), U(exp_, "in place exp"),
-    U(neg_, "in place negation"), U(abs_, "in place abs"), U(sqrt_, "in place sqrt"),
+    UI(relu), UI(sigmoid), UI(tanh), UI(exp), UI(neg), UI(abs), UI(sqrt),
     U(zero_, "in place: set to 0"), B(fill_, "in place: set to a value"),
     B(copy_, "in place: copy (broadcast, converting the dtype) from a tensor or array-like"),
     {"clamp", (PyCFunction)(void (*)(void))m_clamp, METH_VARARGS | METH_KEYWORDS, "clamp(min=None, max=None)"},
