@@ -323,11 +323,31 @@ trace_set_arg(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The outputs (their indices) whose block every replay writes again: an output slot a native kernel touched
+ * is copied out of the block it had when traced (trace.h), so the traced call's own result must not stay there. */
+static PyObject *
+trace_rewritten_outputs(PyObject *self, PyObject *Py_UNUSED(a))
+{
+    const trace_obj *t = (const trace_obj *)self;
+    PyObject *l = PyList_New(0);
+    for (int i = 0; l != NULL && i < t->nouts; i++) {
+        int hit = 0;
+        for (int c = 0; c < t->tr->ncopies && t->outs[i].kind == OUT_SLOT; c++)
+            hit |= t->tr->copies[c].slot == t->outs[i].index;
+        PyObject *n = hit ? PyLong_FromLong(i) : NULL;
+        if (hit && (n == NULL || PyList_Append(l, n) < 0)) Py_CLEAR(l);
+        Py_XDECREF(n);
+    }
+    return l;
+}
+
 static PyMethodDef trace_methods[] = {
     {"replay", trace_replay, METH_O, "replay(inputs) -> list of output tensors: the recorded commands again."},
     {"memory_plan", trace_memory_plan, METH_NOARGS, "The trace's device memory and command counts."},
     {"commands", trace_commands, METH_NOARGS, "The recorded commands' names (kernel names, copy), in order."},
     {"set_arg", trace_set_arg, METH_VARARGS, "set_arg(command, index, value, kind): refresh a scalar argument."},
+    {"rewritten_outputs", trace_rewritten_outputs, METH_NOARGS,
+     "Indices of the outputs whose traced block every replay writes again (the traced call must copy them)."},
     {NULL},
 };
 
