@@ -3,8 +3,9 @@ buffers"): the same jitted function traced twice, command_buffer=True and False,
 N calls each; host: enqueue time per call, whole: synced at the end of each round), medians and the best round.
 Cases: an actor's MLP forward (8-64-64-4, batch 1 and 16), an 8-op elementwise chain kept unfused (fuse=False:
 8 commands, [64, 64]), an LSTM cell training step (diag_jit's, Adam) and the tiny decoder's jitted device_step
-(examples/tiny_decoder.py, float32). Each row checks that both replays give the same values; `segments`: the
-command-buffer trace's segments / commands inside them / commands in all.
+(examples/tiny_decoder.py, float32). `segments`: the command-buffer trace's segments / commands inside them /
+commands in all; `records/hits`: variants recorded (a new binding of a segment's slots) and segment enqueues that
+found one; `record us`: host time to record one variant (clones, commands, finalize), against `host us/call`.
 --envs runs the whole table again in child processes under each PoCL setting in ENVS (one worker thread, the
 default, the single-threaded `basic` driver).
 Usage: python benchmarks/bench_jit_cmdbuf.py [--json] [--calls N] [--rounds R] [--envs] [--cases a,b]"""
@@ -112,7 +113,8 @@ def measure(what, make):
                      "us/call": round(1e6 * statistics.median(whole[on]), 1),
                      "best us/call": round(1e6 * min(whole[on]), 1),
                      "segments": f"{cb.get('segments', 0)} / {cb.get('commands', 0)} / {plan['commands']}" if on else "",
-                     "records/hits": f"{cb.get('records', 0)}/{cb.get('hits', 0)}" if on else ""})
+                     "records/hits": f"{cb.get('records', 0)}/{cb.get('hits', 0)}" if on else "",
+                     "record us": round(1e6 * cb.get("record_s", 0) / max(cb.get("records", 0), 1), 1) if on else ""})
     rows[1]["ratio"] = round(rows[1]["us/call"] / rows[0]["us/call"], 3)
     return rows
 
@@ -139,7 +141,8 @@ def main():
     env = " ".join(f"{k}={os.environ[k]}" for k in ("POCL_MAX_PTHREAD_COUNT", "POCL_DEVICES") if k in os.environ)
     report(f"tlgpu.jit replay: command buffers against the loop ({tlgpu.device().name}; {env or 'default PoCL'}; "
            f"{ROUNDS} rounds of {CALLS} calls)", rows,
-           ["what", "replay", "host us/call", "us/call", "best us/call", "ratio", "segments", "records/hits"])
+           ["what", "replay", "host us/call", "us/call", "best us/call", "ratio", "segments", "records/hits",
+            "record us"])
 
 
 if __name__ == "__main__":

@@ -177,7 +177,8 @@ class Jitted:
         replays, fused_away (commands the fusion removed), dead_stores (intermediates it never writes back),
         command_buffer (None where the replay enqueues command by command, else a dict: segments and the commands
         inside them, planned at the first replay; enqueues of segments, records (a variant recorded for a new
-        binding of its slots), hits, loop_runs (a segment run one command at a time), variants alive). None
+        binding of its slots), hits, loop_runs (a segment run one command at a time), variants alive, record_s (host
+        seconds spent recording)). None
         before the first trace."""
         if not self._entries:
             return None

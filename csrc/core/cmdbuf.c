@@ -18,6 +18,7 @@
  * setup.py defines _GNU_SOURCE (dlsym's RTLD_DEFAULT). */
 #include "cmdbuf.h"
 #include "cl_runtime.h"
+#include "clock.h"
 #include "settings.h"
 #include <dlfcn.h>
 #include <pthread.h>
@@ -476,7 +477,9 @@ tl_cmdbuf_enqueue_at(tl_trace *tr, int i, tl_storage *const *slots, cl_command_q
         memset(v, 0, sizeof *v);
         cb->st.variants++;
         cb->st.records++;
+        const double t0 = tl_now_s();
         cl_int rc = record(tr, g, v, slots, q, routine);
+        cb->st.record_s += tl_now_s() - t0;
         if (rc != CL_SUCCESS) {
             variant_clear(v, g->count, g->nslots);
             *v = g->v[--g->nv];

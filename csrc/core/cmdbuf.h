@@ -14,6 +14,7 @@ typedef struct {
     long loop_runs;                  /* segments run one command at a time: still pending (no simultaneous use)
                                       * or their bindings changed too often to keep recording */
     int variants;                    /* command buffers alive now */
+    double record_s;                 /* host seconds spent recording variants (clones, commands, finalize) */
 } tl_cmdbuf_stats;
 
 /* *why: NULL where the device can replay through command buffers, else the reason it cannot. */

@@ -263,9 +263,9 @@ command_buffer_stats(const tl_trace *tr)
     tl_cmdbuf_stats c;
     if (tr->cmdbuf == NULL) Py_RETURN_NONE;
     tl_cmdbuf_get_stats(tr->cmdbuf, &c);
-    return Py_BuildValue("{s:i,s:i,s:l,s:l,s:l,s:l,s:i}", "segments", c.segments, "commands", c.commands,
+    return Py_BuildValue("{s:i,s:i,s:l,s:l,s:l,s:l,s:i,s:d}", "segments", c.segments, "commands", c.commands,
                          "enqueues", c.enqueues, "records", c.records, "hits", c.hits, "loop_runs", c.loop_runs,
-                         "variants", c.variants);
+                         "variants", c.variants, "record_s", c.record_s);
 }
 
 static PyObject *
