@@ -3,8 +3,9 @@
  * except for the slots' buffers. Native kernels, random draws (fresh stream positions each replay) and
  * commands whose scalars Trace.set_arg refreshes (marked `refreshed`; a new mark drops the plan) stay outside.
  * Variants: a command buffer fixes its arguments when recorded, so each segment keeps up to MAX_VARIANTS
- * recordings keyed by the cl_mem of every slot it touches, least recently used out. A variant retains those
- * cl_mems, so a key can never match a freed buffer whose handle was reused: a hit is the very same buffers.
+ * recordings keyed by the cl_mem of every slot it touches, least recently used out. A variant retains the
+ * buffers its commands use (the slots' and the trace's held ones), so a key can never match a freed buffer whose
+ * handle was reused (a hit is the very same buffers) and none goes while a dropped recording may still run.
  * A segment whose bindings keep changing (outputs kept by the caller: fresh blocks each call) stops recording
  * and runs one command at a time. Where the device lacks simultaneous use, a variant still pending runs one
  * by one instead of waiting.
@@ -65,6 +66,8 @@ typedef struct {
     cbuf cb;
     cl_kernel *clones;                                 /* one per command (NULL for copies) */
     cl_mem *key;                                       /* the bound buffer of each of the segment's slots */
+    cl_mem *held;                                      /* every buffer its commands use, retained */
+    int nheld;
     cl_event last;                                     /* the last enqueue, where simultaneous use is missing */
     uint64_t used;
 } variant;
@@ -149,6 +152,18 @@ probe(const tl_runtime *rt)
         ext.why = NULL;
 }
 
+/* auto's rule: on only where a measurement showed replays through command buffers are no slower than the loop
+ * (benchmarks/bench_jit_cmdbuf.py; docs/jit.md, "Command buffers"). PoCL 3.1 (the extension's 0.9.0): a wash at
+ * best, slower in most rows (its enqueue turns each recorded command into a queued command again, as a launch
+ * does), whatever the worker threads. No other device with the extension has been measured yet: a row goes here
+ * when one is. */
+static int
+measured_gain(const tl_runtime *rt)
+{
+    (void)rt;
+    return 0;
+}
+
 tl_status
 tl_cmdbuf_device(const char **why, tl_err *err)
 {
@@ -182,10 +197,7 @@ tl_cmdbuf_choose(int want, int *use, tl_err *err)
         snprintf(err->what, sizeof err->what, "command_buffer=True: %s (%s)", ext.why, rt->info.name);
         return TL_E_ARG;
     }
-    /* auto: measured (docs/jit.md, "Command buffers"): PoCL's command buffer runs each command through the
-     * scheduler a launch takes, so it gains nothing over the loop there; no other device with the extension
-     * has been measured. */
-    *use = want == 1 || (want < 0 && ext.why == NULL && 0);
+    *use = want == 1 || (want < 0 && ext.why == NULL && measured_gain(rt));
     return TL_OK;
 }
 
@@ -211,11 +223,12 @@ release_variant(variant *v, int count, int nslots)
     if (v->cb != NULL) ext.release(v->cb);
     for (int i = 0; v->clones != NULL && i < count; i++)
         if (v->clones[i] != NULL) clReleaseKernel(v->clones[i]);
-    for (int i = 0; v->key != NULL && i < nslots; i++)
-        if (v->key[i] != NULL) clReleaseMemObject(v->key[i]);
+    (void)nslots;
+    for (int i = 0; i < v->nheld; i++) clReleaseMemObject(v->held[i]);
     if (v->last != NULL) clReleaseEvent(v->last);
     free(v->clones);
     free(v->key);
+    free(v->held);
     memset(v, 0, sizeof *v);
 }
 
@@ -359,6 +372,20 @@ bound_mem(const tl_cmd_mem *mm, tl_storage *const *slots)
     return mm->slot >= 0 ? slots[mm->slot]->mem : mm->mem;
 }
 
+/* Whether mem is a buffer the trace holds: a command's 8-byte scalar argument looks like a cl_mem in its list
+ * (capture.h keeps every argument of a cl_mem's size), so only buffers known to be buffers are retained. The
+ * arena's blocks are not among them: the arena lives as long as the trace, and its blocks return to the pool,
+ * which frees a block only when asked (empty_cache, its limit). */
+static int
+known(const tl_trace *tr, cl_mem mem)
+{
+    for (int i = 0; i < tr->nheld; i++)
+        if (tr->held[i]->mem == mem) return 1;
+    for (int i = 0; i < tr->ncopies; i++)
+        if (tr->copies[i].traced->mem == mem) return 1;
+    return 0;
+}
+
 /* Records segment g with slots bound into v (empty). */
 static cl_int
 record(const tl_trace *tr, const segment *g, variant *v, tl_storage *const *slots, cl_command_queue q,
@@ -367,13 +394,20 @@ record(const tl_trace *tr, const segment *g, variant *v, tl_storage *const *slot
     const cbprop props[] = {CB_FLAGS, CB_SIMULTANEOUS, 0};
     cl_int rc = CL_SUCCESS;
     syncpt prev = 0, sp = 0;
-    v->clones = calloc((size_t)g->count, sizeof *v->clones);
+    size_t nmem = 1;
+    for (int c = 0; c < g->count; c++) nmem += (size_t)(unsigned)tr->cmds[g->first + c].nmem;
+    v->clones = calloc((size_t)(unsigned)g->count, sizeof *v->clones);
     v->key = calloc((size_t)(g->nslots ? g->nslots : 1), sizeof *v->key);
-    if (v->clones == NULL || v->key == NULL) return CL_OUT_OF_HOST_MEMORY;
-    for (int k = 0; k < g->nslots; k++) {
-        v->key[k] = slots[g->slots[k]]->mem;
-        clRetainMemObject(v->key[k]);
-    }
+    v->held = calloc(nmem, sizeof *v->held);
+    if (v->clones == NULL || v->key == NULL || v->held == NULL) return CL_OUT_OF_HOST_MEMORY;
+    for (int k = 0; k < g->nslots; k++) v->key[k] = slots[g->slots[k]]->mem;
+    for (int c = 0; c < g->count; c++)                 /* alive while the variant lives: keys stay unique */
+        for (int k = 0; k < tr->cmds[g->first + c].nmem; k++) {
+            const tl_cmd_mem *mm = &tr->cmds[g->first + c].mems[k];
+            cl_mem mem = bound_mem(mm, slots);
+            if (mem != NULL && (mm->slot >= 0 || known(tr, mem)) && clRetainMemObject(mem) == CL_SUCCESS)
+                v->held[v->nheld++] = mem;
+        }
     *routine = "clCreateCommandBufferKHR";
     v->cb = ext.create(1, &q, ext.simultaneous ? props : NULL, &rc);
     if (rc != CL_SUCCESS) {
