@@ -588,7 +588,7 @@ tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
         what = tr->cmds[i].what;
         for (int j = i; j < i + took; j++)
             if (tr->cmds[j].arms_check) check_seq = base + (uint64_t)n + 1;
-        work += took - 1;
+        work += took > 1 ? took - 1 : 0;
     }
     for (int i = 0; i < tr->ncopies && rc == CL_SUCCESS; i++) {          /* copied outputs */
         const tl_slot_copy *c = &tr->copies[i];
