@@ -84,9 +84,10 @@ class _Entry:
 
 class Jitted:
     """A jitted function (tlgpu.jit(fn)): call it as fn. traces() lists the signatures traced;
-    memory_plan() reports the newest trace's device memory and command counts. fuse: fuse elementwise runs."""
+    memory_plan() reports the newest trace's device memory and command counts. fuse: fuse elementwise runs.
+    command_buffer: replay through cl_khr_command_buffer (True, False, None: TLGPU_JIT_CMDBUF decides)."""
 
-    def __init__(self, fn, max_traces=8, fuse=True):
+    def __init__(self, fn, max_traces=8, fuse=True, command_buffer=None):
         if not callable(fn):
             raise TypeError(f"tlgpu.jit: expected a callable, got {type(fn).__name__}")
         if max_traces < 1:
@@ -94,6 +95,9 @@ class Jitted:
         self.fn = fn
         self.max_traces = int(max_traces)
         self.fuse = bool(fuse)
+        if command_buffer not in (None, True, False):
+            raise TypeError(f"tlgpu.jit: command_buffer must be None, True or False, got {command_buffer!r}")
+        self.command_buffer = command_buffer
         self._entries = OrderedDict()
         self._seen = set()
         functools.update_wrapper(self, fn)
@@ -129,6 +133,10 @@ class Jitted:
                 hook(entry.trace)
             return _unflatten(entry.out_struct, entry.trace.replay(tensors))
         if key not in self._seen:                    # first call: eager, makes the lazy state
+            if self.command_buffer:
+                why = _C._jit_cmdbuf_device()
+                if why is not None:
+                    raise ValueError(f"tlgpu.jit: command_buffer=True: {why}")
             self._seen.add(key)
             return self.fn(*args, **kwargs)
         return self._trace(key, args, kwargs, tensors)
@@ -145,10 +153,16 @@ class Jitted:
             raise
         finally:
             _local.hooks = None
-        trace = _C._jit_end(tensors, outs, self.fuse)
+        cb = -1 if self.command_buffer is None else int(self.command_buffer)
+        trace = _C._jit_end(tensors, outs, self.fuse, cb)
         self._entries[key] = _Entry(trace, out_struct, hooks)
         while len(self._entries) > self.max_traces:
             self._entries.popitem(last=False)
+        again = trace.rewritten_outputs()
+        if again:                                    # replays write those blocks again: the caller keeps a copy
+            for i in again:
+                outs[i] = outs[i].clone()
+            return _unflatten(out_struct, outs)
         return out
 
     def traces(self):
@@ -160,7 +174,11 @@ class Jitted:
         arena_blocks, reused_blocks, held_bytes (buffers made before the trace that it touches: parameters,
         optimizer state), output_bytes (fresh blocks each replay returns), commands (kernels + copies + native
         BLAS calls), slot_copies (inputs/outputs a native call touches, copied rather than rebound), inputs,
-        replays, fused_away (commands the fusion removed), dead_stores (intermediates it never writes back). None
+        replays, fused_away (commands the fusion removed), dead_stores (intermediates it never writes back),
+        command_buffer (None where the replay enqueues command by command, else a dict: segments and the commands
+        inside them, planned at the first replay; enqueues of segments, records (a variant recorded for a new
+        binding of its slots), hits, loop_runs (a segment run one command at a time), variants alive, record_s (host
+        seconds spent recording)). None
         before the first trace."""
         if not self._entries:
             return None
@@ -179,9 +197,12 @@ class Jitted:
         self._seen.clear()
 
 
-def jit(fn=None, *, max_traces=8, fuse=True):
+def jit(fn=None, *, max_traces=8, fuse=True, command_buffer=None):
     """tlgpu.jit(fn) or @tlgpu.jit / @tlgpu.jit(max_traces=N, fuse=False): see the module's doc. fuse=False keeps
-    every recorded command (no generated kernels for elementwise chains; TLGPU_JIT_FUSE=0 does it for all)."""
+    every recorded command (no generated kernels for elementwise chains; TLGPU_JIT_FUSE=0 does it for all).
+    command_buffer=True replays the trace's unchanging runs of commands as cl_khr_command_buffer recordings
+    (ValueError where the device lacks the extension), False never, None as TLGPU_JIT_CMDBUF says (auto: where
+    measured not to lose; docs/jit.md)."""
     if fn is None:
-        return lambda f: Jitted(f, max_traces, fuse)
-    return Jitted(fn, max_traces, fuse)
+        return lambda f: Jitted(f, max_traces, fuse, command_buffer)
+    return Jitted(fn, max_traces, fuse, command_buffer)

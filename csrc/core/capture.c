@@ -308,6 +308,7 @@ tl_capture_kernel(cl_kernel k, cl_uint dim, const size_t *gws, const size_t *lws
             tl_capture_fail("tlgpu.jit: cannot record kernel %s (clSetKernelArg)", what);
             return;
         }
+        if (a->val == NULL && a->size == sizeof(cl_mem)) m->null_args |= 1ull << (i < 63 ? i : 63);
         if (a->val != NULL && a->size == sizeof(cl_mem)) {
             tl_cmd_mem *mm = &m->mems[m->nmem++];
             mm->idx = i;

@@ -60,6 +60,9 @@ typedef struct {
     void *args;
     size_t cb, *loc;                                   /* loc[i]: offset of mems[i]'s pointer in args */
     int rng_seed, rng_block;                           /* argument indices refreshed per replay; -1: none */
+    int refreshed;                                     /* Trace.set_arg changes its scalars between replays */
+    uint64_t null_args;                                /* bit i: argument i set with a NULL value of a cl_mem's
+                                                        * size (no buffer); bit 63 also: an index >= 63 */
     uint64_t rng_used;
     cl_kernel from;                                    /* the op's kernel object it was recorded from */
     tl_ew_note *ew;                                    /* elementwise metadata, NULL: none (never fused) */
@@ -83,6 +86,7 @@ typedef struct tl_trace {
     int ncopies;
     int *remap, nrecorded;                             /* after fusion: recorded index -> command, -1: fused */
     int fused_away, dead_stores;                       /* the fusion pass's counts (csrc/jit/fuse.h) */
+    struct tl_cmdbuf *cmdbuf;                          /* replay's command buffers (cmdbuf.h), NULL: the loop */
     char error[512];                                   /* the first recording failure; "" if none */
 } tl_trace;
 

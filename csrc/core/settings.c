@@ -70,6 +70,9 @@ static const tl_setting table[TL_SET_COUNT] = {
     FLAG(TL_SET_JIT_FUSE, "TLGPU_JIT_FUSE", EACH, 1, "1",
          "0: tlgpu.jit keeps every recorded command (no fused elementwise kernels, no epilogues moved into "
          "products); read at each trace"),
+    STR(TL_SET_JIT_CMDBUF, "TLGPU_JIT_CMDBUF", EACH, "auto",
+        "tlgpu.jit replays through cl_khr_command_buffer: 1 where the device has it, 0 never, auto as measured "
+        "(docs/jit.md); read at each trace"),
     STR(TL_SET_BLAS, "TLGPU_BLAS", PY | TL_SETF_PY_ONLY, "numpy's OpenBLAS, then Debian's",
         "CPU devices: the BLAS library for products (a path; 0 or empty keeps the OpenCL kernels); read at import"),
     INT(TL_SET_BLAS_THREADS, "TLGPU_BLAS_THREADS", ONCE, 0, 1, 4096, "the device's compute units",

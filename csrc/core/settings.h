@@ -18,6 +18,7 @@ typedef enum {
     /* GEMM and the op families' kernel choices (the three GEMM_PARAMS rows stay in tier order) */
     TL_SET_GEMM_PARAMS, TL_SET_GEMM_PARAMS_MID, TL_SET_GEMM_PARAMS_SMALL, TL_SET_GEMM_SPLITK, TL_SET_MATMUL_KERNEL,
     TL_SET_TC_WGMMA, TL_SET_SG, TL_SET_SG_COPY, TL_SET_CONV_KERNELS, TL_SET_REDUCE_BLOCKED, TL_SET_JIT_FUSE,
+    TL_SET_JIT_CMDBUF,
     /* CPU BLAS path (TLGPU_BLAS is read by tlgpu/__init__.py) */
     TL_SET_BLAS, TL_SET_BLAS_THREADS, TL_SET_BLAS_SPIN_US, TL_SET_BLAS_SPLIT,
     /* publisher */

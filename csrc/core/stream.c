@@ -15,6 +15,7 @@
 #include "stream.h"
 #include "capture.h"
 #include "cl_runtime.h"
+#include "cmdbuf.h"
 #include "settings.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -545,13 +546,16 @@ replay_cmd(const tl_runtime *rt, tl_cmd *m, tl_storage *const *slots, tl_rng_tak
     return clEnqueueNDRangeKernel(rt->q0, m->k, m->dim, NULL, m->gws, m->has_lws ? m->lws : NULL, 0, NULL, NULL);
 }
 
+/* The commands in order: a segment of the trace's command buffers (cmdbuf.h) where one starts, else one
+ * command. n counts the enqueues (q0_seq, the stream's `enqueued`); the flush policy counts the commands
+ * inside segments too, so q0 is flushed where the loop would flush it. */
 tl_status
 tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
 {
     const tl_runtime *rt;
     cl_event wl[MAX_WAIT], oldest = NULL;
     const char *routine = "clEnqueueBarrierWithWaitList", *what = "tlgpu.jit replay";
-    int nwl = 0, n = 0;
+    int nwl = 0, n = 0, work = 0;                      /* n: enqueues; n + work: the commands they carry */
     cl_int rc = CL_SUCCESS;
     tl_status st = tl_runtime_get(&rt, err);
     if (st != TL_OK) return st;
@@ -575,10 +579,16 @@ tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
                                  src->nbytes < c->traced->nbytes ? src->nbytes : c->traced->nbytes, 0, NULL, NULL);
         n++;
     }
-    for (int i = 0; i < tr->ncmds && rc == CL_SUCCESS; i++, n++) {
-        rc = replay_cmd(rt, &tr->cmds[i], slots, take, &routine);
+    for (int i = 0, took = 0; i < tr->ncmds && rc == CL_SUCCESS; i += took, n++) {
+        rc = tl_cmdbuf_enqueue_at(tr, i, slots, rt->q0, &took, &routine);   /* a segment: one enqueue */
+        if (rc == CL_SUCCESS && took == 0) {
+            rc = replay_cmd(rt, &tr->cmds[i], slots, take, &routine);
+            took = 1;
+        }
         what = tr->cmds[i].what;
-        if (tr->cmds[i].arms_check) check_seq = base + (uint64_t)n + 1;
+        for (int j = i; j < i + took; j++)
+            if (tr->cmds[j].arms_check) check_seq = base + (uint64_t)n + 1;
+        work += took > 1 ? took - 1 : 0;
     }
     for (int i = 0; i < tr->ncopies && rc == CL_SUCCESS; i++) {          /* copied outputs */
         const tl_slot_copy *c = &tr->copies[i];
@@ -592,7 +602,7 @@ tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
         if (slots[i] != NULL) slots[i]->use_seq = q0_seq;
     for (int i = 0; i < tr->nheld; i++) tr->held[i]->use_seq = q0_seq;
     atomic_fetch_add(&n_enqueued, n);
-    since_flush += n;
+    since_flush += n + work;                           /* flushes where the loop's would be */
     if (rc != CL_SUCCESS) {
         st = tl_err_set(err, rc, routine, what);
     } else if (sync_mode) {

@@ -1,13 +1,16 @@
 /* trace.c: a captured trace's slots and lifetime (trace.h): binding the inputs and outputs after the call,
- * scalar arguments refreshed between replays, and the release of everything the trace holds. Above
- * storage.c (it releases storages) and capture.c (whose recording it finishes). */
+ * scalar arguments refreshed between replays (the command is marked refreshed, which keeps it out of command
+ * buffers), and the release of everything the trace holds. Above storage.c (it releases storages), capture.c
+ * (whose recording it finishes) and cmdbuf.c (a trace's command buffers). */
 #include "trace.h"
+#include "cmdbuf.h"
 #include <stdlib.h>
 
 void
 tl_trace_free(tl_trace *tr)
 {
     if (tr == NULL) return;
+    tl_cmdbuf_free(tr->cmdbuf);                        /* first: its variants may hold the kernels' clones */
     for (int i = 0; i < tr->ncmds; i++) tl_cmd_clear(&tr->cmds[i]);
     for (int i = 0; i < tr->ncopies; i++)
         if (tr->copies[i].slot >= tr->ninputs) tl_storage_release(tr->copies[i].traced);
@@ -103,6 +106,10 @@ tl_trace_set_arg(tl_trace *tr, int cmd, cl_uint idx, size_t size, const void *va
     if (tr->remap != NULL) cmd = cmd >= 0 && cmd < tr->nrecorded ? tr->remap[cmd] : -1;
     if (cmd < 0 || cmd >= tr->ncmds || tr->cmds[cmd].kind != TL_CMD_KERNEL)
         return tl_err_set(err, TL_E_ARG, "tlgpu.jit", "no such kernel command in the trace");
+    if (!tr->cmds[cmd].refreshed) {                    /* changes per replay from now: no command buffer holds it */
+        tr->cmds[cmd].refreshed = 1;
+        tl_cmdbuf_invalidate(tr->cmdbuf);
+    }
     cl_int rc = clSetKernelArg(tr->cmds[cmd].k, idx, size, value);
     return rc == CL_SUCCESS ? TL_OK : tl_err_set(err, rc, "clSetKernelArg", tr->cmds[cmd].what);
 }

@@ -6,6 +6,7 @@
  * The layer above ops/: it uses tensor/ and core/ only. */
 #include "ops_common.h"
 #include "capture.h"
+#include "cmdbuf.h"
 #include "epilogue.h"
 #include "fuse.h"
 #include "settings.h"
@@ -64,6 +65,16 @@ static PyObject *
 fn_jit_capturing(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
     return PyBool_FromLong(tl_capture_current() != NULL);
+}
+
+static PyObject *
+fn_jit_cmdbuf_device(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    tl_err err = {0};
+    const char *why;
+    if (tl_cmdbuf_device(&why, &err) != TL_OK) return tl_raise(&err), NULL;
+    if (why == NULL) Py_RETURN_NONE;
+    return PyUnicode_FromString(why);
 }
 
 static PyObject *
@@ -159,11 +170,13 @@ fn_jit_end(PyObject *Py_UNUSED(m), PyObject *args)
     tl_err err = {0};
     tl_trace *tr = tl_capture_end();
     trace_obj *t = NULL;
-    int fuse = 1;
+    int fuse = 1, want_cb = -1, use_cb = 0;
     tl_status st = TL_OK;
     if (tr == NULL) return PyErr_Format(PyExc_RuntimeError, "tlgpu.jit: no trace is being captured");
-    if (!PyArg_ParseTuple(args, "OO|p:_jit_end", &ins_arg, &outs_arg, &fuse)) goto fail;
+    if (!PyArg_ParseTuple(args, "OO|pi:_jit_end", &ins_arg, &outs_arg, &fuse, &want_cb)) goto fail;
     if (tr->error[0]) { PyErr_Format(PyExc_RuntimeError, "%s", tr->error); goto fail; }
+    if (tl_cmdbuf_choose(want_cb < 0 ? -1 : want_cb != 0, &use_cb, &err) != TL_OK ||
+        (use_cb && tl_cmdbuf_attach(tr, &err) != TL_OK)) { tl_raise(&err); goto fail; }
     if (fuse && tl_setting_flag(TL_SET_JIT_FUSE)) {   /* may build a program: without the GIL */
         Py_BEGIN_ALLOW_THREADS
         st = tl_epilogue_trace(tr, &err);
@@ -243,6 +256,18 @@ done:
     return res;
 }
 
+/* None where the trace replays one command at a time, else its segments (planned at the first replay) and counts. */
+static PyObject *
+command_buffer_stats(const tl_trace *tr)
+{
+    tl_cmdbuf_stats c;
+    if (tr->cmdbuf == NULL) Py_RETURN_NONE;
+    tl_cmdbuf_get_stats(tr->cmdbuf, &c);
+    return Py_BuildValue("{s:i,s:i,s:l,s:l,s:l,s:l,s:i,s:d}", "segments", c.segments, "commands", c.commands,
+                         "enqueues", c.enqueues, "records", c.records, "hits", c.hits, "loop_runs", c.loop_runs,
+                         "variants", c.variants, "record_s", c.record_s);
+}
+
 static PyObject *
 trace_memory_plan(PyObject *self, PyObject *Py_UNUSED(a))
 {
@@ -254,12 +279,16 @@ trace_memory_plan(PyObject *self, PyObject *Py_UNUSED(a))
     for (int i = 0; i < t->tr->nheld; i++) held += t->tr->held[i]->cap;
     for (int i = t->ninputs; i < t->nslots; i++) outs += t->slot_bytes[i];
     for (int i = 0; i < t->tr->ncmds; i++) kinds[t->tr->cmds[i].kind]++;
-    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:l,s:i,s:i}", "arena_bytes", (Py_ssize_t)a.bytes,
+    PyObject *d = Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:l,s:i,s:i}", "arena_bytes", (Py_ssize_t)a.bytes,
                          "arena_blocks", (Py_ssize_t)a.blocks, "reused_blocks", (Py_ssize_t)a.reused,
                          "held_bytes", (Py_ssize_t)held, "output_bytes", (Py_ssize_t)outs, "commands", t->tr->ncmds,
                          "kernels", kinds[TL_CMD_KERNEL], "copies", kinds[TL_CMD_COPY], "slot_copies", t->tr->ncopies,
                          "native", kinds[TL_CMD_NATIVE], "inputs", t->ninputs, "replays", t->replays,
                          "fused_away", t->tr->fused_away, "dead_stores", t->tr->dead_stores);
+    PyObject *cb = command_buffer_stats(t->tr);
+    if (d == NULL || cb == NULL || PyDict_SetItemString(d, "command_buffer", cb) < 0) Py_CLEAR(d);
+    Py_XDECREF(cb);
+    return d;
 }
 
 static PyObject *
@@ -294,11 +323,31 @@ trace_set_arg(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The outputs (their indices) whose block every replay writes again: an output slot a native kernel touched
+ * is copied out of the block it had when traced (trace.h), so the traced call's own result must not stay there. */
+static PyObject *
+trace_rewritten_outputs(PyObject *self, PyObject *Py_UNUSED(a))
+{
+    const trace_obj *t = (const trace_obj *)self;
+    PyObject *l = PyList_New(0);
+    for (int i = 0; l != NULL && i < t->nouts; i++) {
+        int hit = 0;
+        for (int c = 0; c < t->tr->ncopies && t->outs[i].kind == OUT_SLOT; c++)
+            hit |= t->tr->copies[c].slot == t->outs[i].index;
+        PyObject *n = hit ? PyLong_FromLong(i) : NULL;
+        if (hit && (n == NULL || PyList_Append(l, n) < 0)) Py_CLEAR(l);
+        Py_XDECREF(n);
+    }
+    return l;
+}
+
 static PyMethodDef trace_methods[] = {
     {"replay", trace_replay, METH_O, "replay(inputs) -> list of output tensors: the recorded commands again."},
     {"memory_plan", trace_memory_plan, METH_NOARGS, "The trace's device memory and command counts."},
     {"commands", trace_commands, METH_NOARGS, "The recorded commands' names (kernel names, copy), in order."},
     {"set_arg", trace_set_arg, METH_VARARGS, "set_arg(command, index, value, kind): refresh a scalar argument."},
+    {"rewritten_outputs", trace_rewritten_outputs, METH_NOARGS,
+     "Indices of the outputs whose traced block every replay writes again (the traced call must copy them)."},
     {NULL},
 };
 
@@ -314,9 +363,12 @@ static PyType_Spec trace_spec = {"tlgpu._C.Trace", sizeof(trace_obj), 0, Py_TPFL
 static const PyMethodDef functions[] = {
     {"_jit_begin", fn_jit_begin, METH_NOARGS, "Start capturing this thread's device commands into a trace."},
     {"_jit_end", fn_jit_end, METH_VARARGS,
-     "_jit_end(inputs, outputs, fuse=True) -> Trace: stop capturing, fuse elementwise runs, bind the slots."},
+     "_jit_end(inputs, outputs, fuse=True, command_buffer=-1) -> Trace: stop capturing, fuse elementwise runs, bind "
+     "the slots; command_buffer 1/0 forces replay through cl_khr_command_buffer or not, -1 follows TLGPU_JIT_CMDBUF."},
     {"_jit_abort", fn_jit_abort, METH_NOARGS, "Stop capturing and drop the trace."},
     {"_jit_capturing", fn_jit_capturing, METH_NOARGS, "True while this thread captures a trace."},
+    {"_jit_cmdbuf_device", fn_jit_cmdbuf_device, METH_NOARGS,
+     "None where the device can replay traces through cl_khr_command_buffer, else why it cannot."},
     {"_jit_last_command", fn_jit_last_command, METH_NOARGS, "Index of the last command captured, -1: none."},
     {"_jit_key", fn_jit_key, METH_O, "The tensors' part of a trace's signature (layouts, dtypes, sharing)."},
     {NULL},
