@@ -21,7 +21,7 @@
 
 /* Local buffers (sizes from ops_quant.c): xq R * KC bytes, xsc R * KC / 4 bytes, red (floats) at least
  * soff + RR (soff = max(L, 32 RR); red[soff + r] keeps row r's norm scale) and, without TL_NV_PTX,
- * (RR + 1) * L. */
+ * (MVQ_NRW * RR + 1) * L. */
 #define MVQ_DP4A_KERNEL(FMT, RR)                                                                              \
 kernel void                                                                                               \
 tl_mvq_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int offx, int sx,                      \
@@ -35,35 +35,18 @@ tl_mvq_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
     float acc[MVQ_NRW][RR];                                                                               \
     for (int j = 0; j < MVQ_NRW; j++)                                                                     \
         for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
-    if (has_norm) {                                  /* red[soff + r]: row r's scale */                   \
-        for (int t = lid; t < R * 32; t += L)                                                             \
-            red[t] = mvq_ss_part(x + offx + (t >> 5) * sx, K, glu, t & 31);                               \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
-        if (lid < R) {                                                                                    \
-            float tot = 0.0f;                                                                             \
-            for (int i = 0; i < 32; i++) tot += red[lid * 32 + i];                                        \
-            red[soff + lid] = rsqrt(tot / (float)K + eps);                                                \
-        }                                                                                                 \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
+    for (int t = lid; t < R * 32; t += L)            /* red[soff + r]: row r's norm scale (no barrier */   \
+        red[t] = has_norm ? mvq_ss_part(x + offx + (t >> 5) * sx, K, glu, t & 31) : 0.0f; /* in a branch) */ \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+    if (lid < R) {                                                                                        \
+        float tot = 0.0f;                                                                                 \
+        for (int i = 0; i < 32; i++) tot += red[lid * 32 + i];                                            \
+        red[soff + lid] = rsqrt(tot / (float)K + eps);                                                    \
     }                                                                                                     \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
     for (int c0 = 0; c0 < K; c0 += KC) {                                                                  \
-        const int nbc = min(KC, K - c0) / 32, plane = R * nbc, units = R * nbc * 8, gb0 = c0 / 32;        \
-        for (int u0 = 0; u0 < units; u0 += L) {      /* uniform: lanes8_* may hold barriers */            \
-            const int u = u0 + lid, t = u >> 3, p = u & 7, r = t / nbc, k = c0 + (t - r * nbc) * 32 + 4 * p; \
-            float4 v = (float4)0.0f;                                                                      \
-            if (u < units) {                                                                              \
-                v = mvq_load4(x + offx + r * sx, k, K, glu);                                              \
-                if (has_norm) v *= red[soff + r] * vload4(0, nw + k);                                     \
-            }                                                                                             \
-            const float amax = lanes8_max(max4(v), red);                                                  \
-            int qs;                                                                                       \
-            const uint word = mvq_quant4(v, amax, &qs);                                                   \
-            qs = lanes8_sum(qs, red);                                                                     \
-            if (u < units) {                                                                              \
-                ((local uint *)xq)[(p >> 2) * plane * 4 + t * 4 + (p & 3)] = word;                        \
-                if (p == 0) xsc[t] = (int2)(as_int(amax / 127.0f), qs);                                   \
-            }                                                                                             \
-        }                                                                                                 \
+        const int nbc = min(KC, K - c0) / 32, plane = R * nbc, gb0 = c0 / 32;                             \
+        MVQ_STAGE();                                                                                      \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
         for (int b = lane; b < nbc; b += 32)                                                              \
             MVQ_ROWS(FMT, MVQ_NRW, RR, gb0 + b, xq, xsc, MVQ_XT_LOCAL, plane);                             \
@@ -72,6 +55,49 @@ tl_mvq_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
     MVQ_FINISH(MVQ_NRW, RR);                                                                              \
 }
 #define MVQ_XT_LOCAL(r) (min((r), R - 1) * nbc + b)
+
+/* Stages blocks t < R * nbc (row t / nbc) of the chunk at column c0: words of xq's two planes (plane words
+ * apart) and xsc[t] = (dx bits, sum q). NVIDIA: 8 lanes a block (shuffles); elsewhere a lane a block (no
+ * barrier inside a loop: PoCL builds such kernels several times slower). Either gives the same values. */
+#if TL_NV_PTX
+#define MVQ_STAGE()                                                                                           \
+    for (int u0 = lid & ~31; u0 < R * nbc * 8; u0 += L) {   /* warp-uniform: the shuffles take all lanes */ \
+        const int u = u0 + lane, t = u >> 3, p = u & 7, r = t / nbc, k = c0 + (t - r * nbc) * 32 + 4 * p;    \
+        const int in = u < R * nbc * 8;                                                                       \
+        float4 v = (float4)0.0f;                                                                              \
+        if (in) {                                                                                             \
+            v = mvq_load4(x + offx + r * sx, k, K, glu);                                                      \
+            if (has_norm) v *= red[soff + r] * vload4(0, nw + k);                                             \
+        }                                                                                                     \
+        const float amax = lanes8_max(max4(v), red);                                                          \
+        int qs;                                                                                               \
+        const uint word = mvq_quant4(v, amax, &qs);                                                           \
+        qs = lanes8_sum(qs, red);                                                                             \
+        if (in) {                                                                                             \
+            ((local uint *)xq)[(p >> 2) * plane * 4 + t * 4 + (p & 3)] = word;                                \
+            if (p == 0) xsc[t] = (int2)(as_int(amax / 127.0f), qs);                                           \
+        }                                                                                                     \
+    }
+#else
+#define MVQ_STAGE()                                                                                           \
+    for (int t = lid; t < R * nbc; t += L) {                                                                  \
+        const int r = t / nbc, k0 = c0 + (t - r * nbc) * 32;                                                  \
+        float4 v[8];                                                                                          \
+        float amax = 0.0f;                                                                                    \
+        for (int p = 0; p < 8; p++) {                                                                         \
+            v[p] = mvq_load4(x + offx + r * sx, k0 + 4 * p, K, glu);                                          \
+            if (has_norm) v[p] *= red[soff + r] * vload4(0, nw + k0 + 4 * p);                                 \
+            amax = fmax(amax, max4(v[p]));                                                                    \
+        }                                                                                                     \
+        int qsum = 0;                                                                                         \
+        for (int p = 0; p < 8; p++) {                                                                         \
+            int qs;                                                                                           \
+            ((local uint *)xq)[(p >> 2) * plane * 4 + t * 4 + (p & 3)] = mvq_quant4(v[p], amax, &qs);         \
+            qsum += qs;                                                                                       \
+        }                                                                                                     \
+        xsc[t] = (int2)(as_int(amax / 127.0f), qsum);                                                         \
+    }
+#endif
 
 MVQ_DP4A_KERNEL(q4_0, 1)
 MVQ_DP4A_KERNEL(q4_0, 2)

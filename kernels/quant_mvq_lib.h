@@ -208,8 +208,8 @@ mvq_dot_q8_0(uint8 w, uint4 lo, uint4 hi, int qsum)
     } while (0)
 
 /* The end: each acc[j][r]'s total over the warp's lanes (lane order 0..31 in the local-memory form, which
- * needs red of (RR + 1) * L floats and uniform control flow), stored as y[r, nw0 + j] (+ res). */
-#define MVQ_STORE(j, r, t)                                                                                    \
+ * needs red of (NRW * RR + 1) * L floats and a barrier every lane meets), stored as y[r, nw0 + j] (+ res). */
+#define MVQ_YSTORE(j, r, t)                                                                                    \
     do {                                                                                                      \
         const int n_ = nw0 + (j);                                                                             \
         if (n_ < N && (r) < R) y[(r) * N + n_] = has_res ? (t) + res[offr + (r) * N + n_] : (t);              \
@@ -219,19 +219,17 @@ mvq_dot_q8_0(uint8 w, uint4 lo, uint4 hi, int qsum)
     for (int j = 0; j < NRW; j++)                                                                             \
         for (int r = 0; r < RR; r++) {                                                                        \
             const float t_ = warp_sum(acc[j][r]);                                                             \
-            if (lane == ((j * RR + r) & 31)) MVQ_STORE(j, r, t_);                                             \
+            if (lane == ((j * RR + r) & 31)) MVQ_YSTORE(j, r, t_);                                             \
         }
 #else
 #define MVQ_FINISH(NRW, RR)                                                                                   \
-    for (int j = 0; j < NRW; j++) {                                                                           \
-        for (int r = 0; r < RR; r++) red[lid * (RR + 1) + r] = acc[j][r];                                     \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-        if (lane < RR) {                                                                                      \
-            float t_ = 0.0f;                                                                                  \
-            for (int i = 0; i < 32; i++) t_ += red[((lid & ~31) + i) * (RR + 1) + lane];                      \
-            MVQ_STORE(j, lane, t_);                                                                           \
-        }                                                                                                     \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+    for (int j = 0; j < NRW; j++)                                                                             \
+        for (int r = 0; r < RR; r++) red[lid * (NRW * RR + 1) + j * RR + r] = acc[j][r];                      \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
+    for (int q = lane; q < NRW * RR; q += 32) {                                                               \
+        float t_ = 0.0f;                                                                                      \
+        for (int i = 0; i < 32; i++) t_ += red[((lid & ~31) + i) * (NRW * RR + 1) + q];                       \
+        MVQ_YSTORE(q / RR, q % RR, t_);                                                                       \
     }
 #endif
 #endif

@@ -18,15 +18,12 @@ tl_mvq_quantize_x_f32(int K, int R, global const float *x, int offx, int sx, glo
 {
     const int L = get_local_size(0), lid = get_local_id(0), r = get_group_id(1), nb = K / 32;
     const global float *xr = x + offx + r * sx;
-    float sc = 1.0f;
-    if (has_norm) {                                  /* uniform: a kernel argument */
-        if (lid < 32) red[lid] = mvq_ss_part(xr, K, glu, lid);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        float tot = 0.0f;
-        for (int i = 0; i < 32; i++) tot += red[i];
-        sc = rsqrt(tot / (float)K + eps);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    if (lid < 32) red[lid] = has_norm ? mvq_ss_part(xr, K, glu, lid) : 0.0f;   /* no barrier in a branch */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float tot = 0.0f;
+    for (int i = 0; i < 32; i++) tot += red[i];
+    const float sc = rsqrt(tot / (float)K + eps);
+    barrier(CLK_LOCAL_MEM_FENCE);
     const int u = get_group_id(0) * L + lid, b = u >> 3, p = u & 7, k = b * 32 + 4 * p;
     float4 v = (float4)0.0f;
     if (b < nb) {
@@ -44,7 +41,7 @@ tl_mvq_quantize_x_f32(int K, int R, global const float *x, int offx, int sx, glo
     }
 }
 
-/* red: (RR + 1) * L floats without TL_NV_PTX (MVQ_FINISH), else unused. */
+/* red: (NRW * RR + 1) * L floats without TL_NV_PTX (MVQ_FINISH), else unused. */
 #define MVQX_KERNEL(FMT, RR, NRW)                                                                             \
 kernel void                                                                                               \
 tl_mvqx_##FMT##_r##RR##_n##NRW##_f32(int N, int K, int R, global const uint4 *xq, global const uint4 *qs4,     \

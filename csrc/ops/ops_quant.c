@@ -208,7 +208,7 @@ launch_mvq(qfmt *f, const tl_runtime *rt, int nv, int rv, int N, int K, int R, t
     size_t L = mvq_lanes(rt, kh, N, MVQ_NRW);
     if (L == 0) return 1;
     size_t red = (L > 32 * rr ? L : 32 * rr) + rr;       /* lanes8 scratch, then the norm scales */
-    if (!nv && red < (rr + 1) * L) red = (rr + 1) * L;   /* MVQ_FINISH's local-memory form */
+    if (!nv && red < (MVQ_NRW * rr + 1) * L) red = (MVQ_NRW * rr + 1) * L;   /* MVQ_FINISH's local-memory form */
     red *= sizeof(float);
     size_t budget = rt->info.local_mem > red + 1024 ? rt->info.local_mem - red - 1024 : 0;
     if (budget > 32768) budget = 32768;
@@ -240,9 +240,10 @@ launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K
     const size_t rr = (size_t)1 << rv;
     if (tl_kernel_py(kh) == NULL || tl_kernel_py(&quantize_x_k) == NULL) return -1;
     size_t L = mvq_lanes(rt, kh, N, nrw), lq = 256;
+    const size_t red = nv ? 1 : (size_t)nrw * rr + 1;   /* floats a lane: MVQ_FINISH's local-memory form */
     while (lq > quantize_x_k.wg) lq /= 2;
-    while (L > 32 && !nv && (rr + 1) * L * sizeof(float) + 1024 > rt->info.local_mem) L /= 2;
-    if (L == 0 || lq < 32 || (!nv && (rr + 1) * L * sizeof(float) + 1024 > rt->info.local_mem)) return 1;
+    while (L > 32 && red * L * sizeof(float) + 1024 > rt->info.local_mem) L /= 2;
+    if (L == 0 || lq < 32 || red * L * sizeof(float) + 1024 > rt->info.local_mem) return 1;
     Py_ssize_t words = (Py_ssize_t)R * nb * 10;          /* two planes of 8 words a block, then (dx, sum q) */
     tl_tensor *xs = tl_tensor_empty(TL_I32, 1, &words);
     if (xs == NULL) return -1;
@@ -258,7 +259,7 @@ launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K
         tl_raise(&err);
         goto done;
     }
-    const size_t msz[11] = {I, I, I, Mm, Mm, Mm, Mm, Mm, I, I, nv ? sizeof(float) : (rr + 1) * L * sizeof(float)};
+    const size_t msz[11] = {I, I, I, Mm, Mm, Mm, Mm, Mm, I, I, red * L * sizeof(float)};
     const void *mv[11] = {v[0], v[1], v[2], &xs->storage->mem, v[6], v[7], v[8], v[9], v[10], v[11], NULL};
     size_t gws = ((size_t)N + L / 32 * nrw - 1) / (L / 32 * nrw) * L;
     tl_storage *mst[5] = {st[0], xs->storage, st[2], st[3], st[4]};
