@@ -33,7 +33,9 @@ tl_mvq_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
     const int L = get_local_size(0), lid = get_local_id(0), lane = lid & 31, nb = K / 32;                 \
     const int nw0 = get_group_id(0) * (L / 32) * MVQ_NRW + (lid >> 5) * MVQ_NRW, soff = max(L, 32 * RR);  \
     float acc[MVQ_NRW][RR];                                                                               \
+    MVQ_UNROLL                                                                                            \
     for (int j = 0; j < MVQ_NRW; j++)                                                                     \
+        MVQ_UNROLL                                                                                        \
         for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
     for (int t = lid; t < R * 32; t += L)            /* red[soff + r]: row r's norm scale (no barrier */   \
         red[t] = has_norm ? mvq_ss_part(x + offx + (t >> 5) * sx, K, glu, t & 31) : 0.0f; /* in a branch) */ \
@@ -84,12 +86,14 @@ tl_mvq_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
         const int r = t / nbc, k0 = c0 + (t - r * nbc) * 32;                                                  \
         float4 v[8];                                                                                          \
         float amax = 0.0f;                                                                                    \
+        MVQ_UNROLL                                                                                            \
         for (int p = 0; p < 8; p++) {                                                                         \
             v[p] = mvq_load4(x + offx + r * sx, k0 + 4 * p, K, glu);                                          \
             if (has_norm) v[p] *= red[soff + r] * vload4(0, nw + k0 + 4 * p);                                 \
             amax = fmax(amax, max4(v[p]));                                                                    \
         }                                                                                                     \
         int qsum = 0;                                                                                         \
+        MVQ_UNROLL                                                                                            \
         for (int p = 0; p < 8; p++) {                                                                         \
             int qs;                                                                                           \
             ((local uint *)xq)[(p >> 2) * plane * 4 + t * 4 + (p & 3)] = mvq_quant4(v[p], amax, &qs);         \

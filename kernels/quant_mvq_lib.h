@@ -20,6 +20,7 @@
 #ifndef MVQ_ASM
 #define MVQ_ASM asm                                  /* NVIDIA's keyword; clang (a local PTX check) takes __asm__ */
 #endif
+#define MVQ_UNROLL _Pragma("unroll")              /* accumulator arrays stay in registers only if fully unrolled */
 #ifndef MVQ_WNA
 #define MVQ_WNA 0                                    /* 1 (NVIDIA): weight loads skip L1 (ld.global.nc.L1::no_allocate) */
 #endif
@@ -192,16 +193,19 @@ mvq_dot_q8_0(uint8 w, uint4 lo, uint4 hi, int qsum)
     do {                                                                                                    \
         MVQ_WT_##FMT wq[NRW];                                                                               \
         float dw[NRW];                                                                                      \
+        MVQ_UNROLL                                                                                          \
         for (int j = 0; j < NRW; j++) {                                                                     \
             const int blk = min(nw0 + j, N - 1) * nb + (gb);                                                \
             dw[j] = vload_half(blk, d);                                                                     \
             wq[j] = MVQ_LOADW_##FMT(blk);                                                                   \
         }                                                                                                   \
+        MVQ_UNROLL                                                                                          \
         for (int r = 0; r < RR; r++) {                                                                      \
             const int t_ = XT(r);                                                                           \
             const uint4 lo = XQ[t_], hi = XQ[(PLANE) + t_];                                                 \
             const int2 s_ = XS[t_];                                                                         \
             const float dx = as_float(s_.x);                                                                \
+            MVQ_UNROLL                                                                                      \
             for (int j = 0; j < NRW; j++)                                                                   \
                 acc[j][r] = mad(dw[j] * dx, (float)mvq_dot_##FMT(wq[j], lo, hi, s_.y), acc[j][r]);           \
         }                                                                                                   \
@@ -216,14 +220,18 @@ mvq_dot_q8_0(uint8 w, uint4 lo, uint4 hi, int qsum)
     } while (0)
 #if TL_NV_PTX
 #define MVQ_FINISH(NRW, RR)                                                                                   \
+    MVQ_UNROLL                                                                                                \
     for (int j = 0; j < NRW; j++)                                                                             \
+        MVQ_UNROLL                                                                                            \
         for (int r = 0; r < RR; r++) {                                                                        \
             const float t_ = warp_sum(acc[j][r]);                                                             \
             if (lane == ((j * RR + r) & 31)) MVQ_YSTORE(j, r, t_);                                             \
         }
 #else
 #define MVQ_FINISH(NRW, RR)                                                                                   \
+    MVQ_UNROLL                                                                                                \
     for (int j = 0; j < NRW; j++)                                                                             \
+        MVQ_UNROLL                                                                                            \
         for (int r = 0; r < RR; r++) red[lid * (NRW * RR + 1) + j * RR + r] = acc[j][r];                      \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
     for (int q = lane; q < NRW * RR; q += 32) {                                                               \

@@ -52,7 +52,9 @@ tl_mvqx_##FMT##_r##RR##_n##NRW##_f32(int N, int K, int R, global const uint4 *xq
     const int nw0 = get_group_id(0) * (L / 32) * NRW + (lid >> 5) * NRW;                                  \
     const global int2 *xs = (const global int2 *)(xq + 2 * R * nb);                                       \
     float acc[NRW][RR];                                                                                   \
+    MVQ_UNROLL                                                                                            \
     for (int j = 0; j < NRW; j++)                                                                         \
+        MVQ_UNROLL                                                                                        \
         for (int r = 0; r < RR; r++) acc[j][r] = 0.0f;                                                    \
     for (int b = lane; b < nb; b += 32)                                                                   \
         MVQ_ROWS(FMT, NRW, RR, b, xq, xs, MVQX_XT, R * nb);                                               \
