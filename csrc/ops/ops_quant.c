@@ -4,9 +4,10 @@
  * private functions the two device arrays of the flat layout: qs, an int32 tensor of 4 (q4_0: 16 bytes of
  * nibbles) or 8 (q8_0: 32 int8) words per block, and d, an int32 tensor holding the N*K/32 fp16 scales two
  * to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
- * them; the kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT flag
- * so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; no autograd (weights are
- * constants; activations that require grad are refused). */
+ * them; the float kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT
+ * flag so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; GPUs default to the integer-dot
+ * kernels (one launch, quant_mvq.h, or two, quant_mvx.h: auto_impl), which give the same bits as each other;
+ * no autograd (weights are constants; activations that require grad are refused). */
 #include "ops_common.h"
 #include "autograd.h"
 #include "cl_runtime.h"
