@@ -59,12 +59,16 @@ tl_mvq_##FMT##_r##RR##_f32(int N, int K, int R, global const float *x, int offx,
 #define MVQ_XT_LOCAL(r) (min((r), R - 1) * nbc + b)
 
 /* Stages blocks t < R * nbc (row t / nbc) of the chunk at column c0: words of xq's two planes (plane words
- * apart) and xsc[t] = (dx bits, sum q). NVIDIA: 8 lanes a block (shuffles); elsewhere a lane a block (no
+ * apart) and xsc[t] = (dx bits, sum q). MVQ_STAGE8 (the default on NVIDIA; -DMVQ_STAGE8=1 runs it on PoCL in a
+ * test): 8 lanes a block, a group-uniform loop (lanes8_* hold shuffles or barriers); else a lane a block (no
  * barrier inside a loop: PoCL builds such kernels several times slower). Either gives the same values. */
-#if TL_NV_PTX
+#ifndef MVQ_STAGE8
+#define MVQ_STAGE8 TL_NV_PTX
+#endif
+#if MVQ_STAGE8
 #define MVQ_STAGE()                                                                                           \
-    for (int u0 = lid & ~31; u0 < R * nbc * 8; u0 += L) {   /* warp-uniform: the shuffles take all lanes */ \
-        const int u = u0 + lane, t = u >> 3, p = u & 7, r = t / nbc, k = c0 + (t - r * nbc) * 32 + 4 * p;    \
+    for (int u0 = 0; u0 < R * nbc * 8; u0 += L) {   /* group-uniform: lanes8_* take every lane */        \
+        const int u = u0 + lid, t = u >> 3, p = u & 7, r = t / nbc, k = c0 + (t - r * nbc) * 32 + 4 * p;     \
         const int in = u < R * nbc * 8;                                                                       \
         float4 v = (float4)0.0f;                                                                              \
         if (in) {                                                                                             \

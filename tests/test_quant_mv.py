@@ -205,3 +205,33 @@ print("ok")
 """
     r = run_python(code, env={"TLGPU_GEMM_PARAMS": "DIRECT=0"})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+@pytest.mark.slow                # a cold build with other options on PoCL (~30 s): make test-slow
+def test_stage8_form_on_pocl():
+    """The one-launch kernel's NVIDIA staging form (8 lanes a block; -DMVQ_STAGE8=1, the 8-lane max and sum by
+    local memory here instead of shuffles) against the emulation, and bit for bit against the two-launch
+    kernel with the glu and norm prologue: chunked (8 rows of 5120), a short K, one row."""
+    from conftest import run_python
+    code = """
+import numpy as np, sys, tlgpu
+sys.path.insert(0, 'tests')
+from tlgpu import quant
+from test_quant_mv import emulated
+rng = np.random.default_rng(5)
+for kind, (m, n, k) in [("q4_0", (8, 45, 5120)), ("q8_0", (3, 37, 96)), ("q4_0", (1, 70, 2048))]:
+    q = (quant.quantize_q4_0 if kind == "q4_0" else quant.quantize_q8_0)(rng.standard_normal((n, k)).astype(np.float32))
+    deq = q.dequantize().numpy().astype(np.float64)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    ref, tol = emulated(x, deq)
+    quant._MV_IMPL = "dp4a"
+    assert (np.abs(quant.matmul(tlgpu.tensor(x), q).numpy() - ref) <= tol).all(), (kind, m, n, k)
+    kw = dict(glu=True, norm=tlgpu.tensor((1 + rng.standard_normal(k)).astype(np.float32)))
+    xg = tlgpu.tensor(rng.standard_normal((m, 2 * k)).astype(np.float32))
+    a = quant.matmul(xg, q, **kw).numpy()
+    quant._MV_IMPL = "q8x"
+    assert np.array_equal(a, quant.matmul(xg, q, **kw).numpy()), (kind, m, n, k)
+print("ok")
+"""
+    r = run_python(code, env={"TLGPU_BUILD_OPTIONS": "-DMVQ_STAGE8=1"})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
