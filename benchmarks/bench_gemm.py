@@ -13,12 +13,12 @@ Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 
        all four layouts (a wg row runs nt only; the others take the mma.sync rows), then timed nn and nt
        (x @ w.T), beside tlgpu float32 and PyTorch.
 
-       python3 benchmarks/bench_gemm.py --quant [--seconds ...]: matrix-vector products x @ w.T with 1 and 8 rows
-       of x on float32, q4_0 and q8_0 weights (tlgpu.quant), each with its read bandwidth on the bytes of weights
-       it reads (float32 4, q4_0 18/32, q8_0 34/32 bytes a weight) and that bandwidth's share of float32's in
-       the same run (issue 27's goal: 0.8 or more); per format each mul_mv kernel of --impls (default
-       old,dp4a: the float kernels and the integer-dot one, tlgpu.quant._MV_IMPL) with its error against the
-       float product, and the integer-dot kernel with the RMSNorm prologue. --quick: the first shape only.
+       python3 benchmarks/bench_gemm.py --quant [--seconds ...] [--impls old,dp4a,q8x,q8x8,auto]: matrix-vector
+       products x @ w.T with 1 and 8 rows of x on float32, q4_0 and q8_0 weights (tlgpu.quant), one row per
+       (product, weights, mul_mv kernel of --impls, tlgpu.quant._MV_IMPL), each with its read bandwidth on the
+       bytes of weights it reads (float32 4, q4_0 18/32, q8_0 34/32 bytes a weight), that bandwidth's share of
+       float32's in the same run (issue 27's goal: 0.8 or more), its error against the float product, and the
+       integer-dot kernels with the RMSNorm prologue. --quick: the first shape only.
 
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
 x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T
@@ -194,13 +194,17 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
     return row
 
 
-def quant_rows(seconds, cpu, quick=False, impls=("old", "dp4a")):
-    """The --quant table: float32, q4_0 and q8_0 weights, one and eight rows of x (issue 27). Each quantized
-    format runs each mul_mv kernel of impls (tlgpu.quant._MV_IMPL: "old" the float kernels, "dp4a" the
-    integer-dot one, "auto" the device's default) in the same process; <fmt>_<impl>_err is the largest
-    difference from the float32 product of the dequantized weights, relative to its largest value (the
-    integer-dot kernel quantizes x: about 1e-3 expected), and <fmt>_dp4a_norm_us the integer-dot kernel with
-    the RMSNorm prologue (norm=...)."""
+QUANT_INT = ("dp4a", "q8x", "q8x8")                   # the integer-dot kernels (tlgpu.quant._MV_IMPL)
+
+
+def quant_rows(seconds, cpu, quick=False, impls=("old",) + QUANT_INT + ("auto",)):
+    """The --quant table (issue 27), one row per (product, weights, kernel): float32, then q4_0 and q8_0 with each
+    mul_mv kernel of impls (tlgpu.quant._MV_IMPL: "old" the float kernels, "dp4a" the one-launch integer-dot
+    kernel, "q8x" / "q8x8" the two-launch one with 4 / 8 weight rows a warp, "auto" the device's default) in
+    the same process, for 1 and 8 rows of x. us; GB/s on the weight bytes read (float32 4, q4_0 18/32, q8_0
+    34/32 a weight); f32_bw, that over float32's GB/s in this run (the goal: 0.8 or more); err, the largest
+    difference from the float32 product of the dequantized weights over its largest value (the integer
+    kernels quantize x: about 1e-3 expected); norm_us, an integer kernel with the RMSNorm prologue."""
     from tlgpu import quant
     rng = np.random.default_rng(0)
     shapes = [(65536, 8192), (5632, 2048), (4096, 4096)] if not cpu else [(4096, 4096), (5632, 2048)]
@@ -210,34 +214,32 @@ def quant_rows(seconds, cpu, quick=False, impls=("old", "dp4a")):
     for n, k in shapes:
         w = rng.standard_normal((n, k), dtype=np.float32)
         tw = tlgpu.tensor(w)
-        mats = {"float32": (tw.T, 4.0), "q4_0": (quant.quantize_q4_0(w), 18 / 32), "q8_0": (quant.quantize_q8_0(w), 34 / 32)}
+        mats = {"q4_0": (quant.quantize_q4_0(w), 18 / 32), "q8_0": (quant.quantize_q8_0(w), 34 / 32)}
         del w
         norm = tlgpu.tensor(rng.standard_normal(k, dtype=np.float32))
         for m in (1, 8):
             x = tlgpu.tensor(rng.standard_normal((m, k), dtype=np.float32))
-            row = {"shape": f"[{m},{k}]x[{n},{k}]^T"}
+            shape = f"[{m},{k}]x[{n},{k}]^T"
             t = best_time(lambda: x @ tw.T, seconds, tlgpu.synchronize)
-            row["float32_us"], row["float32_GBps"] = round(t * 1e6, 1), round(4.0 * n * k / t / 1e9, 1)
-            for name in ("q4_0", "q8_0"):
-                mat, per = mats[name]
+            f32 = 4.0 * n * k / t / 1e9
+            rows.append({"shape": shape, "weights": "float32", "kernel": "mul_mv", "us": round(t * 1e6, 1),
+                         "GBps": round(f32, 1), "f32_bw": 1.0})
+            for name, (mat, per) in mats.items():
                 ref = (x @ mat.dequantize().T).numpy()
                 for impl in impls:
                     quant._MV_IMPL = impl
                     try:
                         t = best_time(lambda: quant.matmul(x, mat), seconds, tlgpu.synchronize)
                         err = np.abs(quant.matmul(x, mat).numpy() - ref).max() / np.abs(ref).max()
-                        if impl == "dp4a":
-                            tn = best_time(lambda: quant.matmul(x, mat, norm=norm), seconds, tlgpu.synchronize)
+                        tn = (best_time(lambda: quant.matmul(x, mat, norm=norm), seconds, tlgpu.synchronize)
+                              if impl in QUANT_INT else None)
                     finally:
                         quant._MV_IMPL = "auto"
-                    tag = f"{name}_{impl}"
-                    row[f"{tag}_us"] = round(t * 1e6, 1)
-                    row[f"{tag}_GBps"] = round(per * n * k / t / 1e9, 1)
-                    row[f"{tag}/f32_bw"] = round(row[f"{tag}_GBps"] / row["float32_GBps"], 2)
-                    row[f"{tag}_err"] = float(f"{err:.2g}")
-                    if impl == "dp4a":
-                        row[f"{tag}_norm_us"] = round(tn * 1e6, 1)
-            rows.append(row)
+                    gbps = per * n * k / t / 1e9
+                    rows.append({"shape": shape, "weights": name, "kernel": impl, "us": round(t * 1e6, 1),
+                                 "GBps": round(gbps, 1), "f32_bw": round(gbps / f32, 2), "err": float(f"{err:.2g}")})
+                    if tn is not None:
+                        rows[-1]["norm_us"] = round(tn * 1e6, 1)
         del mats, tw
     return rows
 
@@ -306,13 +308,15 @@ def main():
     ap.add_argument("--tc-sweep", action="store_true", help="time every tensor-core tile configuration")
     ap.add_argument("--tc-tags", help="--tc-sweep: only these configurations (comma-separated tags)")
     ap.add_argument("--quant", action="store_true", help="matrix-vector rows on float32, q4_0 and q8_0 weights")
-    ap.add_argument("--impls", default="old,dp4a", help="--quant: the mul_mv kernels timed (tlgpu.quant._MV_IMPL "
-                    "values, comma-separated: old, dp4a, auto)")
+    ap.add_argument("--impls", default="old,dp4a,q8x,q8x8,auto", help="--quant: the mul_mv kernels timed "
+                    "(tlgpu.quant._MV_IMPL values, comma-separated: old, dp4a, q8x, q8x8, auto)")
     args = ap.parse_args()
     if args.quant:
         rows = quant_rows(args.seconds, tlgpu.device().type == "cpu", args.quick, args.impls.split(","))
-        report("matrix-vector, quantized weights", rows, list(rows[0].keys()), {"copy_bandwidth_GBps":
-                                                                                round(copy_bandwidth() / 1e9, 1)})
+        report("matrix-vector, quantized weights", rows, ["shape", "weights", "kernel", "us", "GBps", "f32_bw", "err",
+                                                          "norm_us"],
+               {"copy_bandwidth_GBps": round(copy_bandwidth() / 1e9, 1), "device": tlgpu.device().name,
+                "build_options": os.environ.get("TLGPU_BUILD_OPTIONS", "")})
         return
     if args.tc_sweep:
         os.environ["TLGPU_BUILD_OPTIONS"] = (os.environ.get("TLGPU_BUILD_OPTIONS", "") + " -DTC_SWEEP").strip()

@@ -184,3 +184,4 @@ DEQ_KERNELS(q8_0)
 MVQ_ROWS_KERNEL(q8_0)
 
 #include "quant_mvq.h"
+#include "quant_mvx.h"

@@ -1,9 +1,12 @@
-"""The integer-dot mul_mv (kernels/quant_mvq.h, llama.cpp's mmvq design), forced on this device with
-tlgpu.quant._MV_IMPL = "dp4a" (on PoCL: the portable dot and the local-memory reduction), for q4_0 and q8_0
-with 1-8 activation rows, several staging chunks and edge work-groups: against a float64 product of the
-dequantized weights with x quantized as the kernel does (int8 blocks of 32, dx = amax / 127, round to even),
-and against the exact float64 product within the activation-quantization bound sum |w| * amax / 254. The
-prologue (glu, rms_norm) against numpy on every kernel path; its bad inputs; the addmm store."""
+"""The integer-dot mul_mv kernels (llama.cpp's mmvq design), forced on this device with tlgpu.quant._MV_IMPL
+(on PoCL: the portable dot and the local-memory reductions): "dp4a" (kernels/quant_mvq.h, one launch, x
+staged per work-group) and "q8x" / "q8x8" (kernels/quant_mvx.h, x quantized once, then 4 or 8 weight rows a
+warp), for q4_0 and q8_0 with 1-8 activation rows, several staging chunks (K past a chunk and not a multiple
+of it) and edge work-groups (N not a multiple of the rows a group owns): against a float64 product of the
+dequantized weights with x quantized as the kernels do (int8 blocks of 32, dx = amax / 127, round to even),
+and against the exact float64 product within the activation-quantization bound sum |w| * amax / 254; the
+three give the same bits, with and without the prologue. The prologue (glu, rms_norm) against numpy on every
+kernel path; its bad inputs; the addmm store."""
 import numpy as np
 import pytest
 
@@ -54,9 +57,14 @@ SHAPES = [(1, 5, 32), (2, 9, 64), (3, 33, 1024), (4, 7, 64), (5, 300, 96), (8, 7
           (7, 129, 256)]
 
 
+INT_IMPLS = ["dp4a", "q8x", "q8x8"]
+LAUNCHES = {"dp4a": 1, "q8x": 2, "q8x8": 2}             # q8x: the quantize kernel, then the product
+
+
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
-def test_dp4a_products(rng, impl, kind):
-    impl("dp4a")
+@pytest.mark.parametrize("name", INT_IMPLS)
+def test_dp4a_products(rng, impl, kind, name):
+    impl(name)
     for (m, n, k) in SHAPES:                  # (8, 70, 4096) and (2, 9, 16384): x staged in two chunks
         w, x = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((m, k)).astype(np.float32)
         w[0, :32] = 0.0                                  # a zero weight block
@@ -74,7 +82,7 @@ def test_dp4a_products(rng, impl, kind):
         tlgpu.synchronize()
         tlgpu.reset_stream_stats()
         y = quant.addmm(tr, tx, q)
-        assert tlgpu.stream_stats()["enqueued"] == 1      # the residual added as the kernel stores
+        assert tlgpu.stream_stats()["enqueued"] == LAUNCHES[name]   # the residual added as the kernel stores
         assert (np.abs(y.numpy() - res - ref) <= tol + 1e-5 * np.abs(res)).all()
 
 
@@ -88,7 +96,7 @@ def np_prologue(x, k, norm=None, glu=False, eps=1e-5):
 
 
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
-@pytest.mark.parametrize("path", ["old", "dp4a", "gemm"])
+@pytest.mark.parametrize("path", ["old", "dp4a", "q8x8", "gemm"])
 def test_prologue(rng, impl, kind, path):
     """norm and glu against numpy on each kernel path: the float kernels (a prologue launch, then the product,
     within 1e-4), the integer-dot one (within the quantization bound of the prologue's output) and the
@@ -106,19 +114,41 @@ def test_prologue(rng, impl, kind, path):
         kw = dict(norm=None if norm is None else tlgpu.tensor(norm), eps=eps, glu=glu)
         got = quant.matmul(tlgpu.tensor(x), q, **kw).numpy()
         tol = 1e-4 * (np.abs(p) @ np.abs(deq).T) + 1e-5
-        if path == "dp4a":
+        if path in INT_IMPLS:
             tol = tol + bound(p, deq)
         assert (np.abs(got - ref) <= tol).all(), (glu, norm is None, np.abs(got - ref).max())
         res = rng.standard_normal((rows, n)).astype(np.float32)
         got = quant.addmm(tlgpu.tensor(res), tlgpu.tensor(x), q, **kw).numpy()
         assert (np.abs(got - res - ref) <= tol + 1e-6 * np.abs(res)).all()
-    if path == "dp4a":                                   # one launch: the prologue staged with x
+    if path in INT_IMPLS:                                # the prologue staged with x: no launch of its own
         x = tlgpu.tensor(rng.standard_normal((2, 2 * k)).astype(np.float32))
         tn = tlgpu.tensor(nw)
         tlgpu.synchronize()
         tlgpu.reset_stream_stats()
         quant.matmul(x, q, glu=True, norm=tn)
-        assert tlgpu.stream_stats()["enqueued"] == 1
+        assert tlgpu.stream_stats()["enqueued"] == LAUNCHES[path]
+
+
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
+def test_int_kernels_same_bits(rng, impl, kind):
+    """The one-launch and the two-launch integer kernels (4 and 8 weight rows a warp) give identical results,
+    so a prompt's rows and its decode steps agree whichever runs: each row count 1-8, chunked staging
+    (K 5120 with 8 rows, 16384 with 2: a last chunk shorter than the others), N not a multiple of a group's
+    rows, with the glu and norm prologue and the residual."""
+    cases = [(r, 37, 64 * r) for r in range(1, 9)] + [(8, 45, 5120), (2, 21, 16384)]
+    for i, (m, n, k) in enumerate(cases):
+        q = QUANTIZE[kind](rng.standard_normal((n, k)).astype(np.float32))
+        glu, norm = i % 2 == 1, i % 3 != 0
+        x = tlgpu.tensor((2 * rng.standard_normal((m, 2 * k if glu else k))).astype(np.float32))
+        kw = dict(glu=glu, norm=tlgpu.tensor((1 + rng.standard_normal(k)).astype(np.float32)) if norm else None)
+        res = tlgpu.tensor(rng.standard_normal((m, n)).astype(np.float32))
+        outs = []
+        for name in INT_IMPLS:
+            impl(name)
+            outs.append((quant.matmul(x, q, **kw).numpy(), quant.addmm(res, x, q, **kw).numpy()))
+        for name, (y, z) in zip(INT_IMPLS[1:], outs[1:]):
+            assert np.array_equal(y, outs[0][0]) and np.array_equal(z, outs[0][1]), (name, m, n, k, glu, norm)
+        assert np.abs(outs[0][0]).max() > 0
 
 
 def test_prologue_errors(rng):
@@ -174,4 +204,34 @@ assert (np.abs(quant.matmul(tlgpu.tensor(x2), q).numpy() - ref2) <= tol2).all()
 print("ok")
 """
     r = run_python(code, env={"TLGPU_GEMM_PARAMS": "DIRECT=0"})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+@pytest.mark.slow                # a cold build with other options on PoCL (~30 s): make test-slow
+def test_stage8_form_on_pocl():
+    """The one-launch kernel's NVIDIA staging form (8 lanes a block; -DMVQ_STAGE8=1, the 8-lane max and sum by
+    local memory here instead of shuffles) against the emulation, and bit for bit against the two-launch
+    kernel with the glu and norm prologue: chunked (8 rows of 5120), a short K, one row."""
+    from conftest import run_python
+    code = """
+import numpy as np, sys, tlgpu
+sys.path.insert(0, 'tests')
+from tlgpu import quant
+from test_quant_mv import emulated
+rng = np.random.default_rng(5)
+for kind, (m, n, k) in [("q4_0", (8, 45, 5120)), ("q8_0", (3, 37, 96)), ("q4_0", (1, 70, 2048))]:
+    q = (quant.quantize_q4_0 if kind == "q4_0" else quant.quantize_q8_0)(rng.standard_normal((n, k)).astype(np.float32))
+    deq = q.dequantize().numpy().astype(np.float64)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    ref, tol = emulated(x, deq)
+    quant._MV_IMPL = "dp4a"
+    assert (np.abs(quant.matmul(tlgpu.tensor(x), q).numpy() - ref) <= tol).all(), (kind, m, n, k)
+    kw = dict(glu=True, norm=tlgpu.tensor((1 + rng.standard_normal(k)).astype(np.float32)))
+    xg = tlgpu.tensor(rng.standard_normal((m, 2 * k)).astype(np.float32))
+    a = quant.matmul(xg, q, **kw).numpy()
+    quant._MV_IMPL = "q8x"
+    assert np.array_equal(a, quant.matmul(xg, q, **kw).numpy()), (kind, m, n, k)
+print("ok")
+"""
+    r = run_python(code, env={"TLGPU_BUILD_OPTIONS": "-DMVQ_STAGE8=1"})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr

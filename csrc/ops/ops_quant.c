@@ -4,9 +4,10 @@
  * private functions the two device arrays of the flat layout: qs, an int32 tensor of 4 (q4_0: 16 bytes of
  * nibbles) or 8 (q8_0: 32 int8) words per block, and d, an int32 tensor holding the N*K/32 fp16 scales two
  * to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
- * them; the kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT flag
- * so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; no autograd (weights are
- * constants; activations that require grad are refused). */
+ * them; the float kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT
+ * flag so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; GPUs default to the integer-dot
+ * kernels (one launch, quant_mvq.h, or two, quant_mvx.h: auto_impl), which give the same bits as each other;
+ * no autograd (weights are constants; activations that require grad are refused). */
 #include "ops_common.h"
 #include "autograd.h"
 #include "cl_runtime.h"
@@ -18,7 +19,7 @@
 typedef struct {
     const char *name;
     int words;
-    tl_kernel deq, rows, mv[4], mv_rows, mvq[4];
+    tl_kernel deq, rows, mv[4], mv_rows, mvq[4], mvx[2][4];   /* mvx: NRW 4 and 8 (kernels/quant_mvx.h) */
 } qfmt;
 
 #define QFMT(F, W) {#F, W, TL_KERNEL("quant", "tl_dequantize_" #F "_f32"),                                   \
@@ -27,7 +28,9 @@ typedef struct {
      TL_KERNEL("quant", "tl_mul_mv_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mul_mv_" #F "_r8_f32")},              \
     TL_KERNEL("quant", "tl_mul_mv_" #F "_rows_f32"),                                                          \
     {TL_KERNEL("quant", "tl_mvq_" #F "_r1_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r2_f32"),                     \
-     TL_KERNEL("quant", "tl_mvq_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r8_f32")}}
+     TL_KERNEL("quant", "tl_mvq_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r8_f32")},                   \
+    {{MVX(F, 1, 4), MVX(F, 2, 4), MVX(F, 4, 4), MVX(F, 8, 4)}, {MVX(F, 1, 8), MVX(F, 2, 8), MVX(F, 4, 8), MVX(F, 8, 8)}}}
+#define MVX(F, R, W) TL_KERNEL("quant", "tl_mvqx_" #F "_r" #R "_n" #W "_f32")
 enum { Q4_0, Q8_0, NFMT };
 static qfmt fmts[NFMT] = {QFMT(q4_0, 4), QFMT(q8_0, 8)};
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
@@ -179,32 +182,43 @@ norm_arg(const char *op, PyObject *no, int K, tl_tensor **nw)
     return (*nw = tl_tensor_contiguous(t)) == NULL ? -1 : 0;
 }
 
-/* The integer-dot kernel's launch (quant_mvq.h): up to 256 lanes (fewer while that leaves under two groups a
- * compute unit), x staged in chunks of KC columns in at most 32 KiB of local memory. Returns 0 launched, 1
- * when this device cannot run it (too little local memory or too small a work-group: the caller's kernels
- * run), -1 with an exception. sz/v: the 12 arguments the float kernels take too; st: the 6 storages. */
+/* Lanes of an integer-dot group: up to 256 (the kernel's limit), fewer while that leaves under two groups a
+ * compute unit (rows: weight rows a warp owns). 0 when the kernel cannot take a warp. */
+static size_t
+mvq_lanes(const tl_runtime *rt, const tl_kernel *kh, int N, int rows)
+{
+    size_t L = 256;
+    while (L > kh->wg) L /= 2;
+    if (L < 32) return 0;
+    const size_t cus = rt->info.compute_units ? rt->info.compute_units : 1;
+    while (L > 64 && (size_t)(N + L / 32 * rows - 1) / (L / 32 * rows) < 2 * cus) L /= 2;  /* fill the device */
+    return L;
+}
+
+/* The one-launch integer-dot kernel (quant_mvq.h): x staged in chunks of KC columns (K, or a multiple of 1024
+ * so each lane meets the blocks it would meet unchunked) in at most 32 KiB of local memory. Returns 0
+ * launched, 1 when this device cannot run it (too little local memory or too small a work-group: the caller's
+ * kernels run), -1 with an exception. sz/v: the 12 arguments the float kernels take too; st: the 6 storages. */
 static int
-launch_mvq(qfmt *f, const tl_runtime *rt, int rv, int N, int K, tl_tensor *nw, float eps, int glu,
+launch_mvq(qfmt *f, const tl_runtime *rt, int nv, int rv, int N, int K, int R, tl_tensor *nw, float eps, int glu,
            const size_t *sz, const void **v, tl_storage **st)
 {
     tl_kernel *kh = &f->mvq[rv];
-    const int rr = 1 << rv, nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
+    const size_t rr = (size_t)1 << rv;
     if (tl_kernel_py(kh) == NULL) return -1;
-    size_t L = 256;
-    while (L > kh->wg) L /= 2;
-    if (L < 32) return 1;
-    const size_t cus = rt->info.compute_units ? rt->info.compute_units : 1;
-    while (L > 64 && (size_t)(N + L / 32 * MVQ_NRW - 1) / (L / 32 * MVQ_NRW) < 2 * cus) L /= 2;  /* fill the device */
-    const size_t red = (nv ? (size_t)rr : (size_t)(MVQ_NRW * rr + 1)) * L * sizeof(float);
+    size_t L = mvq_lanes(rt, kh, N, MVQ_NRW);
+    if (L == 0) return 1;
+    size_t red = (L > 32 * rr ? L : 32 * rr) + rr;       /* lanes8 scratch, then the norm scales */
+    if (!nv && red < (MVQ_NRW * rr + 1) * L) red = (MVQ_NRW * rr + 1) * L;   /* MVQ_FINISH's local-memory form */
+    red *= sizeof(float);
     size_t budget = rt->info.local_mem > red + 1024 ? rt->info.local_mem - red - 1024 : 0;
     if (budget > 32768) budget = 32768;
-    const size_t per = (size_t)rr * 40 / 32;             /* bytes of local memory a column: RR int8 + scales */
+    const size_t per = (size_t)R * 40 / 32;              /* bytes of local memory a column: R int8 + scales */
     size_t kmax = budget / per / 32 * 32;
-    if (kmax < 32) return 1;
-    size_t nblk = (size_t)K / 32, chunks = ((size_t)K + kmax - 1) / kmax;
-    int KC = (int)((nblk + chunks - 1) / chunks * 32), has_norm = nw != NULL;
+    int KC = (size_t)K <= kmax ? K : (int)(kmax / 1024 * 1024), has_norm = nw != NULL;
+    if (KC == 0) return 1;
     cl_mem nmem = has_norm ? nw->storage->mem : *(const cl_mem *)v[3];   /* without a norm: x, never read */
-    const size_t sz2[8] = {Mm, I, sizeof(float), I, I, (size_t)rr * (size_t)KC, (size_t)rr * (size_t)KC / 4, red};
+    const size_t sz2[8] = {Mm, I, sizeof(float), I, I, (size_t)R * (size_t)KC, (size_t)R * (size_t)KC / 4, red};
     const void *v2[8] = {&nmem, &has_norm, &eps, &glu, &KC, NULL, NULL, NULL};
     if (tl_set_args(kh->k, 0, 12, sz, v) < 0 || tl_set_args(kh->k, 12, 8, sz2, v2) < 0) return -1;
     size_t groups = ((size_t)N + L / 32 * MVQ_NRW - 1) / (L / 32 * MVQ_NRW), gws = groups * L;
@@ -213,11 +227,71 @@ launch_mvq(qfmt *f, const tl_runtime *rt, int rv, int N, int K, tl_tensor *nw, f
     return 0;
 }
 
+/* x quantized once per launch (kernels/quant_mvx.h), R rows of int8 blocks in a global scratch. */
+static tl_kernel quantize_x_k = TL_KERNEL("quant", "tl_mvq_quantize_x_f32");
+
+/* The two-launch integer-dot product (quant_mvx.h): tl_mvq_quantize_x_f32 into a scratch, then the mvx kernel
+ * of NRW = 4 << wsel weight rows a warp. Returns as launch_mvq; v and st as there. */
+static int
+launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K, int R, tl_tensor *nw, float eps,
+           int glu, const void **v, tl_storage **st)
+{
+    tl_kernel *kh = &f->mvx[wsel][rv];
+    const int nrw = 4 << wsel, nb = K / 32, has_norm = nw != NULL;
+    const size_t rr = (size_t)1 << rv;
+    if (tl_kernel_py(kh) == NULL || tl_kernel_py(&quantize_x_k) == NULL) return -1;
+    size_t L = mvq_lanes(rt, kh, N, nrw), lq = 256;
+    const size_t red = nv ? 1 : (size_t)nrw * rr + 1;   /* floats a lane: MVQ_FINISH's local-memory form */
+    while (lq > quantize_x_k.wg) lq /= 2;
+    while (L > 32 && red * L * sizeof(float) + 1024 > rt->info.local_mem) L /= 2;
+    if (L == 0 || lq < 32 || red * L * sizeof(float) + 1024 > rt->info.local_mem) return 1;
+    Py_ssize_t words = (Py_ssize_t)R * nb * 10;          /* two planes of 8 words a block, then (dx, sum q) */
+    tl_tensor *xs = tl_tensor_empty(TL_I32, 1, &words);
+    if (xs == NULL) return -1;
+    int rc = -1;
+    tl_err err = {0};
+    cl_mem nmem = has_norm ? nw->storage->mem : *(const cl_mem *)v[3];   /* without a norm: x, never read */
+    const size_t qsz[11] = {I, I, Mm, I, I, Mm, I, sizeof(float), I, Mm, lq * sizeof(float)};
+    const void *qv[11] = {&K, &R, v[3], v[4], v[5], &nmem, &has_norm, &eps, &glu, &xs->storage->mem, NULL};
+    size_t qg[2] = {tl_round_up((size_t)nb * 8, lq), (size_t)R}, ql[2] = {lq, 1};
+    tl_storage *qst[3] = {xs->storage, st[1], st[5]};
+    if (tl_set_args(quantize_x_k.k, 0, 11, qsz, qv) < 0) goto done;
+    if (tl_stream_launch(quantize_x_k.k, 2, qg, ql, qst, 3, 1u, quantize_x_k.name, &err) != TL_OK) {
+        tl_raise(&err);
+        goto done;
+    }
+    const size_t msz[11] = {I, I, I, Mm, Mm, Mm, Mm, Mm, I, I, red * L * sizeof(float)};
+    const void *mv[11] = {v[0], v[1], v[2], &xs->storage->mem, v[6], v[7], v[8], v[9], v[10], v[11], NULL};
+    size_t gws = ((size_t)N + L / 32 * nrw - 1) / (L / 32 * nrw) * L;
+    tl_storage *mst[5] = {st[0], xs->storage, st[2], st[3], st[4]};
+    if (tl_set_args(kh->k, 0, 11, msz, mv) < 0) goto done;
+    if (tl_stream_launch(kh->k, 1, &gws, &L, mst, 5, 1u, kh->name, &err) != TL_OK) {
+        tl_raise(&err);
+        goto done;
+    }
+    rc = 0;
+done:
+    Py_DECREF(xs);
+    return rc;
+}
+
+/* GPUs' choice among the integer kernels (impl 2-4 of mul_mv): the one-launch kernel where x's staging in every
+ * group costs less than a second launch (decode: one row of a weight under 64M values, or a small weight),
+ * else the two-launch one with 8 weight rows a warp (each x block from L1 serves 8 rows). A first guess
+ * from the H200's table in docs/inference.md, to be set from bench_gemm --quant's sweep. */
+static int
+auto_impl(int N, int K, int R)
+{
+    const double nk = (double)N * (double)K;
+    return nk >= (R == 1 ? 67108864.0 : 4194304.0) ? 4 : 2;
+}
+
 /* _q4_0_mul_mv(x, qs, d, N, K, res=None, norm=None, eps=1e-5, glu=0, impl=0): x (R, K) float32 with R <= 8
  * ((R, 2K) with glu) -> (R, N) = p(x) @ W^T (+ res, a contiguous float32 (R, N), added as y is stored:
  * addmm); p the prologue (quant_mvq.h: glu, then rms_norm with the weight norm). impl: 0 the device's
  * default (the integer-dot kernel on GPUs, the float row kernel on CPUs), 1 the float kernels (GPU tree or
- * CPU rows, as DIRECT says; a prologue is then a launch of its own), 2 the integer-dot kernel. */
+ * CPU rows, as DIRECT says; a prologue is then a launch of its own), 2 the one-launch integer-dot kernel
+ * (quant_mvq.h), 3 and 4 the two-launch one (quant_mvx.h: x quantized once, then 4 or 8 weight rows a warp). */
 static PyObject *
 mul_mv(qfmt *f, PyObject *args)
 {
@@ -237,7 +311,7 @@ mul_mv(qfmt *f, PyObject *args)
         return PyErr_Format(PyExc_NotImplementedError, "matmul (%s): no backward; use tlgpu.no_grad() or detach()",
                             f->name);
     const int xw = glu ? 2 * K : K;
-    if (x->ndim != 2 || x->shape[1] != xw || x->shape[0] > 8 || impl < 0 || impl > 2) {
+    if (x->ndim != 2 || x->shape[1] != xw || x->shape[0] > 8 || impl < 0 || impl > 4) {
         char s[128];
         tl_shape_str(x->shape, x->ndim, s, sizeof s);
         return PyErr_Format(PyExc_ValueError, "matmul (%s mul_mv): x %s must be (R <= 8, %d) for weights (%d, %d)%s",
@@ -272,11 +346,14 @@ mul_mv(qfmt *f, PyObject *args)
                          &out->storage->mem, &rmem, &offr, &has_res};
     tl_storage *st[6] = {out->storage, xc->storage, qs->storage, d->storage, has_res ? res->storage : NULL,
                          nw != NULL ? nw->storage : NULL};
-    /* The default on GPUs: the integer kernel for every row count, so a prompt's rows and a decode step's
-     * round x alike (a split by rows gave other tokens for a prefill than for the same steps; 2-8 rows of a
-     * 4096 x 4096 weight ran 3x slower than the float kernels on the H200: docs/inference.md) */
-    if (impl == 2 || (impl == 0 && !cpu)) {
-        int r = launch_mvq(f, rt, rv, N, K, nw, eps, glu, sz, v, st);
+    /* The default on GPUs: an integer kernel for every row count, so a prompt's rows and a decode step's
+     * round x alike (a split by rows gave other tokens for a prefill than for the same steps:
+     * docs/inference.md); its three forms give the same bits (tests/test_quant_mv.py). */
+    if (impl == 0 && !cpu) impl = auto_impl(N, K, R);
+    if (impl >= 2) {
+        const int nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
+        int r = impl == 2 ? launch_mvq(f, rt, nv, rv, N, K, R, nw, eps, glu, sz, v, st)
+                          : launch_mvx(f, rt, nv, rv, impl - 3, N, K, R, nw, eps, glu, v, st);
         if (r < 0) goto fail;
         if (r == 0) goto done;
     }
