@@ -277,13 +277,16 @@ done:
 
 /* GPUs' choice among the integer kernels (impl 2-4 of mul_mv): the one-launch kernel where x's staging in every
  * group costs less than a second launch (decode: one row of a weight under 64M values, or a small weight),
- * else the two-launch one with 8 weight rows a warp (each x block from L1 serves 8 rows). A first guess
- * from the H200's table in docs/inference.md, to be set from bench_gemm --quant's sweep. */
+ * else the two-launch one, with 8 weight rows a warp for q4_0 (each x block from L1 serves 8 rows) and 4 for
+ * one row of q8_0 (twice the weight bytes a block: fewer rows keep more groups in flight). Set from
+ * bench_gemm --quant on the H200 (benchmarks/NOTES.md, fourth session, call 3): [1,8192]x[65536,8192]^T q4_0
+ * 0.82 of float32's read bandwidth with 8 rows a warp (0.67 with 4), q8_0 0.91 with 4 (0.82 with 8). */
 static int
-auto_impl(int N, int K, int R)
+auto_impl(const qfmt *f, int N, int K, int R)
 {
     const double nk = (double)N * (double)K;
-    return nk >= (R == 1 ? 67108864.0 : 4194304.0) ? 4 : 2;
+    if (nk < (R == 1 ? 67108864.0 : 4194304.0)) return 2;
+    return f->words == 8 && R == 1 ? 3 : 4;
 }
 
 /* _q4_0_mul_mv(x, qs, d, N, K, res=None, norm=None, eps=1e-5, glu=0, impl=0): x (R, K) float32 with R <= 8
@@ -349,7 +352,7 @@ mul_mv(qfmt *f, PyObject *args)
     /* The default on GPUs: an integer kernel for every row count, so a prompt's rows and a decode step's
      * round x alike (a split by rows gave other tokens for a prefill than for the same steps:
      * docs/inference.md); its three forms give the same bits (tests/test_quant_mv.py). */
-    if (impl == 0 && !cpu) impl = auto_impl(N, K, R);
+    if (impl == 0 && !cpu) impl = auto_impl(f, N, K, R);
     if (impl >= 2) {
         const int nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
         int r = impl == 2 ? launch_mvq(f, rt, nv, rv, N, K, R, nw, eps, glu, sz, v, st)
