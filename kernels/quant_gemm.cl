@@ -22,10 +22,10 @@
 #define XLD 36                          /* Xs row stride: 32 columns + 4 (float4-aligned) */
 #define WLD (QNWG + 4)                  /* Ws row stride */
 #ifndef QCMR
-#define QCMR 8                          /* CPU: rows of X per work-item */
+#define QCMR 6                          /* CPU: rows of X per work-item (ops_quant_gemm.c's QG_CMR) */
 #endif
 #ifndef QCNR
-#define QCNR 2                          /* CPU: weight rows per work-item */
+#define QCNR 3                          /* CPU: weight rows per work-item (QG_CNR); 6 x 3 beat 8 x 2, 4 x 4, 12 x 2 on PoCL */
 #endif
 #ifndef QDSW
 #define QDSW 16                         /* CPU: row blocks swept together */
