@@ -21,15 +21,9 @@
 #define QNWG (QNDIMC * 4)               /* GPU: weight rows (columns of Y) per work-group */
 #define XLD 36                          /* Xs row stride: 32 columns + 4 (float4-aligned) */
 #define WLD (QNWG + 4)                  /* Ws row stride */
-#ifndef QCMR
 #define QCMR 6                          /* CPU: rows of X per work-item (ops_quant_gemm.c's QG_CMR) */
-#endif
-#ifndef QCNR
 #define QCNR 3                          /* CPU: weight rows per work-item (QG_CNR); 6 x 3 beat 8 x 2, 4 x 4, 12 x 2 on PoCL */
-#endif
-#ifndef QDSW
 #define QDSW 16                         /* CPU: row blocks swept together */
-#endif
 
 /* GPU weight words: word w of a block into column r of the local tile, scaled by s. q4_0: word w holds
  * elements 4w..4w+3 (low nibbles) and 16+4w..16+4w+3 (high nibbles); q8_0: elements 4w..4w+3 as int8. */
