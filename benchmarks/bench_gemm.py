@@ -25,7 +25,7 @@ Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 
        27): float32, and q4_0 / q8_0 through each tlgpu.quant._PREFILL_IMPL of --prefill-impls ("tiles" the
        dequantize-on-the-fly GEMM, "dequant" dequantize + the float32 GEMM, "chunks" the old 8-row rule), us,
        with tiles' GFLOP/s and its time over dequant's; --tile-sweep adds the GPU tile kernel at each tile
-       height (tlgpu._C._quant_gemm kernel=1, mwg=16/32/64, run on any device).
+       height (tlgpu._C._quant_gemm kernel=1, mwg=32/64, run on any device).
 
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
 x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T
@@ -251,7 +251,7 @@ def quant_rows(seconds, cpu, quick=False, impls=("old", "dp4a")):
 
 def prefill_rows(seconds, impls=("tiles", "dequant"), sweep=False, ms=(16, 64, 256, 512)):
     """The --quant-prefill table: [M, K] x [N, K]^T on float32, q4_0 and q8_0 weights, each quantized format through
-    each _PREFILL_IMPL of impls (and with sweep the tile kernel at mwg 16, 32, 64), in us; <fmt>_tiles_gflops and
+    each _PREFILL_IMPL of impls (and with sweep the tile kernel at mwg 32, 64), in us; <fmt>_tiles_gflops and
     <fmt>_tiles/dequant (the time ratio: below 1, the tiles win) where both ran; <fmt>_tiles_err the largest
     difference from the dequantize path relative to its largest value (float32 sums in another order)."""
     from tlgpu import quant
@@ -282,7 +282,7 @@ def prefill_rows(seconds, impls=("tiles", "dequant"), sweep=False, ms=(16, 64, 2
                         ref = (x @ mat.dequantize().T).numpy()
                         got = tlgpu._C._quant_gemm(x, mat.qs, mat.d, n, k, name).numpy()
                         row[f"{name}_tiles_err"] = float(f"{np.abs(got - ref).max() / np.abs(ref).max():.2g}")
-                for mwg in (16, 32, 64) if sweep else ():
+                for mwg in (32, 64) if sweep else ():
                     t = best_time(lambda: tlgpu._C._quant_gemm(x, mat.qs, mat.d, n, k, name, kernel=1, mwg=mwg),
                                   seconds, tlgpu.synchronize)
                     row[f"{name}_m{mwg}_us"] = round(t * 1e6, 1)
@@ -361,7 +361,7 @@ def main():
                     "weights: tiles against dequantize + GEMM")
     ap.add_argument("--prefill-impls", default="tiles,dequant", help="--quant-prefill: tlgpu.quant._PREFILL_IMPL "
                     "values timed (comma-separated: tiles, dequant, chunks, auto)")
-    ap.add_argument("--tile-sweep", action="store_true", help="--quant-prefill: the tile kernel at mwg 16, 32, 64")
+    ap.add_argument("--tile-sweep", action="store_true", help="--quant-prefill: the tile kernel at mwg 32 and 64")
     ap.add_argument("--rows", type=int, nargs="+", default=[16, 64, 256, 512], help="--quant-prefill: values of M")
     args = ap.parse_args()
     if args.quant_prefill:

@@ -6,16 +6,23 @@
  * of summation.
  *  - tl_qgemm_<fmt>_m<MWG>_f32 (GPUs, CLBlast-style tiles): a work-group of QNDIMC x (MWG / QMWI) work-items
  *    owns an MWG x QNWG tile of Y; per block of 32 columns of K it stages MWG rows of X (Xs[m][k]) and QNWG
- *    weight blocks dequantized (Ws[k][n]) in local memory, each work-item a word of weights (8 q4_0 or 4 q8_0
- *    values) at a time, then each work-item adds its QMWI x 4 outputs (float4 along n) over the 32 columns.
- *    MWG in {16, 32, 64}: the host picks the largest that still gives the device enough work-groups.
+ *    weight blocks dequantized (Ws[k][n]) in local memory, each work-item whole words of weights (8 q4_0 or
+ *    4 q8_0 values each), read into registers while the previous block is multiplied; then each work-item
+ *    adds its QMWI x 4 outputs (float4 along n) over the 32 columns.
+ *    MWG in {32, 64}: the host picks 64 where that still gives the device enough work-groups. (16 was dropped:
+ *    PoCL, which builds these only for tests, took 5-10 s a kernel to build, 4-8 words a work-item the most.)
  *  - tl_qgemm_<fmt>_direct_f32 (CPUs, PoCL; no local memory, no barriers): a work-item owns QCMR rows x QCNR
  *    columns of Y; per block it unpacks its QCNR weight blocks once into float16 pairs held in registers and
  *    multiplies them into QCMR rows of X read straight from the caches; swizzled as matmul.cl's direct
  *    kernels (QDSW row blocks swept against each column block, so the X slice stays in L2).
+ * Two programs of this source: "quant_gemm_tiles" (-DQG_TILES=1, the tile kernels) and "quant_gemm" (the CPU
+ * kernels), so a CPU device never builds the tiles it does not run.
  * Sizes need not be multiples of a tile: edge rows and columns read a clamped (or zero) value and are not
  * stored. */
 
+#ifndef QG_TILES
+#define QG_TILES 0
+#endif
 #define QMWI 4                          /* GPU: rows of Y per work-item (adjacent) */
 #define QNDIMC 16                       /* GPU: work-items along n, 4 adjacent columns each */
 #define QNWG (QNDIMC * 4)               /* GPU: weight rows (columns of Y) per work-group */
@@ -26,7 +33,8 @@
 #define QDSW 16                         /* CPU: row blocks swept together */
 
 /* GPU weight words: word w of a block into column r of the local tile, scaled by s. q4_0: word w holds
- * elements 4w..4w+3 (low nibbles) and 16+4w..16+4w+3 (high nibbles); q8_0: elements 4w..4w+3 as int8. */
+ * elements 4w..4w+3 (low nibbles) and 16+4w..16+4w+3 (high nibbles); q8_0: elements 4w..4w+3 as int8. A
+ * weight row past N comes as q = 0, s = 0 and stores zeros. */
 #define WPB_q4_0 4
 #define WPB_q8_0 8
 #define TILE_WORD_q4_0(q, w, s, ws)                                                                           \
@@ -35,18 +43,38 @@
         (ws)[(4 * (w) + j) * WLD] = ((float)(int)(byte & 0xFu) - 8.0f) * (s);                             \
         (ws)[(16 + 4 * (w) + j) * WLD] = ((float)(int)(byte >> 4) - 8.0f) * (s);                          \
     }
-#define TILE_ZERO_q4_0(w, ws)                                                                                 \
-    for (int j = 0; j < 4; j++) { (ws)[(4 * (w) + j) * WLD] = 0.0f; (ws)[(16 + 4 * (w) + j) * WLD] = 0.0f; }
 #define TILE_WORD_q8_0(q, w, s, ws)                                                                           \
     for (int j = 0; j < 4; j++) (ws)[(4 * (w) + j) * WLD] = (float)(char)(((q) >> (8 * j)) & 0xFFu) * (s);
-#define TILE_ZERO_q8_0(w, ws)                                                                                 \
-    for (int j = 0; j < 4; j++) (ws)[(4 * (w) + j) * WLD] = 0.0f;
 
 /* One column kk (0..3) of the float4 xv[i] against row k + kk of the weight tile. */
 #define TILE_STEP(kk, comp)                                                                                   \
     {                                                                                                     \
         const float4 wv = vload4(0, ws + (k + (kk)) * WLD);                                               \
         for (int i = 0; i < QMWI; i++) acc[i] = mad((float4)(xv[i].comp), wv, acc[i]);                    \
+    }
+
+/* Register prefetch: block b's share of this work-item (XPT float4 of X, WPT weight words and their scales)
+ * is read from global memory while the previous block is multiplied, then stored to the local tiles. */
+#define XPT 2                                            /* MWG * 8 float4 over MWG * 4 work-items */
+#define TILE_LOAD(FMT, b)                                                                                     \
+    for (int t = 0; t < XPT; t++) {                                                                       \
+        const int e = lid + t * NT, m = m0 + (e >> 3);                                                    \
+        px[t] = m < M ? vload4(0, X + (size_t)m * K + (b) * 32 + (e & 7) * 4) : (float4)0.0f;             \
+    }                                                                                                     \
+    for (int t = 0; t < WPT; t++) {                                                                       \
+        const int e = lid + t * NT, n = n0 + e / WPB_##FMT;                                               \
+        const size_t blk = (size_t)min(n, N - 1) * nb + (b);                                              \
+        pw[t] = n < N ? qs[blk * WPB_##FMT + e % WPB_##FMT] : 0u;                                         \
+        ps[t] = n < N ? vload_half(blk, d) : 0.0f;                                                        \
+    }
+#define TILE_STORE(FMT)                                                                                       \
+    for (int t = 0; t < XPT; t++) {                                                                       \
+        const int e = lid + t * NT;                                                                       \
+        vstore4(px[t], 0, Xs + (e >> 3) * XLD + (e & 7) * 4);                                             \
+    }                                                                                                     \
+    for (int t = 0; t < WPT; t++) {                                                                       \
+        const int e = lid + t * NT, r = e / WPB_##FMT;                                                    \
+        TILE_WORD_##FMT(pw[t], e % WPB_##FMT, ps[t], Ws + r);                                             \
     }
 
 #define QGEMM_TILE(FMT, MWG)                                                                                  \
@@ -56,36 +84,26 @@ tl_qgemm_##FMT##_m##MWG##_f32(int M, int N, int K, global const float *X, int of
 {                                                                                                         \
     local float Xs[(MWG) * XLD];                                                                          \
     local float Ws[32 * WLD];                                                                             \
-    const int NT = QNDIMC * ((MWG) / QMWI);                                                               \
+    enum { NT = QNDIMC * ((MWG) / QMWI), WPT = QNWG * WPB_##FMT / NT };                                   \
     const int tn = get_local_id(0), tm = get_local_id(1), lid = tm * QNDIMC + tn;                         \
     const int n0 = get_group_id(0) * QNWG, m0 = get_group_id(1) * (MWG), nb = K / 32;                    \
     X += offx;                                                                                            \
-    float4 acc[QMWI];                                                                                     \
+    float4 acc[QMWI], px[XPT];                                                                            \
+    uint pw[WPT];                                                                                         \
+    float ps[WPT];                                                                                        \
     for (int i = 0; i < QMWI; i++) acc[i] = (float4)0.0f;                                                 \
     local const float *xs = Xs + tm * QMWI * XLD, *ws = Ws + tn * 4;                                     \
+    TILE_LOAD(FMT, 0);                                                                                    \
     for (int b = 0; b < nb; b++) {                                                                        \
-        for (int e = lid; e < (MWG) * 8; e += NT) {      /* X: a float4 along k each, rows contiguous */  \
-            const int r = e >> 3, c = (e & 7) * 4, m = m0 + r;                                            \
-            vstore4(m < M ? vload4(0, X + (size_t)m * K + b * 32 + c) : (float4)0.0f, 0, Xs + r * XLD + c); \
-        }                                                                                                 \
-        for (int e = lid; e < QNWG * WPB_##FMT; e += NT) {   /* W: a word each, dequantized */            \
-            const int r = e / WPB_##FMT, w = e - r * WPB_##FMT, n = n0 + r;                               \
-            if (n < N) {                                                                                  \
-                const size_t blk = (size_t)n * nb + b;                                                    \
-                const float s = vload_half(blk, d);                                                       \
-                const uint q = qs[blk * WPB_##FMT + w];                                                   \
-                TILE_WORD_##FMT(q, w, s, Ws + r);                                                         \
-            } else {                                                                                      \
-                TILE_ZERO_##FMT(w, Ws + r);                                                               \
-            }                                                                                             \
-        }                                                                                                 \
+        TILE_STORE(FMT);                                                                                  \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
+        if (b + 1 < nb) { TILE_LOAD(FMT, b + 1); }                                                        \
         for (int k = 0; k < 32; k += 4) {                                                                 \
             float4 xv[QMWI];                                                                              \
             for (int i = 0; i < QMWI; i++) xv[i] = vload4(0, xs + i * XLD + k);                           \
             TILE_STEP(0, x) TILE_STEP(1, y) TILE_STEP(2, z) TILE_STEP(3, w)                               \
         }                                                                                                 \
-        barrier(CLK_LOCAL_MEM_FENCE);                    /* the next fill must not overwrite this tile */ \
+        barrier(CLK_LOCAL_MEM_FENCE);                    /* the next store must not overwrite this tile */ \
     }                                                                                                     \
     const int n = n0 + tn * 4;                                                                            \
     float4 bv = (float4)0.0f;                                                                             \
@@ -108,12 +126,12 @@ tl_qgemm_##FMT##_m##MWG##_f32(int M, int N, int K, global const float *X, int of
         }                                                                                                 \
     }                                                                                                     \
 }
-QGEMM_TILE(q4_0, 16)
+#if QG_TILES
 QGEMM_TILE(q4_0, 32)
 QGEMM_TILE(q4_0, 64)
-QGEMM_TILE(q8_0, 16)
 QGEMM_TILE(q8_0, 32)
 QGEMM_TILE(q8_0, 64)
+#endif
 
 /* CPU: block blk of a row, scaled, as its elements 0-15 (lo) and 16-31 (hi). */
 #define CPU_BLOCK_q4_0(blk, lo, hi)                                                                           \
@@ -162,5 +180,7 @@ tl_qgemm_##FMT##_direct_f32(int M, int N, int K, global const float *X, int offx
             Y[(size_t)(m0 + i) * N + n0 + j] = (h.x + h.y) + (h.z + h.w) + (has_bias ? bias[n0 + j] : 0.0f); \
         }                                                                                                 \
 }
+#if !QG_TILES
 QGEMM_DIRECT(q4_0)
 QGEMM_DIRECT(q8_0)
+#endif

@@ -11,7 +11,7 @@ from tlgpu import _C, quant
 
 QUANTIZE = {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}
 # (kernel, mwg): the tiles at each height and by shape, the CPU kernel
-KERNELS = [(1, 0), (1, 16), (1, 32), (1, 64), (2, 0)]
+KERNELS = [(1, 0), (1, 32), (1, 64), (2, 0)]
 
 
 def ref_weights(w):

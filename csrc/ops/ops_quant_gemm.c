@@ -11,7 +11,7 @@
 
 #include "gemm_params.h"
 
-enum { QG_TILES = 3 };                                    /* MWG 16, 32, 64: kernels/quant_gemm.cl */
+enum { QG_TILES = 2 };                                    /* MWG 32, 64: kernels/quant_gemm.cl */
 typedef struct {
     const char *name;
     int words;                                            /* qs words a block of 32 weights */
@@ -19,8 +19,7 @@ typedef struct {
 } qg_fmt;
 
 #define QG_FMT(F, W) {#F, W,                                                                                 \
-    {TL_KERNEL("quant_gemm", "tl_qgemm_" #F "_m16_f32"), TL_KERNEL("quant_gemm", "tl_qgemm_" #F "_m32_f32"),   \
-     TL_KERNEL("quant_gemm", "tl_qgemm_" #F "_m64_f32")},                                                     \
+    {TL_KERNEL("quant_gemm_tiles", "tl_qgemm_" #F "_m32_f32"), TL_KERNEL("quant_gemm_tiles", "tl_qgemm_" #F "_m64_f32")}, \
     TL_KERNEL("quant_gemm", "tl_qgemm_" #F "_direct_f32")}
 static qg_fmt fmts[] = {QG_FMT(q4_0, 4), QG_FMT(q8_0, 8)};
 #define QG_NWG 64                                         /* weight rows per work-group (tile kernels) */
@@ -28,19 +27,14 @@ static qg_fmt fmts[] = {QG_FMT(q4_0, 4), QG_FMT(q8_0, 8)};
 #define QG_CNR 3
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 
-/* The tile height (index into tile[]) for an M x N product: the largest MWG that leaves at least two
- * work-groups a compute unit, and wastes at most half a tile of rows; forced when mwg is 16, 32 or 64. */
+/* The tile height (index into tile[], MWG = 32 << t) for an M x N product: 64 where that leaves at least two
+ * work-groups a compute unit and fills more than half a tile; forced when mwg is 32 or 64. */
 static int
 pick_tile(int M, int N, int mwg, size_t cus)
 {
-    if (mwg) return mwg == 16 ? 0 : mwg == 32 ? 1 : 2;
+    if (mwg) return mwg == 32 ? 0 : 1;
     const size_t ncol = (size_t)(N + QG_NWG - 1) / QG_NWG;
-    int t = QG_TILES - 1;
-    for (; t > 0; t--) {
-        const int h = 16 << t;
-        if (M > h / 2 && (size_t)((M + h - 1) / h) * ncol >= 2 * cus) break;
-    }
-    return t;
+    return M > 32 && (size_t)((M + 63) / 64) * ncol >= 2 * cus ? 1 : 0;
 }
 
 /* Checks the flat arrays of a (N, K) matrix of format f: *qs, *d borrowed. */
@@ -66,7 +60,7 @@ weight_args(const qg_fmt *f, PyObject *qo, PyObject *dq, int N, int K, tl_tensor
 
 /* _quant_gemm(x, qs, d, N, K, fmt, bias=None, kernel=0, mwg=0): x (M, K) float32 -> (M, N) = x @ W^T (+ bias,
  * a float32 (N,)), W the (N, K) fmt ("q4_0" or "q8_0") matrix of qs and d. kernel: 0 the device's (DIRECT:
- * the CPU kernel), 1 the tiles, 2 the CPU kernel; mwg: the tiles' height (0: chosen by shape, or 16, 32, 64). */
+ * the CPU kernel), 1 the tiles, 2 the CPU kernel; mwg: the tiles' height (0: chosen by shape, or 32, 64). */
 static PyObject *
 fn_quant_gemm(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
@@ -84,9 +78,9 @@ fn_quant_gemm(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++)
         if (strcmp(fmts[i].name, fname) == 0) f = &fmts[i];
     if (f == NULL) return PyErr_Format(PyExc_ValueError, "_quant_gemm: fmt must be 'q4_0' or 'q8_0', got '%s'", fname);
-    if (kernel < 0 || kernel > 2 || (mwg != 0 && mwg != 16 && mwg != 32 && mwg != 64))
-        return PyErr_Format(PyExc_ValueError, "_quant_gemm: kernel must be 0, 1 or 2 and mwg 0, 16, 32 or 64, got %d "
-                            "and %d", kernel, mwg);
+    if (kernel < 0 || kernel > 2 || (mwg != 0 && mwg != 32 && mwg != 64))
+        return PyErr_Format(PyExc_ValueError, "_quant_gemm: kernel must be 0, 1 or 2 and mwg 0, 32 or 64, got %d and %d",
+                            kernel, mwg);
     if (weight_args(f, qo, dq, N, K, &qs, &d) < 0) return NULL;
     if (!tl_tensor_check(xo)) return PyErr_Format(PyExc_TypeError, "matmul (%s): x must be a Tensor", f->name);
     x = tl_tensor_CAST(xo);
@@ -136,15 +130,15 @@ fn_quant_gemm(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (!direct) {                                       /* the tallest tile this device runs, up to the pick */
         for (int t = pick_tile(M, N, mwg, rt->info.compute_units ? rt->info.compute_units : 1); t >= 0; t--) {
             if (tl_kernel_py(&f->tile[t]) == NULL) goto fail;
-            if (f->tile[t].wg >= (size_t)(16 << t) * 4) { kh = &f->tile[t]; break; }   /* 16 x MWG/4 items */
+            if (f->tile[t].wg >= (size_t)(32 << t) * 4) { kh = &f->tile[t]; break; }   /* 16 x MWG/4 items */
             if (mwg) break;
         }
         if (kh != NULL) {
             const int h = (int)(kh - f->tile);
             lws[0] = 16;
-            lws[1] = (size_t)(4 << h);
+            lws[1] = (size_t)(8 << h);
             gws[0] = (size_t)((N + QG_NWG - 1) / QG_NWG) * lws[0];
-            gws[1] = (size_t)((M + (16 << h) - 1) / (16 << h)) * lws[1];
+            gws[1] = (size_t)((M + (32 << h) - 1) / (32 << h)) * lws[1];
         }
     }
     if (kh == NULL) {                                    /* the CPU kernel: no barriers; groups of one work-item */
@@ -175,4 +169,19 @@ static const PyMethodDef quant_gemm_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-const tl_family tl_family_quant_gemm = {quant_gemm_functions, NULL, NULL, NULL, NULL};
+/* The tiles' program: quant_gemm.cl again, with -DQG_TILES=1 (programs.h rule, registered at import). */
+static void
+tiles_options(const tl_runtime *Py_UNUSED(rt), int Py_UNUSED(arg), const char *Py_UNUSED(user), char *out, size_t cap)
+{
+    snprintf(out, cap, " -DQG_TILES=1");
+}
+
+static int
+quant_gemm_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
+{
+    static const tl_program_rule rule = {"quant_gemm_tiles", "quant_gemm", tiles_options, 0};
+    tl_err err = {0};
+    return tl_program_register(&rule, &err) == TL_OK ? 0 : tl_raise(&err);
+}
+
+const tl_family tl_family_quant_gemm = {quant_gemm_functions, NULL, NULL, NULL, NULL, .init = quant_gemm_init};
