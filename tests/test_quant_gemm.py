@@ -24,7 +24,7 @@ def ref_weights(w):
     return (q * d.astype(np.float64)[..., None]).reshape(w.shape)
 
 
-def check(y, x, wd, bias=None, rel=2e-6):
+def check(y, x, wd, bias=None, rel=1e-5):
     """|y - x @ wd.T (+ bias)| within rel of sum |x| |w| (+ |bias|), elementwise: float32 sums in any order."""
     x = np.asarray(x, np.float64)
     ref = x @ wd.T
