@@ -20,6 +20,13 @@ Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 
        float32's in the same run (issue 27's goal: 0.8 or more), its error against the float product, and the
        integer-dot kernels with the RMSNorm prologue. --quick: the first shape only.
 
+       python3 benchmarks/bench_gemm.py --quant-prefill [--prefill-impls tiles,dequant] [--tile-sweep] [--rows 16 64]:
+       prefill products x @ w.T with M = 16, 64, 256, 512 rows on [5632,2048] and [4096,4096] weights (issue
+       27): float32, and q4_0 / q8_0 through each tlgpu.quant._PREFILL_IMPL of --prefill-impls ("tiles" the
+       dequantize-on-the-fly GEMM, "dequant" dequantize + the float32 GEMM, "chunks" the old 8-row rule), us,
+       with tiles' GFLOP/s and its time over dequant's; --tile-sweep adds the GPU tile kernel at each tile
+       height (tlgpu._C._quant_gemm kernel=1, mwg=32/64, run on any device).
+
 Square sizes default to 512-4096 on GPUs and 256-1024 on CPU devices (PoCL); the decoder shapes are
 x @ w.T with w [out, in] (a linear layer): [1|8, 4096] x [4096, 4096]^T and [512, 4096] x [4096, 11008]^T
 (that one divided by 4 on CPU devices). Rows with M <= 8 also report the weight-read bandwidth (GB/s) and its share
@@ -244,6 +251,48 @@ def quant_rows(seconds, cpu, quick=False, impls=("old",) + QUANT_INT + ("auto",)
     return rows
 
 
+def prefill_rows(seconds, impls=("tiles", "dequant"), sweep=False, ms=(16, 64, 256, 512)):
+    """The --quant-prefill table: [M, K] x [N, K]^T on float32, q4_0 and q8_0 weights, each quantized format through
+    each _PREFILL_IMPL of impls (and with sweep the tile kernel at mwg 32, 64), in us; <fmt>_tiles_gflops and
+    <fmt>_tiles/dequant (the time ratio: below 1, the tiles win) where both ran; <fmt>_tiles_err the largest
+    difference from the dequantize path relative to its largest value (float32 sums in another order)."""
+    from tlgpu import quant
+    rng = np.random.default_rng(0)
+    rows = []
+    for n, k in [(5632, 2048), (4096, 4096)]:
+        w = rng.standard_normal((n, k), dtype=np.float32)
+        tw = tlgpu.tensor(w)
+        mats = {"q4_0": quant.quantize_q4_0(w), "q8_0": quant.quantize_q8_0(w)}
+        del w
+        for m in ms:
+            x = tlgpu.tensor(rng.standard_normal((m, k), dtype=np.float32))
+            flops = 2.0 * m * n * k
+            row = {"shape": f"[{m},{k}]x[{n},{k}]^T"}
+            row["float32_us"] = round(best_time(lambda: x @ tw.T, seconds, tlgpu.synchronize) * 1e6, 1)
+            for name, mat in mats.items():
+                for impl in impls:
+                    quant._PREFILL_IMPL = impl
+                    try:
+                        t = best_time(lambda: quant.matmul(x, mat), seconds, tlgpu.synchronize)
+                    finally:
+                        quant._PREFILL_IMPL = "auto"
+                    row[f"{name}_{impl}_us"] = round(t * 1e6, 1)
+                if "tiles" in impls:
+                    row[f"{name}_tiles_gflops"] = round(flops / row[f"{name}_tiles_us"] / 1e3, 1)
+                    if "dequant" in impls:
+                        row[f"{name}_tiles/dequant"] = round(row[f"{name}_tiles_us"] / row[f"{name}_dequant_us"], 2)
+                        ref = (x @ mat.dequantize().T).numpy()
+                        got = tlgpu._C._quant_gemm(x, mat.qs, mat.d, n, k, name).numpy()
+                        row[f"{name}_tiles_err"] = float(f"{np.abs(got - ref).max() / np.abs(ref).max():.2g}")
+                for mwg in (32, 64) if sweep else ():
+                    t = best_time(lambda: tlgpu._C._quant_gemm(x, mat.qs, mat.d, n, k, name, kernel=1, mwg=mwg),
+                                  seconds, tlgpu.synchronize)
+                    row[f"{name}_m{mwg}_us"] = round(t * 1e6, 1)
+            rows.append(row)
+        del mats, tw
+    return rows
+
+
 def tc_sweep(sizes, seconds, torch, tags=None):
     """Every tensor-core configuration (or those in tags): exact on integer operands (four layouts, edges),
     then GFLOP/s."""
@@ -310,7 +359,18 @@ def main():
     ap.add_argument("--quant", action="store_true", help="matrix-vector rows on float32, q4_0 and q8_0 weights")
     ap.add_argument("--impls", default="old,dp4a,q8x,q8x8,auto", help="--quant: the mul_mv kernels timed "
                     "(tlgpu.quant._MV_IMPL values, comma-separated: old, dp4a, q8x, q8x8, auto)")
+    ap.add_argument("--quant-prefill", action="store_true", help="prefill rows (M > 8) on float32, q4_0 and q8_0 "
+                    "weights: tiles against dequantize + GEMM")
+    ap.add_argument("--prefill-impls", default="tiles,dequant", help="--quant-prefill: tlgpu.quant._PREFILL_IMPL "
+                    "values timed (comma-separated: tiles, dequant, chunks, auto)")
+    ap.add_argument("--tile-sweep", action="store_true", help="--quant-prefill: the tile kernel at mwg 32 and 64")
+    ap.add_argument("--rows", type=int, nargs="+", default=[16, 64, 256, 512], help="--quant-prefill: values of M")
     args = ap.parse_args()
+    if args.quant_prefill:
+        rows = prefill_rows(args.seconds, args.prefill_impls.split(","), args.tile_sweep, args.rows)
+        cols = list(dict.fromkeys(c for r in rows for c in r))
+        report("prefill, quantized weights (us)", rows, cols, {"device": tlgpu.device().name})
+        return
     if args.quant:
         rows = quant_rows(args.seconds, tlgpu.device().type == "cpu", args.quick, args.impls.split(","))
         report("matrix-vector, quantized weights", rows, ["shape", "weights", "kernel", "us", "GBps", "f32_bw", "err",

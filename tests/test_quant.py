@@ -109,7 +109,11 @@ print("ok")
     q = quant.quantize_q4_0(w)
     tlgpu.synchronize()
     tlgpu.reset_stream_stats()
-    got = quant.matmul(tlgpu.tensor(x), q)
+    old, quant._PREFILL_IMPL = quant._PREFILL_IMPL, "chunks"   # the 8-row rule (the default: test_quant_gemm.py)
+    try:
+        got = quant.matmul(tlgpu.tensor(x), q)
+    finally:
+        quant._PREFILL_IMPL = old
     assert tlgpu.stream_stats()["enqueued"] == 1 + 3 + 3      # x's upload, 3 mul_mv launches, cat's 3 copies
     ref = x.astype(np.float64) @ ref_dequantize(*quant.quantize_q4_0_numpy(w)).T
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-4, atol=1e-4 * np.sqrt(1024 / 32))

@@ -224,7 +224,9 @@ def matmul(x, w, *, norm=None, eps=1e-5, glu=False):
     Up to 8 rows run one mul_mv launch (each weight byte read once); up to 64 rows of a weight of 1M
     elements or more, one per 8 rows (the q4_0 weights read rows/8 times: less traffic than a float32 copy
     of them; on an H200 a 64-token prefill of the 1.7 GB decoder went from 13.1 to 8.2 ms, while the tiny
-    decoder's small weights were 4 x slower that way); otherwise w is dequantized once for the GEMM.
+    decoder's small weights were 4 x slower that way); otherwise w is dequantized once for the GEMM. That was
+    the many-rows rule before _PREFILL_IMPL (below, "chunks"); by default more than 8 rows now run the
+    dequantize-on-the-fly GEMM tiles (exact float products of the dequantized weights).
     On GPUs mul_mv quantizes x's rows to int8 blocks of 32 (llama.cpp's mmvq): results differ from the float
     product by at most sum |w| * amax(x block) / 254 (docs/inference.md).
     Prologue, applied to x's rows before the product (inside the mul_mv launch on GPUs): glu=True takes x
@@ -239,14 +241,50 @@ def matmul(x, w, *, norm=None, eps=1e-5, glu=False):
     mv = w._fn("mul_mv")
     if rows <= MV_MAX_ROWS:
         y = mv(x2, w.qs, w.d, n, k, None, norm, eps, glu, impl)
-    elif rows <= MV_CHUNK_ROWS and n * k >= MV_CHUNK_MIN:
-        y = _C.cat([mv(x2[i:i + MV_MAX_ROWS], w.qs, w.d, n, k, None, norm, eps, glu, impl)
-                    for i in range(0, rows, MV_MAX_ROWS)])
     else:
-        if norm is not None or glu:
-            x2 = _C._quant_mv_prologue(x2, norm, eps, glu)
-        y = x2 @ w.dequantize().T
+        y = _prefill(x2, w, rows, norm, eps, glu, impl)
     return y.reshape(lead + (n,))
+
+
+# How matmul runs more than MV_MAX_ROWS rows (a switch for benchmarks and tests, read at each call): "tiles" the
+# dequantize-on-the-fly GEMM (kernels/quant_gemm.cl: w's blocks dequantized into the kernel's tiles, never a
+# float32 copy of w); "dequant" w dequantized to float32, then the float32 GEMM (a host BLAS on CPU devices);
+# "chunks" the previous rule (mul_mv launches of 8 rows up to MV_CHUNK_ROWS rows of a weight of MV_CHUNK_MIN
+# elements or more, else "dequant"); "auto" the device's default: on GPUs "tiles"; on CPUs "tiles" up to
+# PREFILL_CPU_TILE_ROWS rows, else "dequant" (PoCL measurements, benchmarks/NOTES.md). An x that requires grad
+# (grad mode on) always takes "dequant", the float GEMM's autograd giving x its gradient.
+_PREFILL_IMPL = "auto"
+_PREFILL_IMPLS = ("auto", "tiles", "dequant", "chunks")
+PREFILL_CPU_TILE_ROWS = 16
+
+
+_IS_CPU = []
+
+
+def _device_is_cpu():
+    if not _IS_CPU:                                     # one device a process
+        _IS_CPU.append(_C._device()["type"] == "cpu")
+    return _IS_CPU[0]
+
+
+def _prefill(x2, w, rows, norm, eps, glu, impl):
+    """matmul's many-rows product of x2 (rows > MV_MAX_ROWS, K or 2K columns) by w, as _PREFILL_IMPL says."""
+    n, k = w.shape
+    how = _PREFILL_IMPL
+    if how not in _PREFILL_IMPLS:
+        raise ValueError(f"matmul: tlgpu.quant._PREFILL_IMPL must be one of {_PREFILL_IMPLS}, got {how!r}")
+    if x2.requires_grad and _C.is_grad_enabled():
+        how = "dequant"
+    elif how == "auto":
+        how = "dequant" if _device_is_cpu() and rows > PREFILL_CPU_TILE_ROWS else "tiles"
+    if how == "chunks" and rows <= MV_CHUNK_ROWS and n * k >= MV_CHUNK_MIN:
+        return _C.cat([w._fn("mul_mv")(x2[i:i + MV_MAX_ROWS], w.qs, w.d, n, k, None, norm, eps, glu, impl)
+                       for i in range(0, rows, MV_MAX_ROWS)])
+    if norm is not None or glu:
+        x2 = _C._quant_mv_prologue(x2, norm, eps, glu)
+    if how == "tiles":
+        return _C._quant_gemm(x2, w.qs, w.d, n, k, w.KIND)
+    return x2 @ w.dequantize().T
 
 
 def addmm(input, x, w, *, norm=None, eps=1e-5, glu=False):
