@@ -174,6 +174,17 @@ def test_attention(rng, h, hkv, d, ml, length):
     close(tlgpu.attention(T(q), T(k), T(v), length, scale=0.7), ref_attention(q, k, v, length, 0.7), 1e-4, 1e-5)
 
 
+@pytest.mark.parametrize("h,hkv,d,ml", [(8, 2, 32, 40), (3, 1, 16, 1100)])
+def test_attention_length_on_device_same_bits(rng, h, hkv, d, ml):
+    """A length given as an int and the same length in an int32 tensor (a device step) sum alike: a decode
+    loop that keeps its position on the device gives the sync loop's logits bit for bit."""
+    q, k, v = randn(rng, h, d), randn(rng, hkv, ml, d) * 2, randn(rng, hkv, ml, d)
+    for length in (1, 5, ml // 2 + 3, ml):
+        host = tlgpu.attention(T(q), T(k), T(v), length).numpy()
+        dev = tlgpu.attention(T(q), T(k), T(v), tlgpu.tensor([length - 1], dtype=tlgpu.int32), offset=1).numpy()
+        np.testing.assert_array_equal(dev, host)
+
+
 @pytest.mark.parametrize("t,h,hkv,d,ml,length", [(3, 4, 2, 8, 10, 3), (5, 8, 2, 32, 40, 33), (17, 2, 1, 300, 20, 20),
                                                   (2, 3, 1, 16, 1100, 1025)])
 def test_attention_prefill(rng, t, h, hkv, d, ml, length):

@@ -605,7 +605,8 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         goto fail;
     int G = H / Hkv, oq = (int)qc->offset, ok = (int)kc->offset, ov = (int)vc->offset;
     float s = (float)scale;
-    size_t L = row_wg(kh, Lk > D ? Lk : D);
+    size_t L = row_wg(kh, ML > D ? ML : D);            /* the cache's, whatever the length: a step with its length
+                                                           on the host sums as one with it on the device */
     cl_mem lmem = lt != NULL ? lt->storage->mem : NULL;
     int ol = lt != NULL ? (int)lt->offset : 0;
     const size_t sz[19] = {I, I, I, I, F, I, I, Mm, I, Mm, I, Mm, I, Mm, Mm, L * F, Mm, I, I};
