@@ -250,12 +250,17 @@ def matmul(x, w, *, norm=None, eps=1e-5, glu=False):
 # dequantize-on-the-fly GEMM (kernels/quant_gemm.cl: w's blocks dequantized into the kernel's tiles, never a
 # float32 copy of w); "dequant" w dequantized to float32, then the float32 GEMM (a host BLAS on CPU devices);
 # "chunks" the previous rule (mul_mv launches of 8 rows up to MV_CHUNK_ROWS rows of a weight of MV_CHUNK_MIN
-# elements or more, else "dequant"); "auto" the device's default: on GPUs "tiles"; on CPUs "tiles" up to
+# elements or more, else "dequant"); "auto" the device's default: on GPUs "chunks" up to PREFILL_GPU_CHUNK_ROWS
+# rows, "tiles" up to PREFILL_GPU_TILE_ROWS, else "dequant"; on CPUs "tiles" up to
 # PREFILL_CPU_TILE_ROWS rows, else "dequant" (PoCL measurements, benchmarks/NOTES.md). An x that requires grad
 # (grad mode on) always takes "dequant", the float GEMM's autograd giving x its gradient.
 _PREFILL_IMPL = "auto"
 _PREFILL_IMPLS = ("auto", "tiles", "dequant", "chunks")
 PREFILL_CPU_TILE_ROWS = 16
+# GPUs (H200, benchmarks/NOTES.md fourth session call 4): 16 rows as two mul_mv launches 63-65 us against the tiles'
+# 82-163; 64 rows tiles 142-172 against 169-175; from 256 rows dequantize + GEMM 404-664 against 385-1019.
+PREFILL_GPU_CHUNK_ROWS = 16
+PREFILL_GPU_TILE_ROWS = 128
 
 
 _IS_CPU = []
@@ -275,8 +280,10 @@ def _prefill(x2, w, rows, norm, eps, glu, impl):
         raise ValueError(f"matmul: tlgpu.quant._PREFILL_IMPL must be one of {_PREFILL_IMPLS}, got {how!r}")
     if x2.requires_grad and _C.is_grad_enabled():
         how = "dequant"
-    elif how == "auto":
-        how = "dequant" if _device_is_cpu() and rows > PREFILL_CPU_TILE_ROWS else "tiles"
+    elif how == "auto" and _device_is_cpu():
+        how = "dequant" if rows > PREFILL_CPU_TILE_ROWS else "tiles"
+    elif how == "auto":                                # GPUs, from the H200's bench_gemm --quant-prefill
+        how = "chunks" if rows <= PREFILL_GPU_CHUNK_ROWS else "tiles" if rows <= PREFILL_GPU_TILE_ROWS else "dequant"
     if how == "chunks" and rows <= MV_CHUNK_ROWS and n * k >= MV_CHUNK_MIN:
         return _C.cat([w._fn("mul_mv")(x2[i:i + MV_MAX_ROWS], w.qs, w.d, n, k, None, norm, eps, glu, impl)
                        for i in range(0, rows, MV_MAX_ROWS)])
