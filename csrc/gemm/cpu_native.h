@@ -9,7 +9,7 @@
 /* A buffer's host pointer, learnt once per cl_mem by a one-buffer native command queued before the jobs that
  * read it (p is valid when a job runs); the cell goes with the buffer. */
 typedef struct tl_native_cell { cl_mem mem; void *p; int queued; struct tl_native_cell *next; } tl_native_cell;
-enum { TL_NATIVE_MAX = 6 };           /* buffers a job names */
+enum { TL_NATIVE_MAX = 8 };           /* buffers a job names */
 
 /* Whether the device is a CPU with unified memory that runs native kernels: 1 (*units its compute units),
  * else 0 with why in reason. Reads TLGPU_BLAS_SPIN_US (the helpers' polling) on its first call. */

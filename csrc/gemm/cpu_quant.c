@@ -1,0 +1,371 @@
+/* cpu_quant.c: the q4_0 / q8_0 matrix-vector product on CPU devices as one native command (cpu_quant.h,
+ * docs/cpu.md). PoCL's row kernel (kernels/quant.cl tl_mul_mv_*_rows_f32) read the weights at ~4.7 GB/s:
+ * q4_0 decoded no faster than float32 through the BLAS, though it reads 7x fewer bytes.
+ * The command, on a PoCL worker in queue order: the prologue (glu, rms_norm) and the quantization of the
+ * R <= 8 activation rows into a scratch buffer (int8 blocks of 32, dx = amax / 127, q = round-to-even of
+ * v * (1 / dx) clamped to +-127, as kernels/quant_mvq.h stages x, so the tests' emulation of the GPU path
+ * holds here), once; then the weight rows in chunks of CHUNK taken from an atomic counter by the parts
+ * (cpu_native.h's threads), each row's blocks read once for all R activation rows.
+ * The dot of a block: AVX-512 VNNI (vpdpbusd on 256 bits), AVX2 (vpmaddubsw + vpmaddwd: llama.cpp's
+ * ggml_vec_dot_q4_0_q8_0), or portable C; per-function target attributes with a run-time choice, so the
+ * module runs on any x86-64 and builds elsewhere. q4_0's nibbles go in unsigned (0..15): the offset 8 is
+ * taken off as sum_b dw * 8 * dx * sum(q) per row (cx below) rather than per block in the integer unit.
+ * q8_0 takes llama.cpp's sign trick (|w| unsigned, q with w's sign).
+ * Invariants: the callback touches no Python object; the scratch is a pool buffer of this command alone
+ * (released after the submit: the queue is in order); the job's counter lives in the runtime's copy of the
+ * job, which every part reads. */
+#include "cpu_quant.h"
+#include "cpu_native.h"
+#include "state.h"
+#include "settings.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TL_QX86 1
+#else
+#define TL_QX86 0
+#endif
+
+enum { ISA_SCALAR, ISA_AVX2, ISA_VNNI, NISA };
+static const char *const isa_names[NISA] = {"scalar", "avx2", "vnni"};
+enum { CHUNK = 16, MIN_SPLIT = 1 << 18 };   /* rows a part takes at once; weights below which one part runs */
+
+typedef struct {
+    tl_native_cell *y, *x, *qs, *d, *r, *nw, *s;   /* r, nw only when given; s the scratch */
+    cl_mem mem[TL_NATIVE_MAX];        /* the runtime's copies: never read (cpu_native.h) */
+    int q8, N, K, R, sx, ox, orr, onw, glu, parts, isa;
+    float eps;
+    atomic_int next;                  /* the next weight row a part takes */
+} qjob;
+
+#define FP(c) ((float *)(c)->p)
+
+/* The scratch: qx (R, K) int8, then dx and cx (R, K / 32) floats (cx = 8 dx sum(q), q4_0's offset), then
+ * a row of K floats for the prologue. */
+static size_t
+qx_bytes(int R, int K)
+{
+    return ((size_t)R * (size_t)K + 63) / 64 * 64;
+}
+
+static float
+half_to_float(uint16_t h)             /* IEEE binary16, subnormals included */
+{
+    const uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    uint32_t u;
+    if (e == 0x1F) u = s | 0x7F800000u | (m << 13);
+    else if (e != 0) u = s | ((e + 112u) << 23) | (m << 13);
+    else if (m == 0) u = s;
+    else {
+        float f = (float)m * (1.0f / 16777216.0f);   /* m * 2^-24 */
+        return s ? -f : f;
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static float
+round_even(float v)                   /* |v| < 2^22: round to nearest, ties to even (the FPU's mode) */
+{
+    const float big = 12582912.0f;    /* 1.5 * 2^23 */
+    return v >= 0.0f ? (v + big) - big : -((-v + big) - big);
+}
+
+/* The prologue and the quantization of the R rows into scratch s (run once, before the parts). */
+static void
+quantize_x(const qjob *j, uint8_t *s)
+{
+    const int K = j->K, nb = K / 32, R = j->R;
+    int8_t *qx = (int8_t *)s;
+    float *dx = (float *)(s + qx_bytes(R, K)), *cx = dx + (size_t)R * nb, *row = cx + (size_t)R * nb;
+    const float *x = FP(j->x) + j->ox, *nw = j->nw != NULL ? FP(j->nw) + j->onw : NULL;
+    for (int r = 0; r < R; r++) {
+        const float *xr = x + (ptrdiff_t)r * j->sx, *v = xr;
+        if (j->glu || nw != NULL) {
+            for (int k = 0; k < K; k++)
+                row[k] = j->glu ? xr[k] / (1.0f + expf(-xr[k])) * xr[K + k] : xr[k];
+            if (nw != NULL) {
+                float ss = 0.0f;
+                for (int k = 0; k < K; k++) ss += row[k] * row[k];
+                const float sc = 1.0f / sqrtf(ss / (float)K + j->eps);
+                for (int k = 0; k < K; k++) row[k] *= sc * nw[k];
+            }
+            v = row;
+        }
+        for (int b = 0; b < nb; b++) {
+            const float *vb = v + b * 32;
+            float amax = 0.0f;
+            for (int i = 0; i < 32; i++) amax = fabsf(vb[i]) > amax ? fabsf(vb[i]) : amax;
+            const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+            int qsum = 0;
+            for (int i = 0; i < 32; i++) {
+                float q = round_even(vb[i] * id);
+                q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+                qx[(size_t)r * K + b * 32 + i] = (int8_t)q;
+                qsum += (int)q;
+            }
+            dx[r * nb + b] = d;
+            cx[r * nb + b] = d * (float)(8 * qsum);
+        }
+    }
+}
+
+/* Stores row n of y for the R activation rows: t[r] (+ the residual). */
+static void
+store(const qjob *j, int n, const float *t)
+{
+    float *y = FP(j->y);
+    const float *res = j->r != NULL ? FP(j->r) + j->orr : NULL;
+    for (int r = 0; r < j->R; r++)
+        y[(size_t)r * j->N + n] = res != NULL ? t[r] + res[(size_t)r * j->N + n] : t[r];
+}
+
+/* Portable C: the GPU kernel's arithmetic, acc += dw * dx * sumi per block. */
+static void
+rows_scalar(const qjob *j, const uint8_t *s, int n0, int n1)
+{
+    const int K = j->K, nb = K / 32, R = j->R, bw = j->q8 ? 32 : 16;
+    const int8_t *qx = (const int8_t *)s;
+    const float *dx = (const float *)(s + qx_bytes(R, K));
+    const uint8_t *qs = j->qs->p;
+    const uint16_t *dh = j->d->p;
+    for (int n = n0; n < n1; n++) {
+        float acc[8] = {0};
+        for (int b = 0; b < nb; b++) {
+            const size_t blk = (size_t)n * nb + b;
+            const float dw = half_to_float(dh[blk]);
+            const uint8_t *w = qs + blk * bw;
+            for (int r = 0; r < R; r++) {
+                const int8_t *q = qx + (size_t)r * K + b * 32;
+                int sumi = 0;
+                if (j->q8)
+                    for (int i = 0; i < 32; i++) sumi += (int8_t)w[i] * q[i];
+                else
+                    for (int i = 0; i < 16; i++) sumi += ((w[i] & 15) - 8) * q[i] + ((w[i] >> 4) - 8) * q[i + 16];
+                acc[r] += dw * dx[r * nb + b] * (float)sumi;
+            }
+        }
+        store(j, n, acc);
+    }
+}
+
+#if TL_QX86
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define T_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+
+T_AVX2 static inline float
+hsum8(__m256 a)
+{
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_movehdup_ps(v));
+    return _mm_cvtss_f32(v);
+}
+
+/* Rows n0..n1 for R activation rows (a constant where it is inlined, so acc stays in registers). DOT(u, s):
+ * the 8 int32 sums of 4 products of unsigned bytes u by signed bytes s. */
+#define ROWS_SIMD(NAME, TARGET, DOT)                                                                          \
+TARGET static inline __attribute__((always_inline)) void                                                  \
+NAME##_r(const qjob *j, const uint8_t *s, int n0, int n1, const int R)                                    \
+{                                                                                                         \
+    const int K = j->K, nb = K / 32;                                                                      \
+    const int8_t *qx = (const int8_t *)s;                                                                 \
+    const float *dx = (const float *)(s + qx_bytes(R, K)), *cx = dx + (size_t)R * nb;                     \
+    const uint8_t *qs = j->qs->p;                                                                         \
+    const uint16_t *dh = j->d->p;                                                                         \
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                               \
+    (void)ones;                                                                                           \
+    for (int n = n0; n < n1; n++) {                                                                       \
+        __m256 acc[8];                                                                                    \
+        float corr[8], t[8];                                                                              \
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps(), corr[r] = 0.0f;                        \
+        const uint16_t *wd = dh + (size_t)n * nb;                                                         \
+        if (!j->q8) {                                                                                     \
+            const uint8_t *wq = qs + (size_t)n * nb * 16;                                                 \
+            for (int b = 0; b < nb; b++) {                                                                \
+                const float dw = _cvtsh_ss(wd[b]);                                                        \
+                const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(wq + b * 16));          \
+                const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), m4);        \
+                for (int r = 0; r < R; r++) {                                                             \
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qx + (size_t)r * K + b * 32)); \
+                    const __m256i sum = DOT(w, q);                                                        \
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dw * dx[r * nb + b]), acc[r]); \
+                    corr[r] += dw * cx[r * nb + b];                                                       \
+                }                                                                                         \
+            }                                                                                             \
+        } else {                                                                                          \
+            const uint8_t *wq = qs + (size_t)n * nb * 32;                                                 \
+            for (int b = 0; b < nb; b++) {                                                                \
+                const float dw = _cvtsh_ss(wd[b]);                                                        \
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(wq + b * 32));       \
+                const __m256i aw = _mm256_abs_epi8(w);                                                    \
+                for (int r = 0; r < R; r++) {                                                             \
+                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qx + (size_t)r * K + b * 32)); \
+                    const __m256i sum = DOT(aw, _mm256_sign_epi8(q, w));                                  \
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dw * dx[r * nb + b]), acc[r]); \
+                }                                                                                         \
+            }                                                                                             \
+        }                                                                                                 \
+        for (int r = 0; r < R; r++) t[r] = hsum8(acc[r]) - corr[r];                                       \
+        store(j, n, t);                                                                                   \
+    }                                                                                                     \
+}                                                                                                         \
+TARGET static void                                                                                        \
+NAME(const qjob *j, const uint8_t *s, int n0, int n1)                                                     \
+{                                                                                                         \
+    switch (j->R) {                                                                                       \
+    case 1: NAME##_r(j, s, n0, n1, 1); break;                                                             \
+    case 2: NAME##_r(j, s, n0, n1, 2); break;                                                             \
+    case 3: NAME##_r(j, s, n0, n1, 3); break;                                                             \
+    case 4: NAME##_r(j, s, n0, n1, 4); break;                                                             \
+    case 5: NAME##_r(j, s, n0, n1, 5); break;                                                             \
+    case 6: NAME##_r(j, s, n0, n1, 6); break;                                                             \
+    case 7: NAME##_r(j, s, n0, n1, 7); break;                                                             \
+    default: NAME##_r(j, s, n0, n1, 8); break;                                                            \
+    }                                                                                                     \
+}
+
+#define DOT_AVX2(u, v) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (v)), ones)   /* pairs <= 2 * 255 * 127 */
+#define DOT_VNNI(u, v) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (v))
+ROWS_SIMD(rows_avx2, T_AVX2, DOT_AVX2)
+ROWS_SIMD(rows_vnni, T_VNNI, DOT_VNNI)
+#endif
+
+typedef void (*rows_fn)(const qjob *, const uint8_t *, int, int);
+#if TL_QX86
+static const rows_fn kernels[NISA] = {rows_scalar, rows_avx2, rows_vnni};
+#else
+static const rows_fn kernels[NISA] = {rows_scalar, rows_scalar, rows_scalar};
+#endif
+
+/* The best dot product this CPU runs (the OS's state saving included: libgcc checks XCR0). */
+static int
+detect_isa(void)
+{
+#if TL_QX86
+    __builtin_cpu_init();
+    const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni"))
+        return ISA_VNNI;
+    return avx2 ? ISA_AVX2 : ISA_SCALAR;
+#else
+    return ISA_SCALAR;
+#endif
+}
+
+static void
+part_rows(const void *jv, int part, int parts)
+{
+    qjob *j = (qjob *)(uintptr_t)jv;  /* the runtime's copy of the job, shared by the parts */
+    const rows_fn f = kernels[j->isa];
+    const uint8_t *s = j->s->p;
+    (void)part;
+    (void)parts;
+    for (;;) {
+        const int n0 = atomic_fetch_add(&j->next, CHUNK);
+        if (n0 >= j->N) break;
+        f(j, s, n0, n0 + CHUNK < j->N ? n0 + CHUNK : j->N);
+    }
+}
+
+static void CL_CALLBACK
+run_qjob(void *args)
+{
+    qjob *j = args;
+    quantize_x(j, j->s->p);
+    atomic_store(&j->next, 0);
+    tl_cpu_native_parts(part_rows, j, j->parts);
+}
+
+/* ---- state and submit (Python thread) ---- */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    int state;                        /* 0 not tested, 1 a CPU device that runs native kernels, -1 not */
+    int enabled, threads, isa, isa_max;
+    char reason[128];
+} q = {.enabled = 1};
+static atomic_long n_launches;
+
+static int
+active(int *threads, int *isa)
+{
+    pthread_mutex_lock(&lock);
+    if (q.state == 0) {
+        int units = 1;
+        q.state = tl_cpu_native_device(&units, q.reason, sizeof q.reason) ? 1 : -1;
+        const long t = tl_setting_int(TL_SET_BLAS_THREADS);   /* the BLAS path's parts: the same threads */
+        q.threads = t > 0 ? (int)t : units;
+        q.isa = q.isa_max = detect_isa();
+    }
+    const int on = q.state == 1 && q.enabled;
+    if (threads != NULL) *threads = q.threads;
+    if (isa != NULL) *isa = q.isa;
+    pthread_mutex_unlock(&lock);
+    return on;
+}
+
+int
+tl_cpu_quant_mv(int q8, int N, int K, int R, tl_tensor *x, int sx, tl_tensor *qs, tl_tensor *d, tl_tensor *y,
+                tl_tensor *res, tl_tensor *nw, float eps, int glu)
+{
+    qjob j = {.q8 = q8, .N = N, .K = K, .R = R, .sx = sx, .glu = glu, .eps = eps};
+    if (R < 1 || R > 8 || N < 1 || K < 32 || K % 32 != 0 || x->storage == NULL || !active(&j.parts, &j.isa))
+        return 0;
+    if ((double)N * K < MIN_SPLIT) j.parts = 1;
+    j.ox = (int)x->offset;
+    j.orr = res != NULL ? (int)res->offset : 0;
+    j.onw = nw != NULL ? (int)nw->offset : 0;
+    const size_t bytes = qx_bytes(R, K) + 2 * sizeof(float) * (size_t)R * (size_t)(K / 32) +
+                         (glu || nw != NULL ? sizeof(float) * (size_t)K : 0);
+    const Py_ssize_t n = (Py_ssize_t)((bytes + 3) / 4);
+    tl_tensor *scr = tl_tensor_empty(TL_F32, 1, &n);
+    if (scr == NULL) return -1;
+    tl_storage *st[7] = {y->storage, x->storage, qs->storage, d->storage, res != NULL ? res->storage : NULL,
+                         nw != NULL ? nw->storage : NULL, scr->storage};
+    tl_native_cell **const slot[7] = {&j.y, &j.x, &j.qs, &j.d, &j.r, &j.nw, &j.s};
+    const int rc = tl_cpu_native_submit(run_qjob, &j, sizeof j, slot, j.mem, st, 7, 1u | 1u << 6,
+                                        q8 ? "cpu_quant_q8_0" : "cpu_quant_q4_0");
+    Py_DECREF(scr);                   /* the queue is in order: a later command that reuses it runs after */
+    if (rc < 0) return -1;
+    atomic_fetch_add(&n_launches, 1);
+    return 1;
+}
+
+PyObject *
+tl_cpu_quant_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"enable", "threads", "isa", NULL};
+    PyObject *en = Py_None;
+    int threads = 0, want = -1;
+    const char *isa = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|Oiz:_cpu_quant", names, &en, &threads, &isa)) return NULL;
+    int enable = -1;
+    if (en != Py_None && (enable = PyObject_IsTrue(en)) < 0) return NULL;
+    active(NULL, NULL);               /* tests the device now (initialises the runtime) */
+    for (int i = 0; isa != NULL && i < NISA; i++)
+        if (strcmp(isa, isa_names[i]) == 0) want = i;
+    if (isa != NULL && want < 0)
+        return PyErr_Format(PyExc_ValueError, "_cpu_quant: isa must be vnni, avx2 or scalar, got %s", isa);
+    pthread_mutex_lock(&lock);
+    if (want > q.isa_max) {
+        pthread_mutex_unlock(&lock);
+        return PyErr_Format(PyExc_ValueError, "_cpu_quant: this CPU runs %s at most, not %s", isa_names[q.isa_max],
+                            isa);
+    }
+    if (want >= 0) q.isa = want;
+    if (enable >= 0) q.enabled = enable;
+    if (threads > 0) q.threads = threads;
+    PyObject *r = Py_BuildValue("{s:O,s:O,s:s,s:s,s:i,s:l,s:z}", "active", q.state == 1 && q.enabled ? Py_True : Py_False,
+                                "enabled", q.enabled ? Py_True : Py_False, "isa", isa_names[q.isa], "isa_max",
+                                isa_names[q.isa_max], "threads", q.threads, "launches", atomic_load(&n_launches),
+                                "reason", q.state == -1 ? q.reason : NULL);
+    pthread_mutex_unlock(&lock);
+    return r;
+}
