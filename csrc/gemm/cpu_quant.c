@@ -8,9 +8,10 @@
  * (cpu_native.h's threads), each row's blocks read once for all R activation rows.
  * The dot of a block: AVX-512 VNNI (vpdpbusd on 256 bits), AVX2 (vpmaddubsw + vpmaddwd: llama.cpp's
  * ggml_vec_dot_q4_0_q8_0), or portable C; per-function target attributes with a run-time choice, so the
- * module runs on any x86-64 and builds elsewhere. q4_0's nibbles go in unsigned (0..15): the offset 8 is
- * taken off as sum_b dw * 8 * dx * sum(q) per row (cx below) rather than per block in the integer unit.
- * q8_0 takes llama.cpp's sign trick (|w| unsigned, q with w's sign).
+ * module runs on any x86-64 and builds elsewhere. q4_0's nibbles go in unsigned (0..15) and the offset 8
+ * comes in as the integer sums' starting value (-8 sum q, per group of 4, made with x's quantization), so
+ * the block sums are exact; q8_0 takes llama.cpp's sign trick (|w| unsigned, q with w's sign). Several
+ * weight rows at a time for few activation rows: independent accumulators, x's loads shared.
  * Invariants: the callback touches no Python object; the scratch is a pool buffer of this command alone
  * (released after the submit: the queue is in order); the job's counter lives in the runtime's copy of the
  * job, which every part reads. */
@@ -45,12 +46,25 @@ typedef struct {
 
 #define FP(c) ((float *)(c)->p)
 
-/* The scratch: qx (R, K) int8, then dx and cx (R, K / 32) floats (cx = 8 dx sum(q), q4_0's offset), then
- * a row of K floats for the prologue. */
+/* The scratch: qx (R, K) int8, then dx (R, K / 32) floats, then off (R, K / 32) vectors of 8 int32 (lane l:
+ * -8 times the sum of q[4l .. 4l + 3], q4_0's offset in the integer sums), then a row of K floats for the
+ * prologue. */
 static size_t
 qx_bytes(int R, int K)
 {
     return ((size_t)R * (size_t)K + 63) / 64 * 64;
+}
+
+static size_t
+off_at(int R, int K)
+{
+    return qx_bytes(R, K) + ((size_t)R * (size_t)(K / 32) * sizeof(float) + 63) / 64 * 64;
+}
+
+static size_t
+scratch_bytes(int R, int K, int prologue)
+{
+    return off_at(R, K) + (size_t)R * (size_t)(K / 32) * 32 + (prologue ? sizeof(float) * (size_t)K : 0);
 }
 
 static float
@@ -83,7 +97,8 @@ quantize_x(const qjob *j, uint8_t *s)
 {
     const int K = j->K, nb = K / 32, R = j->R;
     int8_t *qx = (int8_t *)s;
-    float *dx = (float *)(s + qx_bytes(R, K)), *cx = dx + (size_t)R * nb, *row = cx + (size_t)R * nb;
+    float *dx = (float *)(s + qx_bytes(R, K)), *row = (float *)(s + off_at(R, K) + (size_t)R * nb * 32);
+    int32_t *off = (int32_t *)(s + off_at(R, K));
     const float *x = FP(j->x) + j->ox, *nw = j->nw != NULL ? FP(j->nw) + j->onw : NULL;
     for (int r = 0; r < R; r++) {
         const float *xr = x + (ptrdiff_t)r * j->sx, *v = xr;
@@ -103,15 +118,14 @@ quantize_x(const qjob *j, uint8_t *s)
             float amax = 0.0f;
             for (int i = 0; i < 32; i++) amax = fabsf(vb[i]) > amax ? fabsf(vb[i]) : amax;
             const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-            int qsum = 0;
+            int32_t *o = off + ((size_t)r * nb + b) * 8;
             for (int i = 0; i < 32; i++) {
                 float q = round_even(vb[i] * id);
                 q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
                 qx[(size_t)r * K + b * 32 + i] = (int8_t)q;
-                qsum += (int)q;
+                o[i / 4] = (i % 4 ? o[i / 4] : 0) - 8 * (int)q;
             }
             dx[r * nb + b] = d;
-            cx[r * nb + b] = d * (float)(8 * qsum);
         }
     }
 }
@@ -168,71 +182,89 @@ hsum8(__m256 a)
     return _mm_cvtss_f32(v);
 }
 
-/* Rows n0..n1 for R activation rows (a constant where it is inlined, so acc stays in registers). DOT(u, s):
- * the 8 int32 sums of 4 products of unsigned bytes u by signed bytes s. */
+/* Rows n0..n1 for R activation rows, NR weight rows at a time (R and NR constants where this is inlined:
+ * the NR * R <= 8 accumulators stay in registers and are independent chains). The weight scales of 8 blocks
+ * are converted at once (vcvtph2ps) into dwl. DOT(init, u, s): init + the 8 int32 sums of 4 products of
+ * unsigned bytes u by signed bytes s; q4_0's init is off, -8 times the sums of x's groups of 4 (exact). */
 #define ROWS_SIMD(NAME, TARGET, DOT)                                                                          \
 TARGET static inline __attribute__((always_inline)) void                                                  \
-NAME##_r(const qjob *j, const uint8_t *s, int n0, int n1, const int R)                                    \
+NAME##_r(const qjob *j, const uint8_t *s, int n0, int n1, const int R, const int NR)                      \
 {                                                                                                         \
-    const int K = j->K, nb = K / 32;                                                                      \
+    const int K = j->K, nb = K / 32, q8 = j->q8, bw = q8 ? 32 : 16;                                       \
     const int8_t *qx = (const int8_t *)s;                                                                 \
-    const float *dx = (const float *)(s + qx_bytes(R, K)), *cx = dx + (size_t)R * nb;                     \
+    const float *dx = (const float *)(s + qx_bytes(R, K));                                                \
+    const __m256i *off = (const __m256i *)(const void *)(s + off_at(R, K));                               \
     const uint8_t *qs = j->qs->p;                                                                         \
     const uint16_t *dh = j->d->p;                                                                         \
-    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);                               \
+    float *y = FP(j->y);                                                                                  \
+    const float *res = j->r != NULL ? FP(j->r) + j->orr : NULL;                                           \
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256(); \
     (void)ones;                                                                                           \
-    for (int n = n0; n < n1; n++) {                                                                       \
-        __m256 acc[8];                                                                                    \
-        float corr[8], t[8];                                                                              \
-        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps(), corr[r] = 0.0f;                        \
-        const uint16_t *wd = dh + (size_t)n * nb;                                                         \
-        if (!j->q8) {                                                                                     \
-            const uint8_t *wq = qs + (size_t)n * nb * 16;                                                 \
-            for (int b = 0; b < nb; b++) {                                                                \
-                const float dw = _cvtsh_ss(wd[b]);                                                        \
-                const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(wq + b * 16));          \
-                const __m256i w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), m4);        \
-                for (int r = 0; r < R; r++) {                                                             \
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qx + (size_t)r * K + b * 32)); \
-                    const __m256i sum = DOT(w, q);                                                        \
-                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dw * dx[r * nb + b]), acc[r]); \
-                    corr[r] += dw * cx[r * nb + b];                                                       \
-                }                                                                                         \
-            }                                                                                             \
-        } else {                                                                                          \
-            const uint8_t *wq = qs + (size_t)n * nb * 32;                                                 \
-            for (int b = 0; b < nb; b++) {                                                                \
-                const float dw = _cvtsh_ss(wd[b]);                                                        \
-                const __m256i w = _mm256_loadu_si256((const __m256i *)(const void *)(wq + b * 32));       \
-                const __m256i aw = _mm256_abs_epi8(w);                                                    \
-                for (int r = 0; r < R; r++) {                                                             \
-                    const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qx + (size_t)r * K + b * 32)); \
-                    const __m256i sum = DOT(aw, _mm256_sign_epi8(q, w));                                  \
-                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dw * dx[r * nb + b]), acc[r]); \
+    for (int n = n0; n < n1; n += NR) {                                                                   \
+        const uint8_t *wq[4];                                                                             \
+        const uint16_t *wd[4];                                                                            \
+        __m256 acc[4][8];                                                                                 \
+        float dwl[4][8] __attribute__((aligned(32)));                                                     \
+        for (int i = 0; i < NR; i++) {                                                                    \
+            const size_t row = (size_t)(n + i < n1 ? n + i : n1 - 1);   /* an edge repeats the last row */ \
+            wq[i] = qs + row * nb * bw;                                                                   \
+            wd[i] = dh + row * nb;                                                                        \
+            for (int r = 0; r < R; r++) acc[i][r] = _mm256_setzero_ps();                                  \
+        }                                                                                                 \
+        for (int b0 = 0; b0 < nb; b0 += 8) {                                                              \
+            const int bn = nb - b0 < 8 ? nb - b0 : 8;                                                     \
+            for (int i = 0; i < NR; i++)                                                                  \
+                if (bn == 8)                                                                              \
+                    _mm256_store_ps(dwl[i], _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(wd[i] + b0)))); \
+                else                                                                                      \
+                    for (int e = 0; e < bn; e++) dwl[i][e] = _cvtsh_ss(wd[i][b0 + e]);                    \
+            for (int e = 0; e < bn; e++) {                                                                \
+                const int b = b0 + e;                                                                     \
+                _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {                                   \
+                    __m256i w, aw;                                                                        \
+                    if (!q8) {                                                                            \
+                        const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(wq[i] + b * 16)); \
+                        w = aw = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(h, 4), h), m4);         \
+                    } else {                                                                              \
+                        w = _mm256_loadu_si256((const __m256i *)(const void *)(wq[i] + b * 32));          \
+                        aw = _mm256_abs_epi8(w);                                                          \
+                    }                                                                                     \
+                    const __m256 dw = _mm256_broadcast_ss(&dwl[i][e]);                                    \
+                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                \
+                        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qx + (size_t)r * K + b * 32)); \
+                        const __m256i sum = q8 ? DOT(zero, aw, _mm256_sign_epi8(q, w)) :                  \
+                                                 DOT(_mm256_loadu_si256(off + (size_t)r * nb + b), w, q);  \
+                        const __m256 sc = _mm256_mul_ps(dw, _mm256_broadcast_ss(dx + (size_t)r * nb + b)); \
+                        acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), sc, acc[i][r]);              \
+                    }                                                                                     \
                 }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
-        for (int r = 0; r < R; r++) t[r] = hsum8(acc[r]) - corr[r];                                       \
-        store(j, n, t);                                                                                   \
+        for (int i = 0; i < NR && n + i < n1; i++)                                                        \
+            for (int r = 0; r < R; r++) {                                                                 \
+                const size_t at = (size_t)r * j->N + (size_t)(n + i);                                     \
+                const float t = hsum8(acc[i][r]);                                                         \
+                y[at] = res != NULL ? t + res[at] : t;                                                    \
+            }                                                                                             \
     }                                                                                                     \
 }                                                                                                         \
 TARGET static void                                                                                        \
 NAME(const qjob *j, const uint8_t *s, int n0, int n1)                                                     \
 {                                                                                                         \
     switch (j->R) {                                                                                       \
-    case 1: NAME##_r(j, s, n0, n1, 1); break;                                                             \
-    case 2: NAME##_r(j, s, n0, n1, 2); break;                                                             \
-    case 3: NAME##_r(j, s, n0, n1, 3); break;                                                             \
-    case 4: NAME##_r(j, s, n0, n1, 4); break;                                                             \
-    case 5: NAME##_r(j, s, n0, n1, 5); break;                                                             \
-    case 6: NAME##_r(j, s, n0, n1, 6); break;                                                             \
-    case 7: NAME##_r(j, s, n0, n1, 7); break;                                                             \
-    default: NAME##_r(j, s, n0, n1, 8); break;                                                            \
+    case 1: NAME##_r(j, s, n0, n1, 1, 4); break;                                                          \
+    case 2: NAME##_r(j, s, n0, n1, 2, 4); break;                                                          \
+    case 3: NAME##_r(j, s, n0, n1, 3, 2); break;                                                          \
+    case 4: NAME##_r(j, s, n0, n1, 4, 2); break;                                                          \
+    case 5: NAME##_r(j, s, n0, n1, 5, 1); break;                                                          \
+    case 6: NAME##_r(j, s, n0, n1, 6, 1); break;                                                          \
+    case 7: NAME##_r(j, s, n0, n1, 7, 1); break;                                                          \
+    default: NAME##_r(j, s, n0, n1, 8, 1); break;                                                         \
     }                                                                                                     \
 }
 
-#define DOT_AVX2(u, v) _mm256_madd_epi16(_mm256_maddubs_epi16((u), (v)), ones)   /* pairs <= 2 * 255 * 127 */
-#define DOT_VNNI(u, v) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (u), (v))
+#define DOT_AVX2(i, u, v) _mm256_add_epi32((i), _mm256_madd_epi16(_mm256_maddubs_epi16((u), (v)), ones))   /* pairs <= 2 * 255 * 127 */
+#define DOT_VNNI(i, u, v) _mm256_dpbusd_epi32((i), (u), (v))
 ROWS_SIMD(rows_avx2, T_AVX2, DOT_AVX2)
 ROWS_SIMD(rows_vnni, T_VNNI, DOT_VNNI)
 #endif
@@ -322,8 +354,7 @@ tl_cpu_quant_mv(int q8, int N, int K, int R, tl_tensor *x, int sx, tl_tensor *qs
     j.ox = (int)x->offset;
     j.orr = res != NULL ? (int)res->offset : 0;
     j.onw = nw != NULL ? (int)nw->offset : 0;
-    const size_t bytes = qx_bytes(R, K) + 2 * sizeof(float) * (size_t)R * (size_t)(K / 32) +
-                         (glu || nw != NULL ? sizeof(float) * (size_t)K : 0);
+    const size_t bytes = scratch_bytes(R, K, glu || nw != NULL);
     const Py_ssize_t n = (Py_ssize_t)((bytes + 3) / 4);
     tl_tensor *scr = tl_tensor_empty(TL_F32, 1, &n);
     if (scr == NULL) return -1;
