@@ -149,6 +149,13 @@ class Jitted:
         self._entries[key] = _Entry(trace, out_struct, hooks)
         while len(self._entries) > self.max_traces:
             self._entries.popitem(last=False)
+        if trace.memory_plan()["slot_copies"]:
+            # An output a native command touched is copied out of its traced block at each replay, and that
+            # block is this call's own output tensor: later replays would overwrite what the caller holds (and
+            # an input bound to it, the next step's token, while the trace writes its intermediates there). The
+            # caller gets copies instead; inputs returned as they are.
+            ins = {id(t) for t in tensors}
+            return _unflatten(out_struct, [o if id(o) in ins else o.clone() for o in outs])
         return out
 
     def traces(self):

@@ -12,9 +12,9 @@
  * comes in as the integer sums' starting value (-8 sum q, per group of 4, made with x's quantization), so
  * the block sums are exact; q8_0 takes llama.cpp's sign trick (|w| unsigned, q with w's sign). Several
  * weight rows at a time for few activation rows: independent accumulators, x's loads shared.
- * Invariants: the callback touches no Python object; the scratch is a pool buffer of this command alone
- * (released after the submit: the queue is in order); the job's counter lives in the runtime's copy of the
- * job, which every part reads. */
+ * Invariants: the callback touches no Python object; one job runs at a time (the compute queue is in order),
+ * so all share one scratch (scratch_for); the job's counter lives in the runtime's copy of the job, which
+ * every part reads. */
 #include "cpu_quant.h"
 #include "cpu_native.h"
 #include "state.h"
@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -37,7 +38,8 @@ static const char *const isa_names[NISA] = {"scalar", "avx2", "vnni"};
 enum { CHUNK = 16, MIN_SPLIT = 1 << 18 };   /* rows a part takes at once; weights below which one part runs */
 
 typedef struct {
-    tl_native_cell *y, *x, *qs, *d, *r, *nw, *s;   /* r, nw only when given; s the scratch */
+    tl_native_cell *y, *x, *qs, *d, *r, *nw;   /* r, nw only when given */
+    uint8_t *s;                       /* the scratch (host memory of this module, see scratch_for) */
     cl_mem mem[TL_NATIVE_MAX];        /* the runtime's copies: never read (cpu_native.h) */
     int q8, N, K, R, sx, ox, orr, onw, glu, parts, isa;
     float eps;
@@ -297,7 +299,7 @@ part_rows(const void *jv, int part, int parts)
 {
     qjob *j = (qjob *)(uintptr_t)jv;  /* the runtime's copy of the job, shared by the parts */
     const rows_fn f = kernels[j->isa];
-    const uint8_t *s = j->s->p;
+    const uint8_t *s = j->s;
     (void)part;
     (void)parts;
     for (;;) {
@@ -311,7 +313,7 @@ static void CL_CALLBACK
 run_qjob(void *args)
 {
     qjob *j = args;
-    quantize_x(j, j->s->p);
+    quantize_x(j, j->s);
     atomic_store(&j->next, 0);
     tl_cpu_native_parts(part_rows, j, j->parts);
 }
@@ -324,6 +326,28 @@ static struct {
     char reason[128];
 } q = {.enabled = 1};
 static atomic_long n_launches;
+
+/* The scratch of a job of `bytes`: one host buffer for all jobs, as they run one at a time (the compute queue
+ * is in order). A larger one replaces it for the jobs submitted after; the old one is kept, never freed: jobs
+ * in flight and traces (tlgpu.jit replays the recorded job, pointer included) still use it. Grows by
+ * doubling, so what is kept is at most the current size. Host memory, not a device buffer: no pointer to
+ * learn, no buffer for the stream's events or tlgpu.jit's slot rules. NULL: no memory. */
+static uint8_t *
+scratch_for(size_t bytes)
+{
+    static uint8_t *buf;              /* under lock */
+    static size_t cap;
+    pthread_mutex_lock(&lock);
+    if (bytes > cap) {
+        size_t want = cap ? cap : 4096;
+        while (want < bytes) want *= 2;
+        uint8_t *p = aligned_alloc(64, want);
+        if (p != NULL) buf = p, cap = want;    /* the old one stays allocated (see above) */
+    }
+    uint8_t *r = bytes <= cap ? buf : NULL;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
 
 static int
 active(int *threads, int *isa)
@@ -354,16 +378,15 @@ tl_cpu_quant_mv(int q8, int N, int K, int R, tl_tensor *x, int sx, tl_tensor *qs
     j.ox = (int)x->offset;
     j.orr = res != NULL ? (int)res->offset : 0;
     j.onw = nw != NULL ? (int)nw->offset : 0;
-    const size_t bytes = scratch_bytes(R, K, glu || nw != NULL);
-    const Py_ssize_t n = (Py_ssize_t)((bytes + 3) / 4);
-    tl_tensor *scr = tl_tensor_empty(TL_F32, 1, &n);
-    if (scr == NULL) return -1;
-    tl_storage *st[7] = {y->storage, x->storage, qs->storage, d->storage, res != NULL ? res->storage : NULL,
-                         nw != NULL ? nw->storage : NULL, scr->storage};
-    tl_native_cell **const slot[7] = {&j.y, &j.x, &j.qs, &j.d, &j.r, &j.nw, &j.s};
-    const int rc = tl_cpu_native_submit(run_qjob, &j, sizeof j, slot, j.mem, st, 7, 1u | 1u << 6,
+    if ((j.s = scratch_for(scratch_bytes(R, K, glu || nw != NULL))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    tl_storage *st[6] = {y->storage, x->storage, qs->storage, d->storage, res != NULL ? res->storage : NULL,
+                         nw != NULL ? nw->storage : NULL};
+    tl_native_cell **const slot[6] = {&j.y, &j.x, &j.qs, &j.d, &j.r, &j.nw};
+    const int rc = tl_cpu_native_submit(run_qjob, &j, sizeof j, slot, j.mem, st, 6, 1u,
                                         q8 ? "cpu_quant_q8_0" : "cpu_quant_q4_0");
-    Py_DECREF(scr);                   /* the queue is in order: a later command that reuses it runs after */
     if (rc < 0) return -1;
     atomic_fetch_add(&n_launches, 1);
     return 1;
