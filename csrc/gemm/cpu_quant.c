@@ -269,11 +269,100 @@ NAME(const qjob *j, const uint8_t *s, int n0, int n1)                           
 #define DOT_VNNI(i, u, v) _mm256_dpbusd_epi32((i), (u), (v))
 ROWS_SIMD(rows_avx2, T_AVX2, DOT_AVX2)
 ROWS_SIMD(rows_vnni, T_VNNI, DOT_VNNI)
+
+/* The same on 512 bits, two blocks a step (K / 32 even): one vpdpbusd, convert and multiply-add for two blocks
+ * and an activation row; the scales dw * dx of 8 blocks made at once (sc8), a step's pair spread over the two
+ * halves by vpermps. q8_0's sign trick by a masked subtract (AVX-512 has no vpsignb). */
+T_VNNI static inline __attribute__((always_inline)) void
+rows_z_r(const qjob *j, const uint8_t *s, int n0, int n1, const int R, const int NR)
+{
+    const int K = j->K, nb = K / 32, q8 = j->q8, bw = q8 ? 32 : 16;
+    const int8_t *qx = (const int8_t *)s;
+    const float *dx = (const float *)(s + qx_bytes(R, K));
+    const int32_t *off = (const int32_t *)(s + off_at(R, K));
+    const uint8_t *qs = j->qs->p;
+    const uint16_t *dh = j->d->p;
+    float *y = FP(j->y);
+    const float *res = j->r != NULL ? FP(j->r) + j->orr : NULL;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const __m512i upper = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    for (int n = n0; n < n1; n += NR) {
+        const uint8_t *wq[4];
+        const uint16_t *wd[4];
+        __m512 acc[4][8];
+        for (int i = 0; i < NR; i++) {
+            const size_t row = (size_t)(n + i < n1 ? n + i : n1 - 1);   /* an edge repeats the last row */
+            wq[i] = qs + row * nb * bw;
+            wd[i] = dh + row * nb;
+            for (int r = 0; r < R; r++) acc[i][r] = _mm512_setzero_ps();
+        }
+        for (int b0 = 0; b0 < nb; b0 += 8) {
+            const int bn = nb - b0 < 8 ? nb - b0 : 8;
+            const __mmask8 km = (__mmask8)((1u << bn) - 1u);
+            __m256 sc8[4][8];
+            _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
+                const __m256 dw8 = _mm256_cvtph_ps(_mm_maskz_loadu_epi16(km, wd[i] + b0));
+                _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                    sc8[i][r] = _mm256_mul_ps(dw8, _mm256_maskz_loadu_ps(km, dx + (size_t)r * nb + b0));
+            }
+            for (int e = 0; e < bn; e += 2) {
+                const int b = b0 + e;
+                const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(e), upper);   /* lanes 0-7: e, 8-15: e + 1 */
+                _Pragma("GCC unroll 4") for (int i = 0; i < NR; i++) {
+                    __m512i w, aw;
+                    __mmask64 neg = 0;
+                    if (!q8) {                /* [lo b, hi b, lo b+1, hi b+1] in 128-bit lanes */
+                        const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(wq[i] + b * 16));
+                        __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 4), 1);
+                        z = _mm512_and_si512(z, m4);
+                        w = aw = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
+                    } else {
+                        w = _mm512_loadu_si512((const void *)(wq[i] + b * 32));
+                        aw = _mm512_abs_epi8(w);
+                        neg = _mm512_movepi8_mask(w);
+                    }
+                    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                        const __m512i q = _mm512_loadu_si512((const void *)(qx + (size_t)r * K + b * 32));
+                        const __m512i sum = q8 ? _mm512_dpbusd_epi32(zero, aw, _mm512_mask_sub_epi8(q, neg, zero, q)) :
+                            _mm512_dpbusd_epi32(_mm512_loadu_si512((const void *)(off + ((size_t)r * nb + b) * 8)), w, q);
+                        const __m512 sc = _mm512_permutexvar_ps(idx, _mm512_castps256_ps512(sc8[i][r]));
+                        acc[i][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), sc, acc[i][r]);
+                    }
+                }
+            }
+        }
+        for (int i = 0; i < NR && n + i < n1; i++)
+            for (int r = 0; r < R; r++) {
+                const size_t at = (size_t)r * j->N + (size_t)(n + i);
+                const float t = _mm512_reduce_add_ps(acc[i][r]);
+                y[at] = res != NULL ? t + res[at] : t;
+            }
+    }
+}
+
+T_VNNI static void
+rows_vnni_any(const qjob *j, const uint8_t *s, int n0, int n1)
+{
+    if ((j->K / 32) % 2 != 0) {
+        rows_vnni(j, s, n0, n1);
+        return;
+    }
+    switch (j->R) {
+    case 1: rows_z_r(j, s, n0, n1, 1, 4); break;
+    case 2: rows_z_r(j, s, n0, n1, 2, 4); break;
+    case 3: rows_z_r(j, s, n0, n1, 3, 2); break;
+    case 4: rows_z_r(j, s, n0, n1, 4, 2); break;
+    case 5: rows_z_r(j, s, n0, n1, 5, 1); break;
+    case 6: rows_z_r(j, s, n0, n1, 6, 1); break;
+    case 7: rows_z_r(j, s, n0, n1, 7, 1); break;
+    default: rows_z_r(j, s, n0, n1, 8, 1); break;
+    }
+}
 #endif
 
 typedef void (*rows_fn)(const qjob *, const uint8_t *, int, int);
 #if TL_QX86
-static const rows_fn kernels[NISA] = {rows_scalar, rows_avx2, rows_vnni};
+static const rows_fn kernels[NISA] = {rows_scalar, rows_avx2, rows_vnni_any};
 #else
 static const rows_fn kernels[NISA] = {rows_scalar, rows_scalar, rows_scalar};
 #endif
