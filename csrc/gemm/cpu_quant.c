@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(TL_QUANT_PORTABLE)   /* TL_QUANT_PORTABLE: check the other build */
 #include <immintrin.h>
 #define TL_QX86 1
 #else
