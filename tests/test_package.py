@@ -56,7 +56,8 @@ deq = tlgpu.quant.dequantize(q).numpy()
 assert np.abs(deq - w).max() <= np.abs(w).max() / 7 + 1e-6
 v = rng.standard_normal((3, 64)).astype(np.float32)
 got = tlgpu.quant.matmul(tlgpu.tensor(v), q).numpy()
-np.testing.assert_allclose(got, v @ deq.T, rtol=1e-4, atol=1e-4)
+tol = 2e-2 if tlgpu.device().type == "gpu" or tlgpu._C._cpu_quant()["active"] else 1e-4   # int8 activations
+np.testing.assert_allclose(got, v @ deq.T, rtol=tol, atol=tol * np.abs(v @ deq.T).max())
 
 name = "tlgpu-pkg-" + uuid.uuid4().hex[:8]
 with tlgpu.publish.WeightPublisher(model, name=name) as pub:

@@ -16,13 +16,12 @@
  * the second core from PoCL's workers: the MLP step ran 7-15 x slower with BLAS threads = 2
  * (TLGPU_BLAS_SPLIT=0 restores that mode, for measurements). The thread count is set and put back around
  * each product, since numpy's library has one count for all its callers.
+ * The cells of host pointers, the submit and the part threads are cpu_native.c's (shared with cpu_quant.c).
  * Convolutions without autograd (tl_cpu_blas_conv) run the same way: one native command that, per image or
  * group of images, writes im2col columns into a buffer that stays in cache and multiplies them by sgemm. */
 #include "cpu_blas.h"
-#include "cl_runtime.h"
+#include "cpu_native.h"
 #include "state.h"
-#include "stream.h"
-#include "capture.h"
 #include "settings.h"
 #include <dlfcn.h>
 #include <pthread.h>
@@ -31,8 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
-#include <time.h>
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112, MAX_PATHS = 8 };
 typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
@@ -58,80 +55,15 @@ static struct {
     int npaths;
     char path[512], reason[256];
 } lib = {.enabled = 1};
-static atomic_long n_launches, n_learnt, n_convs;
-
-/* Host pointers of buffers, learnt once per cl_mem. PoCL 3.1 hands a native kernel the host pointers of its
- * mem_list sorted in its own order and without duplicates, not at the caller's args_mem_loc order (measured:
- * passing buffers 3 2 1 0 gave the callback 0 1 2 3), so a product never reads those slots: a one-buffer
- * native kernel (no order to get wrong) stores the pointer in the buffer's cell, in queue order before the
- * products that read it; the cell goes with the buffer (clSetMemObjectDestructorCallback, which runs only
- * after the last command using it completed). */
-typedef struct cell { cl_mem mem; float *p; int queued; struct cell *next; } cell;   /* queued: learn enqueued */
-enum { NBUCKET = 256 };
-static cell *cells[NBUCKET];          /* under lock */
-
-static unsigned
-bucket(cl_mem m)
-{
-    return (unsigned)(((uintptr_t)m >> 4) % NBUCKET);
-}
-
-static void CL_CALLBACK
-drop_cell(cl_mem m, void *c)
-{
-    pthread_mutex_lock(&lock);
-    for (cell **pp = &cells[bucket(m)]; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == c) { *pp = ((cell *)c)->next; break; }
-    pthread_mutex_unlock(&lock);
-    free(c);
-}
-
-typedef struct { cl_mem mem; cell *c; } learn_args;
-
-static void CL_CALLBACK
-learn_ptr(void *args)
-{
-    learn_args *l = args;             /* the runtime put the buffer's host pointer in l->mem */
-    l->c->p = (float *)(void *)l->mem;
-}
-
-/* The cell of s's buffer; a new one gets its pointer from a one-buffer native kernel. NULL with err set. */
-static cell *
-cell_of(tl_storage *s, tl_err *err)
-{
-    cell *c;
-    pthread_mutex_lock(&lock);
-    for (c = cells[bucket(s->mem)]; c != NULL && c->mem != s->mem; c = c->next) {}
-    pthread_mutex_unlock(&lock);
-    if (c != NULL && c->queued) return c;
-    if (c == NULL) {
-        if ((c = calloc(1, sizeof *c)) == NULL) {
-            tl_err_set(err, TL_E_NOMEM, "cpu_blas", "pointer cell");
-            return NULL;
-        }
-        c->mem = s->mem;
-        cl_int rc = clSetMemObjectDestructorCallback(s->mem, drop_cell, c);
-        if (rc != CL_SUCCESS) { free(c); tl_err_set(err, rc, "clSetMemObjectDestructorCallback", NULL); return NULL; }
-        pthread_mutex_lock(&lock);
-        c->next = cells[bucket(s->mem)];
-        cells[bucket(s->mem)] = c;
-        pthread_mutex_unlock(&lock);
-    }
-    learn_args l = {s->mem, c};
-    const void *loc = &l.mem;
-    if (tl_stream_native(learn_ptr, &l, sizeof l, &loc, &s, 1, 0u, "cpu_blas_pointer", err) != TL_OK) return NULL;
-    c->queued = 1;                    /* a failed enqueue leaves the cell to try again */
-    tl_capture_drop_last();           /* a trace keeps the buffer alive: its pointer is learnt for good */
-    atomic_fetch_add(&n_learnt, 1);
-    return c;
-}
+static atomic_long n_launches, n_convs;
+#define FP(c) ((float *)(c)->p)   /* a cell's host pointer as the floats it holds */
 
 enum { RES_NONE, RES_FULL, RES_ROWS };   /* no residual; one of C's shape; a row [N] added to every row of C */
 
 /* The args block of one product: the cells of C, A, B (and the residual), read when the job runs. */
 typedef struct {
-    cell *c, *a, *b, *r, *s;          /* r only with a residual, s only with row sums */
-    cl_mem mem[5];                    /* the runtime's copies of these are not read (see cell) */
+    tl_native_cell *c, *a, *b, *r, *s;   /* r only with a residual, s only with row sums */
+    cl_mem mem[TL_NATIVE_MAX];        /* the runtime's copies of these are not read (cpu_native.h) */
     int M, N, K, ta, tb, lda, ldb, res_mode, threads, split;   /* res_mode: RES_* */
     int relu;                         /* ReLU applied to each band after its product */
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff, soff;
@@ -169,10 +101,10 @@ static void
 preload(const job *j, ptrdiff_t oc, int r0, int r1, int c0, int c1)
 {
     const int full = j->res_mode == RES_FULL;
-    const float *src = j->r->p + j->roff + (full ? oc - j->off[0] : 0);
+    const float *src = FP(j->r) + j->roff + (full ? oc - j->off[0] : 0);
     const size_t n = (size_t)(c1 - c0) * sizeof(float);
     for (int r = r0; r < r1; r++)
-        memcpy(j->c->p + oc + (ptrdiff_t)r * j->N + c0, src + (full ? (ptrdiff_t)r * j->N : 0) + c0, n);
+        memcpy(FP(j->c) + oc + (ptrdiff_t)r * j->N + c0, src + (full ? (ptrdiff_t)r * j->N : 0) + c0, n);
 }
 
 /* S[m] = sum over k of op(A)[m, k] for rows m0..m1 (no batch dims): a linear layer's bias gradient, the
@@ -183,8 +115,8 @@ __attribute__((optimize("tree-loop-vectorize")))    /* -O2's cost model leaves t
 static void
 row_sums(const job *j, int m0, int m1)
 {
-    const float *restrict A = j->a->p + j->off[1];
-    float *restrict S = j->s->p + j->soff;
+    const float *restrict A = FP(j->a) + j->off[1];
+    float *restrict S = FP(j->s) + j->soff;
     if (j->ta == TRANS) {             /* op(A)[m, k] = A[k * lda + m]: add rows of A, a loop the compiler vectorises */
         for (int m = m0; m < m1; m++) S[m] = 0.0f;
         for (int k = 0; k < j->K; k++) {
@@ -243,13 +175,13 @@ run_part(const job *j, int part, int parts)
         if (by_rows) {                /* rows lo..hi of A and C */
             o[1] += (ptrdiff_t)lo * (j->ta == NO_TRANS ? j->lda : 1);
             o[0] += (ptrdiff_t)lo * j->N;
-            gemm(j, hi - lo, j->N, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
-            if (j->relu) relu_band(j->c->p + o[0], hi - lo, j->N, j->N);
+            gemm(j, hi - lo, j->N, FP(j->a) + o[1], FP(j->b) + o[2], beta, FP(j->c) + o[0], j->N);
+            if (j->relu) relu_band(FP(j->c) + o[0], hi - lo, j->N, j->N);
         } else {                      /* columns lo..hi of B and C */
             o[2] += (ptrdiff_t)lo * (j->tb == NO_TRANS ? 1 : j->ldb);
             o[0] += lo;
-            gemm(j, j->M, hi - lo, j->a->p + o[1], j->b->p + o[2], beta, j->c->p + o[0], j->N);
-            if (j->relu) relu_band(j->c->p + o[0], j->M, hi - lo, j->N);
+            gemm(j, j->M, hi - lo, FP(j->a) + o[1], FP(j->b) + o[2], beta, FP(j->c) + o[0], j->N);
+            if (j->relu) relu_band(FP(j->c) + o[0], j->M, hi - lo, j->N);
         }
     }
 }
@@ -311,7 +243,7 @@ im2col_rows(const job *j, int n, int oh0, int oh1, float *restrict cols, ptrdiff
 {
     const int *g = j->g, OW = g[G_OW], SH = g[G_SH], SW = g[G_SW], step = SW * g[G_SWS];
     const ptrdiff_t rs = (ptrdiff_t)SH * g[G_SHS];
-    const float *x = j->b->p + g[G_OFF] + (ptrdiff_t)n * g[G_SN];
+    const float *x = FP(j->b) + g[G_OFF] + (ptrdiff_t)n * g[G_SN];
     for (int c = 0; c < g[G_C]; c++)
         for (int ki = 0; ki < g[G_KH]; ki++) {
             /* output rows oh0..oh1 split into va (input row above the input), va..vb (inside), vb.. (below) */
@@ -365,8 +297,8 @@ conv_part(const job *j, int part, int parts)
     const long long units = gs > 1 ? (N + gs - 1) / gs : (long long)N * nb;
     const long long u0 = units * part / parts, u1 = units * (part + 1) / parts;
     const size_t room = gs > 1 ? (size_t)(K + O) * gs * L : (size_t)K * br * OW;
-    float *cols = j->s->p + (ptrdiff_t)part * room;   /* this part's buffers */
-    const float *W = j->a->p + j->off[1], *bias = j->r != NULL ? j->r->p + j->roff : NULL;
+    float *cols = FP(j->s) + (ptrdiff_t)part * room;   /* this part's buffers */
+    const float *W = FP(j->a) + j->off[1], *bias = j->r != NULL ? FP(j->r) + j->roff : NULL;
     for (long long u = u0; u < u1; u++) {
         if (gs > 1) {
             const int n0 = (int)(u * gs), m = n0 + gs < N ? gs : N - n0;
@@ -377,7 +309,7 @@ conv_part(const job *j, int part, int parts)
             else lib.g32(ROW_MAJOR, NO_TRANS, NO_TRANS, O, m * L, K, 1.0f, W, K, cols, m * L, 0.0f, y, m * L);
             for (int i = 0; i < m; i++)
                 for (int o = 0; o < O; o++) {
-                    float *restrict dst = j->c->p + j->off[0] + ((ptrdiff_t)(n0 + i) * O + o) * L;
+                    float *restrict dst = FP(j->c) + j->off[0] + ((ptrdiff_t)(n0 + i) * O + o) * L;
                     const float *restrict src = y + ((ptrdiff_t)o * m + i) * L, b = bias != NULL ? bias[o] : 0.0f;
                     for (int l = 0; l < L; l++) dst[l] = src[l] + b;
                 }
@@ -386,7 +318,7 @@ conv_part(const job *j, int part, int parts)
         const int n = (int)(u / nb), b = (int)(u % nb), oh0 = b * br, oh1 = oh0 + br < OH ? oh0 + br : OH;
         const int w = (oh1 - oh0) * OW;
         if (w <= 0) continue;
-        float *out = j->c->p + j->off[0] + (ptrdiff_t)n * O * L + (ptrdiff_t)oh0 * OW;
+        float *out = FP(j->c) + j->off[0] + (ptrdiff_t)n * O * L + (ptrdiff_t)oh0 * OW;
         im2col_rows(j, n, oh0, oh1, cols, w);
         if (bias != NULL)
             for (int o = 0; o < O; o++)
@@ -397,78 +329,14 @@ conv_part(const job *j, int part, int parts)
     }
 }
 
-/* Helpers for split products: threads of our own that sleep on a condition variable between products
- * (OpenBLAS's own workers spin after each call, taking a core from PoCL's workers and the Python thread on
- * a 2-core machine). One product at a time: q0 is in order, so only one job runs. */
-enum { MAX_HELPERS = 63 };
-static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t hgo = PTHREAD_COND_INITIALIZER, hdone = PTHREAD_COND_INITIALIZER;
-static const job *hjob;
-static int hparts, nhelpers;
-static unsigned long hpending;        /* helpers still running the current product (atomic: polled) */
-static unsigned long hgen, hborn[MAX_HELPERS + 1];   /* hborn[part]: hgen when that helper was created */
-
-static void
-forget_helpers(void)                  /* in a forked child: the helper threads stayed in the parent */
-{
-    pthread_mutex_init(&hlock, NULL);
-    pthread_cond_init(&hgo, NULL);
-    pthread_cond_init(&hdone, NULL);
-    nhelpers = 0;
-}
-
-/* After a part, a helper polls for the next product for spin_us (yielding its core to any other runnable
- * thread) before it sleeps: a sleeping helper woken by the PoCL worker was placed on the waker's own core
- * and ran only after part 0 (measured in the MLP step: every split product ran its parts one after the
- * other); a polling one is already running on the other core. Likewise the PoCL worker polls for the
- * helpers' end after part 0 before it sleeps (a wake from sleep took 30-40 us of a 400 us product). */
-static long spin_us = -1;
-
-static void
-spin(const unsigned long *word, unsigned long value, int until_zero)   /* at most spin_us */
-{
-    struct timespec t0, t;
-    if (spin_us <= 0) return;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int i = 1; until_zero ? __atomic_load_n(word, __ATOMIC_ACQUIRE) != 0 :
-                                 __atomic_load_n(word, __ATOMIC_ACQUIRE) == value; i++) {
-        sched_yield();
-        if (i % 16 != 0) continue;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 >= spin_us) return;
-    }
-}
-
-static void *
-helper(void *arg)
-{
-    const int part = (int)(intptr_t)arg;
-    pthread_mutex_lock(&hlock);
-    unsigned long seen = hborn[part];  /* products before this helper existed are not its work */
-    for (;;) {
-        while (__atomic_load_n(&hgen, __ATOMIC_ACQUIRE) == seen) pthread_cond_wait(&hgo, &hlock);
-        seen = hgen;
-        const job *j = hjob;
-        int parts = hparts;
-        pthread_mutex_unlock(&hlock);
-        if (part < parts) run_part(j, part, parts);
-        pthread_mutex_lock(&hlock);
-        if (__atomic_sub_fetch(&hpending, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&hdone);
-        pthread_mutex_unlock(&hlock);
-        spin(&hgen, seen, 0);
-        pthread_mutex_lock(&hlock);
-    }
-    return NULL;
-}
-
-static void
-register_atfork(void)
-{
-    pthread_atfork(NULL, NULL, forget_helpers);
-}
-
 /* Runs on a PoCL worker thread in queue order: no Python, no locks but the helpers' and the BLAS's own.
  * Products under 2M multiply-adds (4 MFLOP), or with split off, run on this thread alone. */
+static void
+part_fn(const void *j, int part, int parts)
+{
+    run_part(j, part, parts);
+}
+
 static void CL_CALLBACK
 run_job(void *args)
 {
@@ -480,32 +348,7 @@ run_job(void *args)
     /* openblas_set_num_threads_local sets the library's one count and returns the old one (measured: numpy's
      * own calls ran on 1 thread after a product set 1), so the old count is put back after the product. */
     const int prev = lib.set_local != NULL ? lib.set_local(j->split ? 1 : j->threads) : 0;
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, register_atfork);
-    pthread_mutex_lock(&hlock);
-    while (nhelpers < parts - 1 && nhelpers < MAX_HELPERS) {
-        pthread_t th;
-        hborn[nhelpers + 1] = hgen;
-        if (pthread_create(&th, NULL, helper, (void *)(intptr_t)(nhelpers + 1)) != 0) break;
-        pthread_detach(th);
-        nhelpers++;
-    }
-    if (parts > nhelpers + 1) parts = nhelpers + 1;
-    if (parts > 1) {
-        hjob = j;
-        hparts = parts;
-        __atomic_store_n(&hpending, (unsigned long)nhelpers, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&hgen, 1, __ATOMIC_RELEASE);
-        pthread_cond_broadcast(&hgo);
-    }
-    pthread_mutex_unlock(&hlock);
-    run_part(j, 0, parts);
-    if (parts > 1) {
-        spin(&hpending, 0, 1);
-        pthread_mutex_lock(&hlock);
-        while (__atomic_load_n(&hpending, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&hdone, &hlock);
-        pthread_mutex_unlock(&hlock);
-    }
+    tl_cpu_native_parts(part_fn, j, parts);
     if (lib.set_local != NULL && prev > 0) lib.set_local(prev);
 }
 
@@ -541,23 +384,11 @@ load_one(const char *path)
 static void
 init_locked(void)
 {
-    const tl_runtime *rt;
-    tl_err err = {0};
-    cl_device_exec_capabilities caps = 0;
+    int units = 1;
     lib.state = -1;
-    if (tl_runtime_get(&rt, &err) != TL_OK) {
-        tl_err_clear(&err);
-        snprintf(lib.reason, sizeof lib.reason, "no OpenCL runtime");
-        return;
-    }
-    clGetDeviceInfo(rt->device, CL_DEVICE_EXECUTION_CAPABILITIES, sizeof caps, &caps, NULL);
-    if (!(rt->info.type & CL_DEVICE_TYPE_CPU) || !rt->info.unified_memory || !(caps & CL_EXEC_NATIVE_KERNEL)) {
-        snprintf(lib.reason, sizeof lib.reason, "the device is not a CPU with unified memory and native kernels");
-        return;
-    }
+    if (!tl_cpu_native_device(&units, lib.reason, sizeof lib.reason)) return;
     const long t = tl_setting_int(TL_SET_BLAS_THREADS);   /* 0: unset */
-    lib.threads = t > 0 ? (int)t : (int)rt->info.compute_units;
-    spin_us = tl_setting_int(TL_SET_BLAS_SPIN_US);        /* 500: covers the gaps between an MLP step's products */
+    lib.threads = t > 0 ? (int)t : units;
     lib.split = tl_setting_flag(TL_SET_BLAS_SPLIT);
     for (int i = 0; i < lib.npaths; i++)
         if (load_one(lib.paths[i])) { lib.state = 1; return; }
@@ -594,23 +425,8 @@ layout(int rows, int cols, int sr, int sc, int *trans, int *ld)
 static int
 submit(job *j, tl_storage *const *st, unsigned wmask, const char *what)
 {
-    cell **slot[5] = {&j->c, &j->a, &j->b, &j->r, &j->s};
-    tl_storage *uniq[5];
-    const void *loc[5];
-    tl_err err = {0};
-    int n = 0;
-    unsigned written = 0;
-    for (int i = 0; i < 5; i++) {
-        if (st[i] == NULL) continue;
-        if ((*slot[i] = cell_of(st[i], &err)) == NULL) return tl_raise(&err);
-        int seen = -1;                /* each buffer once in mem_list (PoCL drops repeats) */
-        for (int u = 0; u < n; u++)
-            if (uniq[u] == st[i]) seen = u;
-        if (seen < 0) { seen = n; uniq[n] = st[i]; j->mem[n] = st[i]->mem; loc[n] = &j->mem[n]; n++; }
-        if (wmask >> i & 1u) written |= 1u << seen;
-    }
-    if (tl_stream_native(run_job, j, sizeof *j, loc, uniq, n, written, what, &err) != TL_OK) return tl_raise(&err);
-    return 0;
+    tl_native_cell **const slot[5] = {&j->c, &j->a, &j->b, &j->r, &j->s};
+    return tl_cpu_native_submit(run_job, j, sizeof *j, slot, j->mem, st, 5, wmask, what);
 }
 
 int
@@ -706,9 +522,9 @@ tl_cpu_blas_py(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
                                 "loaded", state == 1 ? Py_True : Py_False, "enabled", on ? Py_True : Py_False,
                                 "path", lib.path,
                                 "interface", state != 1 ? "" : ilp64 ? "ilp64" : "lp64", "threads", threads,
-                                "split", lib.split ? Py_True : Py_False, "spin_us", spin_us,
+                                "split", lib.split ? Py_True : Py_False, "spin_us", tl_cpu_native_spin_us(),
                                 "launches", atomic_load(&n_launches), "convs", atomic_load(&n_convs),
-                                "pointers", atomic_load(&n_learnt), "reason", state == -1 ? lib.reason : NULL);
+                                "pointers", tl_cpu_native_pointers(), "reason", state == -1 ? lib.reason : NULL);
     pthread_mutex_unlock(&lock);
     return r;
 }

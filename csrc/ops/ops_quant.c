@@ -12,6 +12,7 @@
 #include "autograd.h"
 #include "cl_runtime.h"
 
+#include "cpu_quant.h"
 #include "gemm_params.h"
 #include "settings.h"
 
@@ -349,6 +350,14 @@ mul_mv(qfmt *f, PyObject *args)
                          &out->storage->mem, &rmem, &offr, &has_res};
     tl_storage *st[6] = {out->storage, xc->storage, qs->storage, d->storage, has_res ? res->storage : NULL,
                          nw != NULL ? nw->storage : NULL};
+    /* ---- CPU devices: the native-command product (gemm/cpu_quant.h); _C._cpu_quant(enable=False) or impl 1
+     * ("old") gives the OpenCL kernels below ---- */
+    if (cpu && impl == 0) {
+        const int r = tl_cpu_quant_mv(f == &fmts[Q8_0], N, K, R, xc, xw, qs, d, out, res, nw, eps, glu);
+        if (r < 0) goto fail;
+        if (r > 0) goto done;
+    }
+    /* ---- end of the CPU hook ---- */
     /* The default on GPUs: an integer kernel for every row count, so a prompt's rows and a decode step's
      * round x alike (a split by rows gave other tokens for a prefill than for the same steps:
      * docs/inference.md); its three forms give the same bits (tests/test_quant_mv.py). */
@@ -444,6 +453,8 @@ QFNS(q8_0, Q8_0)
 static const PyMethodDef quant_functions[] = {
     QDEFS(q4_0),
     QDEFS(q8_0),
+    {"_cpu_quant", (PyCFunction)(void (*)(void))tl_cpu_quant_py, METH_VARARGS | METH_KEYWORDS,   /* cpu_quant.h */
+     "_cpu_quant(enable=None, threads=0, isa=None): the CPU native q4_0/q8_0 product's state (docs/cpu.md)."},
     {"_quant_mv_prologue", fn_mv_prologue, METH_VARARGS,
      "_quant_mv_prologue(x, norm=None, eps=1e-5, glu=0): glu and/or rms_norm of x's rows, as mul_mv's prologue"},
     {NULL, NULL, 0, NULL},
