@@ -463,7 +463,7 @@ def _():
     assert c.dtype == np.int32 and c.tolist() == np.cumsum(i).tolist()
 
 
-@row('in-place `add_ sub_ mul_ div_ clamp_ zero_ fill_ copy_ masked_fill_`, `+= -= *= /= //= %=`')
+@row('in-place `add_ sub_ mul_ div_ clamp_ clamp_min_ clamp_max_ relu_ sigmoid_ tanh_ exp_ neg_ abs_ sqrt_ zero_ fill_ copy_ masked_fill_`, `+= -= *= /= //= %=`')
 def _():
     r = rng()
     a, b = r.standard_normal(10), r.random(10) + 0.5
@@ -480,3 +480,11 @@ def _():
     x.fill_(2.0); close(x, np.full(10, 2.0), 0, 0)
     x.copy_(T(b)); close(x, f32(b), 0, 0)
     x.zero_(); close(x, np.zeros(10), 0, 0)
+    for op, ref in (("relu_", lambda v: np.maximum(v, 0)), ("sigmoid_", lambda v: 1 / (1 + np.exp(-v))),
+                    ("tanh_", np.tanh), ("exp_", np.exp), ("neg_", np.negative), ("abs_", np.abs)):
+        z = T(a)
+        assert getattr(z, op)() is z
+        close(z, ref(f32(a)), 1e-5, 1e-6)
+    z = T(b)
+    close(z.sqrt_(), np.sqrt(f32(b)), 1e-5, 1e-6)
+    close(T(a).clamp_min_(0.1).clamp_max_(0.5), np.clip(f32(a), 0.1, 0.5), 0, 0)
