@@ -50,6 +50,16 @@ def checks(kind, exact):
         got = _C.addmm(tb, tx, tw.T).numpy()
         if not _same(got, prod + b, exact):
             bad.append(f"{kind} addmm bias")
+        tlgpu.synchronize()
+        tlgpu.reset_stream_stats()
+        _C.linear(tx, tw, tb, activation="relu")
+        n = tlgpu.stream_stats()["enqueued"]          # the product storing bias and ReLU (after the packs)
+        if n != (3 if kind == "wgb" else 1):
+            bad.append(f"{kind} linear+bias+relu took {n} commands")
+        for name, bv in [("at an offset", tlgpu.tensor(f32(N + 1))[1:]), ("strided", tlgpu.tensor(f32(2 * N))[::2])]:
+            got = _C.linear(tx, tw, bv, activation="relu").numpy()    # not fused: added, then the ReLU
+            if not _same(got, np.maximum(prod + bv.numpy(), np.float32(0)), exact):
+                bad.append(f"{kind} linear, bias {name}, relu")
         if kind != "wg":                                     # wgmma rows: x @ w.T only
             wn = ints(K, N)
             got = _C.linear(tx, tlgpu.tensor(wn).T, tb, activation="relu").numpy()   # x @ wn: B along n
@@ -89,6 +99,31 @@ def checks(kind, exact):
     return bad, cmds
 
 
+def split_checks(kind, exact):
+    """A product split in K (its partials' reduction stores it, without an epilogue): linear with a bias and
+    ReLU still right (added after), and a jitted chain whose product claims no epilogue; what failed."""
+    rng, bad = np.random.default_rng(30), []
+    x, w = (rng.integers(-3, 4, (40, 24)).astype(np.float32), rng.integers(-3, 4, (72, 24)).astype(np.float32))
+    b = rng.standard_normal(72).astype(np.float32)
+    prod = (x.astype(np.float64) @ w.T).astype(np.float32)
+    with tlgpu.no_grad():
+        got = _C.linear(tlgpu.tensor(x), tlgpu.tensor(w), tlgpu.tensor(b), activation="relu").numpy()
+    if not _same(got, np.maximum(prod + b, np.float32(0)), exact):
+        bad.append(f"{kind} split: linear+bias+relu")
+
+    def f(x, w, b):
+        return (x @ w.T + b).relu()
+    jf = tlgpu.jit(f)
+    for rep in range(3):
+        ins = [tlgpu.tensor(a) for a in (x, w, b)]
+        if not _same(jf(*ins).numpy(), f(*ins).numpy(), exact):
+            bad.append(f"{kind} split: jit, call {rep}")
+    cmds = jf.commands()
+    if "tl_gemm_splitk_reduce_f32" not in cmds or any(c.startswith("tl_gemm") and "+" in c for c in cmds):
+        bad.append(f"{kind} split: {cmds}")
+    return bad
+
+
 def tc_names():
     return {"mma": "tl_gemm_tc_", "wg": "tl_gemm_wg_", "wgb": "tl_gemm_wgb_"}
 
@@ -116,17 +151,25 @@ if info["capability"] != 1:
     raise SystemExit
 tlgpu._C._cpu_blas(enable=False)
 import test_gemm_epilogue as t
-print("RESULT " + json.dumps({"bad": t.run_tc(KIND, TAG, True)}))
+if SPLIT:
+    tlgpu.set_matmul_precision("tf32")
+    tlgpu._C._gemm_tc(TAG)
+    print("RESULT " + json.dumps({"bad": t.split_checks(KIND, True)}))
+else:
+    print("RESULT " + json.dumps({"bad": t.run_tc(KIND, TAG, True)}))
 """
 
 
-@pytest.mark.parametrize("kind,tag", [("mma", MMA), ("wg", WG), ("wgb", WGB)])
-def test_tensor_core_epilogue_emulated(kind, tag):
+@pytest.mark.parametrize("kind,tag,split", [("mma", MMA, 0), ("wg", WG, 0), ("wgb", WGB, 0), ("wgb", WGB, 3)])
+def test_tensor_core_epilogue_emulated(kind, tag, split):
     """matmul_tc.cl, matmul_wg.cl, matmul_wgb.cl (float32 build) emulated on this device (PoCL in make test):
-    the epilogue's values bit for bit against numpy and eager, the jit moving four steps into the store."""
+    the epilogue's values bit for bit against numpy and eager, the jit moving four steps into the store; the
+    packed row split in K (TLGPU_GEMM_SPLITK=3) claims no epilogue."""
     from conftest import run_python
-    code = CHILD.replace("HERE", repr(HERE)).replace("KIND", repr(kind)).replace("TAG", repr(tag))
-    r = run_python(code, env={"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1"})
+    code = (CHILD.replace("HERE", repr(HERE)).replace("KIND", repr(kind)).replace("TAG", repr(tag))
+            .replace("SPLIT", str(split)))
+    env = {"TLGPU_TC_EMULATE": "1", "TLGPU_BUILD_OPTIONS": "-DTC_EMULATE=1"}
+    r = run_python(code, env=dict(env, TLGPU_GEMM_SPLITK=str(split)) if split else env)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout.split("RESULT ")[-1])
     if "skip" in res:
@@ -202,3 +245,11 @@ def test_matmul_sg_whole_tiles_and_in_place(sg_forced, rng):
         jf(hj, tlgpu.tensor(x), tlgpu.tensor(w))
         np.testing.assert_array_equal(hj.numpy().view(np.uint32), he.numpy().view(np.uint32))
     assert not any("+residual" in c for c in jf.commands()), jf.commands()
+
+
+def test_matmul_sg_split_in_k(sg_forced, monkeypatch):
+    """matmul_sg split in K (TLGPU_SG_SPLIT=2, a test hook): gemm_splitk sets the kernels' epilogue off and the
+    bias and ReLU follow the reduction."""
+    monkeypatch.setenv("TLGPU_SG_SPLIT", "2")
+    _C._gemm_sg("64x64x8")
+    assert split_checks("sg", tlgpu.device().type == "cpu") == []
