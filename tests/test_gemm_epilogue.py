@@ -96,6 +96,22 @@ def checks(kind, exact):
             bad.append(f"{kind} jit batched residual+relu, call {rep}")
     if not any(c.startswith("tl_gemm") and c.endswith("+residual+relu") for c in jg.commands()):
         bad.append(f"{kind} batched not fused: {jg.commands()}")
+
+    def inplace(h, x, w):                                # the residual is the output itself
+        h += x @ w.T
+        return h
+
+    ji = tlgpu.jit(inplace)
+    for rep in range(4):
+        h = f32(M, N)
+        he, hj = tlgpu.tensor(h), tlgpu.tensor(h)
+        inplace(he, tlgpu.tensor(x), tlgpu.tensor(w))
+        ji(hj, tlgpu.tensor(x), tlgpu.tensor(w))
+        if not _same(hj.numpy(), he.numpy(), exact) or not _same(he.numpy(), h + prod, exact):
+            bad.append(f"{kind} jit in place, call {rep}")
+    moved = any(c.startswith("tl_gemm") and c.endswith("+residual") for c in ji.commands())
+    if moved != (kind == "wgb"):                         # the store note's res_alias: packed rows only here
+        bad.append(f"{kind} in place: {ji.commands()}")
     return bad, cmds
 
 

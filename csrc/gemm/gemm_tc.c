@@ -304,7 +304,8 @@ packed_split(const tc_config *c, int M, int N, int K, int batch, int fill, size_
  * a word, so the k-tiles count words, and *out has their dtype. The float32 build's kernels end in the store
  * epilogue's arguments (mm_epi.h): unsplit, the store adds bias (float32 [N] or NULL) and applies act (0-2)
  * and *fused says so (tl_gemm_tc_packed), and the launch leaves a store note, so tlgpu.jit's epilogue pass
- * may move a scale, bias add, residual add, ReLU/Tanh after it into the store. 1 with *out set, 0 when the
+ * may move a scale, bias add, residual add, ReLU/Tanh after it into the store (the residual may be the output
+ * itself: a work-item reads an element's residual before it stores it, no restrict). 1 with *out set, 0 when the
  * operands do not fit that (the other paths run the product), -1 with an exception set. */
 static int
 packed_product(tc_config *c, tl_kernel *kh, tl_tensor *a, tl_tensor *b, int M, int N, int K, int S, int KS,
@@ -349,7 +350,7 @@ packed_product(tc_config *c, tl_kernel *kh, tl_tensor *a, tl_tensor *b, int M, i
                 tl_capture_note_store(kh->k, &(tl_store_note){.out_arg = WB_EPI_ARG - 1, .off_arg = -1,
                                                               .bias_arg = WB_EPI_ARG, .epi_arg = WB_EPI_ARG + 1,
                                                               .alpha_arg = WB_EPI_ARG + 2, .res_arg = WB_EPI_ARG + 3,
-                                                              .res_off_arg = WB_EPI_ARG + 4, .res_alias = 0,
+                                                              .res_off_arg = WB_EPI_ARG + 4, .res_alias = 1,
                                                               .epi = epi, .N = N, .out_off = 0, .n = (long)n});
         }
     }
