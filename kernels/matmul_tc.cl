@@ -14,6 +14,11 @@
  *  - Local tiles are padded against bank conflicts (-DTC_SWZ=1: unpadded, 16-byte chunks XOR-swizzled
  *    by row; -DTC_DBUF=1: fragments double-buffered in registers; neither gained on the H100).
  *  - On compute capability 9.0, x @ w.T runs on kernels/matmul_wg.cl (wgmma) instead.
+ *  - The store epilogue (kernels/mm_epi.h; matmul.cl's arguments end in it, and so do these): with epi != 0
+ *    each element of C is scaled, gets bias[n] and its residual added, then ReLU/Tanh, one float32 rounding
+ *    a step, as it is stored (element by element; a uniform branch, so epi 0 stores as before). The host sets
+ *    it as for matmul.cl (ops_matmul.c's mm_launch: a linear layer's bias and activation; tlgpu.jit's
+ *    epilogue pass: ops after the product). matmul_wg.cl's kernels take it too.
  * The configurations below (tile, warps, stages) come from H100 sweeps (bench_gemm.py --tc-sweep,
  * benchmarks/NOTES.md); TC_SWEEP adds the others measured there. csrc/gemm/gemm_tc.c holds the same table.
  * Knobs for such sweeps (build options, e.g. through TLGPU_BUILD_OPTIONS): TC_RNA, TC_ASYNC, TC_LDSM,

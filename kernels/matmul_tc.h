@@ -339,6 +339,23 @@ TC_NAME(MM_ARGS)
     tc_wait_all();
 
     /* store: lane (g, t) holds rows g and g+8, columns 2t and 2t+1 of each 16x8 block */
+    if (epi) {                                    /* the store epilogue (mm_epi.h): a uniform branch */
+#pragma unroll
+        for (int i = 0; i < TC_MI; i++) {
+#pragma unroll
+            for (int j = 0; j < TC_NI; j++) {
+                const int n = n0 + wn * TC_WTN + j * 8 + 2 * t;
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int m = m0 + wm * TC_WTM + i * 16 + g + 8 * h, at = m * N + n;
+                    if (m >= M) continue;
+                    if (n < N) C[at] = MM_EPI(acc[i][j][2 * h], n, at);
+                    if (n + 1 < N) C[at + 1] = MM_EPI(acc[i][j][2 * h + 1], n + 1, at + 1);
+                }
+            }
+        }
+        return;
+    }
     const int pair = (N % 2 == 0) && (offC % 2 == 0);
 #pragma unroll
     for (int i = 0; i < TC_MI; i++) {

@@ -1,6 +1,8 @@
 /* matmul_tc_lib.h: what every tensor-core TF32 GEMM family shares (matmul_tc.cl, mma.sync; matmul_wg.cl,
  * wgmma): knobs, TF32 conversion, mma.sync and its emulation,
- * cp.async copies and waits, the tile order. matmul_tc.cl's banner describes them. */
+ * cp.async copies and waits, the tile order, the kernels' arguments (matmul.cl's, store epilogue included:
+ * mm_epi.h). matmul_tc.cl's banner describes them. */
+#include "mm_epi.h"
 
 #ifndef TC_ASM
 #define TC_ASM asm                  /* NVIDIA's keyword; clang (a local PTX check) takes __asm__ */
@@ -32,12 +34,13 @@
 #define MM_ARGS int M, int N, int K, int nb2,                                                       \
     global const float *A, int offA, int sAb1, int sAb2, int sAm, int sAk,                          \
     global const float *B, int offB, int sBb1, int sBb2, int sBk, int sBn,                          \
-    global float *C, int offC
+    global float *C, int offC, MM_EPI_ARGS
 #define MM_BATCH()                                                                                  \
     const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;                                \
     A += offA + b1 * sAb1 + b2 * sAb2;                                                              \
     B += offB + b1 * sBb1 + b2 * sBb2;                                                              \
-    C += offC + b * M * N
+    C += offC + b * M * N;                                                                          \
+    MM_EPI_BATCH(b)
 
 static inline uint
 tc_tf32(float x)

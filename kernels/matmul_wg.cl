@@ -23,6 +23,8 @@
  *  - NVIDIA's OpenCL compiler targets sm_90, which has no wgmma: each sm_90a instruction is a PTX comment
  *    behind the marker //TLPTX (matmul_wg_asm.h); csrc/gemm/ptx_patch.c turns the markers into instructions
  *    and retargets the PTX to sm_90a, and the driver builds that (programs.c, for any program whose PTX has the marker).
+ *  - The store epilogue (kernels/mm_epi.h: scale, bias, residual, ReLU/Tanh as C is stored; matmul_tc.cl's
+ *    banner) after MM_ARGS, as matmul.cl's kernels: with epi != 0, WG_STORE_EPI (element by element).
  *  - TC_EMULATE=1 (tests, any device): plain copies, and each work-item computes its accumulators from
  *    the swizzled local tiles as the descriptors describe them, so the tiling, the swizzle and the
  *    fragment layout run on PoCL.

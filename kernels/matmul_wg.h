@@ -75,7 +75,8 @@ WG_CAT(WG_CAT(tl_gemm_wg_nt_, WG_TAG), _f32)(MM_ARGS)
     }
 #undef WG_COPY
     WG_WAIT0(d);
-    WG_STORE(d, m0, n0, tid);
+    if (epi) WG_STORE_EPI(d, m0, n0, tid);     /* the store epilogue (mm_epi.h) */
+    else WG_STORE(d, m0, n0, tid);
 }
 
 #include "matmul_wg_end.h"

@@ -189,4 +189,23 @@ wg_mma_emu(float *d, local const float *as, local const float *bs, const int bn,
         }                                                                                           \
     } while (0)
 
+#if !WG_HALF
+/* WG_STORE through the store epilogue (mm_epi.h: the kernel's MM_EPI_ARGS, resid shifted to the batch),
+ * element by element; the kernels take it when epi != 0 (a uniform branch), so the plain store stays as
+ * it was. The 16-bit builds have no epilogue arguments. */
+#define WG_STORE_EPI(d, m0, n0, tid)                                                                \
+    do {                                                                                            \
+        const int lane_ = (tid) % 32, r_ = (m0) + (tid) / 128 * 64 + ((tid) % 128) / 32 * 16 + lane_ / 4; \
+        _Pragma("unroll") for (int j_ = 0; j_ < WG_BN / 8; j_++) {                                  \
+            const int c_ = (n0) + 8 * j_ + 2 * (lane_ % 4);                                         \
+            for (int h_ = 0; h_ < 2; h_++) {                                                        \
+                const int i_ = (r_ + 8 * h_) * N + c_;                                              \
+                if (r_ + 8 * h_ >= M) continue;                                                     \
+                if (c_ < N) C[i_] = MM_EPI((d)[4 * j_ + 2 * h_], c_, i_);                           \
+                if (c_ + 1 < N) C[i_ + 1] = MM_EPI((d)[4 * j_ + 2 * h_ + 1], c_ + 1, i_ + 1);       \
+            }                                                                                       \
+        }                                                                                           \
+    } while (0)
+#endif
+
 #endif

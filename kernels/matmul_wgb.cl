@@ -17,6 +17,9 @@
  *  - Every sm_90a/PTX 8.0 instruction is behind the //TLPTX marker (ptx_patch.h), so a compiler that does
  *    not know them never sees them; the family is its own program, so a failure here cannot take
  *    matmul_wg.cl's production rows with it.
+ *  - The float32 build's product kernels end in the store epilogue's arguments (kernels/mm_epi.h, after C:
+ *    argument 9 on; gemm_tc.c stores plainly, and tlgpu.jit's epilogue pass may move a scale, bias add,
+ *    residual add and ReLU/Tanh after the product into it); the 16-bit builds have none (C is 16-bit).
  *  - TC_EMULATE=1 (tests, PoCL): plain copies of the packed stages with barriers, the accumulators from
  *    wg_mma_emu: the pack, the tile walk and the store run on any device; the mbarrier handoffs do not. */
 
@@ -159,6 +162,15 @@ wb_cluster_sync(void)                                   /* every work-item of bo
     TC_ASM volatile("//TLPTX barrier.cluster.arrive;\n"
                     "//TLPTX barrier.cluster.wait;\n" ::: "memory");
 }
+#endif
+
+/* The float32 build's kernels end in the store epilogue's arguments (mm_epi.h: scale, bias, residual,
+ * ReLU/Tanh as they store C; gemm_tc.c's packed_product sets them, epi 0 when split in K); the 16-bit
+ * builds, whose C is bfloat16 / float16, have none. */
+#if WG_HALF
+#define WB_EPI_ARGS
+#else
+#define WB_EPI_ARGS , MM_EPI_ARGS
 #endif
 
 #define WG_TAG 128x128x8s5

@@ -39,7 +39,7 @@
 
 kernel __attribute__((reqd_work_group_size(WB_THREADS, 1, 1))) void
 WB_NAME(int M, int N, int KT, int KS, global const float *PA, int sPA, global const float *PB, int sPB,
-        global WG_CT *C)
+        global WG_CT *C WB_EPI_ARGS)
 {
     local float S[WG_STAGES * WB_STAGE] __attribute__((aligned(1024)));
     const int nsl = (KT + KS - 1) / KS, sl = get_group_id(1) % nsl, b = get_group_id(1) / nsl;
@@ -60,6 +60,9 @@ WB_NAME(int M, int N, int KT, int KS, global const float *PA, int sPA, global co
     global const float *pa = PA + (size_t)b * sPA + ((size_t)pm * KT + kt0) * WB_ASZ;   /* this tile row's */
     global const float *pb = PB + (size_t)b * sPB + ((size_t)pn * KT + kt0) * WB_BSZ;   /* k-tiles, slice sl's */
     C += ((size_t)sl * (get_num_groups(1) / nsl) + b) * M * N;
+#if !WG_HALF
+    resid += offR + b * M * N;                          /* the epilogue's residual (epi 0 when split) */
+#endif
     KT = min(KS, KT - kt0);                             /* from here: this slice's k-tiles */
     float d[WG_BN / 2];
     for (int i = 0; i < WG_BN / 2; i++) d[i] = 0.0f;
@@ -115,7 +118,12 @@ WB_NAME(int M, int N, int KT, int KS, global const float *PA, int sPA, global co
     }
     WG_WAIT0(d);
 #endif
+#if WG_HALF
     if (tid < WB_CW) WG_STORE(d, m0, n0, tid);
+#else
+    if (tid < WB_CW && epi) WG_STORE_EPI(d, m0, n0, tid);   /* the store epilogue (mm_epi.h) */
+    else if (tid < WB_CW) WG_STORE(d, m0, n0, tid);
+#endif
 #if WB_PAIR && !TC_EMULATE
     wb_cluster_sync();                                  /* no remote arrival may land after this one exits */
 #endif

@@ -25,6 +25,7 @@
  * rows by 1024 to 4096: 1.4 to 2 x the mma.sync or float32 kernels that ran them before).
  * _gemm_tc("tag") forces a row, for tuning. */
 #include "gemm_tc.h"
+#include "capture.h"
 #include "cl_runtime.h"
 #include "gemm_splitk.h"
 #include "ptx_patch.h"
@@ -293,14 +294,22 @@ packed_split(const tc_config *c, int M, int N, int K, int batch, int fill, size_
     return (KT + *KS - 1) / *KS;                          /* every slice at least one k-tile */
 }
 
+/* matmul_wgb.cl's product kernels: 9 arguments (C the last), then, in the float32 build, mm_epi.h's 5 */
+#define WB_EPI_ARG 9
+#define WB_NARGS (WB_EPI_ARG + 5)
+
 /* a @ b on packed row c: a [.., M, K] and b [.., K, N] (2 or 3 dims, batches equal or 1) packed into
  * temporaries, then one launch of kernel kh into *out, or (S > 1, KS k-tiles a slice; float32 only) into
  * partials that gemm_splitk's reduction sums into *out. Half operands (kh of a 16-bit build) pack two values
- * a word, so the k-tiles count words, and *out has their dtype. 1 with *out set, 0 when the operands do not
- * fit that (the other paths run the product), -1 with an exception set. */
+ * a word, so the k-tiles count words, and *out has their dtype. The float32 build's kernels end in the store
+ * epilogue's arguments (mm_epi.h): unsplit, the store adds bias (float32 [N] or NULL) and applies act (0-2)
+ * and *fused says so (tl_gemm_tc_packed), and the launch leaves a store note, so tlgpu.jit's epilogue pass
+ * may move a scale, bias add, residual add, ReLU/Tanh after it into the store (the residual may be the output
+ * itself: a work-item reads an element's residual before it stores it, no restrict). 1 with *out set, 0 when the
+ * operands do not fit that (the other paths run the product), -1 with an exception set. */
 static int
 packed_product(tc_config *c, tl_kernel *kh, tl_tensor *a, tl_tensor *b, int M, int N, int K, int S, int KS,
-               tl_tensor **out)
+               tl_tensor *bias, int act, int *fused, tl_tensor **out)
 {
     const int ba = a->ndim == 3 ? (int)a->shape[0] : 1, bb = b->ndim == 3 ? (int)b->shape[0] : 1;
     const int batch = ba > bb ? ba : bb, Kw = TL_IS_HALF(a->dtype) ? (K + 1) / 2 : K, KT = (Kw + c->bk - 1) / c->bk;
@@ -320,14 +329,30 @@ packed_product(tc_config *c, tl_kernel *kh, tl_tensor *a, tl_tensor *b, int M, i
     if (*out != NULL) {
         tl_tensor *dst = S > 1 ? part : *out;
         const int sa = ba > 1 ? (int)sPA : 0, sb = bb > 1 ? (int)sPB : 0;
-        const size_t I = sizeof(int), Mm = sizeof(cl_mem), lws[3] = {(size_t)c->warps * 32, 1, 1};
-        const size_t gws[3] = {tm * tn * lws[0], (size_t)batch * (size_t)S, 1}, sz[9] = {I, I, I, I, Mm, I, Mm, I, Mm};
-        const void *val[9] = {&M, &N, &KT, &KS, &pa->storage->mem, &sa, &pb->storage->mem, &sb, &dst->storage->mem};
-        tl_storage *st[3] = {dst->storage, pa->storage, pb->storage};
-        if (launch(kh, 9, sz, val, gws, lws, st, 3) < 0 || (S > 1 && tl_gemm_splitk_reduce(part, S, n, *out, 0) < 0))
+        const size_t I = sizeof(int), Mm = sizeof(cl_mem), F = sizeof(float), lws[3] = {(size_t)c->warps * 32, 1, 1};
+        const size_t gws[3] = {tm * tn * lws[0], (size_t)batch * (size_t)S, 1};
+        const size_t sz[WB_NARGS] = {I, I, I, I, Mm, I, Mm, I, Mm, Mm, I, F, Mm, I};
+        const int half = TL_IS_HALF(a->dtype);           /* the 16-bit builds: no epilogue arguments */
+        const int fb = !half && S == 1 && bias != NULL, fa = !half && S == 1 && (bias == NULL || fb) ? act : 0;
+        const int epi = (fb ? 1 : 0) | fa << 1, off = 0; /* the float32 build's store epilogue (mm_epi.h) */
+        const float one = 1.0f;
+        cl_mem *d = &dst->storage->mem, *bm = fb ? &bias->storage->mem : d;
+        const void *val[WB_NARGS] = {&M, &N, &KT, &KS, &pa->storage->mem, &sa, &pb->storage->mem, &sb, d, bm, &epi, &one,
+                                     d, &off};
+        tl_storage *st[4] = {dst->storage, pa->storage, pb->storage, fb ? bias->storage : NULL};
+        if (launch(kh, half ? WB_EPI_ARG : WB_NARGS, sz, val, gws, lws, st, 4) < 0 ||
+            (S > 1 && tl_gemm_splitk_reduce(part, S, n, *out, 0) < 0)) {
             Py_CLEAR(*out);
-        else
-            wg_launches++, pk_launches++, pk_splits += S > 1, h_launches += TL_IS_HALF(a->dtype);
+        } else {
+            wg_launches++, pk_launches++, pk_splits += S > 1, h_launches += half;
+            if (fused != NULL) *fused = (fb ? 1 : 0) | (fa ? 2 : 0);
+            if (!half && S == 1 && !fa)                  /* tlgpu.jit may move ops after it into the store */
+                tl_capture_note_store(kh->k, &(tl_store_note){.out_arg = WB_EPI_ARG - 1, .off_arg = -1,
+                                                              .bias_arg = WB_EPI_ARG, .epi_arg = WB_EPI_ARG + 1,
+                                                              .alpha_arg = WB_EPI_ARG + 2, .res_arg = WB_EPI_ARG + 3,
+                                                              .res_off_arg = WB_EPI_ARG + 4, .res_alias = 1,
+                                                              .epi = epi, .N = N, .out_off = 0, .n = (long)n});
+        }
     }
     Py_XDECREF(part);
     Py_XDECREF(pa);
@@ -361,7 +386,8 @@ tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **a
 }
 
 int
-tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out)
+tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor *res, int act, int *fused,
+                  tl_tensor **out)
 {
     const tl_runtime *rt;
     tl_err err = {0};
@@ -385,7 +411,10 @@ tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **o
     if (i < 0 || (S = packed_split(&configs[i], M, N, K, batch, fill, (size_t)units, &KS)) < 0) return i < 0 ? 0 : -1;
     if (fill && S < 2) return 0;                          /* too small even so: the other rows */
     if ((ok = wg_prepare(i)) <= 0) return ok;
-    return packed_product(&configs[i], &configs[i].k[TC_NT], a, b, M, N, K, S, KS, out);
+    const int bias = res != NULL && res->dtype == TL_F32 && res->ndim == 1 && res->shape[0] == N && res->offset == 0 &&
+                     res->storage != NULL && (N == 1 || res->strides[0] == 1);   /* a bias: [N], from element 0 */
+    return packed_product(&configs[i], &configs[i].k[TC_NT], a, b, M, N, K, S, KS, bias ? res : NULL,
+                          res == NULL || bias ? act : 0, fused, out);
 }
 
 int
@@ -424,7 +453,7 @@ tl_gemm_tc_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out
         return 0;
     }
     const int KT = ((K + 1) / 2 + configs[i].bk - 1) / configs[i].bk;
-    return packed_product(&configs[i], &configs[i].h[h], a, b, M, N, K, 1, KT, out);
+    return packed_product(&configs[i], &configs[i].h[h], a, b, M, N, K, 1, KT, NULL, 0, NULL, out);
 }
 
 /* The 16-bit builds of matmul_wgb.cl: the same source with -DWG_HALF=1 (bfloat16) or 2 (float16). */

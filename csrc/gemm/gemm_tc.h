@@ -24,9 +24,13 @@ int tl_gemm_tc_kmajor(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor
 /* Under TF32 where the packed wgmma rows run (compute capability 9.0; kernels/matmul_wgb.cl), for a product
  * whose grid fills the device on one of them, one that no other wgmma row would take (then split in K, with
  * gemm_splitk's reduction), or with one forced (_gemm_tc("wgb..."), sweeps): a @ b of any layout (2-D or 3-D
- * operands, batches equal or 1) run there: both operands packed, one launch (two when split). 1 with the
- * result in *out (a bias is the caller's to add), 0 to leave the product alone, -1 with an exception set. */
-int tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out);
+ * operands, batches equal or 1) run there: both operands packed, one launch (two when split). res: NULL, or
+ * what the caller adds to the product (ops_matmul.c's mm_forward_res): where it is a bias (float32 [N],
+ * contiguous from element 0) and the product is not split, the store adds it (bit 0 of *fused) and then
+ * applies act (1 ReLU, 2 Tanh; bit 1), as mm_launch's kernels do; act is applied only with the bias added or
+ * res NULL. 1 with the result in *out, 0 to leave the product alone, -1 with an exception set. */
+int tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor *res, int act, int *fused,
+                      tl_tensor **out);
 
 /* Where the packed wgmma rows run (compute capability 9.0), a @ b for bfloat16 or float16 operands of one dtype
  * (2-D or 3-D, batches equal or 1, any layout) on the tensor cores in that dtype with float32 accumulation,

@@ -258,8 +258,9 @@ mm_launch(const mm_problem *p, tl_tensor *a, tl_tensor *b, tl_tensor *out, tl_te
     const int has_epi = tl_mm_has_epi(k) && out->dtype == TL_F32;
     const int bias_ok = has_epi && res != NULL && res->dtype == TL_F32 && res->ndim == 1 && res->shape[0] == p->N &&
                         res->offset == 0 && tl_tensor_numel(res) != tl_tensor_numel(out);
-    const int epi = has_epi ? (bias_ok ? 1 : 0) | (p->act << 1) : 0;
-    if (has_epi) *fused = (bias_ok ? 1 : 0) | (p->act ? 2 : 0);
+    const int act = res == NULL || bias_ok ? p->act : 0;   /* res added after the product: act after it */
+    const int epi = has_epi ? (bias_ok ? 1 : 0) | (act << 1) : 0;
+    if (has_epi) *fused = (bias_ok ? 1 : 0) | (act ? 2 : 0);
     tl_storage *st[4] = {out->storage, a->storage, b->storage, bias_ok ? res->storage : NULL};
     for (int o = 0; o < nouter; o++) {
         int off[3] = {p->off[0], p->off[1], p->off[2]};
@@ -391,7 +392,7 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int a
     p.sBn = bv ? 0 : to_int(b->strides[b->ndim - 1]);
     if (mm_batch(op, a, av ? 0 : a->ndim - 2, b, bv ? 0 : b->ndim - 2, &p, shape, &nshape) < 0) return NULL;
     tl_tensor *a2 = NULL, *b2 = NULL;                    /* TF32 on wgmma (gemm_tc.h): the packed rows */
-    int kc = av || bv ? 0 : tl_gemm_tc_packed(a, b, p.M, p.N, p.K, &a2);
+    int kc = av || bv ? 0 : tl_gemm_tc_packed(a, b, p.M, p.N, p.K, res, act, fused, &a2);   /* bias, act fused */
     if (kc != 0) return kc < 0 ? NULL : (PyObject *)a2;
     kc = av || bv ? 0 : tl_gemm_tc_kmajor(a, b, p.M, p.N, p.K, &a2, &b2);   /* ... or K-major copies */
     if (kc == 0 && !av && !bv && (kc = tl_gemm_sg_copy_a(a, b, p.M, p.N, p.K, &a2)) > 0)
@@ -412,8 +413,10 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int a
     int row = res != NULL && !bv && res->ndim == 1 && res->shape[0] == p.N && (p.N == 1 || res->strides[0] == 1);
     int full = res != NULL && res->ndim == nshape && tl_tensor_is_contig(res) &&
                memcmp(res->shape, shape, sizeof(Py_ssize_t) * (size_t)nshape) == 0;
-    if (res != NULL && (!(row || full) || res->dtype != TL_F32 || res->storage == NULL))
-        res = NULL;                                      /* not in the store's layout: added separately */
+    if (res != NULL && (!(row || full) || res->dtype != TL_F32 || res->storage == NULL)) {
+        res = NULL;                                      /* not in the store's layout: added separately, */
+        p.act = 0;                                       /* ... and the activation after that add */
+    }
     if (mm_launch(&p, a, b, out, res, fused) < 0) Py_CLEAR(out);
     return (PyObject *)out;
 }
