@@ -25,10 +25,6 @@
  * zeros (a select a float4). C is stored as float4 where the tile is whole and its rows aligned, else
  * element by element with bounds checks. The operands are restrict (C is always a fresh tensor; A and B,
  * which may be one buffer, are only read), so NVIDIA may read them through the non-coherent cache.
- * The arguments end in the store epilogue's (kernels/mm_epi.h, as matmul.cl's): with epi != 0 (a uniform
- * branch after the loop; epi 0 stores as before) each element is scaled, gets bias[n] and its residual
- * added, then ReLU/Tanh, as it is stored (float4 where the tile is whole). The residual is not restrict and
- * must not be C itself (ops_matmul.c's store note: res_alias 0 for these kernels).
  * Knobs (build options, e.g. TLGPU_BUILD_OPTIONS): SG_PAD, SG_GROUP, SG_LN, SG_SWEEP (the sweep-only tags);
  * csrc/gemm/gemm_sg.c holds the same tag table. On a generalised body (sg_gemm_x; the 8x8 production rows keep
  * sg_gemm, whose code they were timed with): tags ending t16x8 / t8x16 (16x8 or 8x16 outputs a work-item,
@@ -46,8 +42,6 @@
  * along k by 4-byte copies that transpose it), ST - 1 k-tiles in flight, one barrier a k-tile. On PoCL the
  * copies are plain stores, so the stage logic runs in the tests. 128x128x8t16x8s4 is tn's production row
  * (47.0 / 47.8 TFLOP/s at 2048 / 4096 against 46.0 / 46.7); in nn, nt and tt the 4-byte copies lose. */
-
-#include "mm_epi.h"
 
 #ifndef SG_PAD
 #define SG_PAD 4
@@ -98,17 +92,13 @@
 #define MM_ARGS int M, int N, int K, int nb2,                                                       \
     global const float *restrict A, int offA, int sAb1, int sAb2, int sAm, int sAk,                 \
     global const float *restrict B, int offB, int sBb1, int sBb2, int sBk, int sBn,                 \
-    global float *restrict C, int offC, MM_EPI_ARGS
+    global float *restrict C, int offC
 #define SG_BATCH()                                                                                  \
     const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;                                \
     const int calign = ((offC + b * M * N) & 3) == 0 && (N & 3) == 0;                               \
     A += offA + b1 * sAb1 + b2 * sAb2;                                                              \
     B += offB + b1 * sBb1 + b2 * sBb2;                                                              \
-    C += offC + b * M * N;                                                                          \
-    MM_EPI_BATCH(b)
-/* The store epilogue's arguments (mm_epi.h) as the bodies take them. */
-#define SG_EPI_PARAMS global const float *bias, int epi, float alpha, global const float *resid
-#define SG_EPI_PASS bias, epi, alpha, resid
+    C += offC + b * M * N
 
 /* Work-group pid's tile (row *pm, column *pn) of a tm x tn grid: SG_GROUP rows at a time, by columns. */
 static inline void
@@ -222,23 +212,6 @@ sg_put(global float *C, int M, int N, int row, int col, float4 v, int whole)
 #pragma unroll
     for (int j = 0; j < 4; j++)
         if (col + j < N) C[row * N + col + j] = e[j];
-}
-
-/* sg_put through the store epilogue (mm_epi.h), element by element; the bodies take it when epi != 0. */
-static inline void
-sg_put_epi(global float *C, int M, int N, int row, int col, float4 v, int whole, SG_EPI_PARAMS)
-{
-    if (row >= M) return;
-    const float e[4] = {v.x, v.y, v.z, v.w};
-    const int at = row * N + col;
-    if (whole) {
-        *(global float4 *)(C + at) = (float4)(MM_EPI(e[0], col, at), MM_EPI(e[1], col + 1, at + 1),
-                                              MM_EPI(e[2], col + 2, at + 2), MM_EPI(e[3], col + 3, at + 3));
-        return;
-    }
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-        if (col + j < N) C[at + j] = MM_EPI(e[j], col + j, at + j);
 }
 
 /* A work-item's fragments of local k row k: TM / 4 float4 of A (BM / TM float4 apart) into a[], TN / 4 of
@@ -400,7 +373,7 @@ sg_wait(int pending)
 static inline void
 sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *B, int sb, global float *C,
         int calign, local float *As, local float *Bs, const int BM, const int BN, const int BK, const int ak,
-        const int bn, SG_EPI_PARAMS)
+        const int bn)
 {
     const int NT = BM * BN / 64, tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD, da = 0, db = 0;
     const int ST = 2;
@@ -434,18 +407,6 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
     SG_LOOP_END
 
     const int whole = calign && m0 + BM <= M && n0 + BN <= N;
-    if (epi) {                                        /* the store epilogue (mm_epi.h): a uniform branch */
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int row = m0 + (i / 4) * (BM / 2) + tm * 4 + i % 4;
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-                sg_put_epi(C, M, N, row, n0 + h * (BN / 2) + tn * 4,
-                           (float4)(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]), whole,
-                           SG_EPI_PASS);
-        }
-        return;
-    }
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const int row = m0 + (i / 4) * (BM / 2) + tm * 4 + i % 4;
@@ -465,7 +426,7 @@ sg_gemm(int M, int N, int K, global const float *A, int sa, global const float *
 static inline __attribute__((always_inline)) void    /* constant tiles in each kernel: never a call */
 sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float *B, int sb,
           global float *C, int calign, local float *As, local float *Bs, const int BM, const int BN,
-          const int BK, const int TM, const int TN, const int ST, const int ak, const int bn, SG_EPI_PARAMS)
+          const int BK, const int TM, const int TN, const int ST, const int ak, const int bn)
 {
     const int NT = BM * BN / (TM * TN), tid = get_local_id(0), lda = BM + SG_PAD, ldb = BN + SG_PAD;
     const int asy = SG_ASYNC, da = !ak && (asy == 2 || (asy == 1 && !bn)), db = bn && (asy == 2 || (asy == 1 && ak));
@@ -505,21 +466,6 @@ sg_gemm_x(int M, int N, int K, global const float *A, int sa, global const float
     SG_LOOP_END
 
     const int whole = calign && m0 + BM <= M && n0 + BN <= N;
-    if (epi) {                                        /* the store epilogue (mm_epi.h): a uniform branch */
-#pragma unroll
-        for (int i = 0; i < 16; i++) {
-            if (i >= TM) break;
-            const int row = m0 + (i / 4) * (4 * BM / TM) + tm * 4 + i % 4;
-#pragma unroll
-            for (int h = 0; h < 4; h++) {
-                if (h >= TN / 4) break;
-                sg_put_epi(C, M, N, row, n0 + h * (4 * BN / TN) + tn * 4,
-                           (float4)(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2], acc[i][4 * h + 3]), whole,
-                           SG_EPI_PASS);
-            }
-        }
-        return;
-    }
 #pragma unroll
     for (int i = 0; i < 16; i++) {
         if (i >= TM) break;

@@ -35,11 +35,11 @@
 #if SG_TM == 8 && SG_TN == 8 && SG_ST == 2 && !SG_RDB && !SG_T4 && !SG_GEN
 #define SG_BODY(ak, bn)                                                                                   \
     sg_gemm(M, N, K, A, (ak) ? sAm : sAk, B, (bn) ? sBk : sBn, C, calign, (local float *)As, (local float *)Bs, \
-            SG_BM, SG_BN, SG_BK, ak, bn, SG_EPI_PASS)
+            SG_BM, SG_BN, SG_BK, ak, bn)
 #else
 #define SG_BODY(ak, bn)                                                                                   \
     sg_gemm_x(M, N, K, A, (ak) ? sAm : sAk, B, (bn) ? sBk : sBn, C, calign, (local float *)As,               \
-              (local float *)Bs, SG_BM, SG_BN, SG_BK, SG_TM, SG_TN, SG_ST, ak, bn, SG_EPI_PASS)
+              (local float *)Bs, SG_BM, SG_BN, SG_BK, SG_TM, SG_TN, SG_ST, ak, bn)
 #endif
 
 SG_KERNEL(nn, 1, 1)

@@ -28,10 +28,11 @@ def _same(got, want, exact):
     return got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def checks(kind, exact):
+def checks(kind, exact, fused=True):
     """The checks of one kernel kind ("sg", "mma", "wg", "wgb"; the caller forces it); a list of what failed
     (empty: all passed) and the commands of the jitted product. exact: the device computes float32 steps
-    (and its ReLU) as numpy does (PoCL, the emulation); else a few ulps are allowed, as in test_jit_fuse."""
+    (and its ReLU) as numpy does (PoCL, the emulation); else a few ulps are allowed, as in test_jit_fuse.
+    fused=False: a kernel without the store epilogue (matmul_sg): the same values, nothing moved into it."""
     rng, bad = np.random.default_rng(29), []
     M, K, N = 40, 24, 72
     ints = lambda *s: rng.integers(-3, 4, s).astype(np.float32)          # noqa: E731
@@ -54,7 +55,7 @@ def checks(kind, exact):
         tlgpu.reset_stream_stats()
         _C.linear(tx, tw, tb, activation="relu")
         n = tlgpu.stream_stats()["enqueued"]          # the product storing bias and ReLU (after the packs)
-        if n != (3 if kind == "wgb" else 1):
+        if fused and n != (3 if kind == "wgb" else 1):
             bad.append(f"{kind} linear+bias+relu took {n} commands")
         for name, bv in [("at an offset", tlgpu.tensor(f32(N + 1))[1:]), ("strided", tlgpu.tensor(f32(2 * N))[::2])]:
             got = _C.linear(tx, tw, bv, activation="relu").numpy()    # not fused: added, then the ReLU
@@ -79,8 +80,8 @@ def checks(kind, exact):
         if not _same(jitted, eager, exact) or not _same(eager, ref, exact):
             bad.append(f"{kind} jit scale+bias+residual+relu, call {rep}")
     cmds = jf.commands()
-    if not any(c.startswith("tl_gemm") and c.endswith("*scale+bias+residual+relu") for c in cmds):
-        bad.append(f"{kind} not fused: {cmds}")
+    if fused != any(c.startswith("tl_gemm") and c.endswith("*scale+bias+residual+relu") for c in cmds):
+        bad.append(f"{kind} fused is not {fused}: {cmds}")
 
     def g(x3, w, h3):
         return (x3 @ w.T + h3).relu()
@@ -94,8 +95,8 @@ def checks(kind, exact):
         ref = np.maximum((x3.astype(np.float64) @ w.T).astype(np.float32) + h3, np.float32(0))
         if not _same(jitted, eager, exact) or not _same(eager, ref, exact):
             bad.append(f"{kind} jit batched residual+relu, call {rep}")
-    if not any(c.startswith("tl_gemm") and c.endswith("+residual+relu") for c in jg.commands()):
-        bad.append(f"{kind} batched not fused: {jg.commands()}")
+    if fused != any(c.startswith("tl_gemm") and c.endswith("+residual+relu") for c in jg.commands()):
+        bad.append(f"{kind} batched fused is not {fused}: {jg.commands()}")
 
     def inplace(h, x, w):                                # the residual is the output itself
         h += x @ w.T
@@ -226,11 +227,12 @@ def sg_forced(monkeypatch):
 
 @pytest.mark.parametrize("tag", ["128x128x16t16x8", "64x64x8"])
 def test_matmul_sg_epilogue(sg_forced, tag):
-    """matmul_sg.cl (float32; NVIDIA's default, forced here): both bodies (sg_gemm_x on the 16x8 row, sg_gemm
-    on the 8x8 one), tile edges (40 x 72 in 64- and 128-wide tiles) and whole float4 tiles."""
+    """matmul_sg.cl (float32; NVIDIA's default, forced here) has no store epilogue: a version with one made its
+    4096 a @ b 22 % slower on the H200 (benchmarks/NOTES.md, fourth session). Bias, activation, scale and
+    residual then run after the product, with the same values, and the jit moves nothing into it."""
     _C._gemm_sg(tag)
     n0 = _C._gemm_sg()["launches"]
-    bad, cmds = checks("sg", tlgpu.device().type == "cpu")
+    bad, cmds = checks("sg", tlgpu.device().type == "cpu", fused=False)
     assert bad == []
     assert any(c.startswith("tl_gemm_sg_") for c in cmds), cmds
     assert _C._gemm_sg()["launches"] > n0
