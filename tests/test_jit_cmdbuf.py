@@ -1,6 +1,8 @@
 """tlgpu.jit replayed through cl_khr_command_buffer (docs/jit.md, "Command buffers"): replays equal eager calls and
 the command-by-command loop over many steps (forward, Adam training with refreshed scalars, random draws, new inputs,
 outputs kept), the segments and counts, and TLGPU_JIT_CMDBUF / command_buffer= choosing the path."""
+import os
+
 import numpy as np
 import pytest
 
@@ -8,7 +10,11 @@ import tlgpu
 import tlgpu.nn.functional as F
 from tlgpu import nn
 
-WHY = tlgpu._C._jit_cmdbuf_device()
+WHY = DEVICE_WHY = tlgpu._C._jit_cmdbuf_device()
+if WHY is None and os.environ.get("TLGPU_SANITIZE") == "1":
+    # PoCL 3.1's clCommandNDRangeKernelKHR copies 1024 bytes from a kernel's smaller argument block (a read past
+    # its heap allocation inside libpocl, harmless in a plain run): AddressSanitizer stops the process there.
+    WHY = "PoCL's command buffers read past an allocation of its own under AddressSanitizer (make test-sanitize)"
 needs_cmdbuf = pytest.mark.skipif(WHY is not None, reason=f"no command buffers here: {WHY}")
 
 
@@ -159,7 +165,7 @@ def test_setting_and_keyword_choose_the_path(rng, monkeypatch):
 
 
 def test_command_buffer_true_without_the_extension():
-    if WHY is None:
+    if DEVICE_WHY is None:
         pytest.skip("this device has command buffers")
     jf = tlgpu.jit(lambda x: x + 1, command_buffer=True)
     with pytest.raises(ValueError, match="command_buffer=True"):
