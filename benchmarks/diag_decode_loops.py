@@ -1,5 +1,7 @@
-"""Teacher-forced decode: the sync step (int token/pos) against device_step (tensors) on the same tokens,
-max |logits difference| per impl and format."""
+"""Teacher-forced decode of examples/tiny_decoder.py's tiny model: the sync step (token and position as ints)
+against device_step (int32 tensors) on the same tokens, max |logits difference| per step, for q8_0, q4_0 and
+float32 weights and each tlgpu.quant._MV_IMPL. Both loops must give the same bits (the attention length fix,
+benchmarks/NOTES.md fourth session, call 4). Usage, from the repository root: python3 benchmarks/diag_decode_loops.py"""
 import sys
 sys.path[:0] = ['examples', '.']
 import numpy as np
