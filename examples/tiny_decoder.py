@@ -102,6 +102,8 @@ GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "a
 
 
 class Decoder:
+    groups = 0                                # decode_layer_'s work-groups (0: the device's choice)
+
     def __init__(self, cfg, weights, q4=False, kind=None, dtype=None, kv_dtype=None, fuse=True):
         """numpy weights (make_weights); kind None (float32), "q4_0" or "q8_0" for the linear layers and the
         embedding/head (q4=True: "q4_0"); or dtype float16 / bfloat16 (kind None) for them. The norms' weights
@@ -205,7 +207,7 @@ class Decoder:
 
     @fuse.setter
     def fuse(self, on):
-        self._fuse = bool(on)
+        self._fuse = on if on == "layer" else bool(on)
         self._jstep = tlgpu.jit(self.device_step)          # a trace holds the launches it recorded
 
     def norm_linear(self, x, g, w, residual=None):
@@ -230,6 +232,11 @@ class Decoder:
         hd = c.head_dim
         x = self.embedding(token)                                        # (1, dim); the id a kernel argument
         nq, nkv = c.n_heads, c.n_kv_heads
+        if self._fuse == "layer":                                        # a launch a layer (kernels/decode.cl)
+            for i, lw in enumerate(self.layers):
+                tlgpu.decode_layer_(x, pos, self.kv[i], lw["attn_norm"], lw["wqkv"], lw["wo"], lw["mlp_norm"],
+                                    lw["w13"], lw["w2"], nq, eps=c.eps, theta=c.theta, groups=self.groups)
+            return self.norm_linear(x, self.norm, self.out)
         for i, lw in enumerate(self.layers):
             qkv = self.norm_linear(x, lw["attn_norm"], lw["wqkv"]).reshape(nq + 2 * nkv, hd)   # q, k, v heads
             tlgpu.rope_kv_write(qkv, self.kv[i], pos, nq, theta=c.theta)       # q, k rotated; k, v cached

@@ -42,4 +42,14 @@ tl_st(global uchar *p, int dt, int i, float v)
     default: p[i] = (uchar)(convert_long_sat_rtz(v) & 0xff); break;
     }
 }
+/* v rounded to the floating dtype dt and widened again: what a store and a load of it give. */
+inline float
+tl_rnd(int dt, float v)
+{
+    if (dt == TL_DT_BF16) return as_float((uint)tl_bf16_bits(v) << 16);
+    if (dt != TL_DT_F16) return v;
+    ushort h;
+    vstore_half_rte(v, 0, (private half *)&h);
+    return vload_half(0, (const private half *)&h);
+}
 #endif

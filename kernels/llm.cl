@@ -27,7 +27,7 @@
 #define LD(p, s, i) tl_ld((global const uchar *)(p), DT(s), i)
 #define ST(p, s, i, v) tl_st((global uchar *)(p), DT(s), i, v)
 #define LD4(p, s, i) ld4((global const uchar *)(p), DT(s), i)
-#define RND(s, v) rnd(DT(s), v)
+#define RND(s, v) tl_rnd(DT(s), v)
 
 /* Four elements from i on of a float32 / float16 / bfloat16 operand (element alignment suffices). */
 inline float4
@@ -38,16 +38,6 @@ ld4(global const uchar *p, int dt, int i)
     return vload4(0, (global const float *)p + i);
 }
 
-/* v rounded to dtype dt and widened again: what a store and a load of it give. */
-inline float
-rnd(int dt, float v)
-{
-    if (dt == TL_DT_BF16) return as_float((uint)tl_bf16_bits(v) << 16);
-    if (dt != TL_DT_F16) return v;
-    ushort h;
-    vstore_half_rte(v, 0, (private half *)&h);
-    return vload_half(0, (const private half *)&h);
-}
 #else
 #define KN(op) tl_##op##_f32
 #define TP float

@@ -14,14 +14,14 @@ extern const tl_family tl_family_tensor, tl_family_tensor_io, tl_family_create, 
     tl_family_runtime, tl_family_reduce, tl_family_shape, tl_family_index, tl_family_matmul, tl_family_random,
     tl_family_publish, tl_family_autograd, tl_family_llm, tl_family_quant, tl_family_nn, tl_family_optim,
     tl_family_scan, tl_family_conv, tl_family_rnn, tl_family_rnn_seq, tl_family_tri, tl_family_index_add,
-    tl_family_sort, tl_family_convert, tl_family_linear, tl_family_jit, tl_family_quant_gemm;
+    tl_family_sort, tl_family_convert, tl_family_linear, tl_family_jit, tl_family_quant_gemm, tl_family_decode;
 
 static const tl_family *const FAMILIES[] = {
     &tl_family_tensor, &tl_family_tensor_io, &tl_family_create, &tl_family_elementwise, &tl_family_runtime,
     &tl_family_reduce, &tl_family_shape, &tl_family_index, &tl_family_matmul, &tl_family_random,
     &tl_family_publish, &tl_family_autograd, &tl_family_llm, &tl_family_quant, &tl_family_nn, &tl_family_optim,
     &tl_family_scan, &tl_family_conv, &tl_family_rnn, &tl_family_rnn_seq, &tl_family_tri, &tl_family_index_add,
-    &tl_family_sort, &tl_family_convert, &tl_family_linear, &tl_family_jit, &tl_family_quant_gemm,
+    &tl_family_sort, &tl_family_convert, &tl_family_linear, &tl_family_jit, &tl_family_quant_gemm, &tl_family_decode,
 };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 

@@ -435,34 +435,6 @@ check_cache(const char *op, const char *name, const tl_tensor *c)
     return 0;
 }
 
-/* An int, or an int32 tensor of one element whose value the kernel reads on the device (no sync: a traced
- * decode step replays with whatever the tensor then holds). *t: borrowed, NULL for an int (then *v). */
-static int
-device_scalar(const char *op, const char *name, PyObject *o, tl_tensor **t, Py_ssize_t *v)
-{
-    *t = NULL;
-    if (!tl_tensor_check(o)) {
-        *v = PyNumber_AsSsize_t(o, PyExc_OverflowError);
-        if (*v == -1 && PyErr_Occurred()) {
-            if (PyErr_ExceptionMatches(PyExc_TypeError))
-                PyErr_Format(PyExc_TypeError, "%s: %s must be an int or an int32 tensor of one element, got %s", op,
-                             name, Py_TYPE(o)->tp_name);
-            return -1;
-        }
-        return 0;
-    }
-    tl_tensor *x = tl_tensor_CAST(o);
-    if (x->dtype != TL_I32 || tl_tensor_numel(x) != 1) {
-        char s[128];
-        tl_shape_str(x->shape, x->ndim, s, sizeof s);
-        PyErr_Format(PyExc_TypeError, "%s: %s must be an int or an int32 tensor of one element, got %s %s", op, name,
-                     tl_dtype_name(x->dtype), s);
-        return -1;
-    }
-    *t = x;
-    return 0;
-}
-
 /* kv_write(cache, x, pos): cache[:, pos:pos+T, :] = x for x (Hkv, D) (T = 1) or (Hkv, T, D). Returns cache. */
 static PyObject *
 fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
@@ -471,7 +443,7 @@ fn_kv_write(PyObject *Py_UNUSED(m), PyObject *args)
     Py_ssize_t pos_in = 0;
     tl_tensor *c, *x, *xc = NULL, *pt = NULL;
     if (!PyArg_ParseTuple(args, "OOO:kv_write", &co, &xo, &po)) return NULL;
-    if (device_scalar("kv_write", "pos", po, &pt, &pos_in) < 0) return NULL;
+    if (tl_device_scalar("kv_write", "pos", po, &pt, &pos_in) < 0) return NULL;
     if ((c = arg_tensor("kv_write", "cache", co)) == NULL || (x = arg_tensor("kv_write", "x", xo)) == NULL)
         return NULL;
     if (check_cache("kv_write", "cache must be (Hkv, max_len, D)", c) < 0 || tl_check_inplace("kv_write", c) < 0)
@@ -520,7 +492,7 @@ fn_rope_kv_write(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOn|dp:rope_kv_write", kwl, &xo, &co, &po, &nq_in, &theta, &inter))
         return NULL;
     if ((x = arg_tensor("rope_kv_write", "qkv", xo)) == NULL || (c = arg_tensor("rope_kv_write", "cache", co)) == NULL || no_grad("rope_kv_write", &xo, 1) < 0 ||
-        device_scalar("rope_kv_write", "pos", po, &pt, &pos_in) < 0)
+        tl_device_scalar("rope_kv_write", "pos", po, &pt, &pos_in) < 0)
         return NULL;
     if (check_cache("rope_kv_write", "cache must be (2 * Hkv, max_len, D)", c) < 0 ||
         tl_check_inplace("rope_kv_write", c) < 0 || tl_check_inplace("rope_kv_write", x) < 0)
@@ -568,7 +540,7 @@ fn_attention(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     tl_tensor *q, *kc, *vc, *qc = NULL, *out = NULL, *sc = NULL, *lt = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOO|On:attention", kwl, &qo, &ko, &vo, &lo, &so, &offset))
         return NULL;
-    if (device_scalar("attention", "length", lo, &lt, &Lk_in) < 0) return NULL;
+    if (tl_device_scalar("attention", "length", lo, &lt, &Lk_in) < 0) return NULL;
     if ((q = arg_tensor("attention", "q", qo)) == NULL || (kc = arg_tensor("attention", "k_cache", ko)) == NULL ||
         (vc = arg_tensor("attention", "v_cache", vo)) == NULL)
         return NULL;

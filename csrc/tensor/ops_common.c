@@ -408,3 +408,31 @@ tl_unalias(tl_tensor *dst, tl_tensor *src)
     if (tmp != NULL && tl_copy_into(tmp, src) < 0) Py_CLEAR(tmp);
     return tmp;
 }
+
+/* An int, or an int32 tensor of one element whose value the kernel reads on the device (no sync: a traced
+ * decode step replays with whatever the tensor then holds). *t: borrowed, NULL for an int (then *v). */
+int
+tl_device_scalar(const char *op, const char *name, PyObject *o, tl_tensor **t, Py_ssize_t *v)
+{
+    *t = NULL;
+    if (!tl_tensor_check(o)) {
+        *v = PyNumber_AsSsize_t(o, PyExc_OverflowError);
+        if (*v == -1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError))
+                PyErr_Format(PyExc_TypeError, "%s: %s must be an int or an int32 tensor of one element, got %s", op,
+                             name, Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        return 0;
+    }
+    tl_tensor *x = tl_tensor_CAST(o);
+    if (x->dtype != TL_I32 || tl_tensor_numel(x) != 1) {
+        char s[128];
+        tl_shape_str(x->shape, x->ndim, s, sizeof s);
+        PyErr_Format(PyExc_TypeError, "%s: %s must be an int or an int32 tensor of one element, got %s %s", op, name,
+                     tl_dtype_name(x->dtype), s);
+        return -1;
+    }
+    *t = x;
+    return 0;
+}

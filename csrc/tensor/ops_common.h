@@ -29,6 +29,8 @@ int  tl_parse_dtype_all(PyObject *obj, int dflt);          /* any of the five st
 tl_tensor *tl_tensor_contiguous(tl_tensor *t);                     /* new ref, maybe t; not recorded */
 int  tl_copy_into(tl_tensor *dst, tl_tensor *src);                 /* broadcasting strided bit copy */
 int  tl_tensor_fill(tl_tensor *t, double value);                    /* int32: OverflowError out of range */
+/* An int (*v), or an int32 tensor of one element (*t, borrowed) a kernel reads on the device (no sync). */
+int  tl_device_scalar(const char *op, const char *name, PyObject *o, tl_tensor **t, Py_ssize_t *v);
 int  tl_check_int32_value(const char *op, double v);               /* NaN: ValueError; out of range: Overflow */
 int  tl_is_dense(const tl_tensor *t);                              /* contiguous, or zero-size (any strides) */
 int  tl_require_grad_new(const char *op, tl_tensor *t);            /* a new leaf: floating only, TypeError else */

@@ -1,0 +1,271 @@
+/* ops_decode.c: the decode_layer op family (kernels/decode.cl): a whole llama-style decoder layer of one decode
+ * step in one launch, tlgpu.decode_layer_ (issue 27: a decode step is bound by its launches on NVIDIA, not by
+ * its bytes). The kernel's phases meet at grid barriers, so every work-group must be resident at once: on GPUs
+ * the launch has one work-group per compute unit (NVIDIA's OpenCL places them all when nothing else holds
+ * the device; the kernel's spin gives up after DEC_SPIN polls rather than hang, and _decode_barrier() reports
+ * it); on CPU devices one work-group (PoCL runs work-groups on a thread pool with no such promise).
+ * Weights: four matrices of one format, float32 / float16 / bfloat16 Tensors or tlgpu.quant Q4_0 / Q8_0
+ * (their flat qs and d arrays), all contiguous from element 0. No autograd (weights and caches are
+ * constants of inference). */
+#include "ops_common.h"
+#include "autograd.h"
+#include "cl_runtime.h"
+#include "settings.h"
+#include <math.h>
+
+enum { F_F32, F_F16, F_BF16, F_Q4_0, F_Q8_0, NFMT };
+static const char *const fmt_name[NFMT] = {"float32", "float16", "bfloat16", "q4_0", "q8_0"};
+static const int fmt_dtype[NFMT] = {TL_F32, TL_F16, TL_BF16, TL_I32, TL_I32};
+static const int fmt_words[NFMT] = {0, 0, 0, 4, 8};          /* qs int32 words a block of 32 */
+static tl_kernel kern[NFMT] = {TL_KERNEL("decode", "tl_decode_layer_f32"), TL_KERNEL("decode", "tl_decode_layer_f16"),
+                               TL_KERNEL("decode", "tl_decode_layer_bf16"), TL_KERNEL("decode", "tl_decode_layer_q4_0"),
+                               TL_KERNEL("decode", "tl_decode_layer_q8_0")};
+static cl_mem bar_mem;                                    /* the grid barrier's words; lives with the process */
+static const size_t I = sizeof(int), F = sizeof(float), Mm = sizeof(cl_mem);
+
+/* Whether the program is built with -DTL_NV_PTX=1: an NVIDIA GPU whose user build options do not set it. */
+static int
+nv_ptx(const tl_runtime *rt, const char *user)
+{
+    return strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) != 0 &&
+           (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
+}
+
+/* The format of weight object o: a floating Tensor's dtype or a quantized matrix's KIND; -1 with TypeError. */
+static int
+weight_format(PyObject *o)
+{
+    if (tl_tensor_check(o)) {
+        const int dt = tl_tensor_CAST(o)->dtype;
+        for (int f = F_F32; f <= F_BF16; f++)
+            if (fmt_dtype[f] == dt) return f;
+    } else {
+        PyObject *kind = PyObject_GetAttrString(o, "KIND");
+        const char *s = kind != NULL && PyUnicode_Check(kind) ? PyUnicode_AsUTF8(kind) : NULL;
+        int f = s == NULL ? -1 : strcmp(s, "q4_0") == 0 ? F_Q4_0 : strcmp(s, "q8_0") == 0 ? F_Q8_0 : -1;
+        Py_XDECREF(kind);
+        PyErr_Clear();
+        if (f >= 0) return f;
+    }
+    PyErr_Format(PyExc_TypeError, "decode_layer_: weights must be float32/float16/bfloat16 Tensors or tlgpu.quant "
+                 "Q4_0/Q8_0 matrices, got %s", Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+/* Weight `name` of format f as an (N, K) matrix: its two device arrays (w, and d for the quantized ones; new
+ * references), or -1 with the error naming the shape it should have. */
+static int
+weight_arrays(PyObject *o, const char *name, int f, int N, int K, tl_tensor **w, tl_tensor **d)
+{
+    *w = *d = NULL;
+    int g = weight_format(o);
+    if (g < 0) return -1;
+    if (g != f) {
+        PyErr_Format(PyExc_TypeError, "decode_layer_: %s is %s, the others %s (one format for every matrix)", name,
+                     fmt_name[g], fmt_name[f]);
+        return -1;
+    }
+    const Py_ssize_t nblk = (Py_ssize_t)N * (K / 32);
+    int ok;
+    if (f <= F_BF16) {
+        *w = (tl_tensor *)Py_NewRef(o);
+        ok = (*w)->ndim == 2 && (*w)->shape[0] == N && (*w)->shape[1] == K;
+    } else {
+        PyObject *qs = PyObject_GetAttrString(o, "qs"), *dd = PyObject_GetAttrString(o, "d");
+        ok = qs != NULL && dd != NULL && tl_tensor_check(qs) && tl_tensor_check(dd);
+        if (ok) {
+            *w = (tl_tensor *)Py_NewRef(qs);
+            *d = (tl_tensor *)Py_NewRef(dd);
+            ok = tl_tensor_numel(*w) == nblk * fmt_words[f] && tl_tensor_numel(*d) >= (nblk + 1) / 2 &&
+                 (*d)->dtype == TL_I32 && tl_tensor_is_contig(*d) && (*d)->offset == 0;
+        }
+        Py_XDECREF(qs);
+        Py_XDECREF(dd);
+        PyErr_Clear();
+    }
+    ok = ok && (*w)->dtype == fmt_dtype[f] && tl_tensor_is_contig(*w) && (*w)->offset == 0;
+    if (!ok) {
+        Py_CLEAR(*w);
+        Py_CLEAR(*d);
+        PyErr_Format(PyExc_ValueError, "decode_layer_: %s must be a contiguous %s matrix (%d, %d) from its first "
+                     "element", name, fmt_name[f], N, K);
+        return -1;
+    }
+    return 0;
+}
+
+/* A float32 vector of n elements, contiguous from element 0 (x, the norms' weights); -1 with ValueError. */
+static int
+vector_arg(PyObject *o, const char *name, int n, tl_tensor **t)
+{
+    if (tl_want_tensor("decode_layer_", o, t) < 0) return -1;
+    if ((*t)->dtype != TL_F32 || tl_tensor_numel(*t) != n || !tl_tensor_is_contig(*t) || (*t)->offset != 0) {
+        char s[128];
+        tl_shape_str((*t)->shape, (*t)->ndim, s, sizeof s);
+        PyErr_Format(PyExc_ValueError, "decode_layer_: %s (%s %s) must be contiguous float32 with %d elements from "
+                     "its first", name, tl_dtype_name((*t)->dtype), s, n);
+        return -1;
+    }
+    return 0;
+}
+
+/* decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, groups=0):
+ * x (dim,) or (1, dim) float32 updated in place; kv (2 * Hkv, max_len, D) keys then values, written at pos;
+ * wqkv ((n_heads + 2 Hkv) D, dim), wo (dim, dim), w13 (2 hidden, dim), w2 (dim, hidden). Returns x. */
+static PyObject *
+fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"x", "pos", "kv", "attn_norm", "wqkv", "wo", "mlp_norm", "w13", "w2", "n_heads", "eps",
+                          "theta", "groups", NULL};
+    PyObject *xo, *po, *ko, *ano, *mno, *wob[4];
+    int nq = 0, groups = 0;
+    double eps = 1e-5, theta = 10000.0;
+    Py_ssize_t pos0 = 0;
+    tl_tensor *x, *kv, *an, *mn, *pt = NULL, *w[4] = {NULL}, *d[4] = {NULL}, *scr = NULL;
+    PyObject *ret = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddi:decode_layer_", kwl, &xo, &po, &ko, &ano, &wob[0],
+                                     &wob[1], &mno, &wob[2], &wob[3], &nq, &eps, &theta, &groups))
+        return NULL;
+    if (tl_want_tensor("decode_layer_", xo, &x) < 0 || tl_want_tensor("decode_layer_", ko, &kv) < 0 ||
+        tl_device_scalar("decode_layer_", "pos", po, &pt, &pos0) < 0)
+        return NULL;
+    PyObject *ins[2] = {xo, ko};
+    if (tl_autograd_wanted(ins, 2))
+        return PyErr_Format(PyExc_NotImplementedError, "decode_layer_: no backward; use tlgpu.no_grad()");
+    const int dim = (int)(x->ndim >= 1 ? x->shape[x->ndim - 1] : 0), f = weight_format(wob[0]);
+    if (f < 0) return NULL;
+    if (kv->ndim != 3 || kv->shape[0] % 2 != 0 || kv->shape[0] == 0 || !tl_tensor_is_contig(kv) || kv->offset != 0 ||
+        (kv->dtype != TL_F32 && kv->dtype != TL_F16 && kv->dtype != TL_BF16) || nq <= 0 || dim % nq != 0 ||
+        kv->shape[2] != dim / nq || nq % (kv->shape[0] / 2) != 0 || dim % 32 != 0 || kv->shape[2] % 2 != 0) {
+        char s[128], c[128];
+        tl_shape_str(x->shape, x->ndim, s, sizeof s);
+        tl_shape_str(kv->shape, kv->ndim, c, sizeof c);
+        return PyErr_Format(PyExc_ValueError, "decode_layer_: x %s and kv %s (%s) with n_heads=%d: kv must be a "
+                            "contiguous floating (2 * Hkv, max_len, dim / n_heads) cache, n_heads a multiple of Hkv, "
+                            "dim a multiple of 32 and of n_heads, the head size even", s, c, tl_dtype_name(kv->dtype), nq);
+    }
+    const int nkv = (int)kv->shape[0] / 2, ML = (int)kv->shape[1], D = (int)kv->shape[2], nqkv = (nq + 2 * nkv) * D;
+    int hidden = 0;
+    if (tl_tensor_check(wob[2])) hidden = (int)(tl_tensor_CAST(wob[2])->ndim == 2 ? tl_tensor_CAST(wob[2])->shape[0] / 2 : 0);
+    else {
+        PyObject *sh = PyObject_GetAttrString(wob[2], "shape");
+        PyObject *n0 = sh != NULL ? PySequence_GetItem(sh, 0) : NULL;
+        hidden = n0 != NULL ? (int)(PyLong_AsLong(n0) / 2) : 0;
+        Py_XDECREF(sh);
+        Py_XDECREF(n0);
+        PyErr_Clear();
+    }
+    if (hidden <= 0 || hidden % 32 != 0)
+        return PyErr_Format(PyExc_ValueError, "decode_layer_: w13 must be (2 * hidden, %d) with hidden a positive "
+                            "multiple of 32", dim);
+    if (!(theta > 0.0) || !isfinite(theta)) return PyErr_Format(PyExc_ValueError, "decode_layer_: bad theta");
+    if (pt == NULL && (pos0 < 0 || pos0 >= ML))
+        return PyErr_Format(PyExc_IndexError, "decode_layer_: position %zd outside the cache's max_len %d", pos0, ML);
+    const int NS[4] = {nqkv, dim, 2 * hidden, dim}, KS[4] = {dim, dim, dim, hidden};
+    static const char *const wn[4] = {"wqkv", "wo", "w13", "w2"};
+    for (int i = 0; i < 4; i++)
+        if (weight_arrays(wob[i], wn[i], f, NS[i], KS[i], &w[i], &d[i]) < 0) goto done;
+    if (vector_arg(xo, "x", dim, &x) < 0 || vector_arg(ano, "attn_norm", dim, &an) < 0 ||
+        vector_arg(mno, "mlp_norm", dim, &mn) < 0 || tl_check_inplace("decode_layer_", x) < 0 ||
+        tl_check_inplace("decode_layer_", kv) < 0)
+        goto done;
+    const tl_runtime *rt;
+    tl_err err = {0};
+    if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto done; }
+    tl_kernel *kh = &kern[f];
+    if (tl_kernel_py(kh) == NULL) goto done;
+    const int cpu = (rt->info.type & CL_DEVICE_TYPE_GPU) == 0, nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
+    size_t L = 1;                                        /* the portable build: one work-item a group */
+    while (nv && L * 2 <= kh->wg && L * 2 <= 512u) L *= 2;
+    size_t lm = (size_t)(dim > hidden ? dim : hidden);
+    if ((size_t)(2 * D + ML) > lm) lm = (size_t)(2 * D + ML);
+    if ((lm + L) * F > rt->info.local_mem || (nv && L < 32)) {
+        PyErr_Format(PyExc_ValueError, "decode_layer_: dim %d, hidden %d and max_len %d need %zu bytes of local memory "
+                     "a work-group; this device has %llu", dim, hidden, ML, (lm + L) * F,
+                     (unsigned long long)rt->info.local_mem);
+        goto done;
+    }
+    size_t nwg = groups > 0 ? (size_t)groups : cpu ? 1 : rt->info.compute_units;
+    if (groups > 0 && !cpu && (size_t)groups > rt->info.compute_units) nwg = rt->info.compute_units;
+    if (bar_mem == NULL) {
+        cl_uint zero[4] = {0, 0, 0, 0};
+        cl_int rc;
+        bar_mem = clCreateBuffer(rt->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, zero, &rc);
+        if (rc != CL_SUCCESS) {
+            bar_mem = NULL;
+            tl_err_set(&err, rc, "clCreateBuffer", "decode_layer_ barrier words");
+            tl_raise(&err);
+            goto done;
+        }
+    }
+    Py_ssize_t ns = (Py_ssize_t)nqkv + dim + hidden;
+    if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL) goto done;
+    if (x->storage == NULL) { ret = Py_NewRef(xo); goto done; }
+    float feps = (float)eps, lt = (float)log2(theta), scale = (float)(1.0 / sqrt((double)D));
+    int kvdt = kv->dtype, offp = pt != NULL ? (int)pt->offset : 0, p0 = (int)pos0;
+    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL, dm[4];
+    for (int i = 0; i < 4; i++) dm[i] = (d[i] != NULL ? d[i] : w[i])->storage->mem;   /* float formats: unread */
+    const size_t sz[29] = {I, I, I, I, I, I, F, F, F, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, I, Mm, I, I, Mm,
+                           Mm, lm * F, L * F};
+    const void *v[29] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem, &an->storage->mem,
+                         &mn->storage->mem, &w[0]->storage->mem, &dm[0], &w[1]->storage->mem, &dm[1],
+                         &w[2]->storage->mem, &dm[2], &w[3]->storage->mem, &dm[3], &kv->storage->mem, &kvdt, &pmem,
+                         &offp, &p0, &scr->storage->mem, &bar_mem, NULL, NULL};
+    tl_storage *st[15] = {x->storage, kv->storage, scr->storage, an->storage, mn->storage,
+                          pt != NULL ? pt->storage : NULL};
+    for (int i = 0; i < 4; i++) {
+        st[6 + 2 * i] = w[i]->storage;
+        st[7 + 2 * i] = d[i] != NULL ? d[i]->storage : NULL;
+    }
+    size_t gws = nwg * L;
+    if (tl_set_args(kh->k, 0, 29, sz, v) < 0) goto done;
+    if (tl_stream_launch(kh->k, 1, &gws, &L, st, 14, 7u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
+    tl_mark_write(x, "decode_layer_");
+    tl_mark_write(kv, "decode_layer_");
+    ret = Py_NewRef(xo);
+done:
+    for (int i = 0; i < 4; i++) { Py_XDECREF(w[i]); Py_XDECREF(d[i]); }
+    Py_XDECREF(scr);
+    return ret;
+}
+
+/* _decode_barrier(): the grid barrier's words (count, generation, gave_up) after a sync: count 0 between
+ * launches, the generation advanced by 4 a launch of more than one work-group, gave_up 1 if a spin gave up. */
+static PyObject *
+fn_decode_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    cl_uint w[4] = {0, 0, 0, 0};
+    if (tl_stream_synchronize(&err) != TL_OK || tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), NULL;
+    if (bar_mem != NULL) {
+        cl_int rc = clEnqueueReadBuffer(rt->q0, bar_mem, CL_TRUE, 0, sizeof w, w, 0, NULL, NULL);
+        if (rc != CL_SUCCESS) return tl_err_set(&err, rc, "clEnqueueReadBuffer", "decode barrier"), tl_raise(&err), NULL;
+    }
+    return Py_BuildValue("{sIsIsI}", "count", w[0], "generation", w[1], "gave_up", w[2]);
+}
+
+static const PyMethodDef decode_functions[] = {
+    {"decode_layer_", (PyCFunction)(void (*)(void))fn_decode_layer, METH_VARARGS | METH_KEYWORDS,
+     "decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, "
+     "groups=0): one llama-style decoder layer of a decode step in one launch; x updated in place"},
+    {"_decode_barrier", fn_decode_barrier, METH_NOARGS, "_decode_barrier(): decode_layer_'s grid barrier words"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* The program's options: -DTL_NV_PTX=1 on an NVIDIA GPU (warp shuffles: a team is a warp). */
+static void
+decode_options(const tl_runtime *rt, int Py_UNUSED(arg), const char *user, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", nv_ptx(rt, user) ? " -DTL_NV_PTX=1" : "");
+}
+
+static int
+decode_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
+{
+    static const tl_program_rule rule = {"decode", NULL, decode_options, 0};
+    tl_err err = {0};
+    return tl_program_register(&rule, &err) == TL_OK ? 0 : tl_raise(&err);
+}
+
+const tl_family tl_family_decode = {decode_functions, NULL, NULL, NULL, NULL, .init = decode_init};
