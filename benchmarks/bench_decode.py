@@ -19,7 +19,8 @@ half weights read as stored by the half matrix-vector kernel (kernels/mv_half.cl
 cache of the weights' dtype (`kv`); `--formats` picks rows. `fused`: the decode step with each rms_norm and the
 silu_mul folded into the projection after it (tlgpu.rms_norm_linear / silu_mul_linear, Decoder(fuse=True): 6
 launches a layer) or not (fuse=False: 9), the same model in the same process (`--fusion both`, the default;
-q4_0 / q8_0 rows run fused only: their step is the separate ops either way for now); `launches` counts the
+q4_0 / q8_0 rows run fused only: their step is the separate ops either way for now); `layer`: one launch a
+layer (tlgpu.decode_layer_, Decoder(fuse="layer"); `--fusion layer` or `all`); `launches` counts the
 commands one device_step enqueues (tlgpu.stream_stats(); jit rows add the trace's count); `same_tokens`: the
 row's tokens equal the format's first row's (sync, fused); prefill is measured on the fused sync rows only
 (prefill does not use the fused ops).
@@ -66,8 +67,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny model only, 16 tokens, 2 runs")
     ap.add_argument("--prompt", type=int, default=64, help="prompt length of the prefill measurement")
     ap.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
-    ap.add_argument("--fusion", choices=("both", "fused", "unfused"), default="both",
-                    help="the decode step with the norms and silu_mul fused into the projections, without, or both")
+    ap.add_argument("--fusion", choices=("both", "fused", "unfused", "layer", "all"), default="both",
+                    help="the decode step with the norms and silu_mul fused into the projections, without, both; "
+                         "a launch a layer (tlgpu.decode_layer_), or all three")
     ap.add_argument("--mv", nargs="+", choices=("auto", "old", "dp4a"), default=["auto"],
                     help="quantized formats: tlgpu.quant's mul_mv kernel(s) to run (quant._MV_IMPL), each a row")
     ap.add_argument("--json", action="store_true")
@@ -82,7 +84,8 @@ def main():
     for name in models:
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
-        fusions = {"both": (True, False), "fused": (True,), "unfused": (False,)}[args.fusion]
+        fusions = {"both": (True, False), "fused": (True,), "unfused": (False,), "layer": ("layer",),
+                   "all": (True, False, "layer")}[args.fusion]
         for fmt, blas, mv in [(fmt, blas, mv) for fmt in args.formats for blas in modes
                               for mv in (args.mv if fmt.startswith("q") else ["auto"])]:
             quant._MV_IMPL = mv
@@ -102,10 +105,10 @@ def main():
                 if mode == "jit":
                     launches = f"{launches} (trace {len(model._jstep.commands())})"
                 first = toks if first is None else first
-                pre = prefill(model, args.prompt, cfg.vocab) if fuse and mode == "sync" else {}
+                pre = prefill(model, args.prompt, cfg.vocab) if fuse is True and mode == "sync" else {}
                 rows.append({"model": name, "weights": fmt + ("" if mv == "auto" else f" ({mv} mul_mv)") +
                              ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"), "loop": mode,
-                             "fused": "yes" if fuse else "no", "launches": launches,
+                             "fused": fuse if fuse == "layer" else "yes" if fuse else "no", "launches": launches,
                              "kv": model.kv_dtype.name,
                              "tokens_per_s": round(tps, 1),
                              "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),

@@ -32,6 +32,9 @@
 #define DEC_BF16 3
 #define DEC_Q4_0 10
 #define DEC_Q8_0 11
+#ifndef DEC_PHASES
+#define DEC_PHASES 31                                /* bit k: phase k + 1 runs (a diagnostic may drop some) */
+#endif
 #ifndef DEC_SPIN
 #define DEC_SPIN (1 << 22)
 #endif
@@ -276,25 +279,34 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
      global const uint4 *wqkv, global const half *dqkv, global const uint4 *wo, global const half *dwo,       \
      global const uint4 *w13, global const half *d13, global const uint4 *w2, global const half *d2,          \
      global uchar *kv, int kvdt, global const int *pbuf, int offp, int pos0, global float *scr,               \
-     global uint *bar, local float *lm, local float *red)                                                     \
+     global uint *bar, local float4 *lm4, local float *red)                                                   \
 {                                                                                                             \
     const uint nwg = get_num_groups(0);                                                                       \
     const int p = (pbuf != 0 ? pbuf[offp] : 0) + pos0, nqkv = (nq + 2 * nkv) * D;                              \
     volatile global float *vx = x, *qkv = scr, *att = scr + nqkv, *g = att + dim;                             \
-    stage(vx, attn_norm, eps, dim, lm, red);                                                                  \
-    products(FMT, wqkv, dqkv, nqkv, dim, lm, qkv, 0, 0, red);                                                 \
+    local float *lm = (local float *)lm4;            /* float4-aligned: products read it as float4 */          \
+    if (DEC_PHASES & 1) {                                                                                     \
+        stage(vx, attn_norm, eps, dim, lm, red);                                                              \
+        products(FMT, wqkv, dqkv, nqkv, dim, lm, qkv, 0, 0, red);                                             \
+    }                                                                                                         \
     grid_sync(bar, nwg);                                                                                      \
-    for (int hq = get_group_id(0); hq < nq; hq += nwg)                                                        \
+    for (int hq = get_group_id(0); (DEC_PHASES & 2) && hq < nq; hq += nwg)                                    \
         attend(hq, nq, nkv, D, max_len, p, log2_theta, scale, qkv, kv, kvdt, att, lm, red);                   \
     grid_sync(bar, nwg);                                                                                      \
-    stage(att, 0, eps, dim, lm, red);                                                                         \
-    products(FMT, wo, dwo, dim, dim, lm, vx, 1, 0, red);                                                      \
+    if (DEC_PHASES & 4) {                                                                                     \
+        stage(att, 0, eps, dim, lm, red);                                                                     \
+        products(FMT, wo, dwo, dim, dim, lm, vx, 1, 0, red);                                                  \
+    }                                                                                                         \
     grid_sync(bar, nwg);                                                                                      \
-    stage(vx, mlp_norm, eps, dim, lm, red);                                                                   \
-    products(FMT, w13, d13, hidden, dim, lm, g, 0, 1, red);                                                   \
+    if (DEC_PHASES & 8) {                                                                                     \
+        stage(vx, mlp_norm, eps, dim, lm, red);                                                               \
+        products(FMT, w13, d13, hidden, dim, lm, g, 0, 1, red);                                               \
+    }                                                                                                         \
     grid_sync(bar, nwg);                                                                                      \
-    stage(g, 0, eps, hidden, lm, red);                                                                        \
-    products(FMT, w2, d2, dim, hidden, lm, vx, 1, 0, red);                                                    \
+    if (DEC_PHASES & 16) {                                                                                    \
+        stage(g, 0, eps, hidden, lm, red);                                                                    \
+        products(FMT, w2, d2, dim, hidden, lm, vx, 1, 0, red);                                                \
+    }                                                                                                         \
 }
 DEC_KERNEL(tl_decode_layer_f32, DEC_F32)
 DEC_KERNEL(tl_decode_layer_f16, DEC_F16)

@@ -179,6 +179,7 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     while (nv && L * 2 <= kh->wg && L * 2 <= 512u) L *= 2;
     size_t lm = (size_t)(dim > hidden ? dim : hidden);
     if ((size_t)(2 * D + ML) > lm) lm = (size_t)(2 * D + ML);
+    lm = (lm + 3) & ~(size_t)3;                          /* float4s */
     if ((lm + L) * F > rt->info.local_mem || (nv && L < 32)) {
         PyErr_Format(PyExc_ValueError, "decode_layer_: dim %d, hidden %d and max_len %d need %zu bytes of local memory "
                      "a work-group; this device has %llu", dim, hidden, ML, (lm + L) * F,

@@ -1,0 +1,139 @@
+"""tlgpu.decode_layer_ (kernels/decode.cl): a decoder layer of a decode step in one launch, for every weight format,
+against the numpy float64 decoder (examples/tiny_decoder.reference_logits, on the weights the format really
+holds) and against the six-launch step; the cache it writes; positions on the device and tlgpu.jit replays;
+the launch count; the grid barrier's words (several work-groups on GPUs, where every count of them must give
+the same bits); the errors. CPU devices run it as one work-item (no grid barrier)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import tlgpu
+from tlgpu import quant
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import tiny_decoder as td  # noqa: E402
+
+GPU = tlgpu.device().type == "gpu"
+CFG = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=8)
+FORMATS = {"float32": {}, "float16": {"dtype": "float16"}, "bfloat16": {"dtype": "bfloat16"},
+           "q4_0": {"kind": "q4_0"}, "q8_0": {"kind": "q8_0"}}
+# the head's quantized product rounds x to int8 blocks on GPUs and in the CPU native product (test_llm.QTOL);
+# half formats keep a half KV cache the reference does not round
+TOL = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 3e-2, "q4_0": 2e-2, "q8_0": 2e-2}
+
+
+def held(w, fmt):
+    """The float32 numpy weights a decoder of format fmt computes with (the matrices as stored, widened)."""
+    if fmt == "float32":
+        return w
+    if fmt in ("float16", "bfloat16"):
+        return td.rounded(w, fmt)
+    q = {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}[fmt]
+
+    def r(a):
+        return quant.dequantize(q(a)).numpy()
+    out = dict(w, embed=r(w["embed"]), out=r(w["out"]))
+    out["layers"] = [{k: (r(v) if k in td.LINEARS else v) for k, v in lw.items()} for lw in w["layers"]]
+    return out
+
+
+def logits(model, tokens):
+    model.reset()
+    return np.stack([model.step(t, p).numpy()[0] for p, t in enumerate(tokens)])
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_layer_matches_reference_and_six_launches(fmt):
+    w = td.make_weights(CFG, seed=11)
+    tokens = [int(t) for t in np.random.default_rng(5).integers(0, CFG.vocab, 6)]
+    layer = td.Decoder(CFG, w, fuse="layer", **FORMATS[fmt])
+    got = logits(layer, tokens)
+    ref = td.reference_logits(CFG, held(w, fmt), tokens)
+    tol = TOL[fmt]
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
+    six = td.Decoder(CFG, w, fuse=True, **FORMATS[fmt])
+    other = logits(six, tokens)
+    tol = 1e-5 if fmt in ("float32", "bfloat16") else 2e-3 if fmt == "float16" else 2e-2
+    np.testing.assert_allclose(got, other, rtol=tol, atol=tol * np.abs(other).max())
+    tol = max(tol, 1e-2) if fmt != "float32" else tol   # a half cache: one ulp apart at a rounding tie
+    for a, b in zip(layer.kv, six.kv):                   # the cache it wrote: every position fed
+        a, b = a.float().numpy()[:, :len(tokens)], b.float().numpy()[:, :len(tokens)]
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max())
+    bar = tlgpu._C._decode_barrier()
+    assert bar["count"] == 0 and bar["gave_up"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["float32", "q4_0"])
+def test_layer_device_loop_and_jit(fmt):
+    """generate() on the device and through tlgpu.jit gives the host loop's tokens; one launch a layer."""
+    w = td.make_weights(CFG, seed=2)
+    model = td.Decoder(CFG, w, fuse="layer", **FORMATS[fmt])
+    prompt = [3, 1, 4]
+    sync = model.generate(prompt, 4)
+    assert model.generate(prompt, 4, device=True) == sync
+    assert model.generate(prompt, 4, jit=True) == sync
+    assert model.generate(prompt, 4, jit=True) == sync              # a replay
+    cfg0 = td.Config(**{**CFG.__dict__, "n_layers": 0})                # the embedding, head, argmax, position
+    m0 = td.Decoder(cfg0, td.make_weights(cfg0, seed=2), fuse="layer", **FORMATS[fmt])
+    td.launches_per_token(m0)                            # CPU native products learn new buffers' pointers once
+    head = td.launches_per_token(m0)
+    assert td.launches_per_token(model) == CFG.n_layers + head
+
+
+@pytest.mark.skipif(not GPU, reason="several work-groups meet at grid barriers on GPUs only")
+def test_layer_groups_same_bits():
+    """Every count of work-groups computes each row in the same order: the same bits; the barrier generation
+    moves by 4 a layer (four grid barriers)."""
+    w = td.make_weights(CFG, seed=4)
+    tokens = [7, 3, 9]
+    runs = []
+    for g in (1, 3, 0):
+        model = td.Decoder(CFG, w, fuse="layer")
+        model.groups = g
+        before = tlgpu._C._decode_barrier()
+        runs.append(logits(model, tokens))
+        after = tlgpu._C._decode_barrier()
+        assert after["count"] == 0 and after["gave_up"] == 0
+        if g != 1:
+            assert (after["generation"] - before["generation"]) % 2 ** 32 == 4 * CFG.n_layers * len(tokens)
+    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
+
+
+def test_layer_errors():
+    w = td.make_weights(CFG, seed=1)
+    m = td.Decoder(CFG, w, fuse="layer")
+    q = td.Decoder(CFG, w, kind="q4_0")
+    lw, ql = m.layers[0], q.layers[0]
+    x = m.embedding(1)
+    before = x.numpy().copy()
+
+    def call(**kw):
+        a = dict(x=x, pos=0, kv=m.kv[0], attn_norm=lw["attn_norm"], wqkv=lw["wqkv"], wo=lw["wo"],
+                 mlp_norm=lw["mlp_norm"], w13=lw["w13"], w2=lw["w2"], n_heads=CFG.n_heads)
+        a.update(kw)
+        return tlgpu.decode_layer_(**a)
+    with pytest.raises(TypeError, match="one format"):
+        call(wo=ql["wo"])
+    with pytest.raises(TypeError, match="weights must be"):
+        call(w2=np.zeros((64, 96), np.float32))
+    with pytest.raises(ValueError, match="wo must be a contiguous float32 matrix"):
+        call(wo=lw["wo"].T)
+    with pytest.raises(ValueError, match="kv"):
+        call(kv=m.kv[0][:, :, :8])
+    with pytest.raises(ValueError, match="n_heads"):
+        call(n_heads=3)
+    with pytest.raises(IndexError, match="max_len"):
+        call(pos=CFG.max_len)
+    with pytest.raises(ValueError, match="x"):
+        call(x=tlgpu.zeros((1, 32)))
+    with pytest.raises(TypeError, match="pos"):
+        call(pos=tlgpu.tensor([0.0]))
+    xr = tlgpu.tensor(x.numpy(), requires_grad=True)
+    with pytest.raises(NotImplementedError, match="no backward"):
+        call(x=xr)
+    assert np.array_equal(before, x.numpy())             # none of the refusals wrote x
+    call(x=x)
+    assert not np.array_equal(before, x.numpy())
