@@ -67,7 +67,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny model only, 16 tokens, 2 runs")
     ap.add_argument("--prompt", type=int, default=64, help="prompt length of the prefill measurement")
     ap.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
-    ap.add_argument("--fusion", choices=("both", "fused", "unfused", "layer", "all"), default="both",
+    ap.add_argument("--fusion", choices=("both", "fused", "unfused", "layer", "fused+layer", "all"), default="both",
                     help="the decode step with the norms and silu_mul fused into the projections, without, both; "
                          "a launch a layer (tlgpu.decode_layer_), or all three")
     ap.add_argument("--mv", nargs="+", choices=("auto", "old", "dp4a"), default=["auto"],
@@ -85,7 +85,7 @@ def main():
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
         fusions = {"both": (True, False), "fused": (True,), "unfused": (False,), "layer": ("layer",),
-                   "all": (True, False, "layer")}[args.fusion]
+                   "fused+layer": (True, "layer"), "all": (True, False, "layer")}[args.fusion]
         for fmt, blas, mv in [(fmt, blas, mv) for fmt in args.formats for blas in modes
                               for mv in (args.mv if fmt.startswith("q") else ["auto"])]:
             quant._MV_IMPL = mv

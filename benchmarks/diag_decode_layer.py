@@ -2,7 +2,8 @@
 the tiny decoder's logits through decode_layer_ against the six-launch step, with `groups` work-groups, and
 the grid barrier's words. Usage: python3 benchmarks/diag_decode_layer.py [case ...]; a case is
 "<groups>[:<build options>]", e.g. 1, 2, 0 (one a compute unit), 1:-DTL_NV_PTX=0, 1:-DDEC_PHASES=2 (phase 2
-alone: which phase faults)."""
+alone: which phase faults). DIAG_TIME="<case> ..." instead times one medium-sized layer (dim 2048, hidden 5632,
+16 / 4 heads) per case and format (DIAG_FMTS), e.g. DIAG_TIME="0 66 0:-DDEC_PHASES=0"."""
 import os
 import subprocess
 import sys
@@ -24,9 +25,44 @@ d = np.abs(out[True] - out["layer"]).max() / np.abs(out[True]).max()
 print(f"groups={g} {fmt}: rel diff {d:.2e}, barrier {tlgpu._C._decode_barrier()}", flush=True)
 '''
 
-for case in sys.argv[1:] or ["1", "2", "0"]:
+for case in (sys.argv[1:] or ["1", "2", "0"]) if not os.environ.get("DIAG_TIME") else []:
     g, _, opts = case.partition(":")
     for fmt in ("float32", "q4_0"):
         env = dict(os.environ, TLGPU_BUILD_OPTIONS=opts) if opts else os.environ
         r = subprocess.run([sys.executable, "-c", CHILD, g, fmt], env=env, capture_output=True, text=True, timeout=120)
         print(f"[{case} {fmt}] rc={r.returncode}", r.stdout.strip(), r.stderr.strip()[-400:], flush=True)
+
+TIME = r'''
+import sys, time, numpy as np
+import tlgpu
+from tlgpu import quant
+g, fmt = int(sys.argv[1]), sys.argv[2]
+dim, hid, nq, nkv, ml = 2048, 5632, 16, 4, 128
+D = dim // nq
+rng = np.random.default_rng(0)
+def m(o, i):
+    a = (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
+    return {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}.get(fmt, tlgpu.tensor)(a)
+ws = [m((nq + 2 * nkv) * D, dim), m(dim, dim), m(2 * hid, dim), m(dim, hid)]
+x = tlgpu.tensor(rng.standard_normal((1, dim)).astype(np.float32))
+kv = tlgpu.tensor(rng.standard_normal((2 * nkv, ml, D)).astype(np.float32))
+n1 = tlgpu.ones(dim); n2 = tlgpu.ones(dim)
+def run(k):
+    for _ in range(k):
+        tlgpu.decode_layer_(x, 40, kv, n1, ws[0], ws[1], n2, ws[2], ws[3], nq, groups=g)
+    tlgpu.synchronize()
+run(5)
+best = 1e9
+for _ in range(5):
+    t = time.perf_counter(); run(50); best = min(best, (time.perf_counter() - t) / 50)
+print(f"groups={g} {fmt}: {best * 1e6:.1f} us a layer (dim {dim}, hidden {hid}, pos 40)", tlgpu._C._decode_barrier(),
+      flush=True)
+'''
+
+if __name__ == "__main__" and os.environ.get("DIAG_TIME"):
+    for case in os.environ["DIAG_TIME"].split():
+        g, _, opts = case.partition(":")
+        for fmt in os.environ.get("DIAG_FMTS", "q4_0 float32").split():
+            env = dict(os.environ, TLGPU_BUILD_OPTIONS=opts) if opts else os.environ
+            r = subprocess.run([sys.executable, "-c", TIME, g, fmt], env=env, capture_output=True, text=True, timeout=120)
+            print(f"[{case} {fmt}] rc={r.returncode}", r.stdout.strip(), r.stderr.strip()[-300:], flush=True)

@@ -35,6 +35,14 @@
 #ifndef DEC_PHASES
 #define DEC_PHASES 31                                /* bit k: phase k + 1 runs (a diagnostic may drop some) */
 #endif
+#ifndef DEC_UF
+#define DEC_UF 4                                     /* unroll of the float / half product loops */
+#endif
+#ifndef DEC_UQ
+#define DEC_UQ 2                                     /* and of the quantized ones */
+#endif
+#define DEC_PRAGMA(x) _Pragma(#x)
+#define DEC_UNROLL(n) DEC_PRAGMA(unroll n)
 #ifndef DEC_SPIN
 #define DEC_SPIN (1 << 22)
 #endif
@@ -82,7 +90,7 @@ grid_sync(volatile global uint *bar, uint nwg)
             atomic_inc(&bar[1]);
         } else if (atomic_or(&bar[2], 0u) == 0u) {
             int n = 0;
-            while (atomic_or(&bar[1], 0u) == gen)
+            while (bar[1] == gen)                    /* a volatile load: no read-modify-write traffic */
                 if (++n > DEC_SPIN) {
                     atomic_or(&bar[2], 1u);
                     break;
@@ -103,6 +111,7 @@ dot2(int fmt, global const uint4 *w, global const half *d, int r0, int r1, int K
     float a0 = 0.0f, a1 = 0.0f;
     if (fmt == DEC_F32) {
         const int n4 = K / 4;
+DEC_UNROLL(DEC_UF)
         for (int k = tl; k < n4; k += ts) {
             const float4 x = h4[k];
             a0 += dot(as_float4(w[r0 * n4 + k]), x);
@@ -110,6 +119,7 @@ dot2(int fmt, global const uint4 *w, global const half *d, int r0, int r1, int K
         }
     } else if (fmt == DEC_F16 || fmt == DEC_BF16) {
         const int n8 = K / 8;
+DEC_UNROLL(DEC_UF)
         for (int k = tl; k < n8; k += ts) {
             const float4 xl = h4[2 * k], xh = h4[2 * k + 1];
             if (fmt == DEC_F16) {
@@ -126,6 +136,7 @@ dot2(int fmt, global const uint4 *w, global const half *d, int r0, int r1, int K
         }
     } else if (fmt == DEC_Q4_0) {                    /* word i: low nibbles elements 4i.., high 16 + 4i.. */
         const int nb = K / 32;
+DEC_UNROLL(DEC_UQ)
         for (int b = tl; b < nb; b += ts) {
             const uint4 q0 = w[r0 * nb + b], q1 = w[r1 * nb + b];
             const float d0 = vload_half(r0 * nb + b, d), d1 = vload_half(r1 * nb + b, d);
@@ -147,6 +158,7 @@ dot2(int fmt, global const uint4 *w, global const half *d, int r0, int r1, int K
         }
     } else {                                         /* q8_0: word i holds elements 4i..4i + 3 */
         const int nb = K / 32;
+DEC_UNROLL(DEC_UQ)
         for (int b = tl; b < nb; b += ts) {
             const uint4 qa[2] = {w[2 * (r0 * nb + b)], w[2 * (r0 * nb + b) + 1]};
             const uint4 qb[2] = {w[2 * (r1 * nb + b)], w[2 * (r1 * nb + b) + 1]};
@@ -238,20 +250,16 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
     }
     LBAR(CLK_LOCAL_MEM_FENCE);
     const int ko = kvh * max_len * D, vo = (nkv + kvh) * max_len * D, vr = (nq + nkv + kvh) * D;
-    float mx = -FLT_MAX;
-    for (int l = lid; l < Lk; l += L) {
+    const int ts = TEAM_SIZE, tl = lid % ts, teams = L / ts;
+    for (int l = lid / ts; l < Lk; l += teams) {     /* a team a position, its lanes across the head */
         float s = 0.0f;
-        if (l == p)
-            for (int i = 0; i < D; i++) s = mad(lq[i], lk[i], s);
-        else                                         /* D even: float4 loads where 4 divides it */
-            for (int i = 0; i < D; i += 2) {
-                const float2 k2 = (float2)(tl_ld(kv, kvdt, ko + l * D + i), tl_ld(kv, kvdt, ko + l * D + i + 1));
-                s = mad(lq[i + 1], k2.y, mad(lq[i], k2.x, s));
-            }
-        s *= scale;
-        sc[l] = s;
-        mx = fmax(mx, s);
+        for (int i = tl; i < D; i += ts) s = mad(lq[i], l == p ? lk[i] : tl_ld(kv, kvdt, ko + l * D + i), s);
+        s = team_sum(s);
+        if (tl == 0) sc[l] = s * scale;
     }
+    LBAR(CLK_LOCAL_MEM_FENCE);
+    float mx = -FLT_MAX;
+    for (int l = lid; l < Lk; l += L) mx = fmax(mx, sc[l]);
     mx = wg_reduce(mx, 1, red);
     float sum = 0.0f;
     for (int l = lid; l < Lk; l += L) {
@@ -260,11 +268,22 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
         sum += e;
     }
     const float inv = 1.0f / wg_reduce(sum, 0, red);  /* its barriers also publish sc */
-    for (int dd = lid; dd < D; dd += L) {
+    /* L >= D: work-item (part, dim) takes positions part, part + parts, ...; else dims lid, lid + L, ... */
+    const int parts = L >= D ? L / D : 1, part = L >= D ? lid / D : 0, dstep = L >= D ? D * parts : L;
+    for (int dd = L >= D ? lid % D : lid; dd < D && part < parts; dd += dstep) {
         float o = 0.0f;
-        for (int l = 0; l < Lk; l++)
+        for (int l = L >= D ? part : 0; l < Lk; l += parts)
             o = mad(sc[l], l == p ? tl_rnd(kvdt, qkv[vr + dd]) : tl_ld(kv, kvdt, vo + l * D + dd), o);
-        att[hq * D + dd] = o * inv;
+        if (parts == 1) att[hq * D + dd] = o * inv;
+        else red[lid] = o;
+    }
+    if (parts > 1) {
+        LBAR(CLK_LOCAL_MEM_FENCE);
+        if (lid < D) {
+            float o = 0.0f;
+            for (int q = 0; q < parts; q++) o += red[q * D + lid];
+            att[hq * D + lid] = o * inv;
+        }
     }
     LBAR(CLK_LOCAL_MEM_FENCE);
 }
@@ -272,8 +291,13 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
 /* x (dim floats) is updated in place. scr: (nq + 2 nkv) * D + dim + hidden floats (qkv, att, g). bar: 3 words,
  * zero at first use (the barrier leaves the counter at zero). lm: max(dim, hidden, 2 D + max_len) floats;
  * red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0). */
+#ifdef DEC_WG                                        /* a fixed local size: NVIDIA then fits the registers */
+#define DEC_ATTR __attribute__((reqd_work_group_size(DEC_WG, 1, 1)))
+#else
+#define DEC_ATTR
+#endif
 #define DEC_KERNEL(NAME, FMT)                                                                                 \
-kernel void                                                                                                   \
+kernel DEC_ATTR void                                                                                          \
 NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float log2_theta, float scale,         \
      global float *x, global const float *attn_norm, global const float *mlp_norm,                            \
      global const uint4 *wqkv, global const half *dqkv, global const uint4 *wo, global const half *dwo,       \

@@ -21,6 +21,7 @@ static tl_kernel kern[NFMT] = {TL_KERNEL("decode", "tl_decode_layer_f32"), TL_KE
                                TL_KERNEL("decode", "tl_decode_layer_bf16"), TL_KERNEL("decode", "tl_decode_layer_q4_0"),
                                TL_KERNEL("decode", "tl_decode_layer_q8_0")};
 static cl_mem bar_mem;                                    /* the grid barrier's words; lives with the process */
+static size_t last_groups, last_local, last_kmax;                    /* the newest launch's shape (_decode_barrier) */
 static const size_t I = sizeof(int), F = sizeof(float), Mm = sizeof(cl_mem);
 
 /* Whether the program is built with -DTL_NV_PTX=1: an NVIDIA GPU whose user build options do not set it. */
@@ -175,8 +176,12 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     tl_kernel *kh = &kern[f];
     if (tl_kernel_py(kh) == NULL) goto done;
     const int cpu = (rt->info.type & CL_DEVICE_TYPE_GPU) == 0, nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
-    size_t L = 1;                                        /* the portable build: one work-item a group */
-    while (nv && L * 2 <= kh->wg && L * 2 <= 512u) L *= 2;
+    size_t L = 1, kmax = 0;                              /* the portable build: one work-item a group */
+    clGetKernelWorkGroupInfo(kh->k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL);
+    while (nv && L * 2 <= kmax && L * 2 <= 1024u) L *= 2;   /* NVIDIA: up to 32 warps (loads in flight) */
+    size_t fixed[3] = {0, 0, 0};                         /* built with -DDEC_WG: that size */
+    clGetKernelWorkGroupInfo(kh->k, rt->device, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof fixed, fixed, NULL);
+    if (fixed[0] > 0) L = fixed[0];
     size_t lm = (size_t)(dim > hidden ? dim : hidden);
     if ((size_t)(2 * D + ML) > lm) lm = (size_t)(2 * D + ML);
     lm = (lm + 3) & ~(size_t)3;                          /* float4s */
@@ -219,6 +224,9 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         st[7 + 2 * i] = d[i] != NULL ? d[i]->storage : NULL;
     }
     size_t gws = nwg * L;
+    last_groups = nwg;
+    last_local = L;
+    last_kmax = kmax;
     if (tl_set_args(kh->k, 0, 29, sz, v) < 0) goto done;
     if (tl_stream_launch(kh->k, 1, &gws, &L, st, 14, 7u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
     tl_mark_write(x, "decode_layer_");
@@ -231,7 +239,8 @@ done:
 }
 
 /* _decode_barrier(): the grid barrier's words (count, generation, gave_up) after a sync: count 0 between
- * launches, the generation advanced by 4 a launch of more than one work-group, gave_up 1 if a spin gave up. */
+ * launches, the generation advanced by 4 a launch of more than one work-group, gave_up 1 if a spin gave up;
+ * and the newest launch's work-groups, local size and the kernel's largest (its registers' bound). */
 static PyObject *
 fn_decode_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 {
@@ -243,7 +252,9 @@ fn_decode_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
         cl_int rc = clEnqueueReadBuffer(rt->q0, bar_mem, CL_TRUE, 0, sizeof w, w, 0, NULL, NULL);
         if (rc != CL_SUCCESS) return tl_err_set(&err, rc, "clEnqueueReadBuffer", "decode barrier"), tl_raise(&err), NULL;
     }
-    return Py_BuildValue("{sIsIsI}", "count", w[0], "generation", w[1], "gave_up", w[2]);
+    return Py_BuildValue("{sIsIsIsnsnsn}", "count", w[0], "generation", w[1], "gave_up", w[2], "groups",
+                         (Py_ssize_t)last_groups, "local_size", (Py_ssize_t)last_local, "kernel_max_local",
+                         (Py_ssize_t)last_kmax);
 }
 
 static const PyMethodDef decode_functions[] = {
