@@ -35,11 +35,15 @@
 #ifndef DEC_PHASES
 #define DEC_PHASES 31                                /* bit k: phase k + 1 runs (a diagnostic may drop some) */
 #endif
-#ifndef DEC_UF
+#if !defined(DEC_UF) && TL_NV_PTX
 #define DEC_UF 4                                     /* unroll of the float / half product loops */
+#elif !defined(DEC_UF)
+#define DEC_UF 1
 #endif
-#ifndef DEC_UQ
+#if !defined(DEC_UQ) && TL_NV_PTX
 #define DEC_UQ 2                                     /* and of the quantized ones */
+#elif !defined(DEC_UQ)
+#define DEC_UQ 1
 #endif
 #define DEC_PRAGMA(x) _Pragma(#x)
 #define DEC_UNROLL(n) DEC_PRAGMA(unroll n)

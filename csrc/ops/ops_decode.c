@@ -265,11 +265,14 @@ static const PyMethodDef decode_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* The program's options: -DTL_NV_PTX=1 on an NVIDIA GPU (warp shuffles: a team is a warp). */
+/* The program's options: on an NVIDIA GPU -DTL_NV_PTX=1 (warp shuffles: a team is a warp) and a fixed local
+ * size of 512 (-DDEC_WG; the driver reports 256 as the kernel's limit otherwise, and the fixed 512 runs a
+ * float32 or float16 layer of the medium decoder in 83 us against 111: benchmarks/NOTES.md, fifth session). */
 static void
 decode_options(const tl_runtime *rt, int Py_UNUSED(arg), const char *user, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s", nv_ptx(rt, user) ? " -DTL_NV_PTX=1" : "");
+    const int wg = user == NULL || strstr(user, "-DDEC_WG") == NULL;
+    snprintf(out, cap, "%s", !nv_ptx(rt, user) ? "" : wg ? " -DTL_NV_PTX=1 -DDEC_WG=512" : " -DTL_NV_PTX=1");
 }
 
 static int
