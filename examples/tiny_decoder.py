@@ -18,7 +18,9 @@ device tensor), keys and values in one cache tensor: 6 launches per layer, 2 mor
 id is a kernel argument too); Decoder(fuse=False) is the 9 + 3 of separate norms and silu_mul (q4_0 / q8_0
 weights: 9 + 3 either way for now, their products take no norm yet). --mode device keeps the
 token and the position on the device as int32 tensors the kernels read (no host read per token); --mode jit
-also replays that step through tlgpu.jit (docs/jit.md). The runs must produce identical tokens (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
+also replays that step through tlgpu.jit (docs/jit.md). --layer runs each layer as one launch
+(tlgpu.decode_layer_, Decoder(fuse="layer"): docs/inference.md). The runs must produce identical tokens
+(asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
 """
 import argparse
@@ -417,6 +419,7 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="bfloat16 weights (bfloat16 KV cache)")
     ap.add_argument("--kv", choices=("float32", "float16", "bfloat16"), help="the KV cache's dtype")
     ap.add_argument("--unfused", action="store_true", help="separate rms_norm / silu_mul launches (9 a layer)")
+    ap.add_argument("--layer", action="store_true", help="a launch a layer (tlgpu.decode_layer_)")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mode", choices=("sync", "device", "jit"), default="sync",
@@ -434,11 +437,12 @@ def main():
         ap.error("one of --q4, --q8, --f16, --bf16")
     tokens, tps, model = run(cfg, a.q4, a.tokens, a.runs, mode=a.mode, kind="q8_0" if a.q8 else None,
                              dtype="float16" if a.f16 else "bfloat16" if a.bf16 else None, kv_dtype=a.kv,
-                             fuse=not a.unfused)
+                             fuse="layer" if a.layer else not a.unfused)
     print(f"device: {tlgpu.device().name}")
     print(f"weights: {model.dtype}, {model.weight_bytes / 1e6:.2f} MB, KV cache {model.kv_dtype.name}; "
           f"{a.runs} runs identical; "
-          f"mode {a.mode}; {launches_per_token(model)} launches a token ({'un' if a.unfused else ''}fused)")
+          f"mode {a.mode}; {launches_per_token(model)} launches a token "
+          f"({'a launch a layer' if a.layer else 'unfused' if a.unfused else 'fused'})")
     print(f"tokens: {tokens}")
     print(f"{tps:.1f} tokens/s (best run)")
 
