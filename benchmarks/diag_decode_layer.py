@@ -3,7 +3,12 @@ the tiny decoder's logits through decode_layer_ against the six-launch step, wit
 the grid barrier's words. Usage: python3 benchmarks/diag_decode_layer.py [case ...]; a case is
 "<groups>[:<build options>]", e.g. 1, 2, 0 (one a compute unit), 1:-DTL_NV_PTX=0, 1:-DDEC_PHASES=2 (phase 2
 alone: which phase faults). DIAG_TIME="<case> ..." instead times one medium-sized layer (dim 2048, hidden 5632,
-16 / 4 heads) per case and format (DIAG_FMTS), e.g. DIAG_TIME="0 66 0:-DDEC_PHASES=0"."""
+16 / 4 heads) per case and format (DIAG_FMTS), e.g. DIAG_TIME="0 66 0:-DDEC_PHASES=0". DIAG_STAMPS="<case> ..."
+times the phases inside the kernel instead (NVIDIA; the program built with -DDEC_STAMPS=1, %globaltimer at each
+phase's end and after each grid barrier): eight distinct medium layers run in turn (as in a decode step: the
+weights do not stay in L2; "+" joins build options in a case, e.g. "0:-DDEC_UQ=4+-DDEC_MAXNREG=128"), and the
+last launch's stamps give, in us from the first work-group's start, the
+median over repeats of the slowest work-group's end of each phase and of each barrier, at positions DIAG_POS."""
 import os
 import subprocess
 import sys
@@ -25,7 +30,7 @@ d = np.abs(out[True] - out["layer"]).max() / np.abs(out[True]).max()
 print(f"groups={g} {fmt}: rel diff {d:.2e}, barrier {tlgpu._C._decode_barrier()}", flush=True)
 '''
 
-for case in (sys.argv[1:] or ["1", "2", "0"]) if not os.environ.get("DIAG_TIME") else []:
+for case in (sys.argv[1:] or ["1", "2", "0"]) if not (os.environ.get("DIAG_TIME") or os.environ.get("DIAG_STAMPS")) else []:
     g, _, opts = case.partition(":")
     for fmt in ("float32", "q4_0"):
         env = dict(os.environ, TLGPU_BUILD_OPTIONS=opts) if opts else os.environ
@@ -58,6 +63,49 @@ for _ in range(5):
 print(f"groups={g} {fmt}: {best * 1e6:.1f} us a layer (dim {dim}, hidden {hid}, pos 40)", tlgpu._C._decode_barrier(),
       flush=True)
 '''
+
+STAMPS = r'''
+import sys, numpy as np
+import tlgpu
+from tlgpu import quant
+g, fmt = int(sys.argv[1]), sys.argv[2]
+dim, hid, nq, nkv, ml = 2048, 5632, 16, 4, 128
+D = dim // nq
+rng = np.random.default_rng(0)
+def m(o, i):
+    a = (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
+    return {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}.get(fmt, lambda t: tlgpu.tensor(t).to(getattr(tlgpu, fmt)))(a)
+layers = [[m((nq + 2 * nkv) * D, dim), m(dim, dim), m(2 * hid, dim), m(dim, hid)] for _ in range(8)]
+x = tlgpu.tensor(rng.standard_normal((1, dim)).astype(np.float32))
+kv = tlgpu.tensor(rng.standard_normal((2 * nkv, ml, D)).astype(np.float32))
+n1 = tlgpu.ones(dim); n2 = tlgpu.ones(dim)
+names = ["qkv", "bar1", "attn", "bar2", "wo", "bar3", "w13", "bar4", "w2"]
+for pos in [int(p) for p in sys.argv[3].split(",")]:
+    rows = []
+    for rep in range(12):
+        for ws in layers:
+            tlgpu.decode_layer_(x, pos, kv, n1, ws[0], ws[1], n2, ws[2], ws[3], nq, groups=g)
+        st = np.array(tlgpu._C._decode_stamps(), dtype=np.uint32)[:, :10]
+        if rep >= 2:
+            rel = (st - st[:, :1].min()).astype(np.int64)  # uint32 differences: the stamps lie within a few ms
+            ends = rel.max(axis=0)
+            rows.append(np.concatenate([[rel[:, 0].max() / 1e3], np.diff(ends) / 1e3]))
+    r = np.median(np.array(rows), axis=0)
+    bar = tlgpu._C._decode_barrier()
+    print(f"groups={bar['groups']} x {bar['local_size']} {fmt} pos {pos}: start spread {r[0]:.2f} us; " +
+          " ".join(f"{n} {v:.2f}" for n, v in zip(names, r[1:])) + f"; total {r.sum():.2f} us; gave_up "
+          f"{bar['gave_up']}", flush=True)
+'''
+
+if __name__ == "__main__" and os.environ.get("DIAG_STAMPS"):
+    for case in os.environ["DIAG_STAMPS"].split():
+        g, _, opts = case.partition(":")
+        for fmt in os.environ.get("DIAG_FMTS", "q4_0 float16").split():
+            env = dict(os.environ, TLGPU_BUILD_OPTIONS=("-DDEC_STAMPS=1 " + opts.replace("+", " ")).strip())
+            pos = ",".join(os.environ.get("DIAG_POS", "40").split())
+            r = subprocess.run([sys.executable, "-c", STAMPS, g, fmt, pos], env=env, capture_output=True, text=True,
+                               timeout=300)
+            print(f"[{case} {fmt}] rc={r.returncode}", r.stdout.strip(), r.stderr.strip()[-300:], flush=True)
 
 if __name__ == "__main__" and os.environ.get("DIAG_TIME"):
     for case in os.environ["DIAG_TIME"].split():

@@ -11,14 +11,14 @@
  *   3. x += wo @ att;
  *   4. h = rms_norm(x) * mlp_norm; g[n] = silu(w1[n] . h) * (w3[n] . h) (rows n and hidden + n of w13);
  *   5. x += w2 @ g.
- * Products: a team takes two weight rows at a time; lane l of the team reads column groups l, l + TS, ...
- * (16-byte loads: 4 float32, 8 half, one q4_0 block's 16 quant bytes, half of a q8_0 block's) against the
- * activations in local memory, then the team's sum. On NVIDIA (TL_NV_PTX) a team is a warp (shfl.sync sums)
+ * Products: a team takes one weight row at a time, two where the rows outnumber the teams; lane l of the team
+ * reads column groups l, l + TS, ... (16-byte loads: 4 float32, 8 half, one q4_0 block's 16 quant bytes, half
+ * of a q8_0 block's) against the activations in local memory (for q4_0 / q8_0 rounded to int8 blocks, as the
+ * quantized matrix-vector kernels round them, and dotted in integers), then the team's sum. On NVIDIA (TL_NV_PTX) a team is a warp (shfl.sync sums)
  * and the work-group shares by local memory and barriers; elsewhere a work-group is one work-item that does
  * everything alone (no barrier: PoCL takes minutes to build this kernel with barriers in its loops).
- * The grid barrier: a counter and a generation word in `bar`, the last work-group to arrive resets the
- * counter and bumps the generation; the others spin on it. It needs every work-group resident at once: the
- * host launches at most one per compute unit (one where the device cannot promise that: CPU devices). A
+ * The grid barrier (grid_sync): one atomic add a work-group to a word of `bar` whose top bit flips when the
+ * last arrives; the others spin on it. It needs every work-group resident at once: the host launches at most one per compute unit (one where the device cannot promise that: CPU devices). A
  * spin that outlasts DEC_SPIN polls sets bar[2] and stops waiting (wrong values, never a hang); later
  * barriers then pass at once. Data another work-group wrote in this launch is read through volatile
  * pointers (not from a stale L1 line); the weights are constants of the launch.
@@ -46,9 +46,39 @@
 #define DEC_UQ 1
 #endif
 #define DEC_PRAGMA(x) _Pragma(#x)
+#if TL_NV_PTX                                        /* unroll hints for NVIDIA only (PoCL warns on them) */
 #define DEC_UNROLL(n) DEC_PRAGMA(unroll n)
+#else
+#define DEC_UNROLL(n)
+#endif
+#ifndef DEC_MAXNREG
+#define DEC_MAXNREG 0                                /* n > 0 (NVIDIA): ".maxnreg n" on the kernels (ptx_patch.h) */
+#endif
+#define DEC_STR_(a) #a
+#define DEC_STR(a) DEC_STR_(a)
+#if TL_NV_PTX && DEC_MAXNREG > 0
+#define DEC_ENTRY() MVQ_ASM volatile("//TLPTX_ENTRY .maxnreg " DEC_STR(DEC_MAXNREG) "\n")
+#else
+#define DEC_ENTRY() ((void)0)
+#endif
 #ifndef DEC_SPIN
 #define DEC_SPIN (1 << 22)
+#endif
+
+#ifndef DEC_STAMPS
+#define DEC_STAMPS 0                                 /* 1 (NVIDIA, a diagnostic): %globaltimer at the phases' ends */
+#endif
+#if DEC_STAMPS && TL_NV_PTX                          /* bar[4 + 16 g + k]: work-group g's stamp k (ns, low word) */
+#define STAMP(k)                                                                                              \
+    do {                                                                                                      \
+        if (get_local_id(0) == 0) {                                                                           \
+            uint t_;                                                                                          \
+            MVQ_ASM volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t_));                                    \
+            bar[4 + 16 * get_group_id(0) + (k)] = t_;                                                         \
+        }                                                                                                     \
+    } while (0)
+#else
+#define STAMP(k)
 #endif
 
 #if TL_NV_PTX
@@ -60,41 +90,73 @@ team_sum(float v)
     return warp_sum(v);
 }
 
-inline float                                         /* the work-group's max or sum (L a power of two) */
+inline float                                         /* the warp's max, in every lane */
+warp_max(float v)
+{
+    for (int m = 16; m > 0; m >>= 1) {
+        float t;
+        MVQ_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(m));
+        v = fmax(v, t);
+    }
+    return v;
+}
+
+inline float                                         /* the sum over the aligned 8 lanes, in each of them */
+lanes8_fsum(float v)
+{
+    for (int m = 1; m < 8; m <<= 1) {
+        float t;
+        MVQ_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(m));
+        v += t;
+    }
+    return v;
+}
+#define ATT_TS 8                                     /* attention's scores: 8 lanes a position */
+#define att_sum(v) lanes8_fsum(v)
+
+inline float                                         /* the work-group's max or sum (L a multiple of 32) */
 wg_reduce(float v, int is_max, local float *red)
 {
-    const int lid = get_local_id(0), L = get_local_size(0);
-    red[lid] = v;
+    const int lid = get_local_id(0), nw = get_local_size(0) / 32;
+    v = is_max ? warp_max(v) : warp_sum(v);          /* each warp, then its lane 0's partial in red */
+    if (lid % 32 == 0) red[lid / 32] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = L / 2; s > 0; s >>= 1) {
-        if (lid < s) red[lid] = is_max ? fmax(red[lid], red[lid + s]) : red[lid] + red[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const float r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
+    float r = red[0];
+    for (int i = 1; i < nw; i++) r = is_max ? fmax(r, red[i]) : r + red[i];
+    barrier(CLK_LOCAL_MEM_FENCE);                    /* red is free again */
     return r;
 }
 #else                                                /* one work-item a group: nothing to share */
 #define TEAM_SIZE 1
+#define ATT_TS 1
+#define att_sum(v) (v)
 #define LBAR(f)
 #define team_sum(v) (v)
 #define wg_reduce(v, is_max, red) (v)
 #endif
 
+/* The grid barrier (one atomic a work-group, as CUDA's cooperative groups): work-group 0 adds 2^31 - (nwg - 1)
+ * to bar[0], the others 1, so the word's top bit flips once all have arrived (its low 31 bits stay 0 between
+ * barriers, whatever nwg a launch has); each waits for the flip by volatile loads. Work-group 0 then counts the
+ * barrier in bar[1] (a generation for _decode_barrier). */
+#ifndef DEC_BAR
+#define DEC_BAR 1                                    /* 0: the fifth session's barrier (a diagnostic's comparison) */
+#endif
+#if DEC_BAR == 0
 inline void
 grid_sync(volatile global uint *bar, uint nwg)
 {
     LBAR(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0 && nwg > 1) {
-        mem_fence(CLK_GLOBAL_MEM_FENCE);             /* this group's stores before its arrival */
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
         const uint gen = atomic_or(&bar[1], 0u);
-        if (atomic_inc(&bar[0]) == nwg - 1) {
-            atomic_xchg(&bar[0], 0u);
+        if (atomic_inc(&bar[3]) == nwg - 1) {
+            atomic_xchg(&bar[3], 0u);
             mem_fence(CLK_GLOBAL_MEM_FENCE);
             atomic_inc(&bar[1]);
         } else if (atomic_or(&bar[2], 0u) == 0u) {
             int n = 0;
-            while (bar[1] == gen)                    /* a volatile load: no read-modify-write traffic */
+            while (bar[1] == gen)
                 if (++n > DEC_SPIN) {
                     atomic_or(&bar[2], 1u);
                     break;
@@ -104,12 +166,35 @@ grid_sync(volatile global uint *bar, uint nwg)
     }
     LBAR(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 }
+#else
+inline void
+grid_sync(volatile global uint *bar, uint nwg)
+{
+    LBAR(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0 && nwg > 1) {
+        mem_fence(CLK_GLOBAL_MEM_FENCE);             /* this group's stores before its arrival */
+        const int first = get_group_id(0) == 0;
+        const uint old = atomic_add(&bar[0], first ? 0x80000000u - (nwg - 1u) : 1u);
+        if (bar[2] == 0u) {
+            int n = 0;
+            while (((bar[0] ^ old) & 0x80000000u) == 0u)   /* volatile loads: no read-modify-write traffic */
+                if (++n > DEC_SPIN) {
+                    atomic_or(&bar[2], 1u);
+                    break;
+                }
+        }
+        if (first) atomic_inc(&bar[1]);
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+    }
+    LBAR(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+}
+#endif
 
 /* Lane tl's part of rows r0 and r1 of the (N, K) matrix dotted with h (local, K floats): 16-byte groups
  * tl, tl + ts, ... (K a multiple of 32). */
 inline float2
-dot2(int fmt, global const uint4 *w, global const half *d, int r0, int r1, int K, local const float *h, int tl,
-     int ts)
+dot2(int fmt, global const uint4 *w, global const half *d, int r0, int r1, int K, local const float *h,
+     local const uint4 *xq, local const int2 *xs, int tl, int ts)
 {
     local const float4 *h4 = (local const float4 *)h;
     float a0 = 0.0f, a1 = 0.0f;
@@ -138,81 +223,99 @@ DEC_UNROLL(DEC_UF)
                       dot(as_float4((uint4)(u1.z << 16, u1.z & m.x, u1.w << 16, u1.w & m.y)), xh);
             }
         }
-    } else if (fmt == DEC_Q4_0) {                    /* word i: low nibbles elements 4i.., high 16 + 4i.. */
+    } else {                                         /* q4_0 / q8_0 against x's int8 blocks (xq, xs) */
         const int nb = K / 32;
 DEC_UNROLL(DEC_UQ)
         for (int b = tl; b < nb; b += ts) {
-            const uint4 q0 = w[r0 * nb + b], q1 = w[r1 * nb + b];
-            const float d0 = vload_half(r0 * nb + b, d), d1 = vload_half(r1 * nb + b, d);
-            float s0 = 0.0f, s1 = 0.0f;
-            const uint qa[4] = {q0.x, q0.y, q0.z, q0.w}, qb[4] = {q1.x, q1.y, q1.z, q1.w};
-            MVQ_UNROLL
-            for (int i = 0; i < 4; i++) {
-                const float4 xl = h4[8 * b + i], xh = h4[8 * b + 4 + i];
-                const uint4 sh = (uint4)(0, 8, 16, 24);
-                const float4 l0 = convert_float4(((uint4)qa[i] >> sh) & 15u) - 8.0f;
-                const float4 h0 = convert_float4(((uint4)qa[i] >> (sh + 4u)) & 15u) - 8.0f;
-                const float4 l1 = convert_float4(((uint4)qb[i] >> sh) & 15u) - 8.0f;
-                const float4 h1 = convert_float4(((uint4)qb[i] >> (sh + 4u)) & 15u) - 8.0f;
-                s0 += dot(l0, xl) + dot(h0, xh);
-                s1 += dot(l1, xl) + dot(h1, xh);
+            const uint4 lo = xq[2 * b], hi = xq[2 * b + 1];
+            const int2 xb = xs[b];
+            const float dx = as_float(xb.x), d0 = vload_half(r0 * nb + b, d) * dx, d1 = vload_half(r1 * nb + b, d) * dx;
+            if (fmt == DEC_Q4_0) {                   /* word i: low nibbles elements 4i.., high 16 + 4i.. */
+                a0 = mad(d0, (float)mvq_dot_q4_0(w[r0 * nb + b], lo, hi, xb.y), a0);
+                a1 = mad(d1, (float)mvq_dot_q4_0(w[r1 * nb + b], lo, hi, xb.y), a1);
+            } else {                                 /* q8_0: word i holds elements 4i..4i + 3 */
+                const uint8 q0 = (uint8)(w[2 * (r0 * nb + b)], w[2 * (r0 * nb + b) + 1]);
+                const uint8 q1 = (uint8)(w[2 * (r1 * nb + b)], w[2 * (r1 * nb + b) + 1]);
+                a0 = mad(d0, (float)mvq_dot_q8_0(q0, lo, hi, xb.y), a0);
+                a1 = mad(d1, (float)mvq_dot_q8_0(q1, lo, hi, xb.y), a1);
             }
-            a0 = mad(d0, s0, a0);
-            a1 = mad(d1, s1, a1);
-        }
-    } else {                                         /* q8_0: word i holds elements 4i..4i + 3 */
-        const int nb = K / 32;
-DEC_UNROLL(DEC_UQ)
-        for (int b = tl; b < nb; b += ts) {
-            const uint4 qa[2] = {w[2 * (r0 * nb + b)], w[2 * (r0 * nb + b) + 1]};
-            const uint4 qb[2] = {w[2 * (r1 * nb + b)], w[2 * (r1 * nb + b) + 1]};
-            const float d0 = vload_half(r0 * nb + b, d), d1 = vload_half(r1 * nb + b, d);
-            float s0 = 0.0f, s1 = 0.0f;
-            MVQ_UNROLL
-            for (int j = 0; j < 2; j++) {
-                const uint a[4] = {qa[j].x, qa[j].y, qa[j].z, qa[j].w}, c[4] = {qb[j].x, qb[j].y, qb[j].z, qb[j].w};
-                MVQ_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    const float4 x = h4[8 * b + 4 * j + i];
-                    s0 += dot(convert_float4(as_char4(a[i])), x);
-                    s1 += dot(convert_float4(as_char4(c[i])), x);
-                }
-            }
-            a0 = mad(d0, s0, a0);
-            a1 = mad(d1, s1, a1);
         }
     }
     return (float2)(a0, a1);
 }
 
-/* h[k] = src[k] * rsqrt(mean(src^2) + eps) * g[k] (g NULL: plain copy), k < K, into local memory. */
+/* h[k] = src[k] * rsqrt(mean(src^2) + eps) * g[k] (g NULL: plain copy), k < K (a multiple of 4; src and g
+ * 16-byte aligned), into local memory. float4 loads, a work-item's all issued before their use, and the norm's
+ * first weights before the reduction: the phase's start is a chain of latencies otherwise. */
 inline void
 stage(volatile global const float *src, global const float *g, float eps, int K, local float *h, local float *red)
 {
-    const int lid = get_local_id(0), L = get_local_size(0);
+    const int lid = get_local_id(0), L = get_local_size(0), K4 = K / 4;
+    volatile global const float4 *s4 = (volatile global const float4 *)src;
+    global const float4 *g4 = (global const float4 *)g;
+    local float4 *h4 = (local float4 *)h;
     float ss = 0.0f;
-    for (int k = lid; k < K; k += L) {
-        const float v = src[k];
-        h[k] = v;
-        ss = mad(v, v, ss);
+    for (int k0 = lid; k0 < K4; k0 += 4 * L) {       /* 4 loads issued before their use */
+        float4 v[4];
+        MVQ_UNROLL
+        for (int u = 0; u < 4; u++) v[u] = k0 + u * L < K4 ? s4[k0 + u * L] : (float4)0.0f;
+        MVQ_UNROLL
+        for (int u = 0; u < 4; u++) {
+            if (k0 + u * L < K4) h4[k0 + u * L] = v[u];
+            ss += dot(v[u], v[u]);
+        }
     }
-    const float sc = g != 0 ? rsqrt(wg_reduce(ss, 0, red) / (float)K + eps) : 1.0f;
-    if (g != 0)
-        for (int k = lid; k < K; k += L) h[k] *= sc * g[k];
+    if (g != 0) {
+        const float4 g0 = lid < K4 ? g4[lid] : (float4)0.0f;
+        const float sc = rsqrt(wg_reduce(ss, 0, red) / (float)K + eps);
+        for (int k = lid; k < K4; k += L) h4[k] *= sc * (k == lid ? g0 : g4[k]);
+    }
+    LBAR(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Quantized formats: h's blocks of 32 as int8 as the quantized matrix-vector kernels round x (mvq_quant4: q =
+ * rint(h / dx), dx = amax / 127), in xq (lo: elements 0-15, hi: 16-31, a uint4 each) and xs (dx's bits, sum q);
+ * the products are then integer dot products (dp4a on NVIDIA), the float dequantization's conversions gone. */
+inline void
+stage_q8(int K, local const float *h, local uint4 *xq, local int2 *xs)
+{
+    const int lid = get_local_id(0), L = get_local_size(0), nb = K / 32;
+    local const float4 *h4 = (local const float4 *)h;
+    for (int b = lid; b < nb; b += L) {
+        float4 v[8];
+        float amax = 0.0f;
+        MVQ_UNROLL
+        for (int i = 0; i < 8; i++) {
+            v[i] = h4[8 * b + i];
+            amax = fmax(amax, max4(v[i]));
+        }
+        uint q[8];
+        int qsum = 0;
+        MVQ_UNROLL
+        for (int i = 0; i < 8; i++) {
+            int t;
+            q[i] = mvq_quant4(v[i], amax, &t);
+            qsum += t;
+        }
+        xq[2 * b] = (uint4)(q[0], q[1], q[2], q[3]);
+        xq[2 * b + 1] = (uint4)(q[4], q[5], q[6], q[7]);
+        xs[b] = (int2)(as_int(amax / 127.0f), qsum);
+    }
     LBAR(CLK_LOCAL_MEM_FENCE);
 }
 
 /* y[n] (+)= row n of W . h for n < N (glu: y[n] = silu(W[n] . h) * (W[N + n] . h)); add: y[n] += instead. */
 inline void
 products(int fmt, global const uint4 *w, global const half *d, int N, int K, local const float *h,
+         local const uint4 *xq, local const int2 *xs,
          volatile global float *y, int add, int glu, local float *red)
 {
     const int lid = get_local_id(0), ts = TEAM_SIZE, tl = lid % ts;
     const int team = get_group_id(0) * (get_local_size(0) / ts) + lid / ts;
-    const int teams = get_num_groups(0) * (get_local_size(0) / ts), step = glu ? 1 : 2;
-    for (int n = team * step; n < N; n += teams * step) {
-        const int r1 = glu ? N + n : min(n + 1, N - 1);
-        float2 a = dot2(fmt, w, d, n, r1, K, h, tl, ts);
+    const int teams = get_num_groups(0) * (get_local_size(0) / ts), step = glu || N <= teams ? 1 : 2;
+    for (int n = team * step; n < N; n += teams * step) {          /* two rows a team only when they are many */
+        const int r1 = glu ? N + n : min(n + step - 1, N - 1);
+        float2 a = dot2(fmt, w, d, n, r1, K, h, xq, xs, tl, ts);
         a.x = team_sum(a.x);
         a.y = team_sum(a.y);
         if (tl == 0) {
@@ -220,21 +323,60 @@ products(int fmt, global const uint4 *w, global const half *d, int N, int K, loc
                 y[n] = a.x / (1.0f + exp(-a.x)) * a.y;
             } else {
                 y[n] = add ? y[n] + a.x : a.x;
-                if (n + 1 < N) y[n + 1] = add ? y[n + 1] + a.y : a.y;
+                if (step == 2 && n + 1 < N) y[n + 1] = add ? y[n + 1] + a.y : a.y;
             }
         }
     }
 }
 
-/* Phase 2 for query head hq: rope, cache write, attention over [0, p]; out: att[hq * D ...]. */
+/* Elements 4 i4 .. 4 i4 + 3 of the cache (dtype dt) as floats. */
+inline float4
+kv_ld4(global const uchar *kv, int dt, int i4)
+{
+    if (dt == TL_DT_F16) return vload_half4(i4, (global const half *)kv);
+    if (dt == TL_DT_BF16) {
+        const uint2 u = ((global const uint2 *)kv)[i4];
+        return as_float4((uint4)(u.x << 16, u.x & 0xffff0000u, u.y << 16, u.y & 0xffff0000u));
+    }
+    return ((global const float4 *)kv)[i4];
+}
+
+/* o += sc[l] * cache[base + l D] for l = l0, l0 + dl, ... < l1, in that order: 8 loads issued before their
+ * products (a chain of latencies otherwise), one loop a dtype. */
+#define ATT_ACC(LD)                                                                                           \
+    for (int j = l0; j < l1; j += 8 * dl) {                                                                   \
+        float v[8];                                                                                           \
+        MVQ_UNROLL                                                                                            \
+        for (int u = 0; u < 8; u++) {                                                                         \
+            const int l = j + u * dl;                                                                         \
+            v[u] = l < l1 ? (LD) : 0.0f;                                                                      \
+        }                                                                                                     \
+        MVQ_UNROLL                                                                                            \
+        for (int u = 0; u < 8; u++)                                                                           \
+            if (j + u * dl < l1) o = mad(sc[j + u * dl], v[u], o);                                            \
+    }
+inline float
+att_values(global const uchar *kv, int dt, int base, int D, local const float *sc, int l0, int l1, int dl)
+{
+    float o = 0.0f;
+    if (dt == TL_DT_F16) ATT_ACC(vload_half(base + l * D, (global const half *)kv))
+    else if (dt == TL_DT_BF16) ATT_ACC(as_float((uint)((global const ushort *)kv)[base + l * D] << 16))
+    else ATT_ACC(((global const float *)kv)[base + l * D])
+    return o;
+}
+
+/* Phase 2 for query head hq: rope, cache write, attention over [0, p]; out: att[hq * D ...]. The scores: ATT_TS
+ * lanes a position, each lane's float4s of the head (D a multiple of 4) issued together; the values: a
+ * work-item a (dimension, part of the positions), the cache's positions in one unrolled loop a dtype and
+ * position p's value (from qkv, rounded as the cache stores it) last, as the position order has it. */
 inline void
 attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, float scale,
        volatile global const float *qkv, global uchar *kv, int kvdt, volatile global float *att, local float *lm,
        local float *red)
 {
-    const int lid = get_local_id(0), L = get_local_size(0), half_d = D / 2, G = nq / nkv, kvh = hq / G;
+    const int lid = get_local_id(0), L = get_local_size(0), half_d = D / 2, G = nq / nkv, kvh = hq / G, D4 = D / 4;
     local float *lq = lm, *lk = lm + D, *sc = lm + 2 * D;
-    const int in = p >= 0 && p < max_len, Lk = clamp(p + 1, 1, max_len);
+    const int in = p >= 0 && p < max_len, Lk = clamp(p + 1, 1, max_len), Lc = in ? Lk - 1 : Lk;
     for (int i = lid; i < half_d; i += L) {
         const float ang = (float)p * exp2(-(float)(2 * i) / (float)D * log2_theta);
         float c, s = sincos(ang, &c);
@@ -254,12 +396,19 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
     }
     LBAR(CLK_LOCAL_MEM_FENCE);
     const int ko = kvh * max_len * D, vo = (nkv + kvh) * max_len * D, vr = (nq + nkv + kvh) * D;
-    const int ts = TEAM_SIZE, tl = lid % ts, teams = L / ts;
-    for (int l = lid / ts; l < Lk; l += teams) {     /* a team a position, its lanes across the head */
+    local const float4 *q4 = (local const float4 *)lq, *k4 = (local const float4 *)lk;
+    const int tl = lid % ATT_TS, teams = L / ATT_TS;
+    for (int l0 = 0; l0 < Lk; l0 += teams) {         /* every lane the same rounds: the sums' shuffles */
+        const int l = l0 + lid / ATT_TS;
         float s = 0.0f;
-        for (int i = tl; i < D; i += ts) s = mad(lq[i], l == p ? lk[i] : tl_ld(kv, kvdt, ko + l * D + i), s);
-        s = team_sum(s);
-        if (tl == 0) sc[l] = s * scale;
+        if (l < Lc) {
+DEC_UNROLL(4)
+            for (int c = tl; c < D4; c += ATT_TS) s += dot(q4[c], kv_ld4(kv, kvdt, (ko + l * D) / 4 + c));
+        } else if (l < Lk) {                         /* position p: its k from local memory */
+            for (int c = tl; c < D4; c += ATT_TS) s += dot(q4[c], k4[c]);
+        }
+        s = att_sum(s);
+        if (tl == 0 && l < Lk) sc[l] = s * scale;
     }
     LBAR(CLK_LOCAL_MEM_FENCE);
     float mx = -FLT_MAX;
@@ -275,9 +424,8 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
     /* L >= D: work-item (part, dim) takes positions part, part + parts, ...; else dims lid, lid + L, ... */
     const int parts = L >= D ? L / D : 1, part = L >= D ? lid / D : 0, dstep = L >= D ? D * parts : L;
     for (int dd = L >= D ? lid % D : lid; dd < D && part < parts; dd += dstep) {
-        float o = 0.0f;
-        for (int l = L >= D ? part : 0; l < Lk; l += parts)
-            o = mad(sc[l], l == p ? tl_rnd(kvdt, qkv[vr + dd]) : tl_ld(kv, kvdt, vo + l * D + dd), o);
+        float o = att_values(kv, kvdt, vo + dd, D, sc, part, Lc, parts);
+        if (in && Lc % parts == part) o = mad(sc[Lc], tl_rnd(kvdt, qkv[vr + dd]), o);
         if (parts == 1) att[hq * D + dd] = o * inv;
         else red[lid] = o;
     }
@@ -292,9 +440,10 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
     LBAR(CLK_LOCAL_MEM_FENCE);
 }
 
-/* x (dim floats) is updated in place. scr: (nq + 2 nkv) * D + dim + hidden floats (qkv, att, g). bar: 3 words,
- * zero at first use (the barrier leaves the counter at zero). lm: max(dim, hidden, 2 D + max_len) floats;
- * red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0). */
+/* x (dim floats) is updated in place. scr: (nq + 2 nkv) * D + dim + hidden floats (qkv, att, g). bar: 4 words,
+ * zero at first use (the barrier leaves them as it found them but for the generation bar[1]), then 16 stamps a
+ * work-group (DEC_STAMPS). lm: max(dim, hidden, 2 D + max_len) floats rounded up to float4s, and for q4_0 /
+ * q8_0 10 words a block of 32 of max(dim, hidden) (x's int8 blocks and scales); red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0). */
 #ifdef DEC_WG                                        /* a fixed local size: NVIDIA then fits the registers */
 #define DEC_ATTR __attribute__((reqd_work_group_size(DEC_WG, 1, 1)))
 #else
@@ -302,39 +451,57 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
 #endif
 #define DEC_KERNEL(NAME, FMT)                                                                                 \
 kernel DEC_ATTR void                                                                                          \
-NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float log2_theta, float scale,         \
+NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float log2_theta, float scale,      \
      global float *x, global const float *attn_norm, global const float *mlp_norm,                            \
      global const uint4 *wqkv, global const half *dqkv, global const uint4 *wo, global const half *dwo,       \
      global const uint4 *w13, global const half *d13, global const uint4 *w2, global const half *d2,          \
      global uchar *kv, int kvdt, global const int *pbuf, int offp, int pos0, global float *scr,               \
      global uint *bar, local float4 *lm4, local float *red)                                                   \
 {                                                                                                             \
+    DEC_ENTRY();                                                                                              \
     const uint nwg = get_num_groups(0);                                                                       \
-    const int p = (pbuf != 0 ? pbuf[offp] : 0) + pos0, nqkv = (nq + 2 * nkv) * D;                              \
+    const int p = (pbuf != 0 ? pbuf[offp] : 0) + pos0, nqkv = (nq + 2 * nkv) * D;                             \
     volatile global float *vx = x, *qkv = scr, *att = scr + nqkv, *g = att + dim;                             \
-    local float *lm = (local float *)lm4;            /* float4-aligned: products read it as float4 */          \
+    local float *lm = (local float *)lm4;            /* float4-aligned: products read it as float4 */         \
+    const int lmf = (max(max(dim, hidden), 2 * D + max_len) + 3) & ~3, nbx = max(dim, hidden) / 32;           \
+    local uint4 *xq = (local uint4 *)(lm4 + lmf / 4);  /* quantized formats: x's int8 blocks after h */       \
+    local int2 *xs = (local int2 *)(xq + 2 * nbx);                                                            \
+    STAMP(0);                                                                                                 \
     if (DEC_PHASES & 1) {                                                                                     \
         stage(vx, attn_norm, eps, dim, lm, red);                                                              \
-        products(FMT, wqkv, dqkv, nqkv, dim, lm, qkv, 0, 0, red);                                             \
+        if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
+        products(FMT, wqkv, dqkv, nqkv, dim, lm, xq, xs, qkv, 0, 0, red);                                     \
     }                                                                                                         \
+    STAMP(1);                                                                                                 \
     grid_sync(bar, nwg);                                                                                      \
+    STAMP(2);                                                                                                 \
     for (int hq = get_group_id(0); (DEC_PHASES & 2) && hq < nq; hq += nwg)                                    \
         attend(hq, nq, nkv, D, max_len, p, log2_theta, scale, qkv, kv, kvdt, att, lm, red);                   \
+    STAMP(3);                                                                                                 \
     grid_sync(bar, nwg);                                                                                      \
+    STAMP(4);                                                                                                 \
     if (DEC_PHASES & 4) {                                                                                     \
         stage(att, 0, eps, dim, lm, red);                                                                     \
-        products(FMT, wo, dwo, dim, dim, lm, vx, 1, 0, red);                                                  \
+        if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
+        products(FMT, wo, dwo, dim, dim, lm, xq, xs, vx, 1, 0, red);                                          \
     }                                                                                                         \
+    STAMP(5);                                                                                                 \
     grid_sync(bar, nwg);                                                                                      \
+    STAMP(6);                                                                                                 \
     if (DEC_PHASES & 8) {                                                                                     \
         stage(vx, mlp_norm, eps, dim, lm, red);                                                               \
-        products(FMT, w13, d13, hidden, dim, lm, g, 0, 1, red);                                               \
+        if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
+        products(FMT, w13, d13, hidden, dim, lm, xq, xs, g, 0, 1, red);                                       \
     }                                                                                                         \
+    STAMP(7);                                                                                                 \
     grid_sync(bar, nwg);                                                                                      \
+    STAMP(8);                                                                                                 \
     if (DEC_PHASES & 16) {                                                                                    \
         stage(g, 0, eps, hidden, lm, red);                                                                    \
-        products(FMT, w2, d2, dim, hidden, lm, vx, 1, 0, red);                                                \
+        if (FMT >= DEC_Q4_0) stage_q8(hidden, lm, xq, xs);                                                    \
+        products(FMT, w2, d2, dim, hidden, lm, xq, xs, vx, 1, 0, red);                                        \
     }                                                                                                         \
+    STAMP(9);                                                                                                 \
 }
 DEC_KERNEL(tl_decode_layer_f32, DEC_F32)
 DEC_KERNEL(tl_decode_layer_f16, DEC_F16)

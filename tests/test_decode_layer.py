@@ -56,7 +56,8 @@ def test_layer_matches_reference_and_six_launches(fmt):
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
     six = td.Decoder(CFG, w, fuse=True, **FORMATS[fmt])
     other = logits(six, tokens)
-    tol = 1e-5 if fmt in ("float32", "bfloat16") else 2e-3 if fmt == "float16" else 2e-2
+    # q4_0 / q8_0: both round x to int8 blocks the same way, so only the sums' order differs
+    tol = 1e-5 if fmt in ("float32", "bfloat16") else 2e-3 if fmt == "float16" else 1e-3
     np.testing.assert_allclose(got, other, rtol=tol, atol=tol * np.abs(other).max())
     tol = max(tol, 1e-2) if fmt != "float32" else tol   # a half cache: one ulp apart at a rounding tie
     for a, b in zip(layer.kv, six.kv):                   # the cache it wrote: every position fed

@@ -20,6 +20,7 @@ static const int fmt_words[NFMT] = {0, 0, 0, 4, 8};          /* qs int32 words a
 static tl_kernel kern[NFMT] = {TL_KERNEL("decode", "tl_decode_layer_f32"), TL_KERNEL("decode", "tl_decode_layer_f16"),
                                TL_KERNEL("decode", "tl_decode_layer_bf16"), TL_KERNEL("decode", "tl_decode_layer_q4_0"),
                                TL_KERNEL("decode", "tl_decode_layer_q8_0")};
+enum { BAR_GROUPS = 1024, BAR_WORDS = 4 + 16 * BAR_GROUPS };  /* 4 barrier words, then 16 stamps a work-group */
 static cl_mem bar_mem;                                    /* the grid barrier's words; lives with the process */
 static size_t last_groups, last_local, last_kmax;                    /* the newest launch's shape (_decode_barrier) */
 static const size_t I = sizeof(int), F = sizeof(float), Mm = sizeof(cl_mem);
@@ -137,13 +138,13 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (f < 0) return NULL;
     if (kv->ndim != 3 || kv->shape[0] % 2 != 0 || kv->shape[0] == 0 || !tl_tensor_is_contig(kv) || kv->offset != 0 ||
         (kv->dtype != TL_F32 && kv->dtype != TL_F16 && kv->dtype != TL_BF16) || nq <= 0 || dim % nq != 0 ||
-        kv->shape[2] != dim / nq || nq % (kv->shape[0] / 2) != 0 || dim % 32 != 0 || kv->shape[2] % 2 != 0) {
+        kv->shape[2] != dim / nq || nq % (kv->shape[0] / 2) != 0 || dim % 32 != 0 || kv->shape[2] % 4 != 0) {
         char s[128], c[128];
         tl_shape_str(x->shape, x->ndim, s, sizeof s);
         tl_shape_str(kv->shape, kv->ndim, c, sizeof c);
         return PyErr_Format(PyExc_ValueError, "decode_layer_: x %s and kv %s (%s) with n_heads=%d: kv must be a "
                             "contiguous floating (2 * Hkv, max_len, dim / n_heads) cache, n_heads a multiple of Hkv, "
-                            "dim a multiple of 32 and of n_heads, the head size even", s, c, tl_dtype_name(kv->dtype), nq);
+                            "dim a multiple of 32 and of n_heads, the head size a multiple of 4", s, c, tl_dtype_name(kv->dtype), nq);
     }
     const int nkv = (int)kv->shape[0] / 2, ML = (int)kv->shape[1], D = (int)kv->shape[2], nqkv = (nq + 2 * nkv) * D;
     int hidden = 0;
@@ -185,6 +186,7 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     size_t lm = (size_t)(dim > hidden ? dim : hidden);
     if ((size_t)(2 * D + ML) > lm) lm = (size_t)(2 * D + ML);
     lm = (lm + 3) & ~(size_t)3;                          /* float4s */
+    if (f >= F_Q4_0) lm += 10 * (size_t)((dim > hidden ? dim : hidden) / 32);   /* x's int8 blocks and scales */
     if ((lm + L) * F > rt->info.local_mem || (nv && L < 32)) {
         PyErr_Format(PyExc_ValueError, "decode_layer_: dim %d, hidden %d and max_len %d need %zu bytes of local memory "
                      "a work-group; this device has %llu", dim, hidden, ML, (lm + L) * F,
@@ -193,10 +195,11 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     }
     size_t nwg = groups > 0 ? (size_t)groups : cpu ? 1 : rt->info.compute_units;
     if (groups > 0 && !cpu && (size_t)groups > rt->info.compute_units) nwg = rt->info.compute_units;
+    if (nwg > BAR_GROUPS) nwg = BAR_GROUPS;
     if (bar_mem == NULL) {
-        cl_uint zero[4] = {0, 0, 0, 0};
+        static const cl_uint zero[BAR_WORDS];
         cl_int rc;
-        bar_mem = clCreateBuffer(rt->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, zero, &rc);
+        bar_mem = clCreateBuffer(rt->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, (void *)zero, &rc);
         if (rc != CL_SUCCESS) {
             bar_mem = NULL;
             tl_err_set(&err, rc, "clCreateBuffer", "decode_layer_ barrier words");
@@ -257,11 +260,41 @@ fn_decode_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
                          (Py_ssize_t)last_kmax);
 }
 
+/* _decode_stamps(): the newest launch's %globaltimer stamps (ns, low words), a list of 16 a work-group; zeros
+ * unless the program was built with -DDEC_STAMPS=1 (NVIDIA; benchmarks/diag_decode_layer.py). */
+static PyObject *
+fn_decode_stamps(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    const tl_runtime *rt;
+    tl_err err = {0};
+    static cl_uint w[BAR_WORDS];
+    if (tl_stream_synchronize(&err) != TL_OK || tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL || bar_mem == NULL) return out;
+    cl_int rc = clEnqueueReadBuffer(rt->q0, bar_mem, CL_TRUE, 0, sizeof w, w, 0, NULL, NULL);
+    if (rc != CL_SUCCESS) {
+        Py_DECREF(out);
+        return tl_err_set(&err, rc, "clEnqueueReadBuffer", "decode stamps"), tl_raise(&err), NULL;
+    }
+    for (size_t g = 0; g < last_groups; g++) {
+        PyObject *row = PyList_New(16);
+        if (row == NULL || PyList_Append(out, row) < 0) { Py_XDECREF(row); Py_DECREF(out); return NULL; }
+        Py_DECREF(row);
+        for (int k = 0; k < 16; k++) {
+            PyObject *v = PyLong_FromUnsignedLong(w[4 + 16 * g + k]);
+            if (v == NULL) { Py_DECREF(out); return NULL; }
+            PyList_SET_ITEM(row, k, v);
+        }
+    }
+    return out;
+}
+
 static const PyMethodDef decode_functions[] = {
     {"decode_layer_", (PyCFunction)(void (*)(void))fn_decode_layer, METH_VARARGS | METH_KEYWORDS,
      "decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, "
      "groups=0): one llama-style decoder layer of a decode step in one launch; x updated in place"},
     {"_decode_barrier", fn_decode_barrier, METH_NOARGS, "_decode_barrier(): decode_layer_'s grid barrier words"},
+    {"_decode_stamps", fn_decode_stamps, METH_NOARGS, "_decode_stamps(): the newest launch's phase stamps (diagnostic)"},
     {NULL, NULL, 0, NULL},
 };
 
