@@ -8,7 +8,10 @@ times the phases inside the kernel instead (NVIDIA; the program built with -DDEC
 phase's end and after each grid barrier): eight distinct medium layers run in turn (as in a decode step: the
 weights do not stay in L2; "+" joins build options in a case, e.g. "0:-DDEC_UQ=4+-DDEC_MAXNREG=128"), and the
 last launch's stamps give, in us from the first work-group's start, the
-median over repeats of the slowest work-group's end of each phase and of each barrier, at positions DIAG_POS."""
+median over repeats of the slowest work-group's end of each phase and of each barrier, at positions DIAG_POS.
+DIAG_FORCED="<model> ..." (tiny, medium): teacher-forced decode of bench_decode's model, Decoder(fuse="layer")
+against the six-launch step on the same tokens, per format (DIAG_FMTS): the largest logits difference relative
+to the largest logit, and how often and by how much the two argmaxes differ."""
 import os
 import subprocess
 import sys
@@ -30,7 +33,8 @@ d = np.abs(out[True] - out["layer"]).max() / np.abs(out[True]).max()
 print(f"groups={g} {fmt}: rel diff {d:.2e}, barrier {tlgpu._C._decode_barrier()}", flush=True)
 '''
 
-for case in (sys.argv[1:] or ["1", "2", "0"]) if not (os.environ.get("DIAG_TIME") or os.environ.get("DIAG_STAMPS")) else []:
+MODES = ("DIAG_TIME", "DIAG_STAMPS", "DIAG_FORCED")
+for case in (sys.argv[1:] or ["1", "2", "0"]) if not any(os.environ.get(m) for m in MODES) else []:
     g, _, opts = case.partition(":")
     for fmt in ("float32", "q4_0"):
         env = dict(os.environ, TLGPU_BUILD_OPTIONS=opts) if opts else os.environ
@@ -96,6 +100,32 @@ for pos in [int(p) for p in sys.argv[3].split(",")]:
           " ".join(f"{n} {v:.2f}" for n, v in zip(names, r[1:])) + f"; total {r.sum():.2f} us; gave_up "
           f"{bar['gave_up']}", flush=True)
 '''
+
+FORCED = r'''
+import sys, numpy as np
+sys.path[:0] = ["examples", "benchmarks"]
+import tlgpu, tiny_decoder as td
+from bench_decode import MODELS, FORMATS
+cfg = MODELS[sys.argv[1]]
+w = td.make_weights(cfg, 0)
+for fmt in sys.argv[2].split(","):
+    seq = td.Decoder(cfg, w, fuse=True, **FORMATS[fmt]).generate([1, 2, 3], 32)
+    out = []
+    for fuse in (True, "layer"):
+        m = td.Decoder(cfg, w, fuse=fuse, **FORMATS[fmt])
+        out.append(np.stack([m.step(t, p).numpy().ravel() for p, t in enumerate([1, 2, 3] + seq[:-1])]))
+    a, b = out
+    rel = np.abs(a - b).max() / np.abs(a).max()
+    flips = [(i, float(np.sort(a[i])[-1] - np.sort(a[i])[-2])) for i in range(len(a)) if a[i].argmax() != b[i].argmax()]
+    print(f"{sys.argv[1]} {fmt}: layer vs six launches, teacher-forced {len(a)} steps: max rel diff {rel:.2e}, "
+          f"argmax differs at {len(flips)} steps (step, six-launch top-2 margin): {flips[:4]}", flush=True)
+'''
+
+if __name__ == "__main__" and os.environ.get("DIAG_FORCED"):
+    for name in os.environ["DIAG_FORCED"].split():
+        fmts = ",".join(os.environ.get("DIAG_FMTS", "q8_0 q4_0").split())
+        r = subprocess.run([sys.executable, "-c", FORCED, name, fmts], capture_output=True, text=True, timeout=300)
+        print(f"[forced {name}] rc={r.returncode}", r.stdout.strip(), r.stderr.strip()[-300:], flush=True)
 
 if __name__ == "__main__" and os.environ.get("DIAG_STAMPS"):
     for case in os.environ["DIAG_STAMPS"].split():

@@ -356,9 +356,8 @@ kv_ld4(global const uchar *kv, int dt, int i4)
             if (j + u * dl < l1) o = mad(sc[j + u * dl], v[u], o);                                            \
     }
 inline float
-att_values(global const uchar *kv, int dt, int base, int D, local const float *sc, int l0, int l1, int dl)
+att_values(global const uchar *kv, int dt, int base, int D, local const float *sc, int l0, int l1, int dl, float o)
 {
-    float o = 0.0f;
     if (dt == TL_DT_F16) ATT_ACC(vload_half(base + l * D, (global const half *)kv))
     else if (dt == TL_DT_BF16) ATT_ACC(as_float((uint)((global const ushort *)kv)[base + l * D] << 16))
     else ATT_ACC(((global const float *)kv)[base + l * D])
@@ -368,7 +367,9 @@ att_values(global const uchar *kv, int dt, int base, int D, local const float *s
 /* Phase 2 for query head hq: rope, cache write, attention over [0, p]; out: att[hq * D ...]. The scores: ATT_TS
  * lanes a position, each lane's float4s of the head (D a multiple of 4) issued together; the values: a
  * work-item a (dimension, part of the positions), the cache's positions in one unrolled loop a dtype and
- * position p's value (from qkv, rounded as the cache stores it) last, as the position order has it. */
+ * position p's value (from qkv, rounded as the cache stores it) last, as the position order has it. The
+ * first round's keys and the first 8 values of a work-item are loaded before the rope (they are older
+ * positions, which nothing here writes): their latency overlaps the rope's and the softmax's. */
 inline void
 attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, float scale,
        volatile global const float *qkv, global uchar *kv, int kvdt, volatile global float *att, local float *lm,
@@ -377,6 +378,23 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
     const int lid = get_local_id(0), L = get_local_size(0), half_d = D / 2, G = nq / nkv, kvh = hq / G, D4 = D / 4;
     local float *lq = lm, *lk = lm + D, *sc = lm + 2 * D;
     const int in = p >= 0 && p < max_len, Lk = clamp(p + 1, 1, max_len), Lc = in ? Lk - 1 : Lk;
+    const int ko = kvh * max_len * D, vo = (nkv + kvh) * max_len * D, vr = (nq + nkv + kvh) * D;
+    const int tl = lid % ATT_TS, teams = L / ATT_TS, l1 = lid / ATT_TS;
+    /* L >= D: work-item (part, dim) takes positions part, part + parts, ...; else dims lid, lid + L, ... */
+    const int parts = L >= D ? L / D : 1, part = L >= D ? lid / D : 0, dstep = L >= D ? D * parts : L;
+    const int dd0 = L >= D ? lid % D : lid;
+    float4 kpre[4];
+    float vpre[8];
+    MVQ_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const int c = tl + i * ATT_TS;
+        kpre[i] = l1 < Lc && c < D4 ? kv_ld4(kv, kvdt, (ko + l1 * D) / 4 + c) : (float4)0.0f;
+    }
+    MVQ_UNROLL
+    for (int u = 0; u < 8; u++) {
+        const int l = part + u * parts;
+        vpre[u] = dd0 < D && part < parts && l < Lc ? tl_ld(kv, kvdt, vo + dd0 + l * D) : 0.0f;
+    }
     for (int i = lid; i < half_d; i += L) {
         const float ang = (float)p * exp2(-(float)(2 * i) / (float)D * log2_theta);
         float c, s = sincos(ang, &c);
@@ -387,21 +405,24 @@ attend(int hq, int nq, int nkv, int D, int max_len, int p, float log2_theta, flo
         lk[i] = tl_rnd(kvdt, ka * c - kb * s);
         lk[i + half_d] = tl_rnd(kvdt, ka * s + kb * c);
         if (hq % G == 0 && in) {                     /* the group's first head stores k and v */
-            const int ko = (kvh * max_len + p) * D, vo = ((nkv + kvh) * max_len + p) * D, vr = (nq + nkv + kvh) * D;
-            tl_st(kv, kvdt, ko + i, lk[i]);
-            tl_st(kv, kvdt, ko + i + half_d, lk[i + half_d]);
-            tl_st(kv, kvdt, vo + i, qkv[vr + i]);
-            tl_st(kv, kvdt, vo + i + half_d, qkv[vr + i + half_d]);
+            const int kp = ko + p * D, vp = vo + p * D;
+            tl_st(kv, kvdt, kp + i, lk[i]);
+            tl_st(kv, kvdt, kp + i + half_d, lk[i + half_d]);
+            tl_st(kv, kvdt, vp + i, qkv[vr + i]);
+            tl_st(kv, kvdt, vp + i + half_d, qkv[vr + i + half_d]);
         }
     }
     LBAR(CLK_LOCAL_MEM_FENCE);
-    const int ko = kvh * max_len * D, vo = (nkv + kvh) * max_len * D, vr = (nq + nkv + kvh) * D;
     local const float4 *q4 = (local const float4 *)lq, *k4 = (local const float4 *)lk;
-    const int tl = lid % ATT_TS, teams = L / ATT_TS;
     for (int l0 = 0; l0 < Lk; l0 += teams) {         /* every lane the same rounds: the sums' shuffles */
-        const int l = l0 + lid / ATT_TS;
+        const int l = l0 + l1;
         float s = 0.0f;
-        if (l < Lc) {
+        if (l < Lc && l0 == 0) {
+            MVQ_UNROLL
+            for (int i = 0; i < 4; i++)
+                if (tl + i * ATT_TS < D4) s += dot(q4[tl + i * ATT_TS], kpre[i]);
+            for (int c = tl + 4 * ATT_TS; c < D4; c += ATT_TS) s += dot(q4[c], kv_ld4(kv, kvdt, (ko + l * D) / 4 + c));
+        } else if (l < Lc) {
 DEC_UNROLL(4)
             for (int c = tl; c < D4; c += ATT_TS) s += dot(q4[c], kv_ld4(kv, kvdt, (ko + l * D) / 4 + c));
         } else if (l < Lk) {                         /* position p: its k from local memory */
@@ -421,10 +442,16 @@ DEC_UNROLL(4)
         sum += e;
     }
     const float inv = 1.0f / wg_reduce(sum, 0, red);  /* its barriers also publish sc */
-    /* L >= D: work-item (part, dim) takes positions part, part + parts, ...; else dims lid, lid + L, ... */
-    const int parts = L >= D ? L / D : 1, part = L >= D ? lid / D : 0, dstep = L >= D ? D * parts : L;
-    for (int dd = L >= D ? lid % D : lid; dd < D && part < parts; dd += dstep) {
-        float o = att_values(kv, kvdt, vo + dd, D, sc, part, Lc, parts);
+    for (int dd = dd0; dd < D && part < parts; dd += dstep) {
+        float o = 0.0f;
+        int lv = part;
+        if (dd == dd0) {                             /* the preloaded values first */
+            MVQ_UNROLL
+            for (int u = 0; u < 8; u++)
+                if (part + u * parts < Lc) o = mad(sc[part + u * parts], vpre[u], o);
+            lv = part + 8 * parts;
+        }
+        o = att_values(kv, kvdt, vo + dd, D, sc, lv, Lc, parts, o);
         if (in && Lc % parts == part) o = mad(sc[Lc], tl_rnd(kvdt, qkv[vr + dd]), o);
         if (parts == 1) att[hq * D + dd] = o * inv;
         else red[lid] = o;

@@ -84,6 +84,20 @@ def test_layer_device_loop_and_jit(fmt):
     assert td.launches_per_token(model) == CFG.n_layers + head
 
 
+@pytest.mark.parametrize("kv", ["float32", "float16"])
+def test_layer_long_context(kv):
+    """Positions past the first round of the attention's score teams (64 positions a work-group of 512 on
+    NVIDIA) and past its preloaded values: teacher-forced logits of one layer equal the six-launch step's."""
+    cfg = td.Config(dim=64, n_layers=1, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=80)
+    w = td.make_weights(cfg, seed=9)
+    tokens = [int(t) for t in np.random.default_rng(3).integers(0, cfg.vocab, 72)]
+    kw = {} if kv == "float32" else {"dtype": "float16"}
+    got = logits(td.Decoder(cfg, w, fuse="layer", **kw), tokens)
+    ref = logits(td.Decoder(cfg, w, fuse=True, **kw), tokens)
+    tol = 1e-5 if kv == "float32" else 2e-3
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
 @pytest.mark.skipif(not GPU, reason="several work-groups meet at grid barriers on GPUs only")
 def test_layer_groups_same_bits():
     """Every count of work-groups computes each row in the same order: the same bits; the barrier generation
