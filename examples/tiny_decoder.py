@@ -18,8 +18,8 @@ device tensor), keys and values in one cache tensor: 6 launches per layer, 2 mor
 id is a kernel argument too); Decoder(fuse=False) is the 9 + 3 of separate norms and silu_mul (q4_0 / q8_0
 weights: 9 + 3 either way for now, their products take no norm yet). --mode device keeps the
 token and the position on the device as int32 tensors the kernels read (no host read per token); --mode jit
-also replays that step through tlgpu.jit (docs/jit.md). --layer runs the layers in one launch, up to 8 a launch
-(tlgpu.decode_layers_, Decoder(fuse="layer"): docs/inference.md). The runs must produce identical tokens
+also replays that step through tlgpu.jit (docs/jit.md). --layer runs each layer as one launch
+(tlgpu.decode_layer_, Decoder(fuse="layer"): docs/inference.md). The runs must produce identical tokens
 (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
 """
@@ -105,7 +105,6 @@ GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "a
 
 class Decoder:
     groups = 0                                # decode_layer_'s work-groups (0: the device's choice)
-    layers_a_launch = 8                       # fuse="layer": decode_layers_ takes up to 8 a launch; 1: decode_layer_
 
     def __init__(self, cfg, weights, q4=False, kind=None, dtype=None, kv_dtype=None, fuse=True):
         """numpy weights (make_weights); kind None (float32), "q4_0" or "q8_0" for the linear layers and the
@@ -235,16 +234,10 @@ class Decoder:
         hd = c.head_dim
         x = self.embedding(token)                                        # (1, dim); the id a kernel argument
         nq, nkv = c.n_heads, c.n_kv_heads
-        if self._fuse == "layer":                                        # layers in one launch (kernels/decode.cl)
-            n = self.layers_a_launch
-            for i in range(0, len(self.layers), n):
-                if n == 1:
-                    lw = self.layers[i]
-                    tlgpu.decode_layer_(x, pos, self.kv[i], lw["attn_norm"], lw["wqkv"], lw["wo"], lw["mlp_norm"],
-                                        lw["w13"], lw["w2"], nq, eps=c.eps, theta=c.theta, groups=self.groups)
-                else:
-                    tlgpu.decode_layers_(x, pos, self.kv[i:i + n], self.layers[i:i + n], nq, eps=c.eps,
-                                         theta=c.theta, groups=self.groups)
+        if self._fuse == "layer":                                        # a launch a layer (kernels/decode.cl)
+            for i, lw in enumerate(self.layers):
+                tlgpu.decode_layer_(x, pos, self.kv[i], lw["attn_norm"], lw["wqkv"], lw["wo"], lw["mlp_norm"],
+                                    lw["w13"], lw["w2"], nq, eps=c.eps, theta=c.theta, groups=self.groups)
             return self.norm_linear(x, self.norm, self.out)
         for i, lw in enumerate(self.layers):
             qkv = self.norm_linear(x, lw["attn_norm"], lw["wqkv"]).reshape(nq + 2 * nkv, hd)   # q, k, v heads
@@ -426,7 +419,7 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="bfloat16 weights (bfloat16 KV cache)")
     ap.add_argument("--kv", choices=("float32", "float16", "bfloat16"), help="the KV cache's dtype")
     ap.add_argument("--unfused", action="store_true", help="separate rms_norm / silu_mul launches (9 a layer)")
-    ap.add_argument("--layer", action="store_true", help="the layers in one launch (tlgpu.decode_layers_)")
+    ap.add_argument("--layer", action="store_true", help="a launch a layer (tlgpu.decode_layer_)")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mode", choices=("sync", "device", "jit"), default="sync",

@@ -1,10 +1,9 @@
-/* decode.cl: decoder layers of a decode step (one token) in one launch (tlgpu.decode_layer_ and decode_layers_:
- * up to DEC_LMAX layers a launch, a grid barrier between them; issue 27). A layer:
+/* decode.cl: one decoder layer of a decode step (one token) in one launch (tlgpu.decode_layer_, issue 27):
  *   x += wo @ attention(rope(wqkv @ rms_norm(x))),  x += w2 @ (silu(w1 @ h) * (w3 @ h)), h = rms_norm(x),
  * the steps tiny_decoder.Decoder.step takes in six launches (rms_norm_linear, rope_kv_write, attention, addmm,
- * rms_norm_linear, silu_mul_linear). The launches, not the bytes, bound a decode step on NVIDIA's OpenCL (6.4 us
- * of host time each: benchmarks/probe_launch.c), so the layer's five phases run in one kernel, separated by a
- * grid barrier:
+ * rms_norm_linear, silu_mul_linear). The launches, not the bytes, bound a decode step on NVIDIA's OpenCL
+ * (6.4 us of host time each: benchmarks/probe_launch.c), so the layer's five phases run in one kernel,
+ * separated by a grid barrier:
  *   1. h = rms_norm(x) * attn_norm (every work-group, into local memory); qkv = wqkv @ h;
  *   2. a work-group per query head: q and its kv head's k rotated (NeoX pairs), k and v stored to the cache
  *      at the position (by the first head of each group), attention over positions [0, p] (position p from
@@ -13,19 +12,18 @@
  *   4. h = rms_norm(x) * mlp_norm; g[n] = silu(w1[n] . h) * (w3[n] . h) (rows n and hidden + n of w13);
  *   5. x += w2 @ g.
  * Products: a team takes one weight row at a time, two where the rows outnumber the teams; lane l of the team
- * reads column groups l, l + TS, ... (16-byte loads: 4 float32, 8 half, one q4_0 block's 16 quant bytes, half of
- * a q8_0 block's) against the activations in local memory (for q4_0 / q8_0 rounded to int8 blocks, as the
- * quantized matrix-vector kernels round them, and dotted in integers), then the team's sum. On NVIDIA
- * (TL_NV_PTX) a team is a warp (shfl.sync sums) and the work-group shares by local memory and barriers;
- * elsewhere a work-group is one work-item that does everything alone (no barrier: PoCL takes minutes to build
- * this kernel with barriers in its loops). The grid barrier (grid_sync): one atomic add a work-group to a word
- * of `bar` whose top bit flips when the last arrives; the others spin on it. It needs every work-group resident
- * at once: the host launches at most one per compute unit (one where the device cannot promise that: CPU
- * devices). A spin that outlasts DEC_SPIN polls sets bar[2] and stops waiting (wrong values, never a hang);
- * later barriers then pass at once. Data another work-group wrote in this launch is read through volatile
- * pointers (not from a stale L1 line); the weights are constants of the launch. Weights: float32, float16,
- * bfloat16 (w: the (N, K) matrix; d unused) or q4_0 / q8_0 (w: quant.py's qs words, d: the fp16 scales) - one
- * kernel per format (DEC_FMT). The cache's dtype is an argument (kvdt). */
+ * reads column groups l, l + TS, ... (16-byte loads: 4 float32, 8 half, one q4_0 block's 16 quant bytes, half
+ * of a q8_0 block's) against the activations in local memory (for q4_0 / q8_0 rounded to int8 blocks, as the
+ * quantized matrix-vector kernels round them, and dotted in integers), then the team's sum. On NVIDIA (TL_NV_PTX) a team is a warp (shfl.sync sums)
+ * and the work-group shares by local memory and barriers; elsewhere a work-group is one work-item that does
+ * everything alone (no barrier: PoCL takes minutes to build this kernel with barriers in its loops).
+ * The grid barrier (grid_sync): one atomic add a work-group to a word of `bar` whose top bit flips when the
+ * last arrives; the others spin on it. It needs every work-group resident at once: the host launches at most one per compute unit (one where the device cannot promise that: CPU devices). A
+ * spin that outlasts DEC_SPIN polls sets bar[2] and stops waiting (wrong values, never a hang); later
+ * barriers then pass at once. Data another work-group wrote in this launch is read through volatile
+ * pointers (not from a stale L1 line); the weights are constants of the launch.
+ * Weights: float32, float16, bfloat16 (w: the (N, K) matrix; d unused) or q4_0 / q8_0 (w: quant.py's qs
+ * words, d: the fp16 scales) - one kernel per format (DEC_FMT). The cache's dtype is an argument (kvdt). */
 #include "dtype.h"
 #include "quant_mvq_lib.h"
 
@@ -469,31 +467,23 @@ DEC_UNROLL(4)
     LBAR(CLK_LOCAL_MEM_FENCE);
 }
 
-/* nl (1..DEC_LMAX) consecutive layers in one launch, a grid barrier between them: layer l's norms, weights and
- * cache are the arguments of slot l (the host fills unused slots with slot 0's). x (dim floats) is updated in
- * place. scr: (nq + 2 nkv) * D + dim + hidden floats (qkv, att, g), reused by every layer. bar: 4 words, zero at
- * first use (the barrier leaves them as it found them but for the generation bar[1]), then 16 stamps a
- * work-group (DEC_STAMPS: the last layer's). lm: max(dim, hidden, 2 D + max_len) floats rounded up to float4s,
- * and for q4_0 / q8_0 10 words a block of 32 of max(dim, hidden) (x's int8 blocks and scales); red: L floats.
- * Position p = pbuf[offp] + pos0 (pbuf NULL: pos0). */
+/* x (dim floats) is updated in place. scr: (nq + 2 nkv) * D + dim + hidden floats (qkv, att, g). bar: 4 words,
+ * zero at first use (the barrier leaves them as it found them but for the generation bar[1]), then 16 stamps a
+ * work-group (DEC_STAMPS). lm: max(dim, hidden, 2 D + max_len) floats rounded up to float4s, and for q4_0 /
+ * q8_0 10 words a block of 32 of max(dim, hidden) (x's int8 blocks and scales); red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0). */
 #ifdef DEC_WG                                        /* a fixed local size: NVIDIA then fits the registers */
 #define DEC_ATTR __attribute__((reqd_work_group_size(DEC_WG, 1, 1)))
 #else
 #define DEC_ATTR
 #endif
-#define DEC_LMAX 8
-#define DEC_SLOT(i)                                                                                           \
-    global const float *an##i, global const float *mn##i, global const uint4 *wqkv##i, global const half *dqkv##i, \
-    global const uint4 *wo##i, global const half *dwo##i, global const uint4 *w13##i, global const half *d13##i,  \
-    global const uint4 *w2##i, global const half *d2##i, global uchar *kv##i
-#define DEC_PICK(n) (l == 0 ? n##0 : l == 1 ? n##1 : l == 2 ? n##2 : l == 3 ? n##3 : l == 4 ? n##4 : l == 5 ? n##5 : \
-                     l == 6 ? n##6 : n##7)
 #define DEC_KERNEL(NAME, FMT)                                                                                 \
 kernel DEC_ATTR void                                                                                          \
 NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float log2_theta, float scale,      \
-     global float *x, int kvdt, global const int *pbuf, int offp, int pos0, global float *scr,                \
-     global uint *bar, local float4 *lm4, local float *red, int nl, DEC_SLOT(0), DEC_SLOT(1), DEC_SLOT(2),    \
-     DEC_SLOT(3), DEC_SLOT(4), DEC_SLOT(5), DEC_SLOT(6), DEC_SLOT(7))                                         \
+     global float *x, global const float *attn_norm, global const float *mlp_norm,                            \
+     global const uint4 *wqkv, global const half *dqkv, global const uint4 *wo, global const half *dwo,       \
+     global const uint4 *w13, global const half *d13, global const uint4 *w2, global const half *d2,          \
+     global uchar *kv, int kvdt, global const int *pbuf, int offp, int pos0, global float *scr,               \
+     global uint *bar, local float4 *lm4, local float *red)                                                   \
 {                                                                                                             \
     DEC_ENTRY();                                                                                              \
     const uint nwg = get_num_groups(0);                                                                       \
@@ -503,49 +493,42 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
     const int lmf = (max(max(dim, hidden), 2 * D + max_len) + 3) & ~3, nbx = max(dim, hidden) / 32;           \
     local uint4 *xq = (local uint4 *)(lm4 + lmf / 4);  /* quantized formats: x's int8 blocks after h */       \
     local int2 *xs = (local int2 *)(xq + 2 * nbx);                                                            \
-    for (int l = 0; l < nl; l++) {                                                                            \
-        global const float *attn_norm = DEC_PICK(an), *mlp_norm = DEC_PICK(mn);                               \
-        global const uint4 *wqkv = DEC_PICK(wqkv), *wo = DEC_PICK(wo), *w13 = DEC_PICK(w13), *w2 = DEC_PICK(w2); \
-        global const half *dqkv = DEC_PICK(dqkv), *dwo = DEC_PICK(dwo), *d13 = DEC_PICK(d13), *d2 = DEC_PICK(d2); \
-        global uchar *kv = DEC_PICK(kv);                                                                      \
-        if (l > 0) grid_sync(bar, nwg);              /* the last layer's x, everywhere */                     \
-        STAMP(0);                                                                                             \
-        if (DEC_PHASES & 1) {                                                                                 \
-            stage(vx, attn_norm, eps, dim, lm, red);                                                          \
-            if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
-            products(FMT, wqkv, dqkv, nqkv, dim, lm, xq, xs, qkv, 0, 0, red);                                 \
-        }                                                                                                     \
-        STAMP(1);                                                                                             \
-        grid_sync(bar, nwg);                                                                                  \
-        STAMP(2);                                                                                             \
-        for (int hq = get_group_id(0); (DEC_PHASES & 2) && hq < nq; hq += nwg)                                \
-            attend(hq, nq, nkv, D, max_len, p, log2_theta, scale, qkv, kv, kvdt, att, lm, red);               \
-        STAMP(3);                                                                                             \
-        grid_sync(bar, nwg);                                                                                  \
-        STAMP(4);                                                                                             \
-        if (DEC_PHASES & 4) {                                                                                 \
-            stage(att, 0, eps, dim, lm, red);                                                                 \
-            if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
-            products(FMT, wo, dwo, dim, dim, lm, xq, xs, vx, 1, 0, red);                                      \
-        }                                                                                                     \
-        STAMP(5);                                                                                             \
-        grid_sync(bar, nwg);                                                                                  \
-        STAMP(6);                                                                                             \
-        if (DEC_PHASES & 8) {                                                                                 \
-            stage(vx, mlp_norm, eps, dim, lm, red);                                                           \
-            if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
-            products(FMT, w13, d13, hidden, dim, lm, xq, xs, g, 0, 1, red);                                   \
-        }                                                                                                     \
-        STAMP(7);                                                                                             \
-        grid_sync(bar, nwg);                                                                                  \
-        STAMP(8);                                                                                             \
-        if (DEC_PHASES & 16) {                                                                                \
-            stage(g, 0, eps, hidden, lm, red);                                                                \
-            if (FMT >= DEC_Q4_0) stage_q8(hidden, lm, xq, xs);                                                \
-            products(FMT, w2, d2, dim, hidden, lm, xq, xs, vx, 1, 0, red);                                    \
-        }                                                                                                     \
-        STAMP(9);                                                                                             \
+    STAMP(0);                                                                                                 \
+    if (DEC_PHASES & 1) {                                                                                     \
+        stage(vx, attn_norm, eps, dim, lm, red);                                                              \
+        if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
+        products(FMT, wqkv, dqkv, nqkv, dim, lm, xq, xs, qkv, 0, 0, red);                                     \
     }                                                                                                         \
+    STAMP(1);                                                                                                 \
+    grid_sync(bar, nwg);                                                                                      \
+    STAMP(2);                                                                                                 \
+    for (int hq = get_group_id(0); (DEC_PHASES & 2) && hq < nq; hq += nwg)                                    \
+        attend(hq, nq, nkv, D, max_len, p, log2_theta, scale, qkv, kv, kvdt, att, lm, red);                   \
+    STAMP(3);                                                                                                 \
+    grid_sync(bar, nwg);                                                                                      \
+    STAMP(4);                                                                                                 \
+    if (DEC_PHASES & 4) {                                                                                     \
+        stage(att, 0, eps, dim, lm, red);                                                                     \
+        if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
+        products(FMT, wo, dwo, dim, dim, lm, xq, xs, vx, 1, 0, red);                                          \
+    }                                                                                                         \
+    STAMP(5);                                                                                                 \
+    grid_sync(bar, nwg);                                                                                      \
+    STAMP(6);                                                                                                 \
+    if (DEC_PHASES & 8) {                                                                                     \
+        stage(vx, mlp_norm, eps, dim, lm, red);                                                               \
+        if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
+        products(FMT, w13, d13, hidden, dim, lm, xq, xs, g, 0, 1, red);                                       \
+    }                                                                                                         \
+    STAMP(7);                                                                                                 \
+    grid_sync(bar, nwg);                                                                                      \
+    STAMP(8);                                                                                                 \
+    if (DEC_PHASES & 16) {                                                                                    \
+        stage(g, 0, eps, hidden, lm, red);                                                                    \
+        if (FMT >= DEC_Q4_0) stage_q8(hidden, lm, xq, xs);                                                    \
+        products(FMT, w2, d2, dim, hidden, lm, xq, xs, vx, 1, 0, red);                                        \
+    }                                                                                                         \
+    STAMP(9);                                                                                                 \
 }
 DEC_KERNEL(tl_decode_layer_f32, DEC_F32)
 DEC_KERNEL(tl_decode_layer_f16, DEC_F16)

@@ -81,8 +81,6 @@ def test_layer_device_loop_and_jit(fmt):
     m0 = td.Decoder(cfg0, td.make_weights(cfg0, seed=2), fuse="layer", **FORMATS[fmt])
     td.launches_per_token(m0)                            # CPU native products learn new buffers' pointers once
     head = td.launches_per_token(m0)
-    assert td.launches_per_token(model) == 1 + head                  # every layer in one launch (up to 8)
-    model.layers_a_launch = 1
     assert td.launches_per_token(model) == CFG.n_layers + head
 
 
@@ -100,53 +98,10 @@ def test_layer_long_context(kv):
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol * np.abs(ref).max())
 
 
-@pytest.mark.parametrize("fmt", ["float32", "q8_0"])
-def test_layers_in_one_launch_equal_layer_by_layer(fmt):
-    """decode_layers_ over 11 layers (two launches: 8 and 3) gives decode_layer_'s bits layer after layer, and
-    writes every layer's cache."""
-    cfg = td.Config(dim=64, n_layers=11, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=8)
-    w = td.make_weights(cfg, seed=6)
-    tokens = [4, 8, 15, 16]
-    one = td.Decoder(cfg, w, fuse="layer", **FORMATS[fmt])
-    one.layers_a_launch = 1
-    a = logits(one, tokens)
-    many = td.Decoder(cfg, w, fuse="layer", **FORMATS[fmt])
-    h0 = tlgpu.stream_stats()["enqueued"]
-    b = logits(many, tokens)
-    assert np.array_equal(a, b)
-    for ka, kb in zip(one.kv, many.kv):
-        assert np.array_equal(ka.numpy()[:, :len(tokens)], kb.numpy()[:, :len(tokens)])
-    for mdl in (one, many, one, many):                   # CPU native products learn new buffers' pointers once
-        n = td.launches_per_token(mdl)
-    assert td.launches_per_token(one) - n == cfg.n_layers - 2
-    assert tlgpu.stream_stats()["enqueued"] > h0
-
-
-def test_layers_errors():
-    cfg = td.Config(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab=50, hidden=96, max_len=8)
-    w = td.make_weights(cfg, seed=1)
-    m = td.Decoder(cfg, w, fuse="layer")
-    x = m.embedding(1)
-    before = x.numpy().copy()
-    with pytest.raises(ValueError, match="2 caches for 1 layers"):
-        tlgpu.decode_layers_(x, 0, m.kv, m.layers[:1], cfg.n_heads)
-    with pytest.raises(TypeError, match=r"layers\[1\] must be a mapping with w13"):
-        tlgpu.decode_layers_(x, 0, m.kv, [m.layers[0], {k: v for k, v in m.layers[1].items() if k != "w13"}],
-                             cfg.n_heads)
-    small = td.Decoder(td.Config(**{**cfg.__dict__, "hidden": 64}), td.make_weights(td.Config(**{**cfg.__dict__,
-                       "hidden": 64}), seed=1), fuse="layer")
-    with pytest.raises(ValueError, match="every layer of a launch"):
-        tlgpu.decode_layers_(x, 0, m.kv, [m.layers[0], small.layers[1]], cfg.n_heads)
-    with pytest.raises(IndexError, match="max_len"):
-        tlgpu.decode_layers_(x, cfg.max_len, m.kv, m.layers, cfg.n_heads)
-    assert tlgpu.decode_layers_(x, 0, [], [], cfg.n_heads) is x
-    np.testing.assert_array_equal(x.numpy(), before)     # nothing ran
-
-
 @pytest.mark.skipif(not GPU, reason="several work-groups meet at grid barriers on GPUs only")
 def test_layer_groups_same_bits():
     """Every count of work-groups computes each row in the same order: the same bits; the barrier generation
-    moves by 4 a layer (four grid barriers) and 1 between the layers of one launch."""
+    moves by 4 a layer (four grid barriers)."""
     w = td.make_weights(CFG, seed=4)
     tokens = [7, 3, 9]
     runs = []
@@ -158,7 +113,7 @@ def test_layer_groups_same_bits():
         after = tlgpu._C._decode_barrier()
         assert after["count"] == 0 and after["gave_up"] == 0
         if g != 1:
-            assert (after["generation"] - before["generation"]) % 2 ** 32 == (5 * CFG.n_layers - 1) * len(tokens)
+            assert (after["generation"] - before["generation"]) % 2 ** 32 == 4 * CFG.n_layers * len(tokens)
     assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
 
 

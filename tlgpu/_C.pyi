@@ -3,7 +3,7 @@
 # layer installs on Tensor at import (tlgpu/__init__.py, tlgpu/_torch_compat.py) are stubbed too, since
 # tlgpu.Tensor is this type. Names starting with "_" (test hooks, internals) are left out on purpose.
 from types import TracebackType
-from typing import Any, Iterator, Mapping, NamedTuple, Sequence, final, overload
+from typing import Any, Iterator, NamedTuple, Sequence, final, overload
 
 import numpy as np
 from typing_extensions import disjoint_base
@@ -387,8 +387,6 @@ def get_rows(table: Tensor, ids: Tensor | np.ndarray | Sequence[int] | int, dtyp
 def decode_layer_(x: Tensor, pos: int | Tensor, kv: Tensor, attn_norm: Tensor, wqkv: Any, wo: Any, mlp_norm: Tensor,
                   w13: Any, w2: Any, n_heads: int, eps: float = 1e-5, theta: float = 10000.0,
                   groups: int = 0) -> Tensor: ...
-def decode_layers_(x: Tensor, pos: int | Tensor, kvs: Sequence[Tensor], layers: Sequence[Mapping[str, Any]],
-                   n_heads: int, eps: float = 1e-5, theta: float = 10000.0, groups: int = 0) -> Tensor: ...
 
 # ---- autograd ----
 def is_grad_enabled() -> bool: ...

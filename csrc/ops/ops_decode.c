@@ -21,7 +21,6 @@ static tl_kernel kern[NFMT] = {TL_KERNEL("decode", "tl_decode_layer_f32"), TL_KE
                                TL_KERNEL("decode", "tl_decode_layer_bf16"), TL_KERNEL("decode", "tl_decode_layer_q4_0"),
                                TL_KERNEL("decode", "tl_decode_layer_q8_0")};
 enum { BAR_GROUPS = 1024, BAR_WORDS = 4 + 16 * BAR_GROUPS };  /* 4 barrier words, then 16 stamps a work-group */
-enum { DEC_LMAX = 8, NSLOT = 11 };                        /* decode.cl's layers a launch, arguments a layer */
 static cl_mem bar_mem;                                    /* the grid barrier's words; lives with the process */
 static size_t last_groups, last_local, last_kmax;                    /* the newest launch's shape (_decode_barrier) */
 static const size_t I = sizeof(int), F = sizeof(float), Mm = sizeof(cl_mem);
@@ -112,95 +111,71 @@ vector_arg(PyObject *o, const char *name, int n, tl_tensor **t)
     return 0;
 }
 
-/* One layer's arguments, checked: its cache and norms (borrowed) and its four matrices' arrays (new references). */
-typedef struct {
-    tl_tensor *kv, *an, *mn, *w[4], *d[4];
-} layer_args;
-
-/* The shape every layer of a launch shares: set by the first layer, checked against by the others. */
-typedef struct {
-    int f, dim, nq, nkv, ML, D, hidden, kvdt;
-} layer_shape;
-
-static void
-layer_release(layer_args *la)
+/* decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, groups=0):
+ * x (dim,) or (1, dim) float32 updated in place; kv (2 * Hkv, max_len, D) keys then values, written at pos;
+ * wqkv ((n_heads + 2 Hkv) D, dim), wo (dim, dim), w13 (2 hidden, dim), w2 (dim, hidden). Returns x. */
+static PyObject *
+fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
-    for (int i = 0; i < 4; i++) { Py_CLEAR(la->w[i]); Py_CLEAR(la->d[i]); }
-}
-
-/* Checks one layer's objects (kv, attn_norm, mlp_norm, wqkv, wo, w13, w2) into la; the first layer (sh->f < 0)
- * sets the shape. -1 with the error (la released). */
-static int
-layer_parse(const char *op, PyObject *ko, PyObject *ano, PyObject *mno, PyObject *const wob[4], layer_shape *sh,
-            layer_args *la)
-{
-    memset(la, 0, sizeof *la);
-    tl_tensor *kv;
-    if (tl_want_tensor(op, ko, &kv) < 0) return -1;
-    PyObject *ins[1] = {ko};
-    if (tl_autograd_wanted(ins, 1)) {
-        PyErr_Format(PyExc_NotImplementedError, "%s: no backward; use tlgpu.no_grad()", op);
-        return -1;
-    }
-    const int f = weight_format(wob[0]), dim = sh->dim, nq = sh->nq;
-    if (f < 0) return -1;
+    static char *kwl[] = {"x", "pos", "kv", "attn_norm", "wqkv", "wo", "mlp_norm", "w13", "w2", "n_heads", "eps",
+                          "theta", "groups", NULL};
+    PyObject *xo, *po, *ko, *ano, *mno, *wob[4];
+    int nq = 0, groups = 0;
+    double eps = 1e-5, theta = 10000.0;
+    Py_ssize_t pos0 = 0;
+    tl_tensor *x, *kv, *an, *mn, *pt = NULL, *w[4] = {NULL}, *d[4] = {NULL}, *scr = NULL;
+    PyObject *ret = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddi:decode_layer_", kwl, &xo, &po, &ko, &ano, &wob[0],
+                                     &wob[1], &mno, &wob[2], &wob[3], &nq, &eps, &theta, &groups))
+        return NULL;
+    if (tl_want_tensor("decode_layer_", xo, &x) < 0 || tl_want_tensor("decode_layer_", ko, &kv) < 0 ||
+        tl_device_scalar("decode_layer_", "pos", po, &pt, &pos0) < 0)
+        return NULL;
+    PyObject *ins[2] = {xo, ko};
+    if (tl_autograd_wanted(ins, 2))
+        return PyErr_Format(PyExc_NotImplementedError, "decode_layer_: no backward; use tlgpu.no_grad()");
+    const int dim = (int)(x->ndim >= 1 ? x->shape[x->ndim - 1] : 0), f = weight_format(wob[0]);
+    if (f < 0) return NULL;
     if (kv->ndim != 3 || kv->shape[0] % 2 != 0 || kv->shape[0] == 0 || !tl_tensor_is_contig(kv) || kv->offset != 0 ||
         (kv->dtype != TL_F32 && kv->dtype != TL_F16 && kv->dtype != TL_BF16) || nq <= 0 || dim % nq != 0 ||
         kv->shape[2] != dim / nq || nq % (kv->shape[0] / 2) != 0 || dim % 32 != 0 || kv->shape[2] % 4 != 0) {
-        char c[128];
+        char s[128], c[128];
+        tl_shape_str(x->shape, x->ndim, s, sizeof s);
         tl_shape_str(kv->shape, kv->ndim, c, sizeof c);
-        PyErr_Format(PyExc_ValueError, "%s: x of %d and kv %s (%s) with n_heads=%d: kv must be a contiguous floating "
-                     "(2 * Hkv, max_len, dim / n_heads) cache, n_heads a multiple of Hkv, dim a multiple of 32 and of "
-                     "n_heads, the head size a multiple of 4", op, dim, c, tl_dtype_name(kv->dtype), nq);
-        return -1;
+        return PyErr_Format(PyExc_ValueError, "decode_layer_: x %s and kv %s (%s) with n_heads=%d: kv must be a "
+                            "contiguous floating (2 * Hkv, max_len, dim / n_heads) cache, n_heads a multiple of Hkv, "
+                            "dim a multiple of 32 and of n_heads, the head size a multiple of 4", s, c, tl_dtype_name(kv->dtype), nq);
     }
+    const int nkv = (int)kv->shape[0] / 2, ML = (int)kv->shape[1], D = (int)kv->shape[2], nqkv = (nq + 2 * nkv) * D;
     int hidden = 0;
     if (tl_tensor_check(wob[2])) hidden = (int)(tl_tensor_CAST(wob[2])->ndim == 2 ? tl_tensor_CAST(wob[2])->shape[0] / 2 : 0);
     else {
-        PyObject *shp = PyObject_GetAttrString(wob[2], "shape");
-        PyObject *n0 = shp != NULL ? PySequence_GetItem(shp, 0) : NULL;
+        PyObject *sh = PyObject_GetAttrString(wob[2], "shape");
+        PyObject *n0 = sh != NULL ? PySequence_GetItem(sh, 0) : NULL;
         hidden = n0 != NULL ? (int)(PyLong_AsLong(n0) / 2) : 0;
-        Py_XDECREF(shp);
+        Py_XDECREF(sh);
         Py_XDECREF(n0);
         PyErr_Clear();
     }
-    if (hidden <= 0 || hidden % 32 != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: w13 must be (2 * hidden, %d) with hidden a positive multiple of 32", op, dim);
-        return -1;
-    }
-    const layer_shape me = {f, dim, nq, (int)kv->shape[0] / 2, (int)kv->shape[1], (int)kv->shape[2], hidden, kv->dtype};
-    if (sh->f < 0) *sh = me;
-    else if (memcmp(sh, &me, sizeof me) != 0) {
-        PyErr_Format(PyExc_ValueError, "%s: every layer of a launch needs the first one's format, cache shape and "
-                     "dtype, and hidden size", op);
-        return -1;
-    }
-    const int nqkv = (nq + 2 * me.nkv) * me.D, NS[4] = {nqkv, dim, 2 * hidden, dim}, KS[4] = {dim, dim, dim, hidden};
+    if (hidden <= 0 || hidden % 32 != 0)
+        return PyErr_Format(PyExc_ValueError, "decode_layer_: w13 must be (2 * hidden, %d) with hidden a positive "
+                            "multiple of 32", dim);
+    if (!(theta > 0.0) || !isfinite(theta)) return PyErr_Format(PyExc_ValueError, "decode_layer_: bad theta");
+    if (pt == NULL && (pos0 < 0 || pos0 >= ML))
+        return PyErr_Format(PyExc_IndexError, "decode_layer_: position %zd outside the cache's max_len %d", pos0, ML);
+    const int NS[4] = {nqkv, dim, 2 * hidden, dim}, KS[4] = {dim, dim, dim, hidden};
     static const char *const wn[4] = {"wqkv", "wo", "w13", "w2"};
-    la->kv = kv;
     for (int i = 0; i < 4; i++)
-        if (weight_arrays(wob[i], wn[i], f, NS[i], KS[i], &la->w[i], &la->d[i]) < 0) goto fail;
-    if (vector_arg(ano, "attn_norm", dim, &la->an) < 0 || vector_arg(mno, "mlp_norm", dim, &la->mn) < 0 ||
-        tl_check_inplace(op, kv) < 0)
-        goto fail;
-    return 0;
-fail:
-    layer_release(la);
-    return -1;
-}
-
-/* One launch of layers la[0..nl) (nl <= DEC_LMAX) on x at position pt / pos0. */
-static int
-launch_layers(const char *op, tl_tensor *x, tl_tensor *pt, Py_ssize_t pos0, const layer_args *la, int nl,
-              const layer_shape *sh, double eps, double theta, int groups)
-{
-    const int f = sh->f, dim = sh->dim, nq = sh->nq, nkv = sh->nkv, ML = sh->ML, D = sh->D, hidden = sh->hidden;
-    const int nqkv = (nq + 2 * nkv) * D;
+        if (weight_arrays(wob[i], wn[i], f, NS[i], KS[i], &w[i], &d[i]) < 0) goto done;
+    if (vector_arg(xo, "x", dim, &x) < 0 || vector_arg(ano, "attn_norm", dim, &an) < 0 ||
+        vector_arg(mno, "mlp_norm", dim, &mn) < 0 || tl_check_inplace("decode_layer_", x) < 0 ||
+        tl_check_inplace("decode_layer_", kv) < 0)
+        goto done;
     const tl_runtime *rt;
     tl_err err = {0};
-    if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err), -1;
+    if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto done; }
     tl_kernel *kh = &kern[f];
-    if (tl_kernel_py(kh) == NULL) return -1;
+    if (tl_kernel_py(kh) == NULL) goto done;
     const int cpu = (rt->info.type & CL_DEVICE_TYPE_GPU) == 0, nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
     size_t L = 1, kmax = 0;                              /* the portable build: one work-item a group */
     clGetKernelWorkGroupInfo(kh->k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL);
@@ -213,10 +188,10 @@ launch_layers(const char *op, tl_tensor *x, tl_tensor *pt, Py_ssize_t pos0, cons
     lm = (lm + 3) & ~(size_t)3;                          /* float4s */
     if (f >= F_Q4_0) lm += 10 * (size_t)((dim > hidden ? dim : hidden) / 32);   /* x's int8 blocks and scales */
     if ((lm + L) * F > rt->info.local_mem || (nv && L < 32)) {
-        PyErr_Format(PyExc_ValueError, "%s: dim %d, hidden %d and max_len %d need %zu bytes of local memory a "
-                     "work-group; this device has %llu", op, dim, hidden, ML, (lm + L) * F,
+        PyErr_Format(PyExc_ValueError, "decode_layer_: dim %d, hidden %d and max_len %d need %zu bytes of local memory "
+                     "a work-group; this device has %llu", dim, hidden, ML, (lm + L) * F,
                      (unsigned long long)rt->info.local_mem);
-        return -1;
+        goto done;
     }
     size_t nwg = groups > 0 ? (size_t)groups : cpu ? 1 : rt->info.compute_units;
     if (groups > 0 && !cpu && (size_t)groups > rt->info.compute_units) nwg = rt->info.compute_units;
@@ -227,163 +202,43 @@ launch_layers(const char *op, tl_tensor *x, tl_tensor *pt, Py_ssize_t pos0, cons
         bar_mem = clCreateBuffer(rt->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, (void *)zero, &rc);
         if (rc != CL_SUCCESS) {
             bar_mem = NULL;
-            return tl_err_set(&err, rc, "clCreateBuffer", "decode_layer_ barrier words"), tl_raise(&err), -1;
+            tl_err_set(&err, rc, "clCreateBuffer", "decode_layer_ barrier words");
+            tl_raise(&err);
+            goto done;
         }
     }
     Py_ssize_t ns = (Py_ssize_t)nqkv + dim + hidden;
-    tl_tensor *scr = tl_tensor_empty(TL_F32, 1, &ns);
-    if (scr == NULL) return -1;
+    if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL) goto done;
+    if (x->storage == NULL) { ret = Py_NewRef(xo); goto done; }
     float feps = (float)eps, lt = (float)log2(theta), scale = (float)(1.0 / sqrt((double)D));
-    int kvdt = sh->kvdt, offp = pt != NULL ? (int)pt->offset : 0, p0 = (int)pos0;
-    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL, mem[DEC_LMAX][NSLOT];
-    enum { NC = 19 };                                    /* the common arguments, then NSLOT a layer slot */
-    size_t sz[NC + DEC_LMAX * NSLOT] = {I, I, I, I, I, I, F, F, F, Mm, I, Mm, I, I, Mm, Mm, lm * F, L * F, I};
-    const void *v[NC + DEC_LMAX * NSLOT] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem,
-                                           &kvdt, &pmem, &offp, &p0, &scr->storage->mem, &bar_mem, NULL, NULL, &nl};
-    tl_storage *st[3 + DEC_LMAX * NSLOT] = {x->storage, scr->storage};
-    int n = 2;
-    for (int l = 0; l < nl; l++) st[n++] = la[l].kv->storage;       /* the written ones first */
-    st[n++] = pt != NULL ? pt->storage : NULL;
-    for (int l = 0; l < DEC_LMAX; l++) {                 /* unused slots repeat layer 0's buffers */
-        const layer_args *a = &la[l < nl ? l : 0];
-        tl_tensor *const t[NSLOT] = {a->an, a->mn, a->w[0], a->d[0] != NULL ? a->d[0] : a->w[0], a->w[1],
-                                     a->d[1] != NULL ? a->d[1] : a->w[1], a->w[2], a->d[2] != NULL ? a->d[2] : a->w[2],
-                                     a->w[3], a->d[3] != NULL ? a->d[3] : a->w[3], a->kv};
-        for (int i = 0; i < NSLOT; i++) {
-            mem[l][i] = t[i]->storage->mem;
-            sz[NC + l * NSLOT + i] = Mm;
-            v[NC + l * NSLOT + i] = &mem[l][i];
-            if (l < nl && i < NSLOT - 1) st[n++] = t[i]->storage;
-        }
+    int kvdt = kv->dtype, offp = pt != NULL ? (int)pt->offset : 0, p0 = (int)pos0;
+    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL, dm[4];
+    for (int i = 0; i < 4; i++) dm[i] = (d[i] != NULL ? d[i] : w[i])->storage->mem;   /* float formats: unread */
+    const size_t sz[29] = {I, I, I, I, I, I, F, F, F, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, I, Mm, I, I, Mm,
+                           Mm, lm * F, L * F};
+    const void *v[29] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem, &an->storage->mem,
+                         &mn->storage->mem, &w[0]->storage->mem, &dm[0], &w[1]->storage->mem, &dm[1],
+                         &w[2]->storage->mem, &dm[2], &w[3]->storage->mem, &dm[3], &kv->storage->mem, &kvdt, &pmem,
+                         &offp, &p0, &scr->storage->mem, &bar_mem, NULL, NULL};
+    tl_storage *st[15] = {x->storage, kv->storage, scr->storage, an->storage, mn->storage,
+                          pt != NULL ? pt->storage : NULL};
+    for (int i = 0; i < 4; i++) {
+        st[6 + 2 * i] = w[i]->storage;
+        st[7 + 2 * i] = d[i] != NULL ? d[i]->storage : NULL;
     }
     size_t gws = nwg * L;
     last_groups = nwg;
     last_local = L;
     last_kmax = kmax;
-    int rc = -1;
-    if (tl_set_args(kh->k, 0, NC + DEC_LMAX * NSLOT, sz, v) < 0) goto done;
-    if (tl_stream_launch(kh->k, 1, &gws, &L, st, n, (1u << (2 + nl)) - 1u, kh->name, &err) != TL_OK) {
-        tl_raise(&err);
-        goto done;
-    }
-    tl_mark_write(x, op);
-    for (int l = 0; l < nl; l++) tl_mark_write(la[l].kv, op);
-    rc = 0;
+    if (tl_set_args(kh->k, 0, 29, sz, v) < 0) goto done;
+    if (tl_stream_launch(kh->k, 1, &gws, &L, st, 14, 7u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
+    tl_mark_write(x, "decode_layer_");
+    tl_mark_write(kv, "decode_layer_");
+    ret = Py_NewRef(xo);
 done:
-    Py_DECREF(scr);
-    return rc;
-}
-
-/* x and pos of a launch: x (dim,) or (1, dim) float32, contiguous from element 0; pos an int or a device int32
- * scalar (*pt, borrowed). */
-static int
-x_and_pos(const char *op, PyObject *xo, PyObject *po, tl_tensor **x, tl_tensor **pt, Py_ssize_t *pos0, int *dim)
-{
-    *pt = NULL;
-    if (tl_want_tensor(op, xo, x) < 0 || tl_device_scalar(op, "pos", po, pt, pos0) < 0) return -1;
-    PyObject *ins[1] = {xo};
-    if (tl_autograd_wanted(ins, 1)) {
-        PyErr_Format(PyExc_NotImplementedError, "%s: no backward; use tlgpu.no_grad()", op);
-        return -1;
-    }
-    *dim = (int)((*x)->ndim >= 1 ? (*x)->shape[(*x)->ndim - 1] : 0);
-    return vector_arg(xo, "x", *dim, x) < 0 || tl_check_inplace(op, *x) < 0 ? -1 : 0;
-}
-
-/* Checks shared by both entry points once the layers are parsed: theta and a host position. */
-static int
-launch_checks(const char *op, const layer_shape *sh, const tl_tensor *pt, Py_ssize_t pos0, double theta)
-{
-    if (!(theta > 0.0) || !isfinite(theta)) return PyErr_Format(PyExc_ValueError, "%s: bad theta", op), -1;
-    if (pt == NULL && (pos0 < 0 || pos0 >= sh->ML)) {
-        PyErr_Format(PyExc_IndexError, "%s: position %zd outside the cache's max_len %d", op, pos0, sh->ML);
-        return -1;
-    }
-    return 0;
-}
-
-/* decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, groups=0):
- * x (dim,) or (1, dim) float32 updated in place; kv (2 * Hkv, max_len, D) keys then values, written at pos;
- * wqkv ((n_heads + 2 Hkv) D, dim), wo (dim, dim), w13 (2 hidden, dim), w2 (dim, hidden). Returns x. */
-static PyObject *
-fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
-{
-    static char *kwl[] = {"x", "pos", "kv", "attn_norm", "wqkv", "wo", "mlp_norm", "w13", "w2", "n_heads", "eps",
-                          "theta", "groups", NULL};
-    static const char *op = "decode_layer_";
-    PyObject *xo, *po, *ko, *ano, *mno, *wob[4];
-    layer_shape sh = {.f = -1};
-    double eps = 1e-5, theta = 10000.0;
-    Py_ssize_t pos0 = 0;
-    int groups = 0, rc;
-    tl_tensor *x, *pt;
-    layer_args la;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddi:decode_layer_", kwl, &xo, &po, &ko, &ano, &wob[0],
-                                     &wob[1], &mno, &wob[2], &wob[3], &sh.nq, &eps, &theta, &groups) ||
-        x_and_pos(op, xo, po, &x, &pt, &pos0, &sh.dim) < 0 || layer_parse(op, ko, ano, mno, wob, &sh, &la) < 0)
-        return NULL;
-    rc = launch_checks(op, &sh, pt, pos0, theta) < 0 ? -1 :
-         x->storage == NULL ? 0 : launch_layers(op, x, pt, pos0, &la, 1, &sh, eps, theta, groups);
-    layer_release(&la);
-    return rc < 0 ? NULL : Py_NewRef(xo);
-}
-
-/* decode_layers_(x, pos, kvs, layers, n_heads, eps=1e-5, theta=10000.0, groups=0): decode_layer_ for each layer
- * in turn, kvs[i] the cache of layers[i] (a mapping with attn_norm, wqkv, wo, mlp_norm, w13 and w2), DEC_LMAX
- * layers a launch. Returns x. */
-static PyObject *
-fn_decode_layers(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
-{
-    static char *kwl[] = {"x", "pos", "kvs", "layers", "n_heads", "eps", "theta", "groups", NULL};
-    static const char *op = "decode_layers_", *const keys[6] = {"attn_norm", "mlp_norm", "wqkv", "wo", "w13", "w2"};
-    PyObject *xo, *po, *kso, *lso, *ks = NULL, *ls = NULL;
-    layer_shape sh = {.f = -1};
-    double eps = 1e-5, theta = 10000.0;
-    Py_ssize_t pos0 = 0;
-    int groups = 0, rc = -1, nl = 0;
-    tl_tensor *x, *pt;
-    layer_args la[DEC_LMAX];
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOi|ddi:decode_layers_", kwl, &xo, &po, &kso, &lso, &sh.nq, &eps,
-                                     &theta, &groups) ||
-        x_and_pos(op, xo, po, &x, &pt, &pos0, &sh.dim) < 0)
-        return NULL;
-    if ((ks = PySequence_Fast(kso, "decode_layers_: kvs must be a sequence of caches")) == NULL ||
-        (ls = PySequence_Fast(lso, "decode_layers_: layers must be a sequence of mappings")) == NULL)
-        goto done;
-    const Py_ssize_t total = PySequence_Fast_GET_SIZE(ls);
-    if (PySequence_Fast_GET_SIZE(ks) != total) {
-        PyErr_Format(PyExc_ValueError, "decode_layers_: %zd caches for %zd layers", PySequence_Fast_GET_SIZE(ks), total);
-        goto done;
-    }
-    for (Py_ssize_t i0 = 0; i0 < total; i0 += DEC_LMAX) {
-        for (nl = 0; nl < DEC_LMAX && i0 + nl < total; nl++) {
-            PyObject *lw = PySequence_Fast_GET_ITEM(ls, i0 + nl), *o[6];
-            for (int k = 0; k < 6; k++) {
-                o[k] = PyMapping_Check(lw) ? PyMapping_GetItemString(lw, keys[k]) : NULL;
-                if (o[k] == NULL) {
-                    PyErr_Clear();
-                    PyErr_Format(PyExc_TypeError, "decode_layers_: layers[%zd] must be a mapping with %s", i0 + nl,
-                                 keys[k]);
-                    while (k-- > 0) Py_DECREF(o[k]);
-                    goto done;
-                }
-            }
-            PyObject *wob[4] = {o[2], o[3], o[4], o[5]};
-            int bad = layer_parse(op, PySequence_Fast_GET_ITEM(ks, i0 + nl), o[0], o[1], wob, &sh, &la[nl]);
-            for (int k = 0; k < 6; k++) Py_DECREF(o[k]);  /* the Decoder's dict keeps them alive */
-            if (bad < 0) goto done;
-        }
-        if (nl > 0 && (launch_checks(op, &sh, pt, pos0, theta) < 0 ||
-                       (x->storage != NULL && launch_layers(op, x, pt, pos0, la, nl, &sh, eps, theta, groups) < 0)))
-            goto done;
-        while (nl > 0) layer_release(&la[--nl]);
-    }
-    rc = 0;
-done:
-    while (nl > 0) layer_release(&la[--nl]);
-    Py_XDECREF(ks);
-    Py_XDECREF(ls);
-    return rc < 0 ? NULL : Py_NewRef(xo);
+    for (int i = 0; i < 4; i++) { Py_XDECREF(w[i]); Py_XDECREF(d[i]); }
+    Py_XDECREF(scr);
+    return ret;
 }
 
 /* _decode_barrier(): the grid barrier's words (count, generation, gave_up) after a sync: count 0 between
@@ -438,9 +293,6 @@ static const PyMethodDef decode_functions[] = {
     {"decode_layer_", (PyCFunction)(void (*)(void))fn_decode_layer, METH_VARARGS | METH_KEYWORDS,
      "decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, "
      "groups=0): one llama-style decoder layer of a decode step in one launch; x updated in place"},
-    {"decode_layers_", (PyCFunction)(void (*)(void))fn_decode_layers, METH_VARARGS | METH_KEYWORDS,
-     "decode_layers_(x, pos, kvs, layers, n_heads, eps=1e-5, theta=10000.0, groups=0): decode_layer_ for each "
-     "layer (a mapping of attn_norm, wqkv, wo, mlp_norm, w13, w2) with its cache, up to 8 layers a launch"},
     {"_decode_barrier", fn_decode_barrier, METH_NOARGS, "_decode_barrier(): decode_layer_'s grid barrier words"},
     {"_decode_stamps", fn_decode_stamps, METH_NOARGS, "_decode_stamps(): the newest launch's phase stamps (diagnostic)"},
     {NULL, NULL, 0, NULL},
