@@ -193,6 +193,14 @@ init_runtime(tl_err *err)
     return TL_OK;
 }
 
+void
+tl_runtime_finish_at_exit(void)
+{
+    if (!__atomic_load_n(&rt_ready, __ATOMIC_ACQUIRE)) return;
+    clFinish(rt.q0);
+    clFinish(rt.q1);
+}
+
 tl_status
 tl_runtime_get(const tl_runtime **out, tl_err *err)
 {

@@ -25,6 +25,10 @@ typedef struct {
 } tl_runtime;
 
 tl_status tl_runtime_get(const tl_runtime **out, tl_err *err);          /* initialises once, thread-safe */
+/* At process exit (module.c registers it with Py_AtExit): waits for both queues if the runtime exists, so no
+ * command is still running in the driver's threads while the libraries unload (PoCL's pthread device then
+ * crashed in its kernel cache lookup, seen as SIGSEGV after the script's last line). */
+void      tl_runtime_finish_at_exit(void);
 tl_status tl_runtime_list(tl_device_info *out, int cap, int *n, tl_err *err);
 const char *tl_device_type_name(cl_device_type t);
 #endif

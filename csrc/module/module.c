@@ -5,6 +5,7 @@
  * singleton created on first use, not at import. The top layer: it may use every layer below. */
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL tl_ARRAY_API
+#include "cl_runtime.h"
 #include "state.h"
 #include "tensor.h"
 #include "autograd.h"
@@ -135,6 +136,8 @@ PyInit__C(void)
     PyObject *m = NULL, *oom_bases = NULL;
     tl_state *S;
     import_array();
+    static int at_exit;                               /* once a process: the queues finish before exit */
+    if (!at_exit && Py_AtExit(tl_runtime_finish_at_exit) == 0) at_exit = 1;
     if ((module_def.m_methods = merge_methods(1)) == NULL) return NULL;
     tl_state_bind(&module_def);
     if ((m = PyModule_Create(&module_def)) == NULL) return NULL;
