@@ -41,7 +41,7 @@ for case in (sys.argv[1:] or ["1", "2", "0"]) if not any(os.environ.get(m) for m
         r = subprocess.run([sys.executable, "-c", CHILD, g, fmt], env=env, capture_output=True, text=True, timeout=120)
         print(f"[{case} {fmt}] rc={r.returncode}", r.stdout.strip(), r.stderr.strip()[-400:], flush=True)
 
-TIME = r'''
+SETUP = r'''
 import sys, time, numpy as np
 import tlgpu
 from tlgpu import quant
@@ -51,11 +51,16 @@ D = dim // nq
 rng = np.random.default_rng(0)
 def m(o, i):
     a = (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
-    return {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}.get(fmt, tlgpu.tensor)(a)
-ws = [m((nq + 2 * nkv) * D, dim), m(dim, dim), m(2 * hid, dim), m(dim, hid)]
+    return {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}.get(fmt, lambda t: tlgpu.tensor(t).to(getattr(tlgpu, fmt)))(a)
+def layer():
+    return [m((nq + 2 * nkv) * D, dim), m(dim, dim), m(2 * hid, dim), m(dim, hid)]
 x = tlgpu.tensor(rng.standard_normal((1, dim)).astype(np.float32))
 kv = tlgpu.tensor(rng.standard_normal((2 * nkv, ml, D)).astype(np.float32))
 n1 = tlgpu.ones(dim); n2 = tlgpu.ones(dim)
+'''
+
+TIME = SETUP + r'''
+ws = layer()
 def run(k):
     for _ in range(k):
         tlgpu.decode_layer_(x, 40, kv, n1, ws[0], ws[1], n2, ws[2], ws[3], nq, groups=g)
@@ -68,21 +73,8 @@ print(f"groups={g} {fmt}: {best * 1e6:.1f} us a layer (dim {dim}, hidden {hid}, 
       flush=True)
 '''
 
-STAMPS = r'''
-import sys, numpy as np
-import tlgpu
-from tlgpu import quant
-g, fmt = int(sys.argv[1]), sys.argv[2]
-dim, hid, nq, nkv, ml = 2048, 5632, 16, 4, 128
-D = dim // nq
-rng = np.random.default_rng(0)
-def m(o, i):
-    a = (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
-    return {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}.get(fmt, lambda t: tlgpu.tensor(t).to(getattr(tlgpu, fmt)))(a)
-layers = [[m((nq + 2 * nkv) * D, dim), m(dim, dim), m(2 * hid, dim), m(dim, hid)] for _ in range(8)]
-x = tlgpu.tensor(rng.standard_normal((1, dim)).astype(np.float32))
-kv = tlgpu.tensor(rng.standard_normal((2 * nkv, ml, D)).astype(np.float32))
-n1 = tlgpu.ones(dim); n2 = tlgpu.ones(dim)
+STAMPS = SETUP + r'''
+layers = [layer() for _ in range(8)]
 names = ["qkv", "bar1", "attn", "bar2", "wo", "bar3", "w13", "bar4", "w2"]
 for pos in [int(p) for p in sys.argv[3].split(",")]:
     rows = []
