@@ -1,9 +1,9 @@
 /* decode.cl: one decoder layer of a decode step (one token) in one launch (tlgpu.decode_layer_, issue 27):
  *   x += wo @ attention(rope(wqkv @ rms_norm(x))),  x += w2 @ (silu(w1 @ h) * (w3 @ h)), h = rms_norm(x),
  * the steps tiny_decoder.Decoder.step takes in six launches (rms_norm_linear, rope_kv_write, attention, addmm,
- * rms_norm_linear, silu_mul_linear). The launches, not the bytes, bound a decode step on NVIDIA's OpenCL
- * (6.4 us of host time each: benchmarks/probe_launch.c), so the layer's five phases run in one kernel,
- * separated by a grid barrier:
+ * rms_norm_linear, silu_mul_linear). The launches, not the bytes, bound a decode step on NVIDIA's OpenCL (6.4 us
+ * of host time each: benchmarks/probe_launch.c), so the layer's five phases run in one kernel, separated by a
+ * grid barrier:
  *   1. h = rms_norm(x) * attn_norm (every work-group, into local memory); qkv = wqkv @ h;
  *   2. a work-group per query head: q and its kv head's k rotated (NeoX pairs), k and v stored to the cache
  *      at the position (by the first head of each group), attention over positions [0, p] (position p from
@@ -12,18 +12,19 @@
  *   4. h = rms_norm(x) * mlp_norm; g[n] = silu(w1[n] . h) * (w3[n] . h) (rows n and hidden + n of w13);
  *   5. x += w2 @ g.
  * Products: a team takes one weight row at a time, two where the rows outnumber the teams; lane l of the team
- * reads column groups l, l + TS, ... (16-byte loads: 4 float32, 8 half, one q4_0 block's 16 quant bytes, half
- * of a q8_0 block's) against the activations in local memory (for q4_0 / q8_0 rounded to int8 blocks, as the
- * quantized matrix-vector kernels round them, and dotted in integers), then the team's sum. On NVIDIA (TL_NV_PTX) a team is a warp (shfl.sync sums)
- * and the work-group shares by local memory and barriers; elsewhere a work-group is one work-item that does
- * everything alone (no barrier: PoCL takes minutes to build this kernel with barriers in its loops).
- * The grid barrier (grid_sync): one atomic add a work-group to a word of `bar` whose top bit flips when the
- * last arrives; the others spin on it. It needs every work-group resident at once: the host launches at most one per compute unit (one where the device cannot promise that: CPU devices). A
- * spin that outlasts DEC_SPIN polls sets bar[2] and stops waiting (wrong values, never a hang); later
- * barriers then pass at once. Data another work-group wrote in this launch is read through volatile
- * pointers (not from a stale L1 line); the weights are constants of the launch.
- * Weights: float32, float16, bfloat16 (w: the (N, K) matrix; d unused) or q4_0 / q8_0 (w: quant.py's qs
- * words, d: the fp16 scales) - one kernel per format (DEC_FMT). The cache's dtype is an argument (kvdt). */
+ * reads column groups l, l + TS, ... (16-byte loads: 4 float32, 8 half, one q4_0 block's 16 quant bytes, half of
+ * a q8_0 block's) against the activations in local memory (for q4_0 / q8_0 rounded to int8 blocks, as the
+ * quantized matrix-vector kernels round them, and dotted in integers), then the team's sum. On NVIDIA
+ * (TL_NV_PTX) a team is a warp (shfl.sync sums) and the work-group shares by local memory and barriers;
+ * elsewhere a work-group is one work-item that does everything alone (no barrier: PoCL takes minutes to build
+ * this kernel with barriers in its loops). The grid barrier (grid_sync): one atomic add a work-group to a word
+ * of `bar` whose top bit flips when the last arrives; the others spin on it. It needs every work-group resident
+ * at once: the host launches at most one per compute unit (one where the device cannot promise that: CPU
+ * devices). A spin that outlasts DEC_SPIN polls sets bar[2] and stops waiting (wrong values, never a hang);
+ * later barriers then pass at once. Data another work-group wrote in this launch is read through volatile
+ * pointers (not from a stale L1 line); the weights are constants of the launch. Weights: float32, float16,
+ * bfloat16 (w: the (N, K) matrix; d unused) or q4_0 / q8_0 (w: quant.py's qs words, d: the fp16 scales) - one
+ * kernel per format (DEC_FMT). The cache's dtype is an argument (kvdt). */
 #include "dtype.h"
 #include "quant_mvq_lib.h"
 
@@ -469,8 +470,9 @@ DEC_UNROLL(4)
 
 /* x (dim floats) is updated in place. scr: (nq + 2 nkv) * D + dim + hidden floats (qkv, att, g). bar: 4 words,
  * zero at first use (the barrier leaves them as it found them but for the generation bar[1]), then 16 stamps a
- * work-group (DEC_STAMPS). lm: max(dim, hidden, 2 D + max_len) floats rounded up to float4s, and for q4_0 /
- * q8_0 10 words a block of 32 of max(dim, hidden) (x's int8 blocks and scales); red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0). */
+ * work-group (DEC_STAMPS). lm: max(dim, hidden, 2 D + max_len) floats rounded up to float4s, and for q4_0 / q8_0
+ * 10 words a block of 32 of max(dim, hidden) (x's int8 blocks and scales); red: L floats. Position p =
+ * pbuf[offp] + pos0 (pbuf NULL: pos0). */
 #ifdef DEC_WG                                        /* a fixed local size: NVIDIA then fits the registers */
 #define DEC_ATTR __attribute__((reqd_work_group_size(DEC_WG, 1, 1)))
 #else

@@ -144,7 +144,8 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         tl_shape_str(kv->shape, kv->ndim, c, sizeof c);
         return PyErr_Format(PyExc_ValueError, "decode_layer_: x %s and kv %s (%s) with n_heads=%d: kv must be a "
                             "contiguous floating (2 * Hkv, max_len, dim / n_heads) cache, n_heads a multiple of Hkv, "
-                            "dim a multiple of 32 and of n_heads, the head size a multiple of 4", s, c, tl_dtype_name(kv->dtype), nq);
+                            "dim a multiple of 32 and of n_heads, the head size a multiple of 4", s, c,
+                            tl_dtype_name(kv->dtype), nq);
     }
     const int nkv = (int)kv->shape[0] / 2, ML = (int)kv->shape[1], D = (int)kv->shape[2], nqkv = (nq + 2 * nkv) * D;
     int hidden = 0;
