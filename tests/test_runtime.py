@@ -39,6 +39,22 @@ def test_exit_with_work_in_flight():
         assert r.returncode == 0 and r.stdout.strip() == "True", (r.returncode, r.stderr[-2000:])
 
 
+def test_forked_child_exits_without_the_parents_queues():
+    """A child forked with work in flight that exits normally does not wait on its copies of the parent's queues
+    (no driver thread is behind them in the child: without the check the child hung in clFinish)."""
+    code = ("import os, sys, numpy as np, tlgpu\n"
+            "a = tlgpu.tensor(np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32))\n"
+            "x = a\n"
+            "for _ in range(4):\n"
+            "    x = (x @ a).tanh()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    sys.exit(0)\n"
+            "print(os.waitpid(pid, 0)[1], float(x.sum().numpy()) != 0.0)\n")
+    r = run_python(code, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["0", "True"], (r.returncode, r.stdout, r.stderr[-2000:])
+
+
 def test_selector_with_index():
     name = tlgpu.device().platform.split()[0]
     r = run_python("import tlgpu; print(tlgpu.device().index)", env={"TLGPU_DEVICE": f"{name}:0"})

@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define MAX_DEVS 32
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static tl_runtime rt;
 static int rt_ready;
+static pid_t rt_pid;                 /* the process that made the runtime (a forked child's queues are not its own) */
 
 typedef struct { cl_platform_id p; cl_device_id d; } dev_ref;
 
@@ -196,7 +198,7 @@ init_runtime(tl_err *err)
 void
 tl_runtime_finish_at_exit(void)
 {
-    if (!__atomic_load_n(&rt_ready, __ATOMIC_ACQUIRE)) return;
+    if (!__atomic_load_n(&rt_ready, __ATOMIC_ACQUIRE) || getpid() != rt_pid) return;
     clFinish(rt.q0);
     clFinish(rt.q1);
 }
@@ -209,7 +211,10 @@ tl_runtime_get(const tl_runtime **out, tl_err *err)
         pthread_mutex_lock(&init_lock);
         if (!rt_ready) {
             st = init_runtime(err);
-            if (st == TL_OK) __atomic_store_n(&rt_ready, 1, __ATOMIC_RELEASE);
+            if (st == TL_OK) {
+                rt_pid = getpid();
+                __atomic_store_n(&rt_ready, 1, __ATOMIC_RELEASE);
+            }
         }
         pthread_mutex_unlock(&init_lock);
     }

@@ -25,7 +25,8 @@ typedef struct {
 } tl_runtime;
 
 tl_status tl_runtime_get(const tl_runtime **out, tl_err *err);          /* initialises once, thread-safe */
-/* At process exit (module.c registers it with Py_AtExit): waits for both queues if the runtime exists, so no
+/* At process exit (module.c registers it with Py_AtExit): waits for both queues if this process made the runtime
+ * (not in a forked child, whose copies of the queues have no driver threads behind them), so no
  * command is still running in the driver's threads while the libraries unload (PoCL's pthread device then
  * crashed in its kernel cache lookup, seen as SIGSEGV after the script's last line). */
 void      tl_runtime_finish_at_exit(void);
