@@ -6,7 +6,7 @@ alone: which phase faults). DIAG_TIME="<case> ..." instead times one medium-size
 16 / 4 heads) per case and format (DIAG_FMTS), e.g. DIAG_TIME="0 66 0:-DDEC_PHASES=0". DIAG_STAMPS="<case> ..."
 times the phases inside the kernel instead (NVIDIA; the program built with -DDEC_STAMPS=1, %globaltimer at each
 phase's end and after each grid barrier): eight distinct medium layers run in turn (as in a decode step: the
-weights do not stay in L2; "+" joins build options in a case, e.g. "0:-DDEC_UQ=4+-DDEC_MAXNREG=128"), and the
+weights do not stay in L2; "+" joins build options in a case, e.g. "0:-DDEC_UQ=4+-DDEC_UF=8"), and the
 last launch's stamps give, in us from the first work-group's start, the
 median over repeats of the slowest work-group's end of each phase and of each barrier, at positions DIAG_POS.
 DIAG_FORCED="<model> ..." (tiny, medium): teacher-forced decode of bench_decode's model, Decoder(fuse="layer")

@@ -52,16 +52,6 @@
 #else
 #define DEC_UNROLL(n)
 #endif
-#ifndef DEC_MAXNREG
-#define DEC_MAXNREG 0                                /* n > 0 (NVIDIA): ".maxnreg n" on the kernels (ptx_patch.h) */
-#endif
-#define DEC_STR_(a) #a
-#define DEC_STR(a) DEC_STR_(a)
-#if TL_NV_PTX && DEC_MAXNREG > 0
-#define DEC_ENTRY() MVQ_ASM volatile("//TLPTX_ENTRY .maxnreg " DEC_STR(DEC_MAXNREG) "\n")
-#else
-#define DEC_ENTRY() ((void)0)
-#endif
 #ifndef DEC_SPIN
 #define DEC_SPIN (1 << 22)
 #endif
@@ -91,25 +81,25 @@ team_sum(float v)
     return warp_sum(v);
 }
 
+inline float                                         /* lane ^ m's v (every lane of the warp calls it) */
+shfl_xor(float v, int m)
+{
+    float t;
+    MVQ_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(m));
+    return t;
+}
+
 inline float                                         /* the warp's max, in every lane */
 warp_max(float v)
 {
-    for (int m = 16; m > 0; m >>= 1) {
-        float t;
-        MVQ_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(m));
-        v = fmax(v, t);
-    }
+    for (int m = 16; m > 0; m >>= 1) v = fmax(v, shfl_xor(v, m));
     return v;
 }
 
 inline float                                         /* the sum over the aligned 8 lanes, in each of them */
 lanes8_fsum(float v)
 {
-    for (int m = 1; m < 8; m <<= 1) {
-        float t;
-        MVQ_ASM volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(t) : "f"(v), "r"(m));
-        v += t;
-    }
+    for (int m = 1; m < 8; m <<= 1) v += shfl_xor(v, m);
     return v;
 }
 #define ATT_TS 8                                     /* attention's scores: 8 lanes a position */
@@ -140,34 +130,6 @@ wg_reduce(float v, int is_max, local float *red)
  * to bar[0], the others 1, so the word's top bit flips once all have arrived (its low 31 bits stay 0 between
  * barriers, whatever nwg a launch has); each waits for the flip by volatile loads. Work-group 0 then counts the
  * barrier in bar[1] (a generation for _decode_barrier). */
-#ifndef DEC_BAR
-#define DEC_BAR 1                                    /* 0: the fifth session's barrier (a diagnostic's comparison) */
-#endif
-#if DEC_BAR == 0
-inline void
-grid_sync(volatile global uint *bar, uint nwg)
-{
-    LBAR(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    if (get_local_id(0) == 0 && nwg > 1) {
-        mem_fence(CLK_GLOBAL_MEM_FENCE);
-        const uint gen = atomic_or(&bar[1], 0u);
-        if (atomic_inc(&bar[3]) == nwg - 1) {
-            atomic_xchg(&bar[3], 0u);
-            mem_fence(CLK_GLOBAL_MEM_FENCE);
-            atomic_inc(&bar[1]);
-        } else if (atomic_or(&bar[2], 0u) == 0u) {
-            int n = 0;
-            while (bar[1] == gen)
-                if (++n > DEC_SPIN) {
-                    atomic_or(&bar[2], 1u);
-                    break;
-                }
-        }
-        mem_fence(CLK_GLOBAL_MEM_FENCE);
-    }
-    LBAR(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-}
-#else
 inline void
 grid_sync(volatile global uint *bar, uint nwg)
 {
@@ -189,7 +151,6 @@ grid_sync(volatile global uint *bar, uint nwg)
     }
     LBAR(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 }
-#endif
 
 /* Lane tl's part of rows r0 and r1 of the (N, K) matrix dotted with h (local, K floats): 16-byte groups
  * tl, tl + ts, ... (K a multiple of 32). */
@@ -230,7 +191,8 @@ DEC_UNROLL(DEC_UQ)
         for (int b = tl; b < nb; b += ts) {
             const uint4 lo = xq[2 * b], hi = xq[2 * b + 1];
             const int2 xb = xs[b];
-            const float dx = as_float(xb.x), d0 = vload_half(r0 * nb + b, d) * dx, d1 = vload_half(r1 * nb + b, d) * dx;
+            const float dx = as_float(xb.x);
+            const float d0 = vload_half(r0 * nb + b, d) * dx, d1 = vload_half(r1 * nb + b, d) * dx;
             if (fmt == DEC_Q4_0) {                   /* word i: low nibbles elements 4i.., high 16 + 4i.. */
                 a0 = mad(d0, (float)mvq_dot_q4_0(w[r0 * nb + b], lo, hi, xb.y), a0);
                 a1 = mad(d1, (float)mvq_dot_q4_0(w[r1 * nb + b], lo, hi, xb.y), a1);
@@ -487,7 +449,6 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
      global uchar *kv, int kvdt, global const int *pbuf, int offp, int pos0, global float *scr,               \
      global uint *bar, local float4 *lm4, local float *red)                                                   \
 {                                                                                                             \
-    DEC_ENTRY();                                                                                              \
     const uint nwg = get_num_groups(0);                                                                       \
     const int p = (pbuf != 0 ? pbuf[offp] : 0) + pos0, nqkv = (nq + 2 * nkv) * D;                             \
     volatile global float *vx = x, *qkv = scr, *att = scr + nqkv, *g = att + dim;                             \

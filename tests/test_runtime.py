@@ -24,16 +24,19 @@ def test_unknown_selector_lists_devices():
     assert tlgpu.device().name in r.stderr
 
 
+# Six 1024² products and tanhs enqueued and not waited for (x: the last result).
+QUEUED = ("import numpy as np, tlgpu\n"
+          "a = tlgpu.tensor(np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32))\n"
+          "x = a\n"
+          "for _ in range(6):\n"
+          "    x = (x @ a).tanh()\n")
+
+
 def test_exit_with_work_in_flight():
     """A script that ends with products still queued exits cleanly: the queues finish before the libraries
     unload (Py_AtExit). Without it PoCL's pthread device crashed in 1 of 5 such exits (SIGSEGV in its kernel
     cache lookup while exit() ran the libraries' finalizers); eight exits here."""
-    code = ("import numpy as np, tlgpu\n"
-            "a = tlgpu.tensor(np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32))\n"
-            "x = a\n"
-            "for _ in range(6):\n"
-            "    x = (x @ a).tanh()\n"
-            "print(tlgpu.stream_stats()['enqueued'] > 0)\n")
+    code = QUEUED + "print(tlgpu.stream_stats()['enqueued'] > 0)\n"
     for _ in range(8):
         r = run_python(code)
         assert r.returncode == 0 and r.stdout.strip() == "True", (r.returncode, r.stderr[-2000:])
@@ -42,11 +45,7 @@ def test_exit_with_work_in_flight():
 def test_forked_child_exits_without_the_parents_queues():
     """A child forked with work in flight that exits normally does not wait on its copies of the parent's queues
     (no driver thread is behind them in the child: without the check the child hung in clFinish)."""
-    code = ("import os, sys, numpy as np, tlgpu\n"
-            "a = tlgpu.tensor(np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32))\n"
-            "x = a\n"
-            "for _ in range(4):\n"
-            "    x = (x @ a).tanh()\n"
+    code = (QUEUED + "import os, sys\n"
             "pid = os.fork()\n"
             "if pid == 0:\n"
             "    sys.exit(0)\n"
