@@ -19,8 +19,9 @@ half weights read as stored by the half matrix-vector kernel (kernels/mv_half.cl
 cache of the weights' dtype (`kv`); `--formats` picks rows. `fused`: the decode step with each rms_norm and the
 silu_mul folded into the projection after it (tlgpu.rms_norm_linear / silu_mul_linear, Decoder(fuse=True): 6
 launches a layer) or not (fuse=False: 9), the same model in the same process (`--fusion both`, the default;
-q4_0 / q8_0 rows run fused only: their step is the separate ops either way for now); `layer`: one launch a
-layer (tlgpu.decode_layer_, Decoder(fuse="layer"); `--fusion layer` or `all`); `launches` counts the
+q4_0 / q8_0 rows run fused only: their step is the separate ops either way for now); `layer`: every layer in
+one launch (tlgpu.decode_layer_(..., layers=n), Decoder(fuse="layer"); `--fusion layer` or `all`), `layer1`: one
+launch a layer (Decoder.layers_per_launch = 1); `launches` counts the
 commands one device_step enqueues (tlgpu.stream_stats(); jit rows add the trace's count); `same_tokens`: the
 row's tokens equal the format's first row's (sync, fused); prefill is measured on the fused sync rows only
 (prefill does not use the fused ops).
@@ -67,9 +68,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny model only, 16 tokens, 2 runs")
     ap.add_argument("--prompt", type=int, default=64, help="prompt length of the prefill measurement")
     ap.add_argument("--formats", nargs="+", choices=list(FORMATS), default=list(FORMATS))
-    ap.add_argument("--fusion", choices=("both", "fused", "unfused", "layer", "fused+layer", "all"), default="both",
+    ap.add_argument("--fusion", choices=("both", "fused", "unfused", "layer", "fused+layer", "all", "layer1",
+                                         "layer+layer1", "fused+layer+layer1"), default="both",
                     help="the decode step with the norms and silu_mul fused into the projections, without, both; "
-                         "a launch a layer (tlgpu.decode_layer_), or all three")
+                         "every layer in one launch (tlgpu.decode_layer_), a launch a layer (layer1), or all")
     ap.add_argument("--mv", nargs="+", choices=("auto", "old", "dp4a"), default=["auto"],
                     help="quantized formats: tlgpu.quant's mul_mv kernel(s) to run (quant._MV_IMPL), each a row")
     ap.add_argument("--json", action="store_true")
@@ -85,14 +87,17 @@ def main():
         cfg = MODELS[name]
         cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
         fusions = {"both": (True, False), "fused": (True,), "unfused": (False,), "layer": ("layer",),
-                   "fused+layer": (True, "layer"), "all": (True, False, "layer")}[args.fusion]
+                   "fused+layer": (True, "layer"), "all": (True, False, "layer", "layer1"), "layer1": ("layer1",),
+                   "layer+layer1": ("layer", "layer1"), "fused+layer+layer1": (True, "layer", "layer1")}[args.fusion]
         for fmt, blas, mv in [(fmt, blas, mv) for fmt in args.formats for blas in modes
                               for mv in (args.mv if fmt.startswith("q") else ["auto"])]:
             quant._MV_IMPL = mv
             if blas is not None:                          # CPU BLAS path on / off (docs/cpu.md), same run
                 tlgpu._C._cpu_blas(enable=blas)
             model = first = None
-            for fuse, mode in [(fuse, mode) for fuse in fusions for mode in ("sync", "device", "jit")]:
+            for fz, mode in [(fz, mode) for fz in fusions for mode in ("sync", "device", "jit")]:
+                fuse = "layer" if fz == "layer1" else fz
+                td.Decoder.layers_per_launch = 1 if fz == "layer1" else 0
                 if model is not None:
                     model.fuse = fuse                     # same weights; a new jitted step
                 l0 = tlgpu._C._cpu_blas()["launches"]
@@ -108,7 +113,7 @@ def main():
                 pre = prefill(model, args.prompt, cfg.vocab) if fuse is True and mode == "sync" else {}
                 rows.append({"model": name, "weights": fmt + ("" if mv == "auto" else f" ({mv} mul_mv)") +
                              ("" if blas is None else ", BLAS" if blas else ", OpenCL GEMM"), "loop": mode,
-                             "fused": fuse if fuse == "layer" else "yes" if fuse else "no", "launches": launches,
+                             "fused": fz if fuse == "layer" else "yes" if fuse else "no", "launches": launches,
                              "kv": model.kv_dtype.name,
                              "tokens_per_s": round(tps, 1),
                              "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),

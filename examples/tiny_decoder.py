@@ -105,6 +105,7 @@ GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "a
 
 class Decoder:
     groups = 0                                # decode_layer_'s work-groups (0: the device's choice)
+    layers_per_launch = 0                     # fuse="layer": decode_layer_'s layers a launch (0: all of them)
 
     def __init__(self, cfg, weights, q4=False, kind=None, dtype=None, kv_dtype=None, fuse=True):
         """numpy weights (make_weights); kind None (float32), "q4_0" or "q8_0" for the linear layers and the
@@ -175,18 +176,32 @@ class Decoder:
 
     def reset(self):
         """One (2 * Hkv, max_len, D) cache per layer, keys then values, so a single kv_write stores both;
-        kc / vc are its halves (contiguous views). Made once and zeroed in place after: a traced decode step
-        (generate(jit=True)) keeps writing the caches it was traced with."""
+        kc / vc are its halves (contiguous views). The layers' caches are views of one (n_layers, 2 * Hkv,
+        max_len, D) tensor, kv_all, which decode_layer_ takes whole. Made once and zeroed in place after: a
+        traced decode step (generate(jit=True)) keeps writing the caches it was traced with."""
         c = self.cfg
         if not hasattr(self, "kv"):
-            self.kv = [tlgpu.zeros((2 * c.n_kv_heads, c.max_len, c.head_dim), dtype=self.kv_dtype)
-                       for _ in self.layers]
+            self.kv_all = tlgpu.zeros((len(self.layers), 2 * c.n_kv_heads, c.max_len, c.head_dim),
+                                      dtype=self.kv_dtype)
+            self.kv = [self.kv_all[i] for i in range(len(self.layers))]
             self.kc = [kv[:c.n_kv_heads] for kv in self.kv]
             self.vc = [kv[c.n_kv_heads:] for kv in self.kv]
             self._jstep = tlgpu.jit(self.device_step)
         else:
-            for kv in self.kv:
-                kv.zero_()
+            self.kv_all.zero_()
+
+    def stacked(self):
+        """The layers' weights stacked for decode_layer_(..., layers=n): the norms (n, dim), each matrix n of
+        them along rows (a copy, made at the first use: the layer mode holds the layers' matrices twice)."""
+        if getattr(self, "_stack", None) is None:
+            def cat(ws):
+                if quant.is_quantized(ws[0]):
+                    return type(ws[0]).from_bytes(b"".join(x.to_bytes() for x in ws),
+                                                  (sum(x.shape[0] for x in ws), ws[0].shape[1]))
+                return tlgpu.stack(ws)
+            self._stack = {k: cat([lw[k] for lw in self.layers])
+                           for k in ("attn_norm", "mlp_norm", "wqkv", "wo", "w13", "w2")}
+        return self._stack
 
     def embedding(self, ids):
         """float32 rows of the embedding (a half table's rows widened as they are read)."""
@@ -234,10 +249,16 @@ class Decoder:
         hd = c.head_dim
         x = self.embedding(token)                                        # (1, dim); the id a kernel argument
         nq, nkv = c.n_heads, c.n_kv_heads
-        if self._fuse == "layer":                                        # a launch a layer (kernels/decode.cl)
+        if self._fuse == "layer" and self.layers_per_launch == 1:       # a launch a layer (kernels/decode.cl)
             for i, lw in enumerate(self.layers):
                 tlgpu.decode_layer_(x, pos, self.kv[i], lw["attn_norm"], lw["wqkv"], lw["wo"], lw["mlp_norm"],
                                     lw["w13"], lw["w2"], nq, eps=c.eps, theta=c.theta, groups=self.groups)
+            return self.norm_linear(x, self.norm, self.out)
+        if self._fuse == "layer":                                        # every layer in one launch
+            if self.layers:
+                s = self.stacked()
+                tlgpu.decode_layer_(x, pos, self.kv_all, s["attn_norm"], s["wqkv"], s["wo"], s["mlp_norm"], s["w13"],
+                                    s["w2"], nq, eps=c.eps, theta=c.theta, groups=self.groups, layers=len(self.layers))
             return self.norm_linear(x, self.norm, self.out)
         for i, lw in enumerate(self.layers):
             qkv = self.norm_linear(x, lw["attn_norm"], lw["wqkv"]).reshape(nq + 2 * nkv, hd)   # q, k, v heads

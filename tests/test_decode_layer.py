@@ -81,7 +81,30 @@ def test_layer_device_loop_and_jit(fmt):
     m0 = td.Decoder(cfg0, td.make_weights(cfg0, seed=2), fuse="layer", **FORMATS[fmt])
     td.launches_per_token(m0)                            # CPU native products learn new buffers' pointers once
     head = td.launches_per_token(m0)
+    assert td.launches_per_token(model) == 1 + head                 # every layer in one launch
+    model.layers_per_launch = 1
+    assert model.generate(prompt, 4, jit=True) == sync
+    td.launches_per_token(model)
     assert td.launches_per_token(model) == CFG.n_layers + head
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_layers_in_one_launch_equal_a_launch_each(fmt):
+    """decode_layer_(..., layers=3) on the stacked weights computes each layer as its own launch does: the same
+    bits in x and in every layer's cache (a view of one (3, 2 * Hkv, max_len, D) tensor)."""
+    cfg = td.Config(**{**CFG.__dict__, "n_layers": 3})
+    w = td.make_weights(cfg, seed=21)
+    tokens = [int(t) for t in np.random.default_rng(8).integers(0, cfg.vocab, 5)]
+    one = td.Decoder(cfg, w, fuse="layer", **FORMATS[fmt])
+    each = td.Decoder(cfg, w, fuse="layer", **FORMATS[fmt])
+    each.layers_per_launch = 1
+    a, b = logits(one, tokens), logits(each, tokens)
+    assert np.array_equal(a, b)
+    assert np.array_equal(one.kv_all.float().numpy(), each.kv_all.float().numpy())
+    assert np.abs(one.kv_all.float().numpy()[:, :, len(tokens) - 1]).max() > 0   # every layer's last position
+    s = one.stacked()
+    rows = 3 * (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim          # (3, N, K) Tensors, (3 N, K) quantized
+    assert s["attn_norm"].shape == (3, cfg.dim) and int(np.prod(s["wqkv"].shape[:-1])) == rows
 
 
 @pytest.mark.parametrize("kv", ["float32", "float16"])
@@ -101,7 +124,7 @@ def test_layer_long_context(kv):
 @pytest.mark.skipif(not GPU, reason="several work-groups meet at grid barriers on GPUs only")
 def test_layer_groups_same_bits():
     """Every count of work-groups computes each row in the same order: the same bits; the barrier generation
-    moves by 4 a layer (four grid barriers)."""
+    moves by 4 a layer (four grid barriers) and 1 between two layers."""
     w = td.make_weights(CFG, seed=4)
     tokens = [7, 3, 9]
     runs = []
@@ -112,8 +135,8 @@ def test_layer_groups_same_bits():
         runs.append(logits(model, tokens))
         after = tlgpu._C._decode_barrier()
         assert after["count"] == 0 and after["gave_up"] == 0
-        if g != 1:
-            assert (after["generation"] - before["generation"]) % 2 ** 32 == 4 * CFG.n_layers * len(tokens)
+        if g != 1:                                       # 4 a layer and 1 between layers
+            assert (after["generation"] - before["generation"]) % 2 ** 32 == (5 * CFG.n_layers - 1) * len(tokens)
     assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
 
 
@@ -149,6 +172,18 @@ def test_layer_errors():
     xr = tlgpu.tensor(x.numpy(), requires_grad=True)
     with pytest.raises(NotImplementedError, match="no backward"):
         call(x=xr)
+    st = m.stacked()                                      # layers=2: every argument two of them
+    with pytest.raises(ValueError, match="layers=0"):
+        call(layers=0)
+    with pytest.raises(ValueError, match="layers=2"):     # one layer's cache
+        call(layers=2, attn_norm=st["attn_norm"], mlp_norm=st["mlp_norm"], wqkv=st["wqkv"], wo=st["wo"],
+             w13=st["w13"], w2=st["w2"])
+    with pytest.raises(ValueError, match="attn_norm"):    # one layer's norm
+        call(layers=2, kv=m.kv_all, mlp_norm=st["mlp_norm"], wqkv=st["wqkv"], wo=st["wo"], w13=st["w13"],
+             w2=st["w2"])
+    with pytest.raises(ValueError, match=r"wo must be .* \(2 \* 64, 64\)"):   # one layer's matrix
+        call(layers=2, kv=m.kv_all, attn_norm=st["attn_norm"], mlp_norm=st["mlp_norm"], wqkv=st["wqkv"],
+             w13=st["w13"], w2=st["w2"])
     assert np.array_equal(before, x.numpy())             # none of the refusals wrote x
     call(x=x)
     assert not np.array_equal(before, x.numpy())

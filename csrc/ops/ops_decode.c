@@ -54,10 +54,11 @@ weight_format(PyObject *o)
     return -1;
 }
 
-/* Weight `name` of format f as an (N, K) matrix: its two device arrays (w, and d for the quantized ones; new
- * references), or -1 with the error naming the shape it should have. */
+/* Weight `name` of format f as L stacked (N, K) matrices ((L * N, K), or (L, N, K) for a Tensor): its two
+ * device arrays (w, and d for the quantized ones; new references), or -1 with the error naming the shape it
+ * should have. */
 static int
-weight_arrays(PyObject *o, const char *name, int f, int N, int K, tl_tensor **w, tl_tensor **d)
+weight_arrays(PyObject *o, const char *name, int f, int L, int N, int K, tl_tensor **w, tl_tensor **d)
 {
     *w = *d = NULL;
     int g = weight_format(o);
@@ -67,11 +68,13 @@ weight_arrays(PyObject *o, const char *name, int f, int N, int K, tl_tensor **w,
                      fmt_name[g], fmt_name[f]);
         return -1;
     }
-    const Py_ssize_t nblk = (Py_ssize_t)N * (K / 32);
+    const Py_ssize_t nblk = (Py_ssize_t)L * N * (K / 32);
     int ok;
     if (f <= F_BF16) {
         *w = (tl_tensor *)Py_NewRef(o);
-        ok = (*w)->ndim == 2 && (*w)->shape[0] == N && (*w)->shape[1] == K;
+        const Py_ssize_t *s = (*w)->shape;
+        ok = ((*w)->ndim == 2 && s[0] == (Py_ssize_t)L * N && s[1] == K) ||
+             ((*w)->ndim == 3 && s[0] == L && s[1] == N && s[2] == K);
     } else {
         PyObject *qs = PyObject_GetAttrString(o, "qs"), *dd = PyObject_GetAttrString(o, "d");
         ok = qs != NULL && dd != NULL && tl_tensor_check(qs) && tl_tensor_check(dd);
@@ -89,8 +92,8 @@ weight_arrays(PyObject *o, const char *name, int f, int N, int K, tl_tensor **w,
     if (!ok) {
         Py_CLEAR(*w);
         Py_CLEAR(*d);
-        PyErr_Format(PyExc_ValueError, "decode_layer_: %s must be a contiguous %s matrix (%d, %d) from its first "
-                     "element", name, fmt_name[f], N, K);
+        PyErr_Format(PyExc_ValueError, "decode_layer_: %s must be a contiguous %s matrix (%d * %d, %d) from its "
+                     "first element", name, fmt_name[f], L, N, K);
         return -1;
     }
     return 0;
@@ -111,22 +114,24 @@ vector_arg(PyObject *o, const char *name, int n, tl_tensor **t)
     return 0;
 }
 
-/* decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, groups=0):
- * x (dim,) or (1, dim) float32 updated in place; kv (2 * Hkv, max_len, D) keys then values, written at pos;
- * wqkv ((n_heads + 2 Hkv) D, dim), wo (dim, dim), w13 (2 hidden, dim), w2 (dim, hidden). Returns x. */
+/* decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, groups=0,
+ * layers=1): x (dim,) or (1, dim) float32 updated in place; kv (2 * Hkv, max_len, D) keys then values, written
+ * at pos; wqkv ((n_heads + 2 Hkv) D, dim), wo (dim, dim), w13 (2 hidden, dim), w2 (dim, hidden). layers=L runs L
+ * layers in the one launch, each argument then L of them stacked: kv (L, 2 * Hkv, max_len, D), the norms (L,
+ * dim), each matrix (L * N, K) (a Tensor also (L, N, K)). Returns x. */
 static PyObject *
 fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"x", "pos", "kv", "attn_norm", "wqkv", "wo", "mlp_norm", "w13", "w2", "n_heads", "eps",
-                          "theta", "groups", NULL};
+                          "theta", "groups", "layers", NULL};
     PyObject *xo, *po, *ko, *ano, *mno, *wob[4];
-    int nq = 0, groups = 0;
+    int nq = 0, groups = 0, nl = 1;
     double eps = 1e-5, theta = 10000.0;
     Py_ssize_t pos0 = 0;
     tl_tensor *x, *kv, *an, *mn, *pt = NULL, *w[4] = {NULL}, *d[4] = {NULL}, *scr = NULL;
     PyObject *ret = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddi:decode_layer_", kwl, &xo, &po, &ko, &ano, &wob[0],
-                                     &wob[1], &mno, &wob[2], &wob[3], &nq, &eps, &theta, &groups))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddii:decode_layer_", kwl, &xo, &po, &ko, &ano, &wob[0],
+                                     &wob[1], &mno, &wob[2], &wob[3], &nq, &eps, &theta, &groups, &nl))
         return NULL;
     if (tl_want_tensor("decode_layer_", xo, &x) < 0 || tl_want_tensor("decode_layer_", ko, &kv) < 0 ||
         tl_device_scalar("decode_layer_", "pos", po, &pt, &pos0) < 0)
@@ -136,24 +141,29 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_NotImplementedError, "decode_layer_: no backward; use tlgpu.no_grad()");
     const int dim = (int)(x->ndim >= 1 ? x->shape[x->ndim - 1] : 0), f = weight_format(wob[0]);
     if (f < 0) return NULL;
-    if (kv->ndim != 3 || kv->shape[0] % 2 != 0 || kv->shape[0] == 0 || !tl_tensor_is_contig(kv) || kv->offset != 0 ||
+    if (nl < 1) return PyErr_Format(PyExc_ValueError, "decode_layer_: layers=%d; it must be at least 1", nl);
+    const Py_ssize_t *ks = kv->shape + (kv->ndim == 4 ? 1 : 0);   /* one layer's (2 * Hkv, max_len, D) */
+    if (!((kv->ndim == 3 && nl == 1) || (kv->ndim == 4 && kv->shape[0] == nl)) || ks[0] % 2 != 0 || ks[0] == 0 ||
+        !tl_tensor_is_contig(kv) ||
         (kv->dtype != TL_F32 && kv->dtype != TL_F16 && kv->dtype != TL_BF16) || nq <= 0 || dim % nq != 0 ||
-        kv->shape[2] != dim / nq || nq % (kv->shape[0] / 2) != 0 || dim % 32 != 0 || kv->shape[2] % 4 != 0) {
+        ks[2] != dim / nq || nq % (ks[0] / 2) != 0 || dim % 32 != 0 || ks[2] % 4 != 0) {
         char s[128], c[128];
         tl_shape_str(x->shape, x->ndim, s, sizeof s);
         tl_shape_str(kv->shape, kv->ndim, c, sizeof c);
-        return PyErr_Format(PyExc_ValueError, "decode_layer_: x %s and kv %s (%s) with n_heads=%d: kv must be a "
-                            "contiguous floating (2 * Hkv, max_len, dim / n_heads) cache, n_heads a multiple of Hkv, "
-                            "dim a multiple of 32 and of n_heads, the head size a multiple of 4", s, c,
-                            tl_dtype_name(kv->dtype), nq);
+        return PyErr_Format(PyExc_ValueError, "decode_layer_: x %s and kv %s (%s) with n_heads=%d, layers=%d: kv "
+                            "must be a contiguous floating (2 * Hkv, max_len, dim / n_heads) cache (layers > 1: (layers, "
+                            "2 * Hkv, max_len, dim / n_heads)), n_heads a multiple of Hkv, dim a multiple of 32 and "
+                            "of n_heads, the head size a multiple of 4", s, c, tl_dtype_name(kv->dtype), nq, nl);
     }
-    const int nkv = (int)kv->shape[0] / 2, ML = (int)kv->shape[1], D = (int)kv->shape[2], nqkv = (nq + 2 * nkv) * D;
-    int hidden = 0;
-    if (tl_tensor_check(wob[2])) hidden = (int)(tl_tensor_CAST(wob[2])->ndim == 2 ? tl_tensor_CAST(wob[2])->shape[0] / 2 : 0);
-    else {
+    const int nkv = (int)ks[0] / 2, ML = (int)ks[1], D = (int)ks[2], nqkv = (nq + 2 * nkv) * D;
+    int hidden = 0;                                      /* w13's rows / (2 L), (L, 2 hidden, dim): its second */
+    if (tl_tensor_check(wob[2])) {
+        const tl_tensor *t = tl_tensor_CAST(wob[2]);
+        hidden = t->ndim == 2 ? (int)(t->shape[0] / nl / 2) : t->ndim == 3 ? (int)(t->shape[1] / 2) : 0;
+    } else {
         PyObject *sh = PyObject_GetAttrString(wob[2], "shape");
         PyObject *n0 = sh != NULL ? PySequence_GetItem(sh, 0) : NULL;
-        hidden = n0 != NULL ? (int)(PyLong_AsLong(n0) / 2) : 0;
+        hidden = n0 != NULL ? (int)(PyLong_AsLong(n0) / nl / 2) : 0;
         Py_XDECREF(sh);
         Py_XDECREF(n0);
         PyErr_Clear();
@@ -167,9 +177,9 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     const int NS[4] = {nqkv, dim, 2 * hidden, dim}, KS[4] = {dim, dim, dim, hidden};
     static const char *const wn[4] = {"wqkv", "wo", "w13", "w2"};
     for (int i = 0; i < 4; i++)
-        if (weight_arrays(wob[i], wn[i], f, NS[i], KS[i], &w[i], &d[i]) < 0) goto done;
-    if (vector_arg(xo, "x", dim, &x) < 0 || vector_arg(ano, "attn_norm", dim, &an) < 0 ||
-        vector_arg(mno, "mlp_norm", dim, &mn) < 0 || tl_check_inplace("decode_layer_", x) < 0 ||
+        if (weight_arrays(wob[i], wn[i], f, nl, NS[i], KS[i], &w[i], &d[i]) < 0) goto done;
+    if (vector_arg(xo, "x", dim, &x) < 0 || vector_arg(ano, "attn_norm", nl * dim, &an) < 0 ||
+        vector_arg(mno, "mlp_norm", nl * dim, &mn) < 0 || tl_check_inplace("decode_layer_", x) < 0 ||
         tl_check_inplace("decode_layer_", kv) < 0)
         goto done;
     const tl_runtime *rt;
@@ -212,15 +222,15 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL) goto done;
     if (x->storage == NULL) { ret = Py_NewRef(xo); goto done; }
     float feps = (float)eps, lt = (float)log2(theta), scale = (float)(1.0 / sqrt((double)D));
-    int kvdt = kv->dtype, offp = pt != NULL ? (int)pt->offset : 0, p0 = (int)pos0;
+    int kvdt = kv->dtype, kvo = (int)kv->offset, offp = pt != NULL ? (int)pt->offset : 0, p0 = (int)pos0;
     cl_mem pmem = pt != NULL ? pt->storage->mem : NULL, dm[4];
     for (int i = 0; i < 4; i++) dm[i] = (d[i] != NULL ? d[i] : w[i])->storage->mem;   /* float formats: unread */
-    const size_t sz[29] = {I, I, I, I, I, I, F, F, F, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, I, Mm, I, I, Mm,
-                           Mm, lm * F, L * F};
-    const void *v[29] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem, &an->storage->mem,
+    const size_t sz[31] = {I, I, I, I, I, I, F, F, F, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, I, Mm, I, I, Mm,
+                           Mm, lm * F, L * F, I, I};
+    const void *v[31] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem, &an->storage->mem,
                          &mn->storage->mem, &w[0]->storage->mem, &dm[0], &w[1]->storage->mem, &dm[1],
                          &w[2]->storage->mem, &dm[2], &w[3]->storage->mem, &dm[3], &kv->storage->mem, &kvdt, &pmem,
-                         &offp, &p0, &scr->storage->mem, &bar_mem, NULL, NULL};
+                         &offp, &p0, &scr->storage->mem, &bar_mem, NULL, NULL, &nl, &kvo};
     tl_storage *st[15] = {x->storage, kv->storage, scr->storage, an->storage, mn->storage,
                           pt != NULL ? pt->storage : NULL};
     for (int i = 0; i < 4; i++) {
@@ -231,7 +241,7 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     last_groups = nwg;
     last_local = L;
     last_kmax = kmax;
-    if (tl_set_args(kh->k, 0, 29, sz, v) < 0) goto done;
+    if (tl_set_args(kh->k, 0, 31, sz, v) < 0) goto done;
     if (tl_stream_launch(kh->k, 1, &gws, &L, st, 14, 7u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
     tl_mark_write(x, "decode_layer_");
     tl_mark_write(kv, "decode_layer_");
@@ -293,7 +303,8 @@ fn_decode_stamps(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 static const PyMethodDef decode_functions[] = {
     {"decode_layer_", (PyCFunction)(void (*)(void))fn_decode_layer, METH_VARARGS | METH_KEYWORDS,
      "decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, "
-     "groups=0): one llama-style decoder layer of a decode step in one launch; x updated in place"},
+     "groups=0, layers=1): llama-style decoder layers of a decode step in one launch (layers > 1: each argument "
+     "stacked); x updated in place"},
     {"_decode_barrier", fn_decode_barrier, METH_NOARGS, "_decode_barrier(): decode_layer_'s grid barrier words"},
     {"_decode_stamps", fn_decode_stamps, METH_NOARGS, "_decode_stamps(): the newest launch's phase stamps (diagnostic)"},
     {NULL, NULL, 0, NULL},
