@@ -152,70 +152,59 @@ grid_sync(volatile global uint *bar, uint nwg)
     LBAR(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
 }
 
-#ifndef DEC_RQ
-#define DEC_RQ 4                                     /* quantized formats: at most this many rows (glu: row pairs) */
-#endif                                               /* a team at once; the float formats 2 (1 pair) */
-#define RMAX(fmt) ((fmt) >= DEC_Q4_0 ? DEC_RQ : 2)
-#define RN(fmt) ((fmt) >= DEC_Q4_0 ? 2 * DEC_RQ : 2) /* accumulators */
-#define RNMAX (DEC_RQ > 1 ? 2 * DEC_RQ : 2)
-
-/* Lane tl's part of rows ROW(j), j < nr, of the (N, K) matrix dotted with h (local, K floats) into acc[j]: rows
- * n, n + 1, ... (glu: n + j / 2 and N + n + j / 2 alternate); 16-byte groups tl, tl + ts, ... (K a multiple of
- * 32); nr <= RN, a constant once fmt is, so that every row's loads of a group are issued together. */
-#define ROW(j) (glu ? n + (j) / 2 + ((j) % 2) * N : n + (j))
-inline void
-dotn(int fmt, global const uint4 *w, global const half *d, int n, int N, int glu, int nr, int K, local const float *h,
-     local const uint4 *xq, local const int2 *xs, int tl, int ts, float *acc)
+/* Lane tl's part of rows r0 and r1 of the (N, K) matrix dotted with h (local, K floats): 16-byte groups
+ * tl, tl + ts, ... (K a multiple of 32). */
+inline float2
+dot2(int fmt, global const uint4 *w, global const half *d, int r0, int r1, int K, local const float *h,
+     local const uint4 *xq, local const int2 *xs, int tl, int ts)
 {
     local const float4 *h4 = (local const float4 *)h;
-    MVQ_UNROLL
-    for (int j = 0; j < RNMAX; j++) acc[j] = 0.0f;
+    float a0 = 0.0f, a1 = 0.0f;
     if (fmt == DEC_F32) {
         const int n4 = K / 4;
 DEC_UNROLL(DEC_UF)
         for (int k = tl; k < n4; k += ts) {
             const float4 x = h4[k];
-            MVQ_UNROLL
-            for (int j = 0; j < RNMAX; j++)
-                if (j < RN(fmt) && j < nr) acc[j] += dot(as_float4(w[ROW(j) * n4 + k]), x);
+            a0 += dot(as_float4(w[r0 * n4 + k]), x);
+            a1 += dot(as_float4(w[r1 * n4 + k]), x);
         }
     } else if (fmt == DEC_F16 || fmt == DEC_BF16) {
         const int n8 = K / 8;
 DEC_UNROLL(DEC_UF)
         for (int k = tl; k < n8; k += ts) {
             const float4 xl = h4[2 * k], xh = h4[2 * k + 1];
-            MVQ_UNROLL
-            for (int j = 0; j < RNMAX; j++) {
-                if (j >= RN(fmt) || j >= nr) continue;
-                if (fmt == DEC_F16) {
-                    const global half *p = (const global half *)(w + ROW(j) * n8 + k);
-                    acc[j] += dot(vload_half4(0, p), xl) + dot(vload_half4(1, p), xh);
-                } else {                     /* bfloat16: element 2m in the low half of word m */
-                    const uint4 u = w[ROW(j) * n8 + k], m = (uint4)0xffff0000u;
-                    acc[j] += dot(as_float4((uint4)(u.x << 16, u.x & m.x, u.y << 16, u.y & m.y)), xl) +
-                              dot(as_float4((uint4)(u.z << 16, u.z & m.x, u.w << 16, u.w & m.y)), xh);
-                }
+            if (fmt == DEC_F16) {
+                const global half *p0 = (const global half *)(w + r0 * n8 + k), *p1 = (const global half *)(w + r1 * n8 + k);
+                a0 += dot(vload_half4(0, p0), xl) + dot(vload_half4(1, p0), xh);
+                a1 += dot(vload_half4(0, p1), xl) + dot(vload_half4(1, p1), xh);
+            } else {                                 /* bfloat16: element 2m in the low half of word m */
+                const uint4 u0 = w[r0 * n8 + k], u1 = w[r1 * n8 + k], m = (uint4)0xffff0000u;
+                a0 += dot(as_float4((uint4)(u0.x << 16, u0.x & m.x, u0.y << 16, u0.y & m.y)), xl) +
+                      dot(as_float4((uint4)(u0.z << 16, u0.z & m.x, u0.w << 16, u0.w & m.y)), xh);
+                a1 += dot(as_float4((uint4)(u1.x << 16, u1.x & m.x, u1.y << 16, u1.y & m.y)), xl) +
+                      dot(as_float4((uint4)(u1.z << 16, u1.z & m.x, u1.w << 16, u1.w & m.y)), xh);
             }
         }
-    } else {                                 /* q4_0 / q8_0 against x's int8 blocks (xq, xs) */
+    } else {                                         /* q4_0 / q8_0 against x's int8 blocks (xq, xs) */
         const int nb = K / 32;
 DEC_UNROLL(DEC_UQ)
         for (int b = tl; b < nb; b += ts) {
             const uint4 lo = xq[2 * b], hi = xq[2 * b + 1];
             const int2 xb = xs[b];
             const float dx = as_float(xb.x);
-            MVQ_UNROLL
-            for (int j = 0; j < RNMAX; j++) {
-                if (j >= RN(fmt) || j >= nr) continue;
-                const int i = ROW(j) * nb + b;
-                const float dj = vload_half(i, d) * dx;
-                if (fmt == DEC_Q4_0)         /* word i: low nibbles elements 4i.., high 16 + 4i.. */
-                    acc[j] = mad(dj, (float)mvq_dot_q4_0(w[i], lo, hi, xb.y), acc[j]);
-                else                         /* q8_0: word i holds elements 4i..4i + 3 */
-                    acc[j] = mad(dj, (float)mvq_dot_q8_0((uint8)(w[2 * i], w[2 * i + 1]), lo, hi, xb.y), acc[j]);
+            const float d0 = vload_half(r0 * nb + b, d) * dx, d1 = vload_half(r1 * nb + b, d) * dx;
+            if (fmt == DEC_Q4_0) {                   /* word i: low nibbles elements 4i.., high 16 + 4i.. */
+                a0 = mad(d0, (float)mvq_dot_q4_0(w[r0 * nb + b], lo, hi, xb.y), a0);
+                a1 = mad(d1, (float)mvq_dot_q4_0(w[r1 * nb + b], lo, hi, xb.y), a1);
+            } else {                                 /* q8_0: word i holds elements 4i..4i + 3 */
+                const uint8 q0 = (uint8)(w[2 * (r0 * nb + b)], w[2 * (r0 * nb + b) + 1]);
+                const uint8 q1 = (uint8)(w[2 * (r1 * nb + b)], w[2 * (r1 * nb + b) + 1]);
+                a0 = mad(d0, (float)mvq_dot_q8_0(q0, lo, hi, xb.y), a0);
+                a1 = mad(d1, (float)mvq_dot_q8_0(q1, lo, hi, xb.y), a1);
             }
         }
     }
+    return (float2)(a0, a1);
 }
 
 /* h[k] = src[k] * rsqrt(mean(src^2) + eps) * g[k] (g NULL: plain copy), k < K (a multiple of 4; src and g
@@ -278,10 +267,7 @@ stage_q8(int K, local const float *h, local uint4 *xq, local int2 *xs)
     LBAR(CLK_LOCAL_MEM_FENCE);
 }
 
-/* y[n] (+)= row n of W . h for n < N (glu: y[n] = silu(W[n] . h) * (W[N + n] . h)); add: y[n] += instead.
- * A team takes R consecutive rows (glu: R pairs) at once, R = ceil(N / teams) up to RMAX(fmt) (glu: RN / 2
- * pairs): every team busy,
- * each lane's loads of all R rows in flight together. */
+/* y[n] (+)= row n of W . h for n < N (glu: y[n] = silu(W[n] . h) * (W[N + n] . h)); add: y[n] += instead. */
 inline void
 products(int fmt, global const uint4 *w, global const half *d, int N, int K, local const float *h,
          local const uint4 *xq, local const int2 *xs,
@@ -289,65 +275,21 @@ products(int fmt, global const uint4 *w, global const half *d, int N, int K, loc
 {
     const int lid = get_local_id(0), ts = TEAM_SIZE, tl = lid % ts;
     const int team = get_group_id(0) * (get_local_size(0) / ts) + lid / ts;
-    const int teams = get_num_groups(0) * (get_local_size(0) / ts), R = clamp((N + teams - 1) / teams, 1, glu ? RN(fmt) / 2 : RMAX(fmt));
-    for (int n = team * R; n < N; n += teams * R) {
-        const int nr = min(R, N - n) * (glu ? 2 : 1);
-        float acc[RNMAX];
-        dotn(fmt, w, d, n, N, glu, nr, K, h, xq, xs, tl, ts, acc);
-        MVQ_UNROLL
-        for (int j = 0; j < RNMAX; j++) acc[j] = j < RN(fmt) && j < nr ? team_sum(acc[j]) : 0.0f;
+    const int teams = get_num_groups(0) * (get_local_size(0) / ts), step = glu || N <= teams ? 1 : 2;
+    for (int n = team * step; n < N; n += teams * step) {          /* two rows a team only when they are many */
+        const int r1 = glu ? N + n : min(n + step - 1, N - 1);
+        float2 a = dot2(fmt, w, d, n, r1, K, h, xq, xs, tl, ts);
+        a.x = team_sum(a.x);
+        a.y = team_sum(a.y);
         if (tl == 0) {
-            MVQ_UNROLL
-            for (int j = 0; j < RNMAX; j++) {
-                if (j >= RN(fmt) || j >= nr) continue;
-                if (glu) {
-                    if (j % 2 == 1) y[n + j / 2] = acc[j - 1] / (1.0f + exp(-acc[j - 1])) * acc[j];
-                } else {
-                    y[n + j] = add ? y[n + j] + acc[j] : acc[j];
-                }
+            if (glu) {
+                y[n] = a.x / (1.0f + exp(-a.x)) * a.y;
+            } else {
+                y[n] = add ? y[n] + a.x : a.x;
+                if (step == 2 && n + 1 < N) y[n + 1] = add ? y[n + 1] + a.y : a.y;
             }
         }
     }
-}
-
-#ifndef DEC_PF
-#define DEC_PF TL_NV_PTX                             /* 1: the next phases' weights prefetched into L2 (NVIDIA) */
-#endif
-#ifndef DEC_PFK
-#define DEC_PFK 2                                    /* 1: prefetch.global.L2 a 128-byte line; 2: cp.async.bulk */
-#endif                                               /* .prefetch.L2 (sm_90) of 4 KiB */
-#ifndef DEC_PFB
-#define DEC_PFB (24 << 20)                           /* bytes prefetched during attention at most */
-#endif
-
-/* Brings bytes [0, n) of p into L2, a hint: the grid's work-items take 4 KiB chunks (lines with DEC_PFK 1). */
-inline void
-l2_prefetch(global const void *p, long n)
-{
-#if DEC_PF && TL_NV_PTX
-    global const uchar *b = (global const uchar *)p;
-    const long me = get_global_id(0), parts = get_global_size(0);
-#if DEC_PFK == 2
-    for (long o = me * 4096; o < n; o += parts * 4096) {
-        const uint len = (uint)min(n - o, 4096L) & ~15u;
-        if (len > 0)
-            MVQ_ASM volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((ulong)(b + o)), "r"(len) : "memory");
-    }
-#else
-    for (long o = me * 128; o < n; o += parts * 128) MVQ_ASM volatile("prefetch.global.L2 [%0];" ::"l"((ulong)(b + o)));
-#endif
-#endif
-}
-
-/* A matrix's bytes (its quant scales' too) prefetched, at most *budget of them (what is left goes back). */
-inline void
-prefetch_matrix(int fmt, global const uint4 *w, global const half *d, int N, int K, long *budget)
-{
-    const long nw = (long)N * K * (fmt == DEC_F32 ? 8 : fmt <= DEC_BF16 ? 4 : fmt == DEC_Q4_0 ? 1 : 2) / 2;
-    const long nd = fmt >= DEC_Q4_0 ? (long)N * K / 32 * 2 : 0, tw = min(nw, *budget), td = min(nd, *budget - tw);
-    l2_prefetch(w, tw);
-    if (td > 0) l2_prefetch(d, td);
-    *budget -= tw + max(td, 0L);
 }
 
 /* Elements 4 i4 .. 4 i4 + 3 of the cache (dtype dt) as floats. */
@@ -498,9 +440,14 @@ DEC_UNROLL(4)
 #else
 #define DEC_ATTR
 #endif
-/* A layer's matrices' strides: uint4s of w, halves of d (the quantized formats' scales). */
-#define W_STRIDE(FMT, N, K) ((long)(N) * (K) / (FMT == DEC_F32 ? 4 : FMT <= DEC_BF16 ? 8 : FMT == DEC_Q4_0 ? 32 : 16))
-#define D_STRIDE(FMT, N, K) (FMT >= DEC_Q4_0 ? (long)(N) * (K) / 32 : 0L)
+/* Layer LAYER's matrix M (its N x K weights: uint4s of w, halves of d, the quantized formats' scales). */
+#define W_AT(FMT, M, N, K)                                                                                    \
+    (M + (long)LAYER * (N) * (K) / (FMT == DEC_F32 ? 4 : FMT <= DEC_BF16 ? 8 : FMT == DEC_Q4_0 ? 32 : 16))
+#define D_AT(FMT, M, N, K) (M + (FMT >= DEC_Q4_0 ? (long)LAYER * (N) * (K) / 32 : 0L))
+/* The layer, read back from local memory in each phase (volatile): the layer's pointers then live in their phase
+ * alone. Kept in registers across the layer loop they cost the float16 kernel a third of its speed (57 us a
+ * medium layer against 38: past 128 registers, spills; benchmarks/NOTES.md, seventh session). */
+#define LAYER (*(volatile local int *)&lcur)
 #define DEC_KERNEL(NAME, FMT)                                                                                 \
 kernel DEC_ATTR void                                                                                          \
 NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float log2_theta, float scale,      \
@@ -508,8 +455,9 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
      global const uint4 *wqkv, global const half *dqkv, global const uint4 *wo, global const half *dwo,       \
      global const uint4 *w13, global const half *d13, global const uint4 *w2, global const half *d2,          \
      global uchar *kv, int kvdt, global const int *pbuf, int offp, int pos0, global float *scr,               \
-     global uint *bar, local float4 *lm4, local float *red, int nl, int kvo)                                           \
+     global uint *bar, local float4 *lm4, local float *red, int nl, int kvo)                                  \
 {                                                                                                             \
+    local int lcur;                                                                                           \
     const uint nwg = get_num_groups(0);                                                                       \
     const int p = (pbuf != 0 ? pbuf[offp] : 0) + pos0, nqkv = (nq + 2 * nkv) * D;                             \
     volatile global float *vx = x, *qkv = scr, *att = scr + nqkv, *g = att + dim;                             \
@@ -517,60 +465,53 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
     const int lmf = (max(max(dim, hidden), 2 * D + max_len) + 3) & ~3, nbx = max(dim, hidden) / 32;           \
     local uint4 *xq = (local uint4 *)(lm4 + lmf / 4);  /* quantized formats: x's int8 blocks after h */       \
     local int2 *xs = (local int2 *)(xq + 2 * nbx);                                                            \
-    const long kvl = (long)2 * nkv * max_len * D * (kvdt == TL_DT_F32 ? 4 : 2);   /* a layer's cache bytes */ \
+    const long kvl = (long)2 * nkv * max_len * D;    /* a layer's cache elements */                           \
     STAMP(10);                                                                                                \
-    for (int l = 0; l < nl; l++) {                   /* layer l's weights, norms and cache */                 \
-        global const uint4 *Wqkv = wqkv + l * W_STRIDE(FMT, nqkv, dim), *Wo = wo + l * W_STRIDE(FMT, dim, dim); \
-        global const uint4 *W13 = w13 + l * W_STRIDE(FMT, 2 * hidden, dim), *W2 = w2 + l * W_STRIDE(FMT, dim, hidden); \
-        global const half *Dqkv = dqkv + l * D_STRIDE(FMT, nqkv, dim), *Do = dwo + l * D_STRIDE(FMT, dim, dim); \
-        global const half *D13 = d13 + l * D_STRIDE(FMT, 2 * hidden, dim), *D2 = d2 + l * D_STRIDE(FMT, dim, hidden); \
-        global uchar *KV = kv + (kvo * (kvdt == TL_DT_F32 ? 4L : 2L) + l * kvl);                                                                      \
+    for (int l = 0; l < nl; l++) {                                                                            \
+        if (get_local_id(0) == 0) lcur = l;                                                                   \
+        LBAR(CLK_LOCAL_MEM_FENCE);                                                                            \
         STAMP(0);                                                                                             \
         if (DEC_PHASES & 1) {                                                                                 \
-            stage(vx, attn_norm + l * dim, eps, dim, lm, red);                                                \
+            stage(vx, attn_norm + LAYER * dim, eps, dim, lm, red);                                            \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
-            products(FMT, Wqkv, Dqkv, nqkv, dim, lm, xq, xs, qkv, 0, 0, red);                                 \
+            products(FMT, W_AT(FMT, wqkv, nqkv, dim), D_AT(FMT, dqkv, nqkv, dim), nqkv, dim, lm, xq, xs, qkv, \
+                     0, 0, red);                                                                              \
         }                                                                                                     \
         STAMP(1);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
         STAMP(2);                                                                                             \
-        long budget = DEC_PFB;                       /* attention reads little: wo and w13 come meanwhile */  \
-        prefetch_matrix(FMT, Wo, Do, dim, dim, &budget);                                                      \
-        prefetch_matrix(FMT, W13, D13, 2 * hidden, dim, &budget);                                             \
         for (int hq = get_group_id(0); (DEC_PHASES & 2) && hq < nq; hq += nwg)                                \
-            attend(hq, nq, nkv, D, max_len, p, log2_theta, scale, qkv, KV, kvdt, att, lm, red);               \
+            attend(hq, nq, nkv, D, max_len, p, log2_theta, scale, qkv,                                        \
+                   kv + (kvo + LAYER * kvl) * (kvdt == TL_DT_F32 ? 4 : 2), kvdt, att, lm, red);               \
         STAMP(3);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
         STAMP(4);                                                                                             \
         if (DEC_PHASES & 4) {                                                                                 \
             stage(att, 0, eps, dim, lm, red);                                                                 \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
-            products(FMT, Wo, Do, dim, dim, lm, xq, xs, vx, 1, 0, red);                                       \
+            products(FMT, W_AT(FMT, wo, dim, dim), D_AT(FMT, dwo, dim, dim), dim, dim, lm, xq, xs, vx, 1, 0,   \
+                     red);                                                                                    \
         }                                                                                                     \
         STAMP(5);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
         STAMP(6);                                                                                             \
         if (DEC_PHASES & 8) {                                                                                 \
-            stage(vx, mlp_norm + l * dim, eps, dim, lm, red);                                                 \
+            stage(vx, mlp_norm + LAYER * dim, eps, dim, lm, red);                                             \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
-            products(FMT, W13, D13, hidden, dim, lm, xq, xs, g, 0, 1, red);                                   \
+            products(FMT, W_AT(FMT, w13, 2 * hidden, dim), D_AT(FMT, d13, 2 * hidden, dim), hidden, dim, lm, \
+                     xq, xs, g, 0, 1, red);                                                                   \
         }                                                                                                     \
-        budget = DEC_PFB;                            /* a team done with its rows: w2 meanwhile */            \
-        prefetch_matrix(FMT, W2, D2, dim, hidden, &budget);                                                   \
         STAMP(7);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
         STAMP(8);                                                                                             \
         if (DEC_PHASES & 16) {                                                                                \
             stage(g, 0, eps, hidden, lm, red);                                                                \
             if (FMT >= DEC_Q4_0) stage_q8(hidden, lm, xq, xs);                                                \
-            products(FMT, W2, D2, dim, hidden, lm, xq, xs, vx, 1, 0, red);                                    \
+            products(FMT, W_AT(FMT, w2, dim, hidden), D_AT(FMT, d2, dim, hidden), dim, hidden, lm, xq, xs, vx, \
+                     1, 0, red);                                                                              \
         }                                                                                                     \
         STAMP(9);                                                                                             \
-        if (l + 1 < nl) {                            /* the next layer's q|k|v meanwhile, then x is whole */  \
-            budget = DEC_PFB;                                                                                 \
-            prefetch_matrix(FMT, Wqkv + W_STRIDE(FMT, nqkv, dim), Dqkv + D_STRIDE(FMT, nqkv, dim), nqkv, dim, &budget); \
-            grid_sync(bar, nwg);                                                                              \
-        }                                                                                                     \
+        if (l + 1 < nl) grid_sync(bar, nwg);         /* x whole before the next layer stages it */            \
     }                                                                                                         \
     STAMP(11);                                                                                                \
 }

@@ -64,7 +64,7 @@ def test_layer_matches_reference_and_six_launches(fmt):
         a, b = a.float().numpy()[:, :len(tokens)], b.float().numpy()[:, :len(tokens)]
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * np.abs(b).max())
     bar = tlgpu._C._decode_barrier()
-    assert bar["count"] == 0 and bar["gave_up"] == 0
+    assert bar["count"] & 0x7fffffff == 0 and bar["gave_up"] == 0   # the top bit flips a barrier
 
 
 @pytest.mark.parametrize("fmt", ["float32", "q4_0"])
@@ -134,7 +134,7 @@ def test_layer_groups_same_bits():
         before = tlgpu._C._decode_barrier()
         runs.append(logits(model, tokens))
         after = tlgpu._C._decode_barrier()
-        assert after["count"] == 0 and after["gave_up"] == 0
+        assert after["count"] & 0x7fffffff == 0 and after["gave_up"] == 0
         if g != 1:                                       # 4 a layer and 1 between layers
             assert (after["generation"] - before["generation"]) % 2 ** 32 == (5 * CFG.n_layers - 1) * len(tokens)
     assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])

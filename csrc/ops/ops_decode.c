@@ -252,8 +252,9 @@ done:
     return ret;
 }
 
-/* _decode_barrier(): the grid barrier's words (count, generation, gave_up) after a sync: count 0 between
- * launches, the generation advanced by 4 a launch of more than one work-group, gave_up 1 if a spin gave up;
+/* _decode_barrier(): the grid barrier's words (count, generation, gave_up) after a sync: count's low 31 bits 0
+ * between launches (its top bit flips at each barrier), the generation advanced by 5 a layer less 1 (4 in a
+ * layer, 1 between two) a launch of more than one work-group, gave_up 1 if a spin gave up;
  * and the newest launch's work-groups, local size and the kernel's largest (its registers' bound). */
 static PyObject *
 fn_decode_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
