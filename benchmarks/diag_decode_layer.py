@@ -8,7 +8,9 @@ times the phases inside the kernel instead (NVIDIA; the program built with -DDEC
 phase's end and after each grid barrier): eight distinct medium layers run in turn (as in a decode step: the
 weights do not stay in L2; "+" joins build options in a case, e.g. "0:-DDEC_UQ=4+-DDEC_UF=8"), and the
 last launch's stamps give, in us from the first work-group's start, the
-median over repeats of the slowest work-group's end of each phase and of each barrier, at positions DIAG_POS.
+median over repeats of the slowest work-group's end of each phase and of each barrier, at positions DIAG_POS,
+and the launch's whole time; DIAG_STACKED=stacked runs the eight layers in one launch (decode_layer_(...,
+layers=8)) and gives the last layer's phases.
 DIAG_FORCED="<model> ..." (tiny, medium): teacher-forced decode of bench_decode's model, Decoder(fuse="layer")
 against the six-launch step on the same tokens, per format (DIAG_FMTS): the largest logits difference relative
 to the largest logit, and how often and by how much the two argmaxes differ."""
@@ -76,12 +78,27 @@ print(f"groups={g} {fmt}: {best * 1e6:.1f} us a layer (dim {dim}, hidden {hid}, 
 STAMPS = SETUP + r'''
 layers = [layer() for _ in range(8)]
 names = ["qkv", "bar1", "attn", "bar2", "wo", "bar3", "w13", "bar4", "w2"]
+stacked = len(sys.argv) > 4 and sys.argv[4] == "stacked"
+if stacked:                                          # the 8 layers in one launch: stacked arguments
+    def cat(ws):
+        if quant.is_quantized(ws[0]):
+            return type(ws[0]).from_bytes(b"".join(w.to_bytes() for w in ws), (sum(w.shape[0] for w in ws), ws[0].shape[1]))
+        return tlgpu.stack(ws)
+    st8 = [cat([ws[i] for ws in layers]) for i in range(4)]
+    kv8, n18, n28 = tlgpu.stack([kv] * 8), tlgpu.stack([n1] * 8), tlgpu.stack([n2] * 8)
+    del layers[1:]
 for pos in [int(p) for p in sys.argv[3].split(",")]:
-    rows = []
+    rows, whole = [], []
     for rep in range(12):
-        for ws in layers:
-            tlgpu.decode_layer_(x, pos, kv, n1, ws[0], ws[1], n2, ws[2], ws[3], nq, groups=g)
-        st = np.array(tlgpu._C._decode_stamps(), dtype=np.uint32)[:, :10]
+        if stacked:
+            tlgpu.decode_layer_(x, pos, kv8, n18, st8[0], st8[1], n28, st8[2], st8[3], nq, groups=g, layers=8)
+        else:
+            for ws in layers:
+                tlgpu.decode_layer_(x, pos, kv, n1, ws[0], ws[1], n2, ws[2], ws[3], nq, groups=g)
+        st = np.array(tlgpu._C._decode_stamps(), dtype=np.uint32)
+        if rep >= 2:
+            whole.append((st[:, 11] - st[:, 10].min()).astype(np.int64).max() / 1e3)
+        st = st[:, :10]
         if rep >= 2:
             rel = (st - st[:, :1].min()).astype(np.int64)  # uint32 differences: the stamps lie within a few ms
             ends = rel.max(axis=0)
@@ -89,8 +106,9 @@ for pos in [int(p) for p in sys.argv[3].split(",")]:
     r = np.median(np.array(rows), axis=0)
     bar = tlgpu._C._decode_barrier()
     print(f"groups={bar['groups']} x {bar['local_size']} {fmt} pos {pos}: start spread {r[0]:.2f} us; " +
-          " ".join(f"{n} {v:.2f}" for n, v in zip(names, r[1:])) + f"; total {r.sum():.2f} us; gave_up "
-          f"{bar['gave_up']}", flush=True)
+          " ".join(f"{n} {v:.2f}" for n, v in zip(names, r[1:])) + f"; total {r.sum():.2f} us; the launch "
+          f"{np.median(whole):.2f} us ({'8 layers' if stacked else 'the last of 8'}); gave_up {bar['gave_up']}",
+          flush=True)
 '''
 
 FORCED = r'''
@@ -125,8 +143,8 @@ if __name__ == "__main__" and os.environ.get("DIAG_STAMPS"):
         for fmt in os.environ.get("DIAG_FMTS", "q4_0 float16").split():
             env = dict(os.environ, TLGPU_BUILD_OPTIONS=("-DDEC_STAMPS=1 " + opts.replace("+", " ")).strip())
             pos = ",".join(os.environ.get("DIAG_POS", "40").split())
-            r = subprocess.run([sys.executable, "-c", STAMPS, g, fmt, pos], env=env, capture_output=True, text=True,
-                               timeout=300)
+            r = subprocess.run([sys.executable, "-c", STAMPS, g, fmt, pos] + os.environ.get("DIAG_STACKED", "").split(),
+                               env=env, capture_output=True, text=True, timeout=300)
             print(f"[{case} {fmt}] rc={r.returncode}", r.stdout.strip(), r.stderr.strip()[-300:], flush=True)
 
 if __name__ == "__main__" and os.environ.get("DIAG_TIME"):

@@ -18,7 +18,7 @@ device tensor), keys and values in one cache tensor: 6 launches per layer, 2 mor
 id is a kernel argument too); Decoder(fuse=False) is the 9 + 3 of separate norms and silu_mul (q4_0 / q8_0
 weights: 9 + 3 either way for now, their products take no norm yet). --mode device keeps the
 token and the position on the device as int32 tensors the kernels read (no host read per token); --mode jit
-also replays that step through tlgpu.jit (docs/jit.md). --layer runs each layer as one launch
+also replays that step through tlgpu.jit (docs/jit.md). --layer runs every layer and the head as one launch
 (tlgpu.decode_layer_, Decoder(fuse="layer"): docs/inference.md). The runs must produce identical tokens
 (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
@@ -101,6 +101,11 @@ def rounded(weights, dtype):
 # llama.cpp's tensor names (blk.N.<name>.weight) for this decoder's weights
 GGUF_NAMES = {"attn_norm": "attn_norm", "wq": "attn_q", "wk": "attn_k", "wv": "attn_v", "wo": "attn_output",
               "mlp_norm": "ffn_norm", "w1": "ffn_gate", "w3": "ffn_up", "w2": "ffn_down"}
+
+
+def _format(w):
+    """A matrix's weight format: a quantized kind or a dtype's name."""
+    return w.KIND if quant.is_quantized(w) else w.dtype.name
 
 
 class Decoder:
@@ -249,17 +254,18 @@ class Decoder:
         hd = c.head_dim
         x = self.embedding(token)                                        # (1, dim); the id a kernel argument
         nq, nkv = c.n_heads, c.n_kv_heads
-        if self._fuse == "layer" and self.layers_per_launch == 1:       # a launch a layer (kernels/decode.cl)
+        if self._fuse == "layer" and self.layers_per_launch == 1:       # a launch a layer, the head apart
             for i, lw in enumerate(self.layers):
                 tlgpu.decode_layer_(x, pos, self.kv[i], lw["attn_norm"], lw["wqkv"], lw["wo"], lw["mlp_norm"],
                                     lw["w13"], lw["w2"], nq, eps=c.eps, theta=c.theta, groups=self.groups)
             return self.norm_linear(x, self.norm, self.out)
-        if self._fuse == "layer":                                        # every layer in one launch
-            if self.layers:
-                s = self.stacked()
-                tlgpu.decode_layer_(x, pos, self.kv_all, s["attn_norm"], s["wqkv"], s["wo"], s["mlp_norm"], s["w13"],
-                                    s["w2"], nq, eps=c.eps, theta=c.theta, groups=self.groups, layers=len(self.layers))
-            return self.norm_linear(x, self.norm, self.out)
+        if self._fuse == "layer" and self.layers:                       # every layer and the head in one launch
+            s = self.stacked()
+            head = {"head_norm": self.norm, "head": self.out} if _format(self.out) == _format(s["wqkv"]) else {}
+            y = tlgpu.decode_layer_(x, pos, self.kv_all, s["attn_norm"], s["wqkv"], s["wo"], s["mlp_norm"], s["w13"],
+                                    s["w2"], nq, eps=c.eps, theta=c.theta, groups=self.groups, layers=len(self.layers),
+                                    **head)
+            return y if head else self.norm_linear(x, self.norm, self.out)
         for i, lw in enumerate(self.layers):
             qkv = self.norm_linear(x, lw["attn_norm"], lw["wqkv"]).reshape(nq + 2 * nkv, hd)   # q, k, v heads
             tlgpu.rope_kv_write(qkv, self.kv[i], pos, nq, theta=c.theta)       # q, k rotated; k, v cached
@@ -440,7 +446,7 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="bfloat16 weights (bfloat16 KV cache)")
     ap.add_argument("--kv", choices=("float32", "float16", "bfloat16"), help="the KV cache's dtype")
     ap.add_argument("--unfused", action="store_true", help="separate rms_norm / silu_mul launches (9 a layer)")
-    ap.add_argument("--layer", action="store_true", help="a launch a layer (tlgpu.decode_layer_)")
+    ap.add_argument("--layer", action="store_true", help="the layers and the head in one launch (tlgpu.decode_layer_)")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mode", choices=("sync", "device", "jit"), default="sync",
@@ -463,7 +469,7 @@ def main():
     print(f"weights: {model.dtype}, {model.weight_bytes / 1e6:.2f} MB, KV cache {model.kv_dtype.name}; "
           f"{a.runs} runs identical; "
           f"mode {a.mode}; {launches_per_token(model)} launches a token "
-          f"({'a launch a layer' if a.layer else 'unfused' if a.unfused else 'fused'})")
+          f"({'one launch' if a.layer else 'unfused' if a.unfused else 'fused'})")
     print(f"tokens: {tokens}")
     print(f"{tps:.1f} tokens/s (best run)")
 

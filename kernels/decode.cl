@@ -455,7 +455,8 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
      global const uint4 *wqkv, global const half *dqkv, global const uint4 *wo, global const half *dwo,       \
      global const uint4 *w13, global const half *d13, global const uint4 *w2, global const half *d2,          \
      global uchar *kv, int kvdt, global const int *pbuf, int offp, int pos0, global float *scr,               \
-     global uint *bar, local float4 *lm4, local float *red, int nl, int kvo)                                  \
+     global uint *bar, local float4 *lm4, local float *red, int nl, int kvo, global const float *head_norm,   \
+     global const uint4 *head, global const half *dhead, global float *logits, int vocab)                     \
 {                                                                                                             \
     local int lcur;                                                                                           \
     const uint nwg = get_num_groups(0);                                                                       \
@@ -511,7 +512,12 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
                      1, 0, red);                                                                              \
         }                                                                                                     \
         STAMP(9);                                                                                             \
-        if (l + 1 < nl) grid_sync(bar, nwg);         /* x whole before the next layer stages it */            \
+        if (l + 1 < nl || vocab > 0) grid_sync(bar, nwg);   /* x whole before it is staged again */        \
+    }                                                                                                         \
+    if (vocab > 0) {                                 /* the head: logits = head @ rms_norm(x) * head_norm */  \
+        stage(vx, head_norm, eps, dim, lm, red);                                                              \
+        if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
+        products(FMT, head, dhead, vocab, dim, lm, xq, xs, logits, 0, 0, red);                                \
     }                                                                                                         \
     STAMP(11);                                                                                                \
 }

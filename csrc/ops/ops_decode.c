@@ -11,6 +11,7 @@
 #include "autograd.h"
 #include "cl_runtime.h"
 #include "settings.h"
+#include <limits.h>
 #include <math.h>
 
 enum { F_F32, F_F16, F_BF16, F_Q4_0, F_Q8_0, NFMT };
@@ -118,20 +119,23 @@ vector_arg(PyObject *o, const char *name, int n, tl_tensor **t)
  * layers=1): x (dim,) or (1, dim) float32 updated in place; kv (2 * Hkv, max_len, D) keys then values, written
  * at pos; wqkv ((n_heads + 2 Hkv) D, dim), wo (dim, dim), w13 (2 hidden, dim), w2 (dim, hidden). layers=L runs L
  * layers in the one launch, each argument then L of them stacked: kv (L, 2 * Hkv, max_len, D), the norms (L,
- * dim), each matrix (L * N, K) (a Tensor also (L, N, K)). Returns x. */
+ * dim), each matrix (L * N, K) (a Tensor also (L, N, K)). Returns x; with head (vocab, dim) of the same format and
+ * head_norm (dim,): after the last layer the launch also computes logits = head @ (rms_norm(x) * head_norm) and
+ * returns them, (1, vocab) float32. */
 static PyObject *
 fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"x", "pos", "kv", "attn_norm", "wqkv", "wo", "mlp_norm", "w13", "w2", "n_heads", "eps",
-                          "theta", "groups", "layers", NULL};
-    PyObject *xo, *po, *ko, *ano, *mno, *wob[4];
+                          "theta", "groups", "layers", "head_norm", "head", NULL};
+    PyObject *xo, *po, *ko, *ano, *mno, *wob[4], *hno = Py_None, *hwo = Py_None;
     int nq = 0, groups = 0, nl = 1;
     double eps = 1e-5, theta = 10000.0;
     Py_ssize_t pos0 = 0;
-    tl_tensor *x, *kv, *an, *mn, *pt = NULL, *w[4] = {NULL}, *d[4] = {NULL}, *scr = NULL;
+    tl_tensor *x, *kv, *an, *mn, *hn = NULL, *pt = NULL, *w[5] = {NULL}, *d[5] = {NULL}, *scr = NULL, *lg = NULL;
     PyObject *ret = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddii:decode_layer_", kwl, &xo, &po, &ko, &ano, &wob[0],
-                                     &wob[1], &mno, &wob[2], &wob[3], &nq, &eps, &theta, &groups, &nl))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddiiOO:decode_layer_", kwl, &xo, &po, &ko, &ano,
+                                     &wob[0], &wob[1], &mno, &wob[2], &wob[3], &nq, &eps, &theta, &groups, &nl, &hno,
+                                     &hwo))
         return NULL;
     if (tl_want_tensor("decode_layer_", xo, &x) < 0 || tl_want_tensor("decode_layer_", ko, &kv) < 0 ||
         tl_device_scalar("decode_layer_", "pos", po, &pt, &pos0) < 0)
@@ -178,6 +182,25 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     static const char *const wn[4] = {"wqkv", "wo", "w13", "w2"};
     for (int i = 0; i < 4; i++)
         if (weight_arrays(wob[i], wn[i], f, nl, NS[i], KS[i], &w[i], &d[i]) < 0) goto done;
+    int vocab = 0;                                       /* the head's rows (0: none) */
+    if ((hwo == Py_None) != (hno == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "decode_layer_: head and head_norm go together");
+        goto done;
+    }
+    if (hwo != Py_None) {
+        PyObject *sh = PyObject_GetAttrString(hwo, "shape"), *n0 = sh != NULL ? PySequence_GetItem(sh, 0) : NULL;
+        long nv0 = n0 != NULL ? PyLong_AsLong(n0) : 0;
+        Py_XDECREF(sh);
+        Py_XDECREF(n0);
+        PyErr_Clear();
+        if (nv0 <= 0 || nv0 > INT_MAX) {
+            PyErr_Format(PyExc_ValueError, "decode_layer_: head must be a (vocab, %d) matrix", dim);
+            goto done;
+        }
+        vocab = (int)nv0;
+        if (weight_arrays(hwo, "head", f, 1, vocab, dim, &w[4], &d[4]) < 0 || vector_arg(hno, "head_norm", dim, &hn) < 0)
+            goto done;
+    }
     if (vector_arg(xo, "x", dim, &x) < 0 || vector_arg(ano, "attn_norm", nl * dim, &an) < 0 ||
         vector_arg(mno, "mlp_norm", nl * dim, &mn) < 0 || tl_check_inplace("decode_layer_", x) < 0 ||
         tl_check_inplace("decode_layer_", kv) < 0)
@@ -219,36 +242,48 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         }
     }
     Py_ssize_t ns = (Py_ssize_t)nqkv + dim + hidden;
-    if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL) goto done;
-    if (x->storage == NULL) { ret = Py_NewRef(xo); goto done; }
+    const Py_ssize_t lsh[2] = {1, vocab};
+    if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL || (vocab > 0 && (lg = tl_tensor_empty(TL_F32, 2, lsh)) == NULL))
+        goto done;
+    if (x->storage == NULL) { ret = Py_NewRef(lg != NULL ? (PyObject *)lg : xo); goto done; }
     float feps = (float)eps, lt = (float)log2(theta), scale = (float)(1.0 / sqrt((double)D));
     int kvdt = kv->dtype, kvo = (int)kv->offset, offp = pt != NULL ? (int)pt->offset : 0, p0 = (int)pos0;
-    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL, dm[4];
+    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL, dm[5], wm4 = NULL, hnm = NULL, lgm = NULL;
     for (int i = 0; i < 4; i++) dm[i] = (d[i] != NULL ? d[i] : w[i])->storage->mem;   /* float formats: unread */
-    const size_t sz[31] = {I, I, I, I, I, I, F, F, F, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, I, Mm, I, I, Mm,
-                           Mm, lm * F, L * F, I, I};
-    const void *v[31] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem, &an->storage->mem,
+    if (vocab > 0) {                                     /* no head: unread NULLs */
+        wm4 = w[4]->storage->mem;
+        dm[4] = (d[4] != NULL ? d[4] : w[4])->storage->mem;
+        hnm = hn->storage->mem;
+        lgm = lg->storage->mem;
+    } else {
+        dm[4] = NULL;
+    }
+    const size_t sz[36] = {I, I, I, I, I, I, F, F, F, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, I, Mm, I, I, Mm,
+                           Mm, lm * F, L * F, I, I, Mm, Mm, Mm, Mm, I};
+    const void *v[36] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem, &an->storage->mem,
                          &mn->storage->mem, &w[0]->storage->mem, &dm[0], &w[1]->storage->mem, &dm[1],
                          &w[2]->storage->mem, &dm[2], &w[3]->storage->mem, &dm[3], &kv->storage->mem, &kvdt, &pmem,
-                         &offp, &p0, &scr->storage->mem, &bar_mem, NULL, NULL, &nl, &kvo};
-    tl_storage *st[15] = {x->storage, kv->storage, scr->storage, an->storage, mn->storage,
-                          pt != NULL ? pt->storage : NULL};
-    for (int i = 0; i < 4; i++) {
-        st[6 + 2 * i] = w[i]->storage;
-        st[7 + 2 * i] = d[i] != NULL ? d[i]->storage : NULL;
+                         &offp, &p0, &scr->storage->mem, &bar_mem, NULL, NULL, &nl, &kvo, &hnm, &wm4, &dm[4], &lgm,
+                         &vocab};
+    tl_storage *st[18] = {x->storage, kv->storage, scr->storage, lg != NULL ? lg->storage : NULL, an->storage,
+                          mn->storage, pt != NULL ? pt->storage : NULL, hn != NULL ? hn->storage : NULL};
+    for (int i = 0; i < 5; i++) {
+        st[8 + 2 * i] = w[i] != NULL ? w[i]->storage : NULL;
+        st[9 + 2 * i] = d[i] != NULL ? d[i]->storage : NULL;
     }
     size_t gws = nwg * L;
     last_groups = nwg;
     last_local = L;
     last_kmax = kmax;
-    if (tl_set_args(kh->k, 0, 31, sz, v) < 0) goto done;
-    if (tl_stream_launch(kh->k, 1, &gws, &L, st, 14, 7u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
+    if (tl_set_args(kh->k, 0, 36, sz, v) < 0) goto done;
+    if (tl_stream_launch(kh->k, 1, &gws, &L, st, 18, 15u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
     tl_mark_write(x, "decode_layer_");
     tl_mark_write(kv, "decode_layer_");
-    ret = Py_NewRef(xo);
+    ret = Py_NewRef(lg != NULL ? (PyObject *)lg : xo);
 done:
-    for (int i = 0; i < 4; i++) { Py_XDECREF(w[i]); Py_XDECREF(d[i]); }
+    for (int i = 0; i < 5; i++) { Py_XDECREF(w[i]); Py_XDECREF(d[i]); }
     Py_XDECREF(scr);
+    Py_XDECREF(lg);
     return ret;
 }
 
@@ -304,8 +339,8 @@ fn_decode_stamps(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 static const PyMethodDef decode_functions[] = {
     {"decode_layer_", (PyCFunction)(void (*)(void))fn_decode_layer, METH_VARARGS | METH_KEYWORDS,
      "decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, "
-     "groups=0, layers=1): llama-style decoder layers of a decode step in one launch (layers > 1: each argument "
-     "stacked); x updated in place"},
+     "groups=0, layers=1, head_norm=None, head=None): llama-style decoder layers of a decode step in one launch "
+     "(layers > 1: each argument stacked); x updated in place; returns x, or with head the logits (1, vocab)"},
     {"_decode_barrier", fn_decode_barrier, METH_NOARGS, "_decode_barrier(): decode_layer_'s grid barrier words"},
     {"_decode_stamps", fn_decode_stamps, METH_NOARGS, "_decode_stamps(): the newest launch's phase stamps (diagnostic)"},
     {NULL, NULL, 0, NULL},
