@@ -1,4 +1,4 @@
-/* decode.cl: one decoder layer of a decode step (one token) in one launch (tlgpu.decode_layer_, issue 27):
+/* decode.cl: the decoder layers of a decode step (one token) in one launch (tlgpu.decode_layer_, issue 27):
  *   x += wo @ attention(rope(wqkv @ rms_norm(x))),  x += w2 @ (silu(w1 @ h) * (w3 @ h)), h = rms_norm(x),
  * the steps tiny_decoder.Decoder.step takes in six launches (rms_norm_linear, rope_kv_write, attention, addmm,
  * rms_norm_linear, silu_mul_linear). The launches, not the bytes, bound a decode step on NVIDIA's OpenCL (6.4 us
@@ -11,6 +11,9 @@
  *   3. x += wo @ att;
  *   4. h = rms_norm(x) * mlp_norm; g[n] = silu(w1[n] . h) * (w3[n] . h) (rows n and hidden + n of w13);
  *   5. x += w2 @ g.
+ * With nl > 1 the launch runs nl layers in turn (their arguments stacked: layer l's matrices, norms and cache
+ * l strides on from the first), a grid barrier after each; with vocab > 0 it ends with the head, logits = head @
+ * (rms_norm(x) * head_norm), as phase 1's product.
  * Products: a team takes one weight row at a time, two where the rows outnumber the teams; lane l of the team
  * reads column groups l, l + TS, ... (16-byte loads: 4 float32, 8 half, one q4_0 block's 16 quant bytes, half of
  * a q8_0 block's) against the activations in local memory (for q4_0 / q8_0 rounded to int8 blocks, as the
@@ -430,11 +433,13 @@ DEC_UNROLL(4)
     LBAR(CLK_LOCAL_MEM_FENCE);
 }
 
-/* x (dim floats) is updated in place. scr: (nq + 2 nkv) * D + dim + hidden floats (qkv, att, g). bar: 4 words,
- * zero at first use (the barrier leaves them as it found them but for the generation bar[1]), then 16 stamps a
- * work-group (DEC_STAMPS). lm: max(dim, hidden, 2 D + max_len) floats rounded up to float4s, and for q4_0 / q8_0
- * 10 words a block of 32 of max(dim, hidden) (x's int8 blocks and scales); red: L floats. Position p =
- * pbuf[offp] + pos0 (pbuf NULL: pos0). */
+/* x (dim floats) is updated in place; logits (vocab floats, vocab > 0) written. scr: (nq + 2 nkv) * D + dim +
+ * hidden floats (qkv, att, g). bar: 4 words, zero at first use (the barrier leaves bar[0]'s low 31 bits as it
+ * found them, its top bit flipped a barrier, and advances the generation bar[1]), then 16 stamps a work-group
+ * (DEC_STAMPS: 0-9 the last layer's phases, 10 and 11 the launch's start and end). lm: max(dim, hidden, 2 D +
+ * max_len) floats rounded up to float4s, and for q4_0 / q8_0 10 words a block of 32 of max(dim, hidden) (x's int8
+ * blocks and scales); red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0); the cache starts kvo
+ * elements into kv. */
 #ifdef DEC_WG                                        /* a fixed local size: NVIDIA then fits the registers */
 #define DEC_ATTR __attribute__((reqd_work_group_size(DEC_WG, 1, 1)))
 #else
