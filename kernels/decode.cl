@@ -517,7 +517,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
                      1, 0, red);                                                                              \
         }                                                                                                     \
         STAMP(9);                                                                                             \
-        if (l + 1 < nl || vocab > 0) grid_sync(bar, nwg);   /* x whole before it is staged again */        \
+        if (l + 1 < nl || vocab > 0) grid_sync(bar, nwg);   /* x whole before it is staged again */           \
     }                                                                                                         \
     if (vocab > 0) {                                 /* the head: logits = head @ rms_norm(x) * head_norm */  \
         stage(vx, head_norm, eps, dim, lm, red);                                                              \

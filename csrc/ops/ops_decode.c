@@ -176,6 +176,9 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         return PyErr_Format(PyExc_ValueError, "decode_layer_: w13 must be (2 * hidden, %d) with hidden a positive "
                             "multiple of 32", dim);
     if (!(theta > 0.0) || !isfinite(theta)) return PyErr_Format(PyExc_ValueError, "decode_layer_: bad theta");
+    if (kv->offset > INT_MAX)
+        return PyErr_Format(PyExc_ValueError, "decode_layer_: kv starts %zd elements into its storage; at most %d",
+                            kv->offset, INT_MAX);
     if (pt == NULL && (pos0 < 0 || pos0 >= ML))
         return PyErr_Format(PyExc_IndexError, "decode_layer_: position %zd outside the cache's max_len %d", pos0, ML);
     const int NS[4] = {nqkv, dim, 2 * hidden, dim}, KS[4] = {dim, dim, dim, hidden};
