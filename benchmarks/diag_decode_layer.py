@@ -81,9 +81,7 @@ names = ["qkv", "bar1", "attn", "bar2", "wo", "bar3", "w13", "bar4", "w2"]
 stacked = len(sys.argv) > 4 and sys.argv[4] == "stacked"
 if stacked:                                          # the 8 layers in one launch: stacked arguments
     def cat(ws):
-        if quant.is_quantized(ws[0]):
-            return type(ws[0]).from_bytes(b"".join(w.to_bytes() for w in ws), (sum(w.shape[0] for w in ws), ws[0].shape[1]))
-        return tlgpu.stack(ws)
+        return type(ws[0]).cat_rows(ws) if quant.is_quantized(ws[0]) else tlgpu.stack(ws)
     st8 = [cat([ws[i] for ws in layers]) for i in range(4)]
     kv8, n18, n28 = tlgpu.stack([kv] * 8), tlgpu.stack([n1] * 8), tlgpu.stack([n2] * 8)
     del layers[1:]

@@ -159,8 +159,7 @@ class Decoder:
         def rows(*ws):                                       # [w1; w2; ...] along rows
             if not quant.is_quantized(ws[0]):                # F16 / BF16 matrices stay half (one dtype: kept)
                 return tlgpu.cat(list(ws) if len({x.dtype for x in ws}) == 1 else [x.float() for x in ws], 0)
-            shape = (sum(x.shape[0] for x in ws), ws[0].shape[1])
-            return type(ws[0]).from_bytes(b"".join(x.to_bytes() for x in ws), shape)
+            return type(ws[0]).cat_rows(ws)
         layers = [{"attn_norm": w(i, "attn_norm").float(), "mlp_norm": w(i, "mlp_norm").float(),
                    "wqkv": rows(w(i, "wq"), w(i, "wk"), w(i, "wv")), "wo": rows(w(i, "wo")),
                    "w13": rows(w(i, "w1"), w(i, "w3")), "w2": rows(w(i, "w2"))} for i in range(cfg.n_layers)]
@@ -200,10 +199,7 @@ class Decoder:
         them along rows (a copy, made at the first use: the layer mode holds the layers' matrices twice)."""
         if getattr(self, "_stack", None) is None:
             def cat(ws):
-                if quant.is_quantized(ws[0]):
-                    return type(ws[0]).from_bytes(b"".join(x.to_bytes() for x in ws),
-                                                  (sum(x.shape[0] for x in ws), ws[0].shape[1]))
-                return tlgpu.stack(ws)
+                return type(ws[0]).cat_rows(ws) if quant.is_quantized(ws[0]) else tlgpu.stack(ws)
             self._stack = {k: cat([lw[k] for lw in self.layers])
                            for k in ("attn_norm", "mlp_norm", "wqkv", "wo", "w13", "w2")}
         return self._stack

@@ -77,6 +77,25 @@ def test_device_roundtrip_and_bytes(rng):
         quant.quantize_q8_0(np.ones((2, 48), np.float32))
 
 
+@pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
+def test_cat_rows(rng, kind):
+    """cat_rows joins matrices' rows on the device (even block counts) or through the host (an odd one): the
+    bytes of the matrices one after the other, either way."""
+    q = {"q4_0": quant.quantize_q4_0, "q8_0": quant.quantize_q8_0}[kind]
+    for rows in ([4, 6, 2], [3, 5, 2]):                  # 2 blocks a row: even; odd rows * 1 block: the host
+        k = 64 if rows[0] % 2 == 0 else 32
+        mats = [q(weights(rng, n, k)) for n in rows]
+        out = type(mats[0]).cat_rows(mats)
+        assert out.shape == (sum(rows), k) and type(out) is type(mats[0])
+        assert out.to_bytes() == b"".join(m.to_bytes() for m in mats)
+        assert np.array_equal(out.dequantize().numpy(), np.concatenate([m.dequantize().numpy() for m in mats]))
+    other = quant.quantize_q8_0 if kind == "q4_0" else quant.quantize_q4_0
+    with pytest.raises(ValueError, match="one kind"):
+        type(mats[0]).cat_rows([mats[0], other(weights(rng, 2, 32))])
+    with pytest.raises(ValueError, match="one row length"):
+        type(mats[0]).cat_rows([mats[0], q(weights(rng, 2, 64))])
+
+
 @pytest.mark.parametrize("n,k", [(1, 32), (7, 64), (33, 1024)])
 def test_dequantize(rng, n, k):
     w = weights(rng, n, k)

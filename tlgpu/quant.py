@@ -130,6 +130,23 @@ class _Quantized:
         blocks = np.frombuffer(data, np.uint8).reshape(n, k // QK4_0, bb)
         return cls(blocks[..., 2:], blocks[..., :2].copy().view(np.float16)[..., 0], (n, k))
 
+    @classmethod
+    def cat_rows(cls, mats):
+        """One matrix of the rows of `mats` (all of this kind, one K) in order, built on the device: their qs and
+        d arrays joined (through the host when a matrix's block count is odd: its scales' last word is half
+        padding)."""
+        k = mats[0].shape[1]
+        if any(type(m) is not cls or m.shape[1] != k for m in mats):
+            raise ValueError(f"{cls.__name__}.cat_rows: matrices of one kind and one row length, got "
+                             f"{[(type(m).__name__, m.shape) for m in mats]}")
+        shape = (sum(m.shape[0] for m in mats), k)
+        if any(m.shape[0] * (k // QK4_0) % 2 for m in mats):
+            return cls.from_bytes(b"".join(m.to_bytes() for m in mats), shape)
+        out = cls.__new__(cls)
+        out.shape = shape
+        out.qs, out.d = (_C.cat([getattr(m, a) for m in mats], 0) for a in ("qs", "d"))
+        return out
+
     def __repr__(self):
         return f"{type(self).__name__}(shape={self.shape}, nbytes={self.nbytes})"
 
