@@ -97,12 +97,9 @@ def main():
             model = first = None
             for fz, mode in [(fz, mode) for fz in fusions for mode in ("sync", "device", "jit")]:
                 fuse = "layer" if fz == "layer1" else fz
-                td.Decoder.layers_per_launch = 1 if fz == "layer1" else 0
-                if model is not None:
-                    model.fuse = fuse                     # same weights; a new jitted step
                 l0 = tlgpu._C._cpu_blas()["launches"]
                 toks, tps, model = td.run(cfg, False, tokens, runs, mode=mode, fuse=fuse, model=model,
-                                          **FORMATS[fmt])
+                                          layers_per_launch=int(fz == "layer1"), **FORMATS[fmt])
                 per_tok = model.bytes_per_token()
                 floor_s = per_tok / bw
                 l1 = tlgpu._C._cpu_blas()["launches"]

@@ -110,7 +110,7 @@ def _format(w):
 
 class Decoder:
     groups = 0                                # decode_layer_'s work-groups (0: the device's choice)
-    layers_per_launch = 0                     # fuse="layer": decode_layer_'s layers a launch (0: all of them)
+    _layers_per_launch = 0
 
     def __init__(self, cfg, weights, q4=False, kind=None, dtype=None, kv_dtype=None, fuse=True):
         """numpy weights (make_weights); kind None (float32), "q4_0" or "q8_0" for the linear layers and the
@@ -217,6 +217,19 @@ class Decoder:
     def residual(self, r, x, w):
         """r + x @ w.T in one launch: the mul_mv kernel adds r as it stores."""
         return quant.addmm(r, x, w) if self.q4 else tlgpu.addmm(r, x, w.T)
+
+    @property
+    def layers_per_launch(self):
+        """fuse="layer": 0 runs every layer and the head in one launch, 1 a launch a layer with the head apart
+        (settable: a new jitted step)."""
+        return self._layers_per_launch
+
+    @layers_per_launch.setter
+    def layers_per_launch(self, n):
+        if n not in (0, 1):
+            raise ValueError(f"Decoder.layers_per_launch: 0 (all) or 1, got {n!r}")
+        self._layers_per_launch = n
+        self._jstep = tlgpu.jit(self.device_step)
 
     @property
     def fuse(self):
@@ -401,13 +414,18 @@ def dequantized(weights):
     return out
 
 
-def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None, dtype=None, kv_dtype=None, fuse=True, model=None):
+def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None, dtype=None, kv_dtype=None, fuse=True, model=None,
+        layers_per_launch=0):
     """mode: "sync" (a host read per token), "device" (token and position stay on the device) or "jit" (the
     device loop replayed through tlgpu.jit); kind: the weights' format (q4=True: "q4_0"), or dtype float16 /
-    bfloat16 (kv_dtype: the cache's, Decoder's default when None); fuse: Decoder's. model: a Decoder to reuse
-    (its weights and settings; the others are then ignored)."""
+    bfloat16 (kv_dtype: the cache's, Decoder's default when None); fuse, layers_per_launch: Decoder's. model: a
+    Decoder to reuse (its weights; fuse and layers_per_launch are set on it, the others ignored)."""
     if model is None:
         model = Decoder(cfg, make_weights(cfg, seed), q4=q4, kind=kind, dtype=dtype, kv_dtype=kv_dtype, fuse=fuse)
+    elif model.fuse != fuse:
+        model.fuse = fuse
+    if model.layers_per_launch != layers_per_launch:
+        model.layers_per_launch = layers_per_launch
     prompt = [1, 2, 3]
     kw = {"device": mode == "device", "jit": mode == "jit"}
     model.generate(prompt, 4, **kw)                                  # warm-up: kernel builds (and the trace)

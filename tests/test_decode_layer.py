@@ -78,21 +78,22 @@ def test_layer_device_loop_and_jit(fmt):
     assert model.generate(prompt, 4, device=True) == sync
     assert model.generate(prompt, 4, jit=True) == sync
     assert model.generate(prompt, 4, jit=True) == sync              # a replay
+    decode = {"float32": "tl_decode_layer_f32"}.get(fmt, f"tl_decode_layer_{fmt}")
+    cmds = model._jstep.commands()                   # the embedding, this launch, the position, the argmax
+    assert len(cmds) == 4 and cmds.count(decode) == 1, cmds
+    td.launches_per_token(model)                     # (CPU native products learn new buffers' pointers)
+    assert td.launches_per_token(model) == 4
     cfg0 = td.Config(**{**CFG.__dict__, "n_layers": 0})                # the embedding, head, argmax, position
     m0 = td.Decoder(cfg0, td.make_weights(cfg0, seed=2), fuse="layer", **FORMATS[fmt])
-    td.launches_per_token(m0)                            # CPU native products learn new buffers' pointers once
-    head = td.launches_per_token(m0)                                 # embedding, head, argmax, position
-    x = m0.embedding(1)
-    m0.norm_linear(x, m0.norm, m0.out)                               # (CPU native products: pointers learnt)
-    tlgpu.synchronize()
-    before = tlgpu.stream_stats()["enqueued"]
-    m0.norm_linear(x, m0.norm, m0.out)
-    norm_linear = tlgpu.stream_stats()["enqueued"] - before         # the head apart: 1 launch, quantized 2
-    assert td.launches_per_token(model) == 1 + head - norm_linear   # every layer and the head in one launch
-    model.layers_per_launch = 1
+    td.launches_per_token(m0)
+    head = td.launches_per_token(m0)
+    model.layers_per_launch = 1                       # a launch a layer, the head apart: a new trace
     assert model.generate(prompt, 4, jit=True) == sync
+    assert model._jstep.commands().count(decode) == CFG.n_layers
     td.launches_per_token(model)
     assert td.launches_per_token(model) == CFG.n_layers + head
+    with pytest.raises(ValueError, match="layers_per_launch"):
+        model.layers_per_launch = 2
 
 
 @pytest.mark.parametrize("fmt", list(FORMATS))
