@@ -93,8 +93,11 @@ weight_arrays(PyObject *o, const char *name, int f, int L, int N, int K, tl_tens
     if (!ok) {
         Py_CLEAR(*w);
         Py_CLEAR(*d);
-        PyErr_Format(PyExc_ValueError, "decode_layer_: %s must be a contiguous %s matrix (%d * %d, %d) from its "
-                     "first element", name, fmt_name[f], L, N, K);
+        char rows[48];
+        if (L > 1) snprintf(rows, sizeof rows, "%d * %d", L, N);
+        else snprintf(rows, sizeof rows, "%d", N);
+        PyErr_Format(PyExc_ValueError, "decode_layer_: %s must be a contiguous %s matrix (%s, %d) from its first "
+                     "element", name, fmt_name[f], rows, K);
         return -1;
     }
     return 0;
@@ -291,8 +294,8 @@ done:
 }
 
 /* _decode_barrier(): the grid barrier's words (count, generation, gave_up) after a sync: count's low 31 bits 0
- * between launches (its top bit flips at each barrier), the generation advanced by 5 a layer less 1 (4 in a
- * layer, 1 between two) a launch of more than one work-group, gave_up 1 if a spin gave up;
+ * between launches (its top bit flips at each barrier), the generation advanced by each barrier of a launch of
+ * more than one work-group (4 a layer, 1 between two layers, 1 before the head), gave_up 1 if a spin gave up;
  * and the newest launch's work-groups, local size and the kernel's largest (its registers' bound). */
 static PyObject *
 fn_decode_barrier(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
