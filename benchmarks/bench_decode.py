@@ -7,7 +7,11 @@ The floor is the weight bytes one token reads (every linear layer and the head o
 row) divided by the device's copy bandwidth measured in the same run (tlgpu._C._bench_raw(2, n, iters):
 a read+write copy kernel over 64 MiB, counted as 8 bytes per element). `pct_of_floor` = floor time /
 measured time per token: 100 % would be a decoder limited only by reading its weights. Prefill: the time
-to feed a --prompt-token prompt in one pass (Decoder.prefill: GEMMs over all rows, causal attention). Models: tiny
+to feed a --prompt-token prompt in one pass (Decoder.prefill: GEMMs over all rows, causal attention).
+ms_per_token is a whole generate() (a 3-token prompt's pass, the reset, 32 steps, the final read) over its
+steps, as earlier sessions reported it; step_ms is a decode step alone, (generate(2 n) - generate(n)) / n
+(tiny_decoder.step_seconds: the prompt's pass and the read cancel; llama-bench's tg counts the same), and
+step_pct_of_floor its share of the floor. Models: tiny
 (dim 256, 4 layers, 8 heads / 2 KV heads, vocab 1000; the default everywhere) and medium (dim 2048,
 8 layers, 16 / 4 heads, hidden 5632, vocab 32000, 1.7 GB float32; the default on GPUs too). On CPU devices with
 the BLAS path (docs/cpu.md) each model runs with it and without it (the OpenCL GEMM kernels) in the same run;
@@ -85,7 +89,7 @@ def main():
     modes = [True, False] if dev.type == "cpu" and tlgpu._C._cpu_blas()["loaded"] else [None]
     for name in models:
         cfg = MODELS[name]
-        cfg.max_len = max(cfg.max_len, tokens + 8, args.prompt)
+        cfg.max_len = max(cfg.max_len, 2 * tokens + 8, args.prompt)
         fusions = {"both": (True, False), "fused": (True,), "unfused": (False,), "layer": ("layer",),
                    "fused+layer": (True, "layer"), "all": (True, False, "layer", "layer1"), "layer1": ("layer1",),
                    "layer+layer1": ("layer", "layer1"), "fused+layer+layer1": (True, "layer", "layer1")}[args.fusion]
@@ -100,6 +104,7 @@ def main():
                 l0 = tlgpu._C._cpu_blas()["launches"]
                 toks, tps, model = td.run(cfg, False, tokens, runs, mode=mode, fuse=fuse, model=model,
                                           layers_per_launch=int(fz == "layer1"), **FORMATS[fmt])
+                step = td.step_seconds(model, tokens, runs, mode)
                 per_tok = model.bytes_per_token()
                 floor_s = per_tok / bw
                 l1 = tlgpu._C._cpu_blas()["launches"]
@@ -115,6 +120,7 @@ def main():
                              "tokens_per_s": round(tps, 1),
                              "ms_per_token": round(1e3 / tps, 3), "MB_per_token": round(per_tok / 1e6, 2),
                              "floor_ms": round(1e3 * floor_s, 3), "pct_of_floor": round(100 * floor_s * tps, 1),
+                             "step_ms": round(1e3 * step, 3), "step_pct_of_floor": round(100 * floor_s / step, 1),
                              "same_tokens": "yes" if toks == first else "NO", "identical_runs": runs, **pre,
                              "blas_products": f"{l1 - l0} / {tlgpu._C._cpu_blas()['launches'] - l1}"})
             del model
@@ -122,7 +128,8 @@ def main():
         if modes != [None]:
             tlgpu._C._cpu_blas(enable=True)
     cols = ["model", "weights", "kv", "loop", "fused", "launches", "same_tokens", "tokens_per_s", "ms_per_token",
-            "MB_per_token", "floor_ms", "pct_of_floor", "prefill_ms", "prefill_tokens_per_s"]
+            "MB_per_token", "floor_ms", "pct_of_floor", "step_ms", "step_pct_of_floor", "prefill_ms",
+            "prefill_tokens_per_s"]
     cols += ["blas_products"] if modes != [None] else []
     report("Decode", rows, cols, {"copy_bandwidth_GBps": round(bw / 1e9, 2), "tokens": tokens,
                                   "identical_runs (best of)": runs, "prefill_prompt_tokens (best of 3)": args.prompt})

@@ -10,7 +10,8 @@ weights do not stay in L2; "+" joins build options in a case, e.g. "0:-DDEC_UQ=4
 last launch's stamps give, in us from the first work-group's start, the
 median over repeats of the slowest work-group's end of each phase and of each barrier, at positions DIAG_POS,
 and the launch's whole time; DIAG_STACKED=stacked runs the eight layers in one launch (decode_layer_(...,
-layers=8)) and gives the last layer's phases.
+layers=8)) and gives the last layer's phases; DIAG_STACKED=same runs one layer eight times (its weights in L2 from
+the second launch: what the phases cost without memory's latency and bandwidth).
 DIAG_FORCED="<model> ..." (tiny, medium): teacher-forced decode of bench_decode's model, Decoder(fuse="layer")
 against the six-launch step on the same tokens, per format (DIAG_FMTS): the largest logits difference relative
 to the largest logit, and how often and by how much the two argmaxes differ."""
@@ -76,9 +77,10 @@ print(f"groups={g} {fmt}: {best * 1e6:.1f} us a layer (dim {dim}, hidden {hid}, 
 '''
 
 STAMPS = SETUP + r'''
-layers = [layer() for _ in range(8)]
+same = "same" in sys.argv[4:]                       # one layer eight times: its weights stay in L2
+layers = [layer()] * 8 if same else [layer() for _ in range(8)]
 names = ["qkv", "bar1", "attn", "bar2", "wo", "bar3", "w13", "bar4", "w2"]
-stacked = len(sys.argv) > 4 and sys.argv[4] == "stacked"
+stacked = "stacked" in sys.argv[4:]
 if stacked:                                          # the 8 layers in one launch: stacked arguments
     def cat(ws):
         return type(ws[0]).cat_rows(ws) if quant.is_quantized(ws[0]) else tlgpu.stack(ws)

@@ -190,6 +190,7 @@ class Decoder:
             self.kv = [self.kv_all[i] for i in range(len(self.layers))]
             self.kc = [kv[:c.n_kv_heads] for kv in self.kv]
             self.vc = [kv[c.n_kv_heads:] for kv in self.kv]
+            self.x = tlgpu.zeros((1, c.dim))             # one_launch()'s residual stream
             self._jstep = tlgpu.jit(self.device_step)
         else:
             self.kv_all.zero_()
@@ -284,9 +285,24 @@ class Decoder:
             x = self.glu_residual(x, g, lw["w2"])
         return self.norm_linear(x, self.norm, self.out)
 
+    def one_launch(self):
+        """Whether device_step is one launch: fuse="layer", every layer in the launch, and the embedding and the
+        head in the layers' format (decode_layer_ then also looks the token up, takes the argmax and advances the
+        position)."""
+        fmt = _format(self.out)
+        return (self._fuse == "layer" and self.layers_per_launch == 0 and bool(self.layers) and
+                _format(self.embed) == fmt == _format(self.layers[0]["wqkv"]))
+
     def device_step(self, token, pos):
         """(logits, next token) for int32 tensors token (1,) and pos (1,), advancing pos in place: no host read,
-        so tlgpu.jit can replay it (the greedy choice stays on the device)."""
+        so tlgpu.jit can replay it (the greedy choice stays on the device). one_launch(): the whole step is one
+        decode_layer_ launch."""
+        if self.one_launch():
+            c, s = self.cfg, self.stacked()
+            return tlgpu.decode_layer_(self.x, pos, self.kv_all, s["attn_norm"], s["wqkv"], s["wo"], s["mlp_norm"],
+                                       s["w13"], s["w2"], c.n_heads, eps=c.eps, theta=c.theta, groups=self.groups,
+                                       layers=len(self.layers), head_norm=self.norm, head=self.out, embed=self.embed,
+                                       token=token, argmax=True, advance=True)
         logits = self.step(token, pos)
         pos.add_(1)
         return logits, logits.argmax(-1)
@@ -437,6 +453,21 @@ def run(cfg, q4, n_tokens, runs, seed=0, mode="sync", kind=None, dtype=None, kv_
     assert all(r == results[0] for r in results), "greedy generation is not repeatable"
     steps = len(prompt) - 1 + n_tokens
     return results[0], steps / min(times), model
+
+
+def step_seconds(model, n_tokens, runs, mode="jit"):
+    """Seconds of one decode step alone: (generate(2 n) - generate(n)) / n, each the best of `runs` (the prompt's
+    pass, the reset and the final read cancel). mode as run()'s; the model as run() left it."""
+    kw = {"device": mode == "device", "jit": mode == "jit"}
+
+    def best(n):
+        out = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            model.generate([1, 2, 3], n, **kw)
+            out.append(time.perf_counter() - t0)
+        return min(out)
+    return (best(2 * n_tokens) - best(n_tokens)) / n_tokens
 
 
 def launches_per_token(model):

@@ -30,6 +30,7 @@
  * kernel per format (DEC_FMT). The cache's dtype is an argument (kvdt). */
 #include "dtype.h"
 #include "quant_mvq_lib.h"
+#include "arg_better.h"
 
 #define DEC_F32 0
 #define DEC_F16 2
@@ -210,15 +211,14 @@ DEC_UNROLL(DEC_UQ)
     return (float2)(a0, a1);
 }
 
-/* h[k] = src[k] * rsqrt(mean(src^2) + eps) * g[k] (g NULL: plain copy), k < K (a multiple of 4; src and g
- * 16-byte aligned), into local memory. float4 loads, a work-item's all issued before their use, and the norm's
- * first weights before the reduction: the phase's start is a chain of latencies otherwise. */
-inline void
-stage(volatile global const float *src, global const float *g, float eps, int K, local float *h, local float *red)
+/* h[k] = src[k] for k < K (a multiple of 4; src 16-byte aligned), into local memory; returns the work-item's part
+ * of sum(src^2). float4 loads, a work-item's all issued before their use: the phase's start is a chain of
+ * latencies otherwise. */
+inline float
+stage_load(volatile global const float *src, int K, local float *h)
 {
     const int lid = get_local_id(0), L = get_local_size(0), K4 = K / 4;
     volatile global const float4 *s4 = (volatile global const float4 *)src;
-    global const float4 *g4 = (global const float4 *)g;
     local float4 *h4 = (local float4 *)h;
     float ss = 0.0f;
     for (int k0 = lid; k0 < K4; k0 += 4 * L) {       /* 4 loads issued before their use */
@@ -231,12 +231,110 @@ stage(volatile global const float *src, global const float *g, float eps, int K,
             ss += dot(v[u], v[u]);
         }
     }
-    if (g != 0) {
+    return ss;
+}
+
+/* Elements 4 k4 .. 4 k4 + 3 of row `row` of the (rows, K) matrix e of format fmt (d: the quantized ones'
+ * scales), as floats: the embedding's dequantization (quant.cl's get_rows: d * (q - 8), d * q). */
+inline float4
+emb_ld4(int fmt, global const uint4 *e, global const half *d, int row, int K, int k4)
+{
+    const long i = (long)row * K + 4 * k4;           /* the first element */
+    if (fmt == DEC_F32) return as_float4(e[i / 4]);
+    if (fmt == DEC_F16) return vload_half4(i / 4, (global const half *)e);
+    if (fmt == DEC_BF16) {
+        const uint2 u = ((global const uint2 *)e)[i / 4];
+        return as_float4((uint4)(u.x << 16, u.x & 0xffff0000u, u.y << 16, u.y & 0xffff0000u));
+    }
+    const long b = i / 32;
+    const int j = (int)(i % 32);
+    const float db = vload_half(b, d);
+    if (fmt == DEC_Q4_0) {                           /* block word w: low nibbles elements 4w.., high 16 + 4w.. */
+        const uint u = ((global const uint *)e)[4 * b + (j % 16) / 4] >> (j >= 16 ? 4 : 0);
+        return db * (convert_float4((uint4)(u & 15u, (u >> 8) & 15u, (u >> 16) & 15u, (u >> 24) & 15u)) - 8.0f);
+    }
+    return db * convert_float4(as_char4(((global const uint *)e)[8 * b + j / 4]));
+}
+
+/* h = row `row` of the embedding e (rows of K elements), as stage_load does for a vector; a row outside [0,
+ * rows) reads as NaN (as quant.cl's get_rows: a bad id must not pass unseen). x (wr): the row stored too. */
+inline float
+embed_load(int fmt, global const uint4 *e, global const half *d, int row, int rows, int K, local float *h,
+           global float *x, int wr)
+{
+    const int lid = get_local_id(0), L = get_local_size(0), K4 = K / 4, ok = row >= 0 && row < rows;
+    local float4 *h4 = (local float4 *)h;
+    float ss = 0.0f;
+    for (int k = lid; k < K4; k += L) {
+        const float4 v = ok ? emb_ld4(fmt, e, d, row, K, k) : (float4)NAN;
+        h4[k] = v;
+        if (wr) vstore4(v, k, x);
+        ss += dot(v, v);
+    }
+    return ss;
+}
+
+/* h (staged by stage_load / embed_load, ss the work-item's part of its sum of squares) *= rsqrt(mean(h^2) + eps)
+ * * g (g NULL: left as it is). */
+inline void
+stage_norm(float ss, global const float *g, float eps, int K, local float *h, local float *red)
+{
+    const int lid = get_local_id(0), L = get_local_size(0), K4 = K / 4;
+    global const float4 *g4 = (global const float4 *)g;
+    local float4 *h4 = (local float4 *)h;
+    if (g != 0) {                                    /* the norm's first weights before the reduction */
         const float4 g0 = lid < K4 ? g4[lid] : (float4)0.0f;
         const float sc = rsqrt(wg_reduce(ss, 0, red) / (float)K + eps);
         for (int k = lid; k < K4; k += L) h4[k] *= sc * (k == lid ? g0 : g4[k]);
     }
     LBAR(CLK_LOCAL_MEM_FENCE);
+}
+
+/* h = src * rsqrt(mean(src^2) + eps) * g (g NULL: a plain copy), K floats into local memory. */
+inline void
+stage(volatile global const float *src, global const float *g, float eps, int K, local float *h, local float *red)
+{
+    stage_norm(stage_load(src, K, h), g, eps, K, h, red);
+}
+
+/* The first index of y's largest element (numpy's argmax: the first NaN if there is one), n elements written by
+ * this launch's work-groups, in work-item 0. ri: the work-group's warps' indices (local, L / 32 ints). */
+inline int
+argmax_wg(volatile global const float *y, int n, local float *red, local int *ri)
+{
+    const int lid = get_local_id(0), L = get_local_size(0);
+    float bv = 0.0f;
+    int bi = -1;
+DEC_UNROLL(8)
+    for (int k = lid; k < n; k += L) {
+        const float v = y[k];
+        if (arg_better(1, bv, bi, v, k)) {
+            bv = v;
+            bi = k;
+        }
+    }
+#if TL_NV_PTX
+    for (int m = 16; m > 0; m >>= 1) {               /* the warp's best (a total order: any tree agrees) */
+        const float ov = shfl_xor(bv, m);
+        const int oi = as_int(shfl_xor(as_float(bi), m));
+        if (arg_better(1, bv, bi, ov, oi)) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+    if (lid % 32 == 0) {
+        red[lid / 32] = bv;
+        ri[lid / 32] = bi;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid == 0)
+        for (int w = 1; w < L / 32; w++)
+            if (arg_better(1, bv, bi, red[w], ri[w])) {
+                bv = red[w];
+                bi = ri[w];
+            }
+#endif
+    return bi;
 }
 
 /* Quantized formats: h's blocks of 32 as int8 as the quantized matrix-vector kernels round x (mvq_quant4: q =
@@ -439,7 +537,9 @@ DEC_UNROLL(4)
  * (DEC_STAMPS: 0-9 the last layer's phases, 10 and 11 the launch's start and end). lm: max(dim, hidden, 2 D +
  * max_len) floats rounded up to float4s, and for q4_0 / q8_0 10 words a block of 32 of max(dim, hidden) (x's int8
  * blocks and scales); red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0); the cache starts kvo
- * elements into kv. */
+ * elements into kv. emb (erows rows of dim, the weights' format; NULL: none): layer 0 starts from x = emb[tbuf[offt]]
+ * (work-group 0 stores it to x) instead of x. next (NULL: none): after the head, next[0] = argmax(logits);
+ * advance: pbuf[offp] += 1 at the launch's end (a grid barrier before either). */
 #ifdef DEC_WG                                        /* a fixed local size: NVIDIA then fits the registers */
 #define DEC_ATTR __attribute__((reqd_work_group_size(DEC_WG, 1, 1)))
 #else
@@ -459,13 +559,16 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
      global float *x, global const float *attn_norm, global const float *mlp_norm,                            \
      global const uint4 *wqkv, global const half *dqkv, global const uint4 *wo, global const half *dwo,       \
      global const uint4 *w13, global const half *d13, global const uint4 *w2, global const half *d2,          \
-     global uchar *kv, int kvdt, global const int *pbuf, int offp, int pos0, global float *scr,               \
+     global uchar *kv, int kvdt, global int *pbuf, int offp, int pos0, global float *scr,                     \
      global uint *bar, local float4 *lm4, local float *red, int nl, int kvo, global const float *head_norm,   \
-     global const uint4 *head, global const half *dhead, global float *logits, int vocab)                     \
+     global const uint4 *head, global const half *dhead, global float *logits, int vocab,                     \
+     global const uint4 *emb, global const half *demb, int erows, global const int *tbuf, int offt,           \
+     global int *next, int advance)                                                                           \
 {                                                                                                             \
     local int lcur;                                                                                           \
     const uint nwg = get_num_groups(0);                                                                       \
-    const int p = (pbuf != 0 ? pbuf[offp] : 0) + pos0, nqkv = (nq + 2 * nkv) * D;                             \
+    const int p0 = pbuf != 0 ? pbuf[offp] : 0, p = p0 + pos0, nqkv = (nq + 2 * nkv) * D;                     \
+    const int tok = emb != 0 ? tbuf[offt] : 0;                                                                \
     volatile global float *vx = x, *qkv = scr, *att = scr + nqkv, *g = att + dim;                             \
     local float *lm = (local float *)lm4;            /* float4-aligned: products read it as float4 */         \
     const int lmf = (max(max(dim, hidden), 2 * D + max_len) + 3) & ~3, nbx = max(dim, hidden) / 32;           \
@@ -477,8 +580,11 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         if (get_local_id(0) == 0) lcur = l;                                                                   \
         LBAR(CLK_LOCAL_MEM_FENCE);                                                                            \
         STAMP(0);                                                                                             \
-        if (DEC_PHASES & 1) {                                                                                 \
-            stage(vx, attn_norm + LAYER * dim, eps, dim, lm, red);                                            \
+        if (DEC_PHASES & 1) {                        /* layer 0 with emb: x = the token's row */              \
+            const float ss = emb != 0 && l == 0 ? embed_load(FMT, emb, demb, tok, erows, dim, lm, x,         \
+                                                             get_group_id(0) == 0)                            \
+                                                : stage_load(vx, dim, lm);                                    \
+            stage_norm(ss, attn_norm + LAYER * dim, eps, dim, lm, red);                                       \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
             products(FMT, W_AT(FMT, wqkv, nqkv, dim), D_AT(FMT, dqkv, nqkv, dim), nqkv, dim, lm, xq, xs, qkv, \
                      0, 0, red);                                                                              \
@@ -523,6 +629,16 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         stage(vx, head_norm, eps, dim, lm, red);                                                              \
         if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
         products(FMT, head, dhead, vocab, dim, lm, xq, xs, logits, 0, 0, red);                                \
+    }                                                                                                         \
+    if (next != 0 || advance) {                      /* the greedy token: every logit written first */        \
+        grid_sync(bar, nwg);                                                                                  \
+        if (get_group_id(0) == 0) {                                                                           \
+            const int best = next != 0 ? argmax_wg(logits, vocab, red, (local int *)lm) : 0;                  \
+            if (get_local_id(0) == 0) {                                                                       \
+                if (next != 0) next[0] = best;                                                                \
+                if (advance) pbuf[offp] = p0 + 1;    /* every work-group read it before the first barrier */  \
+            }                                                                                                 \
+        }                                                                                                     \
     }                                                                                                         \
     STAMP(11);                                                                                                \
 }

@@ -22,18 +22,7 @@
 #define R_ARGMIN 5
 #define R_LSE 6
 #define R_PROD 7
-
-/* Does candidate (vb, ib) replace (va, ia)? Index -1 marks an empty lane; ties keep the lower index. */
-inline bool
-arg_better(int op, float va, int ia, float vb, int ib)
-{
-    if (ib < 0) return false;
-    if (ia < 0) return true;
-    bool na = isnan(va), nb = isnan(vb);
-    if (na || nb) return nb && (!na || ib < ia);
-    if (vb != va) return op == R_ARGMAX ? vb > va : vb < va;
-    return ib < ia;
-}
+#include "arg_better.h"
 
 /* logsumexp state (m, s): the set's max m and s = sum exp(x - m). s == 0 means empty; m == ±inf is
  * kept exact (x == m counts 1) so rows of -inf give -inf and +inf gives +inf, as numpy's formula does. */
@@ -55,7 +44,7 @@ merge(int op, float *v, float *w, int *i, float v2, float w2, int i2)
     case R_MAX: *v = (*v >= v2 || isnan(*v)) ? *v : v2; break;
     case R_MIN: *v = (*v <= v2 || isnan(*v)) ? *v : v2; break;
     case R_ARGMAX: case R_ARGMIN:
-        if (arg_better(op, *v, *i, v2, i2)) { *v = v2; *i = i2; }
+        if (arg_better(op == R_ARGMAX, *v, *i, v2, i2)) { *v = v2; *i = i2; }
         break;
     default: {
         float2 r = lse_merge(*v, *w, v2, w2);
@@ -212,7 +201,7 @@ tl_reduce_f32(int op, int blocked, int rows, int cols, int inner, int chunk, int
         for (int j = jb; j < je; j += js) {
             float t = p[j * inner];
             int ti = xi ? xi[base + j] : j;
-            if (arg_better(op, v, i, t, ti)) { v = t; i = ti; }
+            if (arg_better(op == R_ARGMAX, v, i, t, ti)) { v = t; i = ti; }
         }
     } else if (xw == 0) {
         /* logsumexp pass 1: the lane's own max, then its sum of exp relative to it (no rescaling) */

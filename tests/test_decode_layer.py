@@ -69,8 +69,9 @@ def test_layer_matches_reference_and_six_launches(fmt):
 
 @pytest.mark.parametrize("fmt", ["float32", "q4_0"])
 def test_layer_device_loop_and_jit(fmt):
-    """generate() on the device and through tlgpu.jit gives the host loop's tokens; one launch for the layers
-    and the head (layers_per_launch=1: one a layer, the head apart)."""
+    """generate() on the device and through tlgpu.jit gives the host loop's tokens; one launch a token (the
+    embedding, the layers, the head, the argmax and the position's increment: Decoder.one_launch());
+    layers_per_launch=1: one a layer, the head apart."""
     w = td.make_weights(CFG, seed=2)
     model = td.Decoder(CFG, w, fuse="layer", **FORMATS[fmt])
     prompt = [3, 1, 4]
@@ -79,10 +80,9 @@ def test_layer_device_loop_and_jit(fmt):
     assert model.generate(prompt, 4, jit=True) == sync
     assert model.generate(prompt, 4, jit=True) == sync              # a replay
     decode = {"float32": "tl_decode_layer_f32"}.get(fmt, f"tl_decode_layer_{fmt}")
-    cmds = model._jstep.commands()                   # the embedding, this launch, the position, the argmax
-    assert len(cmds) == 4 and cmds.count(decode) == 1, cmds
+    assert model.one_launch() and model._jstep.commands() == [decode]
     td.launches_per_token(model)                     # (CPU native products learn new buffers' pointers)
-    assert td.launches_per_token(model) == 4
+    assert td.launches_per_token(model) == 1
     cfg0 = td.Config(**{**CFG.__dict__, "n_layers": 0})                # the embedding, head, argmax, position
     m0 = td.Decoder(cfg0, td.make_weights(cfg0, seed=2), fuse="layer", **FORMATS[fmt])
     td.launches_per_token(m0)
@@ -205,3 +205,79 @@ def test_layer_errors():
     assert np.array_equal(before, x.numpy())             # none of the refusals wrote x
     call(x=x)
     assert not np.array_equal(before, x.numpy())
+
+
+def one_launch_step(model, token, pos, **kw):
+    """decode_layer_ as Decoder.device_step calls it (kw overrides): (logits, next token)."""
+    c, s = model.cfg, model.stacked()
+    a = dict(head_norm=model.norm, head=model.out, embed=model.embed, token=token, argmax=True, advance=True)
+    a.update(kw)
+    return tlgpu.decode_layer_(model.x, pos, model.kv_all, s["attn_norm"], s["wqkv"], s["wo"], s["mlp_norm"],
+                               s["w13"], s["w2"], c.n_heads, eps=c.eps, theta=c.theta, layers=len(model.layers), **a)
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_token_in_one_launch(fmt):
+    """The whole greedy step in one launch (embed=, token=, argmax=, advance=) computes what the layer launch does
+    after a separate embedding: the same logits bits, the same cache, numpy's argmax of those logits, and the
+    position one further."""
+    w = td.make_weights(CFG, seed=31)
+    tokens = [int(t) for t in np.random.default_rng(13).integers(0, CFG.vocab, 5)]
+    one = td.Decoder(CFG, w, fuse="layer", **FORMATS[fmt])
+    ref = td.Decoder(CFG, w, fuse="layer", **FORMATS[fmt])
+    assert one.one_launch()
+    pos = tlgpu.tensor([0], dtype=tlgpu.int32)
+    for p, t in enumerate(tokens):
+        got, nxt = one.device_step(tlgpu.tensor([t], dtype=tlgpu.int32), pos)
+        want = ref.step(t, p).numpy()
+        assert got.shape == (1, CFG.vocab) and nxt.shape == (1,) and nxt.dtype == tlgpu.int32
+        assert np.array_equal(got.numpy(), want), fmt
+        assert int(nxt.item()) == int(np.argmax(want)) and int(pos.item()) == p + 1
+    assert np.array_equal(one.kv_all.float().numpy(), ref.kv_all.float().numpy())
+    bar = tlgpu._C._decode_barrier()
+    assert bar["count"] & 0x7fffffff == 0 and bar["gave_up"] == 0
+
+
+def test_token_argmax_ties_nan_and_bad_token():
+    """The launch's argmax is numpy's: a tie goes to the lower index, the first NaN wins; a token outside the
+    embedding's rows gives NaN logits (never another row); advance=False leaves the position."""
+    w = td.make_weights(CFG, seed=7)
+    r = np.random.default_rng(2).standard_normal(CFG.dim).astype(np.float32)
+    out = np.zeros_like(w["out"])
+    out[[5, 9]], out[[12, 30]] = r, -r                    # a tie above 0 either way (rows 5 and 9, or 12 and 30)
+    m = td.Decoder(CFG, dict(w, out=out), fuse="layer")
+    pos, tok = tlgpu.tensor([0], dtype=tlgpu.int32), tlgpu.tensor([4], dtype=tlgpu.int32)
+    lg, nxt = one_launch_step(m, tok, pos, advance=False)
+    lg = lg.numpy()[0]
+    assert int(pos.item()) == 0 and lg[5] == lg[9] and lg[12] == lg[30] and lg[5] != 0
+    assert int(nxt.item()) == int(np.argmax(lg)) in (5, 12)
+    out[17], out[40] = np.nan, np.nan                     # NaN logits at 17 and 40: the first NaN
+    m = td.Decoder(CFG, dict(w, out=out), fuse="layer")
+    lg, nxt = one_launch_step(m, tok, pos)
+    assert np.isnan(lg.numpy()[0, [17, 40]]).all() and int(nxt.item()) == 17 and int(pos.item()) == 1
+    for bad in (-1, CFG.vocab):
+        lg, nxt = one_launch_step(m, tlgpu.tensor([bad], dtype=tlgpu.int32), pos)
+        assert np.isnan(lg.numpy()).all() and int(nxt.item()) == 0
+
+
+def test_token_errors():
+    w = td.make_weights(CFG, seed=1)
+    m, q = td.Decoder(CFG, w, fuse="layer"), td.Decoder(CFG, w, kind="q4_0")
+    pos, tok = tlgpu.tensor([0], dtype=tlgpu.int32), tlgpu.tensor([1], dtype=tlgpu.int32)
+    with pytest.raises(TypeError, match="embed and token go together"):
+        one_launch_step(m, tok, pos, embed=None)
+    with pytest.raises(TypeError, match="token must be an int32 tensor"):
+        one_launch_step(m, 1, pos)
+    with pytest.raises(TypeError, match="token"):
+        one_launch_step(m, tlgpu.tensor([1.0]), pos)
+    with pytest.raises(TypeError, match="one format"):
+        one_launch_step(m, tok, pos, embed=q.embed)
+    with pytest.raises(ValueError, match="embed must be"):
+        one_launch_step(m, tok, pos, embed=m.embed[:, :32])
+    with pytest.raises(ValueError, match="argmax=True needs the head"):
+        one_launch_step(m, tok, pos, head=None, head_norm=None)
+    with pytest.raises(TypeError, match="advance=True needs pos"):
+        one_launch_step(m, tok, 0)
+    assert int(pos.item()) == 0                           # none of the refusals moved the position
+    lg, nxt = one_launch_step(m, tok, 0, advance=False)   # an int position without advance: fine
+    assert lg.shape == (1, CFG.vocab) and nxt.shape == (1,)

@@ -387,7 +387,8 @@ def get_rows(table: Tensor, ids: Tensor | np.ndarray | Sequence[int] | int, dtyp
 def decode_layer_(x: Tensor, pos: int | Tensor, kv: Tensor, attn_norm: Tensor, wqkv: Any, wo: Any, mlp_norm: Tensor,
                   w13: Any, w2: Any, n_heads: int, eps: float = 1e-5, theta: float = 10000.0,
                   groups: int = 0, layers: int = 1, head_norm: Tensor | None = None,
-                  head: Any = None) -> Tensor: ...
+                  head: Any = None, embed: Any = None, token: Tensor | None = None, argmax: bool = False,
+                  advance: bool = False) -> Tensor | tuple[Tensor, Tensor]: ...
 
 # ---- autograd ----
 def is_grad_enabled() -> bool: ...

@@ -103,6 +103,22 @@ weight_arrays(PyObject *o, const char *name, int f, int L, int N, int K, tl_tens
     return 0;
 }
 
+/* The rows of matrix o (its shape[0]: a Tensor's or a quantized matrix's), or -1 with ValueError. */
+static int
+matrix_rows(PyObject *o, int dim, const char *name)
+{
+    PyObject *sh = PyObject_GetAttrString(o, "shape"), *n0 = sh != NULL ? PySequence_GetItem(sh, 0) : NULL;
+    const long n = n0 != NULL ? PyLong_AsLong(n0) : 0;
+    Py_XDECREF(sh);
+    Py_XDECREF(n0);
+    PyErr_Clear();
+    if (n <= 0 || n > INT_MAX) {
+        PyErr_Format(PyExc_ValueError, "decode_layer_: %s must be a (rows, %d) matrix", name, dim);
+        return -1;
+    }
+    return (int)n;
+}
+
 /* A float32 vector of n elements, contiguous from element 0 (x, the norms' weights); -1 with ValueError. */
 static int
 vector_arg(PyObject *o, const char *name, int n, tl_tensor **t)
@@ -124,21 +140,25 @@ vector_arg(PyObject *o, const char *name, int n, tl_tensor **t)
  * layers in the one launch, each argument then L of them stacked: kv (L, 2 * Hkv, max_len, D), the norms (L,
  * dim), each matrix (L * N, K) (a Tensor also (L, N, K)). Returns x; with head (vocab, dim) of the same format and
  * head_norm (dim,): after the last layer the launch also computes logits = head @ (rms_norm(x) * head_norm) and
- * returns them, (1, vocab) float32. */
+ * returns them, (1, vocab) float32. A whole greedy decode step in the launch: embed (rows, dim) of the weights'
+ * format and token (int32, one element): x = embed[token] first (x's old values unread); argmax=True (with the
+ * head): returns (logits, the first index of their largest (1,) int32); advance=True: pos (an int32 tensor)
+ * += 1 at the end. */
 static PyObject *
 fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"x", "pos", "kv", "attn_norm", "wqkv", "wo", "mlp_norm", "w13", "w2", "n_heads", "eps",
-                          "theta", "groups", "layers", "head_norm", "head", NULL};
-    PyObject *xo, *po, *ko, *ano, *mno, *wob[4], *hno = Py_None, *hwo = Py_None;
-    int nq = 0, groups = 0, nl = 1;
+                          "theta", "groups", "layers", "head_norm", "head", "embed", "token", "argmax", "advance", NULL};
+    PyObject *xo, *po, *ko, *ano, *mno, *wob[4], *hno = Py_None, *hwo = Py_None, *eo = Py_None, *to = Py_None;
+    int nq = 0, groups = 0, nl = 1, want_arg = 0, advance = 0;
     double eps = 1e-5, theta = 10000.0;
     Py_ssize_t pos0 = 0;
-    tl_tensor *x, *kv, *an, *mn, *hn = NULL, *pt = NULL, *w[5] = {NULL}, *d[5] = {NULL}, *scr = NULL, *lg = NULL;
+    tl_tensor *x, *kv, *an, *mn, *hn = NULL, *pt = NULL, *w[6] = {NULL}, *d[6] = {NULL}, *scr = NULL, *lg = NULL;
+    tl_tensor *tt = NULL, *nx = NULL;                     /* the token (embed=) and the argmax's output */
     PyObject *ret = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddiiOO:decode_layer_", kwl, &xo, &po, &ko, &ano,
-                                     &wob[0], &wob[1], &mno, &wob[2], &wob[3], &nq, &eps, &theta, &groups, &nl, &hno,
-                                     &hwo))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOOOOOOi|ddiiOOOOpp:decode_layer_", kwl, &xo, &po, &ko,
+                                     &ano, &wob[0], &wob[1], &mno, &wob[2], &wob[3], &nq, &eps, &theta, &groups, &nl,
+                                     &hno, &hwo, &eo, &to, &want_arg, &advance))
         return NULL;
     if (tl_want_tensor("decode_layer_", xo, &x) < 0 || tl_want_tensor("decode_layer_", ko, &kv) < 0 ||
         tl_device_scalar("decode_layer_", "pos", po, &pt, &pos0) < 0)
@@ -194,22 +214,37 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
         goto done;
     }
     if (hwo != Py_None) {
-        PyObject *sh = PyObject_GetAttrString(hwo, "shape"), *n0 = sh != NULL ? PySequence_GetItem(sh, 0) : NULL;
-        long nv0 = n0 != NULL ? PyLong_AsLong(n0) : 0;
-        Py_XDECREF(sh);
-        Py_XDECREF(n0);
-        PyErr_Clear();
-        if (nv0 <= 0 || nv0 > INT_MAX) {
-            PyErr_Format(PyExc_ValueError, "decode_layer_: head must be a (vocab, %d) matrix", dim);
-            goto done;
-        }
-        vocab = (int)nv0;
+        if ((vocab = matrix_rows(hwo, dim, "head")) < 0) goto done;
         if (weight_arrays(hwo, "head", f, 1, vocab, dim, &w[4], &d[4]) < 0 || vector_arg(hno, "head_norm", dim, &hn) < 0)
             goto done;
     }
+    int erows = 0;                                       /* the embedding's rows (0: none) */
+    if ((eo == Py_None) != (to == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "decode_layer_: embed and token go together");
+        goto done;
+    }
+    if (eo != Py_None) {
+        Py_ssize_t t0 = 0;
+        if (tl_device_scalar("decode_layer_", "token", to, &tt, &t0) < 0) goto done;
+        if (tt == NULL) {
+            PyErr_SetString(PyExc_TypeError, "decode_layer_: token must be an int32 tensor of one element (the "
+                            "previous step's argmax)");
+            goto done;
+        }
+        if ((erows = matrix_rows(eo, dim, "embed")) < 0 || weight_arrays(eo, "embed", f, 1, erows, dim, &w[5], &d[5]) < 0)
+            goto done;
+    }
+    if (want_arg && vocab == 0) {
+        PyErr_SetString(PyExc_ValueError, "decode_layer_: argmax=True needs the head (head= and head_norm=)");
+        goto done;
+    }
+    if (advance && pt == NULL) {
+        PyErr_SetString(PyExc_TypeError, "decode_layer_: advance=True needs pos as an int32 tensor of one element");
+        goto done;
+    }
     if (vector_arg(xo, "x", dim, &x) < 0 || vector_arg(ano, "attn_norm", nl * dim, &an) < 0 ||
         vector_arg(mno, "mlp_norm", nl * dim, &mn) < 0 || tl_check_inplace("decode_layer_", x) < 0 ||
-        tl_check_inplace("decode_layer_", kv) < 0)
+        tl_check_inplace("decode_layer_", kv) < 0 || (advance && tl_check_inplace("decode_layer_", pt) < 0))
         goto done;
     const tl_runtime *rt;
     tl_err err = {0};
@@ -249,12 +284,21 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     }
     Py_ssize_t ns = (Py_ssize_t)nqkv + dim + hidden;
     const Py_ssize_t lsh[2] = {1, vocab};
-    if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL || (vocab > 0 && (lg = tl_tensor_empty(TL_F32, 2, lsh)) == NULL))
+    if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL || (vocab > 0 && (lg = tl_tensor_empty(TL_F32, 2, lsh)) == NULL) ||
+        (want_arg && (nx = tl_tensor_empty(TL_I32, 1, lsh)) == NULL))
         goto done;
-    if (x->storage == NULL) { ret = Py_NewRef(lg != NULL ? (PyObject *)lg : xo); goto done; }
+    if (x->storage == NULL) goto result;
     float feps = (float)eps, lt = (float)log2(theta), scale = (float)(1.0 / sqrt((double)D));
     int kvdt = kv->dtype, kvo = (int)kv->offset, offp = pt != NULL ? (int)pt->offset : 0, p0 = (int)pos0;
-    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL, dm[5], wm4 = NULL, hnm = NULL, lgm = NULL;
+    cl_mem pmem = pt != NULL ? pt->storage->mem : NULL, dm[6], wm4 = NULL, hnm = NULL, lgm = NULL;
+    cl_mem em = NULL, tm = tt != NULL ? tt->storage->mem : NULL, nxm = nx != NULL ? nx->storage->mem : NULL;
+    int offt = tt != NULL ? (int)tt->offset : 0;
+    if (erows > 0) {
+        em = w[5]->storage->mem;
+        dm[5] = (d[5] != NULL ? d[5] : w[5])->storage->mem;
+    } else {
+        dm[5] = NULL;
+    }
     for (int i = 0; i < 4; i++) dm[i] = (d[i] != NULL ? d[i] : w[i])->storage->mem;   /* float formats: unread */
     if (vocab > 0) {                                     /* no head: unread NULLs */
         wm4 = w[4]->storage->mem;
@@ -264,32 +308,39 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     } else {
         dm[4] = NULL;
     }
-    const size_t sz[36] = {I, I, I, I, I, I, F, F, F, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, I, Mm, I, I, Mm,
-                           Mm, lm * F, L * F, I, I, Mm, Mm, Mm, Mm, I};
-    const void *v[36] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem, &an->storage->mem,
+    const size_t sz[43] = {I, I, I, I, I, I, F, F, F, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, Mm, I, Mm, I, I, Mm,
+                           Mm, lm * F, L * F, I, I, Mm, Mm, Mm, Mm, I, Mm, Mm, I, Mm, I, Mm, I};
+    const void *v[43] = {&dim, &nq, &nkv, &D, &hidden, &ML, &feps, &lt, &scale, &x->storage->mem, &an->storage->mem,
                          &mn->storage->mem, &w[0]->storage->mem, &dm[0], &w[1]->storage->mem, &dm[1],
                          &w[2]->storage->mem, &dm[2], &w[3]->storage->mem, &dm[3], &kv->storage->mem, &kvdt, &pmem,
                          &offp, &p0, &scr->storage->mem, &bar_mem, NULL, NULL, &nl, &kvo, &hnm, &wm4, &dm[4], &lgm,
-                         &vocab};
-    tl_storage *st[18] = {x->storage, kv->storage, scr->storage, lg != NULL ? lg->storage : NULL, an->storage,
-                          mn->storage, pt != NULL ? pt->storage : NULL, hn != NULL ? hn->storage : NULL};
-    for (int i = 0; i < 5; i++) {
-        st[8 + 2 * i] = w[i] != NULL ? w[i]->storage : NULL;
-        st[9 + 2 * i] = d[i] != NULL ? d[i]->storage : NULL;
+                         &vocab, &em, &dm[5], &erows, &tm, &offt, &nxm, &advance};
+    tl_storage *st[22] = {x->storage, kv->storage, scr->storage, lg != NULL ? lg->storage : NULL,
+                          nx != NULL ? nx->storage : NULL, an->storage, mn->storage, pt != NULL ? pt->storage : NULL,
+                          hn != NULL ? hn->storage : NULL, tt != NULL ? tt->storage : NULL};
+    for (int i = 0; i < 6; i++) {
+        st[10 + 2 * i] = w[i] != NULL ? w[i]->storage : NULL;
+        st[11 + 2 * i] = d[i] != NULL ? d[i]->storage : NULL;
     }
     size_t gws = nwg * L;
     last_groups = nwg;
     last_local = L;
     last_kmax = kmax;
-    if (tl_set_args(kh->k, 0, 36, sz, v) < 0) goto done;
-    if (tl_stream_launch(kh->k, 1, &gws, &L, st, 18, 15u, kh->name, &err) != TL_OK) { tl_raise(&err); goto done; }
+    if (tl_set_args(kh->k, 0, 43, sz, v) < 0) goto done;
+    if (tl_stream_launch(kh->k, 1, &gws, &L, st, 22, 31u | (advance ? 1u << 7 : 0u), kh->name, &err) != TL_OK) {
+        tl_raise(&err);
+        goto done;
+    }
     tl_mark_write(x, "decode_layer_");
     tl_mark_write(kv, "decode_layer_");
-    ret = Py_NewRef(lg != NULL ? (PyObject *)lg : xo);
+    if (advance) tl_mark_write(pt, "decode_layer_");
+result:
+    ret = nx != NULL ? PyTuple_Pack(2, (PyObject *)lg, (PyObject *)nx) : Py_NewRef(lg != NULL ? (PyObject *)lg : xo);
 done:
-    for (int i = 0; i < 5; i++) { Py_XDECREF(w[i]); Py_XDECREF(d[i]); }
+    for (int i = 0; i < 6; i++) { Py_XDECREF(w[i]); Py_XDECREF(d[i]); }
     Py_XDECREF(scr);
     Py_XDECREF(lg);
+    Py_XDECREF(nx);
     return ret;
 }
 
@@ -345,8 +396,10 @@ fn_decode_stamps(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
 static const PyMethodDef decode_functions[] = {
     {"decode_layer_", (PyCFunction)(void (*)(void))fn_decode_layer, METH_VARARGS | METH_KEYWORDS,
      "decode_layer_(x, pos, kv, attn_norm, wqkv, wo, mlp_norm, w13, w2, n_heads, eps=1e-5, theta=10000.0, "
-     "groups=0, layers=1, head_norm=None, head=None): llama-style decoder layers of a decode step in one launch "
-     "(layers > 1: each argument stacked); x updated in place; returns x, or with head the logits (1, vocab)"},
+     "groups=0, layers=1, head_norm=None, head=None, embed=None, token=None, argmax=False, advance=False): "
+     "llama-style decoder layers of a decode step in one launch (layers > 1: each argument stacked); x updated in "
+     "place; returns x, with head the logits (1, vocab), with argmax (logits, next token); embed/token: x = "
+     "embed[token] first; advance: pos += 1 at the end"},
     {"_decode_barrier", fn_decode_barrier, METH_NOARGS, "_decode_barrier(): decode_layer_'s grid barrier words"},
     {"_decode_stamps", fn_decode_stamps, METH_NOARGS, "_decode_stamps(): the newest launch's phase stamps (diagnostic)"},
     {NULL, NULL, 0, NULL},
