@@ -297,24 +297,16 @@ stage(volatile global const float *src, global const float *g, float eps, int K,
     stage_norm(stage_load(src, K, h), g, eps, K, h, red);
 }
 
-/* The first index of y's largest element (numpy's argmax: the first NaN if there is one), n elements written by
- * this launch's work-groups, in work-item 0. ri: the work-group's warps' indices (local, L / 32 ints). */
-inline int
-argmax_wg(volatile global const float *y, int n, local float *red, local int *ri)
+/* The work-group's best of its work-items' candidates (bv, bi) in numpy's argmax order (arg_better: a total order,
+ * so any tree agrees; bi -1: none), in work-item 0: (the value's bits, the index). red: L / 32 floats and as many
+ * ints after them (NVIDIA; elsewhere a work-group is one work-item). */
+inline int2
+wg_argbest(float bv, int bi, local float *red)
 {
-    const int lid = get_local_id(0), L = get_local_size(0);
-    float bv = 0.0f;
-    int bi = -1;
-DEC_UNROLL(8)
-    for (int k = lid; k < n; k += L) {
-        const float v = y[k];
-        if (arg_better(1, bv, bi, v, k)) {
-            bv = v;
-            bi = k;
-        }
-    }
 #if TL_NV_PTX
-    for (int m = 16; m > 0; m >>= 1) {               /* the warp's best (a total order: any tree agrees) */
+    const int lid = get_local_id(0), nw = get_local_size(0) / 32;
+    local int *ri = (local int *)(red + nw);
+    for (int m = 16; m > 0; m >>= 1) {               /* the warp's best */
         const float ov = shfl_xor(bv, m);
         const int oi = as_int(shfl_xor(as_float(bi), m));
         if (arg_better(1, bv, bi, ov, oi)) {
@@ -328,13 +320,14 @@ DEC_UNROLL(8)
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid == 0)
-        for (int w = 1; w < L / 32; w++)
+        for (int w = 1; w < nw; w++)
             if (arg_better(1, bv, bi, red[w], ri[w])) {
                 bv = red[w];
                 bi = ri[w];
             }
+    barrier(CLK_LOCAL_MEM_FENCE);                    /* red is free again */
 #endif
-    return bi;
+    return (int2)(as_int(bv), bi);
 }
 
 /* Quantized formats: h's blocks of 32 as int8 as the quantized matrix-vector kernels round x (mvq_quant4: q =
@@ -368,15 +361,19 @@ stage_q8(int K, local const float *h, local uint4 *xq, local int2 *xs)
     LBAR(CLK_LOCAL_MEM_FENCE);
 }
 
-/* y[n] (+)= row n of W . h for n < N (glu: y[n] = silu(W[n] . h) * (W[N + n] . h)); add: y[n] += instead. */
+/* y[n] (+)= row n of W . h for n < N (glu: y[n] = silu(W[n] . h) * (W[N + n] . h)); add: y[n] += instead. best
+ * (not NULL, plain products): the work-group's argmax candidate of its rows' y, (value, index bits), at
+ * best[group] (the argmax then reads one pair a work-group, not every y). */
 inline void
 products(int fmt, global const uint4 *w, global const half *d, int N, int K, local const float *h,
          local const uint4 *xq, local const int2 *xs,
-         volatile global float *y, int add, int glu, local float *red)
+         volatile global float *y, int add, int glu, local float *red, volatile global float2 *best)
 {
     const int lid = get_local_id(0), ts = TEAM_SIZE, tl = lid % ts;
     const int team = get_group_id(0) * (get_local_size(0) / ts) + lid / ts;
     const int teams = get_num_groups(0) * (get_local_size(0) / ts), step = glu || N <= teams ? 1 : 2;
+    float bv = 0.0f;                                 /* lane 0's best row (best) */
+    int bi = -1;
     for (int n = team * step; n < N; n += teams * step) {          /* two rows a team only when they are many */
         const int r1 = glu ? N + n : min(n + step - 1, N - 1);
         float2 a = dot2(fmt, w, d, n, r1, K, h, xq, xs, tl, ts);
@@ -389,7 +386,19 @@ products(int fmt, global const uint4 *w, global const half *d, int N, int K, loc
                 y[n] = add ? y[n] + a.x : a.x;
                 if (step == 2 && n + 1 < N) y[n + 1] = add ? y[n + 1] + a.y : a.y;
             }
+            if (best != 0 && arg_better(1, bv, bi, a.x, n)) {
+                bv = a.x;
+                bi = n;
+            }
+            if (best != 0 && step == 2 && n + 1 < N && arg_better(1, bv, bi, a.y, n + 1)) {
+                bv = a.y;
+                bi = n + 1;
+            }
         }
+    }
+    if (best != 0) {
+        const int2 b = wg_argbest(bv, bi, red);
+        if (lid == 0) best[get_group_id(0)] = (float2)(as_float(b.x), as_float(b.y));
     }
 }
 
@@ -532,7 +541,7 @@ DEC_UNROLL(4)
 }
 
 /* x (dim floats) is updated in place; logits (vocab floats, vocab > 0) written. scr: (nq + 2 nkv) * D + dim +
- * hidden floats (qkv, att, g). bar: 4 words, zero at first use (the barrier leaves bar[0]'s low 31 bits as it
+ * hidden + 2 nwg floats (qkv, att, g, the argmax's candidates). bar: 4 words, zero at first use (the barrier leaves bar[0]'s low 31 bits as it
  * found them, its top bit flipped a barrier, and advances the generation bar[1]), then 16 stamps a work-group
  * (DEC_STAMPS: 0-9 the last layer's phases, 10 and 11 the launch's start and end). lm: max(dim, hidden, 2 D +
  * max_len) floats rounded up to float4s, and for q4_0 / q8_0 10 words a block of 32 of max(dim, hidden) (x's int8
@@ -570,6 +579,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
     const int p0 = pbuf != 0 ? pbuf[offp] : 0, p = p0 + pos0, nqkv = (nq + 2 * nkv) * D;                     \
     const int tok = emb != 0 ? tbuf[offt] : 0;                                                                \
     volatile global float *vx = x, *qkv = scr, *att = scr + nqkv, *g = att + dim;                             \
+    volatile global float2 *wbest = (volatile global float2 *)(g + hidden);   /* argmax: a pair a group */   \
     local float *lm = (local float *)lm4;            /* float4-aligned: products read it as float4 */         \
     const int lmf = (max(max(dim, hidden), 2 * D + max_len) + 3) & ~3, nbx = max(dim, hidden) / 32;           \
     local uint4 *xq = (local uint4 *)(lm4 + lmf / 4);  /* quantized formats: x's int8 blocks after h */       \
@@ -587,7 +597,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
             stage_norm(ss, attn_norm + LAYER * dim, eps, dim, lm, red);                                       \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
             products(FMT, W_AT(FMT, wqkv, nqkv, dim), D_AT(FMT, dqkv, nqkv, dim), nqkv, dim, lm, xq, xs, qkv, \
-                     0, 0, red);                                                                              \
+                     0, 0, red, 0);                                                                              \
         }                                                                                                     \
         STAMP(1);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
@@ -602,7 +612,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
             stage(att, 0, eps, dim, lm, red);                                                                 \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
             products(FMT, W_AT(FMT, wo, dim, dim), D_AT(FMT, dwo, dim, dim), dim, dim, lm, xq, xs, vx, 1, 0,   \
-                     red);                                                                                    \
+                     red, 0);                                                                                    \
         }                                                                                                     \
         STAMP(5);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
@@ -611,7 +621,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
             stage(vx, mlp_norm + LAYER * dim, eps, dim, lm, red);                                             \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
             products(FMT, W_AT(FMT, w13, 2 * hidden, dim), D_AT(FMT, d13, 2 * hidden, dim), hidden, dim, lm, \
-                     xq, xs, g, 0, 1, red);                                                                   \
+                     xq, xs, g, 0, 1, red, 0);                                                                   \
         }                                                                                                     \
         STAMP(7);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
@@ -620,7 +630,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
             stage(g, 0, eps, hidden, lm, red);                                                                \
             if (FMT >= DEC_Q4_0) stage_q8(hidden, lm, xq, xs);                                                \
             products(FMT, W_AT(FMT, w2, dim, hidden), D_AT(FMT, d2, dim, hidden), dim, hidden, lm, xq, xs, vx, \
-                     1, 0, red);                                                                              \
+                     1, 0, red, 0);                                                                              \
         }                                                                                                     \
         STAMP(9);                                                                                             \
         if (l + 1 < nl || vocab > 0) grid_sync(bar, nwg);   /* x whole before it is staged again */           \
@@ -628,12 +638,21 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
     if (vocab > 0) {                                 /* the head: logits = head @ rms_norm(x) * head_norm */  \
         stage(vx, head_norm, eps, dim, lm, red);                                                              \
         if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
-        products(FMT, head, dhead, vocab, dim, lm, xq, xs, logits, 0, 0, red);                                \
+        products(FMT, head, dhead, vocab, dim, lm, xq, xs, logits, 0, 0, red, next != 0 ? wbest : 0);        \
     }                                                                                                         \
     if (next != 0 || advance) {                      /* the greedy token: every logit written first */        \
         grid_sync(bar, nwg);                                                                                  \
         if (get_group_id(0) == 0) {                                                                           \
-            const int best = next != 0 ? argmax_wg(logits, vocab, red, (local int *)lm) : 0;                  \
+            float bv = 0.0f;                         /* the work-groups' candidates (products' best) */       \
+            int bi = -1;                                                                                      \
+            for (int i = get_local_id(0); next != 0 && i < (int)nwg; i += get_local_size(0)) {                \
+                const float2 c = wbest[i];                                                                    \
+                if (arg_better(1, bv, bi, c.x, as_int(c.y))) {                                                \
+                    bv = c.x;                                                                                 \
+                    bi = as_int(c.y);                                                                         \
+                }                                                                                             \
+            }                                                                                                 \
+            const int best = wg_argbest(bv, bi, red).y;                                                       \
             if (get_local_id(0) == 0) {                                                                       \
                 if (next != 0) next[0] = best;                                                                \
                 if (advance) pbuf[offp] = p0 + 1;    /* every work-group read it before the first barrier */  \
