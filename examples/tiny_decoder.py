@@ -19,7 +19,8 @@ id is a kernel argument too); Decoder(fuse=False) is the 9 + 3 of separate norms
 weights: 9 + 3 either way for now, their products take no norm yet). --mode device keeps the
 token and the position on the device as int32 tensors the kernels read (no host read per token); --mode jit
 also replays that step through tlgpu.jit (docs/jit.md). --layer runs every layer and the head as one launch
-(tlgpu.decode_layer_, Decoder(fuse="layer"): docs/inference.md). The runs must produce identical tokens
+(with --mode device or jit the whole step, embedding to argmax; tlgpu.decode_layer_, Decoder(fuse="layer"):
+docs/inference.md). The runs must produce identical tokens
 (asserted); tokens/s is printed. `reference_logits` is a numpy float64 implementation of the same
 model that tests/test_llm.py checks the first steps against.
 """
