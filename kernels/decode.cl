@@ -13,7 +13,9 @@
  *   5. x += w2 @ g.
  * With nl > 1 the launch runs nl layers in turn (their arguments stacked: layer l's matrices, norms and cache
  * l strides on from the first), a grid barrier after each; with vocab > 0 it ends with the head, logits = head @
- * (rms_norm(x) * head_norm), as phase 1's product.
+ * (rms_norm(x) * head_norm), as phase 1's product. The whole greedy step (emb, next, advance): layer 0 starts
+ * from the token's embedding row, and after the head each work-group's best row (its argmax candidate), a grid
+ * barrier, and work-group 0 picks the token among the candidates and advances the position.
  * Products: a team takes one weight row at a time, two where the rows outnumber the teams; lane l of the team
  * reads column groups l, l + TS, ... (16-byte loads: 4 float32, 8 half, one q4_0 block's 16 quant bytes, half of
  * a q8_0 block's) against the activations in local memory (for q4_0 / q8_0 rounded to int8 blocks, as the
