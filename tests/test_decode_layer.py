@@ -258,6 +258,26 @@ def test_token_argmax_ties_nan_and_bad_token():
     for bad in (-1, CFG.vocab):
         lg, nxt = one_launch_step(m, tlgpu.tensor([bad], dtype=tlgpu.int32), pos)
         assert np.isnan(lg.numpy()).all() and int(nxt.item()) == 0
+    assert int(pos.item()) == 3
+
+
+def test_token_parts_apart():
+    """advance without argmax returns the logits alone; argmax without embed starts from x as given; both give
+    what the whole step gives."""
+    w = td.make_weights(CFG, seed=17)
+    a, b = td.Decoder(CFG, w, fuse="layer"), td.Decoder(CFG, w, fuse="layer")
+    pa, pb = tlgpu.tensor([0], dtype=tlgpu.int32), tlgpu.tensor([0], dtype=tlgpu.int32)
+    tok = tlgpu.tensor([6], dtype=tlgpu.int32)
+    want, nxt = one_launch_step(a, tok, pa)
+    lg = one_launch_step(b, tok, pb, argmax=False)
+    assert isinstance(lg, tlgpu.Tensor) and np.array_equal(lg.numpy(), want.numpy()) and int(pb.item()) == 1
+    b.reset()
+    b.x.copy_(b.embedding(6))
+    c, st = CFG, b.stacked()
+    lg2, nxt2 = tlgpu.decode_layer_(b.x, 0, b.kv_all, st["attn_norm"], st["wqkv"], st["wo"], st["mlp_norm"],
+                                    st["w13"], st["w2"], c.n_heads, eps=c.eps, theta=c.theta, layers=c.n_layers,
+                                    head_norm=b.norm, head=b.out, argmax=True)
+    assert np.array_equal(lg2.numpy(), want.numpy()) and int(nxt2.item()) == int(nxt.item())
 
 
 def test_token_errors():
