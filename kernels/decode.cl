@@ -543,14 +543,14 @@ DEC_UNROLL(4)
 }
 
 /* x (dim floats) is updated in place; logits (vocab floats, vocab > 0) written. scr: (nq + 2 nkv) * D + dim +
- * hidden + 2 nwg floats (qkv, att, g, the argmax's candidates). bar: 4 words, zero at first use (the barrier leaves bar[0]'s low 31 bits as it
- * found them, its top bit flipped a barrier, and advances the generation bar[1]), then 16 stamps a work-group
- * (DEC_STAMPS: 0-9 the last layer's phases, 10 and 11 the launch's start and end). lm: max(dim, hidden, 2 D +
- * max_len) floats rounded up to float4s, and for q4_0 / q8_0 10 words a block of 32 of max(dim, hidden) (x's int8
- * blocks and scales); red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0); the cache starts kvo
- * elements into kv. emb (erows rows of dim, the weights' format; NULL: none): layer 0 starts from x = emb[tbuf[offt]]
- * (work-group 0 stores it to x) instead of x. next (NULL: none): after the head, next[0] = argmax(logits);
- * advance: pbuf[offp] += 1 at the launch's end (a grid barrier before either). */
+ * hidden + 2 nwg floats (qkv, att, g, the argmax's candidates). bar: 4 words, zero at first use (the barrier leaves
+ * bar[0]'s low 31 bits as it found them, its top bit flipped a barrier, and advances the generation bar[1]), then
+ * 16 stamps a work-group (DEC_STAMPS: 0-9 the last layer's phases, 10 and 11 the launch's start and end). lm:
+ * max(dim, hidden, 2 D + max_len) floats rounded up to float4s, and for q4_0 / q8_0 10 words a block of 32 of
+ * max(dim, hidden) (x's int8 blocks and scales); red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0);
+ * the cache starts kvo elements into kv. emb (erows rows of dim, the weights' format; NULL: none): layer 0 starts
+ * from x = emb[tbuf[offt]] (work-group 0 stores it to x) instead of x. next (NULL: none): after the head, next[0] =
+ * argmax(logits); advance: pbuf[offp] += 1 at the launch's end (a grid barrier before either). */
 #ifdef DEC_WG                                        /* a fixed local size: NVIDIA then fits the registers */
 #define DEC_ATTR __attribute__((reqd_work_group_size(DEC_WG, 1, 1)))
 #else

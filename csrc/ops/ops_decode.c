@@ -148,7 +148,8 @@ static PyObject *
 fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"x", "pos", "kv", "attn_norm", "wqkv", "wo", "mlp_norm", "w13", "w2", "n_heads", "eps",
-                          "theta", "groups", "layers", "head_norm", "head", "embed", "token", "argmax", "advance", NULL};
+                          "theta", "groups", "layers", "head_norm", "head", "embed", "token", "argmax", "advance",
+                          NULL};
     PyObject *xo, *po, *ko, *ano, *mno, *wob[4], *hno = Py_None, *hwo = Py_None, *eo = Py_None, *to = Py_None;
     int nq = 0, groups = 0, nl = 1, want_arg = 0, advance = 0;
     double eps = 1e-5, theta = 10000.0;
@@ -215,7 +216,8 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     }
     if (hwo != Py_None) {
         if ((vocab = matrix_rows(hwo, dim, "head")) < 0) goto done;
-        if (weight_arrays(hwo, "head", f, 1, vocab, dim, &w[4], &d[4]) < 0 || vector_arg(hno, "head_norm", dim, &hn) < 0)
+        if (weight_arrays(hwo, "head", f, 1, vocab, dim, &w[4], &d[4]) < 0 ||
+            vector_arg(hno, "head_norm", dim, &hn) < 0)
             goto done;
     }
     int erows = 0;                                       /* the embedding's rows (0: none) */
@@ -231,7 +233,8 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
                             "previous step's argmax)");
             goto done;
         }
-        if ((erows = matrix_rows(eo, dim, "embed")) < 0 || weight_arrays(eo, "embed", f, 1, erows, dim, &w[5], &d[5]) < 0)
+        if ((erows = matrix_rows(eo, dim, "embed")) < 0 ||
+            weight_arrays(eo, "embed", f, 1, erows, dim, &w[5], &d[5]) < 0)
             goto done;
     }
     if (want_arg && vocab == 0) {
@@ -284,8 +287,8 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     }
     Py_ssize_t ns = (Py_ssize_t)nqkv + dim + hidden + 2 * (Py_ssize_t)nwg;   /* qkv, att, g, argmax pairs */
     const Py_ssize_t lsh[2] = {1, vocab};
-    if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL || (vocab > 0 && (lg = tl_tensor_empty(TL_F32, 2, lsh)) == NULL) ||
-        (want_arg && (nx = tl_tensor_empty(TL_I32, 1, lsh)) == NULL))
+    if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL ||
+        (vocab > 0 && (lg = tl_tensor_empty(TL_F32, 2, lsh)) == NULL) || (want_arg && (nx = tl_tensor_empty(TL_I32, 1, lsh)) == NULL))
         goto done;
     if (x->storage == NULL) goto result;
     float feps = (float)eps, lt = (float)log2(theta), scale = (float)(1.0 / sqrt((double)D));
