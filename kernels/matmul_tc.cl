@@ -14,6 +14,10 @@
  *  - Local tiles are padded against bank conflicts (-DTC_SWZ=1: unpadded, 16-byte chunks XOR-swizzled
  *    by row; -DTC_DBUF=1: fragments double-buffered in registers; neither gained on the H100).
  *  - On compute capability 9.0, x @ w.T runs on kernels/matmul_wg.cl (wgmma) instead.
+ *  - -DTC_HALF=1 / 2 (programs matmul_tc_bf16 / matmul_tc_f16): bfloat16 / float16 products, m16n8k16 with
+ *    float32 accumulation, on operands packed two values a word along k (tl_tc_pack_h16): a word is read where
+ *    the TF32 build reads a float, so the k8 step's fragments (in words) are m16n8k16's (in values); C is
+ *    stored rounded to the operands' dtype. Compute capability 8.x (and 9.0 with TLGPU_TC_WGMMA=0).
  *  - The store epilogue (kernels/mm_epi.h; matmul.cl's arguments end in it, and so do these): with epi != 0
  *    each element of C is scaled, gets bias[n] and its residual added, then ReLU/Tanh, one float32 rounding
  *    a step, as it is stored (element by element; a uniform branch, so epi 0 stores as before). The host sets
@@ -120,4 +124,19 @@
 #define TC_WN 4
 #define TC_STAGES 2
 #include "matmul_tc4.h"
+#endif
+
+#if TC_HALF
+/* The 16-bit builds' operand pack: P[b][r][w] = X[b][r][2 w] | X[b][r][2 w + 1] << 16 (0 past K): two values a
+ * word along k, the lower k in the low half, as mma.sync's m16n8k16 fragments hold them; the kernels above then
+ * read P as a K / 2-word operand along k. X: rows sr apart, k sk apart, batches sb apart (2-byte elements). */
+kernel void
+tl_tc_pack_h16(int R, int K, int Kw, global const ushort *X, int off, int sb, int sr, int sk, global uint *P)
+{
+    const int w = get_global_id(0), r = get_global_id(1), b = get_global_id(2);
+    if (w >= Kw || r >= R) return;
+    global const ushort *x = X + off + (long)b * sb + (long)r * sr;
+    const uint lo = x[(long)(2 * w) * sk], hi = 2 * w + 1 < K ? x[(long)(2 * w + 1) * sk] : 0u;
+    P[((long)b * R + r) * Kw + w] = lo | hi << 16;
+}
 #endif

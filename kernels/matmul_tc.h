@@ -349,8 +349,13 @@ TC_NAME(MM_ARGS)
                 for (int h = 0; h < 2; h++) {
                     const int m = m0 + wm * TC_WTM + i * 16 + g + 8 * h, at = m * N + n;
                     if (m >= M) continue;
+#if TC_HALF
+                    if (n < N) tc_st1(C + at, MM_EPI(acc[i][j][2 * h], n, at));
+                    if (n + 1 < N) tc_st1(C + at + 1, MM_EPI(acc[i][j][2 * h + 1], n + 1, at + 1));
+#else
                     if (n < N) C[at] = MM_EPI(acc[i][j][2 * h], n, at);
                     if (n + 1 < N) C[at + 1] = MM_EPI(acc[i][j][2 * h + 1], n + 1, at + 1);
+#endif
                 }
             }
         }
@@ -366,13 +371,19 @@ TC_NAME(MM_ARGS)
             for (int h = 0; h < 2; h++) {
                 const int m = m0 + wm * TC_WTM + i * 16 + g + 8 * h;
                 if (m >= M) continue;
-                global float *dst = C + m * N + n;
+                global TC_CT *dst = C + m * N + n;
+#if TC_HALF
+                if (n < N) tc_st1(dst, acc[i][j][2 * h]);
+                if (n + 1 < N) tc_st1(dst + 1, acc[i][j][2 * h + 1]);
+                (void)pair;
+#else
                 if (pair && n + 1 < N) {
                     vstore2((float2)(acc[i][j][2 * h], acc[i][j][2 * h + 1]), 0, dst);
                 } else {
                     if (n < N) dst[0] = acc[i][j][2 * h];
                     if (n + 1 < N) dst[1] = acc[i][j][2 * h + 1];
                 }
+#endif
             }
         }
     }

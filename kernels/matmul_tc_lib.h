@@ -4,6 +4,22 @@
  * mm_epi.h). matmul_tc.cl's banner describes them. */
 #include "mm_epi.h"
 
+#ifndef TC_HALF
+#define TC_HALF 0                   /* matmul_tc.cl's 16-bit builds: 1 bfloat16, 2 float16 (see tc_mma) */
+#endif
+#if TC_HALF                         /* C in the operands' dtype, rounded to nearest even as it is stored */
+#include "dtype.h"
+#define TC_CT ushort
+static inline void
+tc_st1(global ushort *p, float v)
+{
+    if (TC_HALF == 2) vstore_half_rte(v, 0, (global half *)p);
+    else *p = tl_bf16_bits(v);
+}
+#else
+#define TC_CT float
+#endif
+
 #ifndef TC_ASM
 #define TC_ASM asm                  /* NVIDIA's keyword; clang (a local PTX check) takes __asm__ */
 #endif
@@ -34,7 +50,7 @@
 #define MM_ARGS int M, int N, int K, int nb2,                                                       \
     global const float *A, int offA, int sAb1, int sAb2, int sAm, int sAk,                          \
     global const float *B, int offB, int sBb1, int sBb2, int sBk, int sBn,                          \
-    global float *C, int offC, MM_EPI_ARGS
+    global TC_CT *C, int offC, MM_EPI_ARGS
 #define MM_BATCH()                                                                                  \
     const int b = get_global_id(2), b1 = b / nb2, b2 = b - b1 * nb2;                                \
     A += offA + b1 * sAb1 + b2 * sAb2;                                                              \
@@ -45,7 +61,9 @@
 static inline uint
 tc_tf32(float x)
 {
-#if TC_EMULATE && TC_RNA
+#if TC_HALF
+    return as_uint(x);                             /* a word of two packed 16-bit values, as it is */
+#elif TC_EMULATE && TC_RNA
     return (as_uint(x) + 0x1000u) & 0xffffe000u;    /* cvt.rna for finite x: round half away, 10 bits */
 #elif TC_EMULATE
     return as_uint(x) & 0xffffe000u;               /* what the tensor cores read of an unrounded float */
@@ -59,6 +77,17 @@ tc_tf32(float x)
 }
 
 #if TC_EMULATE
+#if TC_HALF
+/* The 16-bit value of word w at half hi (0: the low 16 bits, the lower k), as a float. */
+static inline float
+tc_h16f(uint w, int hi)
+{
+    const uint b = hi ? w >> 16 : w & 0xffffu;
+    if (TC_HALF == 1) return as_float(b << 16);
+    const ushort h = (ushort)b;
+    return vload_half(0, (const private half *)&h);
+}
+#endif
 /* The warp's mi x ni mma.sync results of one k8 step (acc[mi][ni][4], a[mi][4], b[ni][2] as the kernel
  * holds them) from the 32 lanes' fragments, exchanged through local memory x (32 * (4 mi + 2 ni) words a
  * warp): lane (g, t) holds A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4] and B[t][g], B[t+4][g] of each
@@ -77,9 +106,17 @@ tc_mma_step_emu(float *acc, const uint *a, const uint *b, const int mi, const in
             for (int o = 0; o < 4; o++) {
                 const int r = g + 8 * (o >> 1), n = 2 * t + (o & 1);
                 float s = acc[(i * ni + j) * 4 + o];
+#if TC_HALF                                          /* m16n8k16: word k of the fragments holds k-pair k */
+                for (int k = 0; k < 16; k++) {
+                    const int kw = k / 2;
+                    s += tc_h16f(x[((r % 8) * 4 + kw % 4) * w + 4 * i + (r >= 8) + 2 * (kw >= 4)], k & 1) *
+                         tc_h16f(x[(n * 4 + kw % 4) * w + 4 * mi + 2 * j + (kw >= 4)], k & 1);
+                }
+#else
                 for (int k = 0; k < 8; k++)
                     s += as_float(x[((r % 8) * 4 + k % 4) * w + 4 * i + (r >= 8) + 2 * (k >= 4)] & 0xffffe000u) *
                          as_float(x[(n * 4 + k % 4) * w + 4 * mi + 2 * j + (k >= 4)] & 0xffffe000u);
+#endif
                 acc[(i * ni + j) * 4 + o] = s;
             }
         }
@@ -93,8 +130,16 @@ tc_mma(float *d, const uint *a, const uint *b)
 {
 #if !TC_EMULATE
     float d0, d1, d2, d3;
+#if TC_HALF == 1                    /* m16n8k16: the k8 fragments' words hold pairs along k (a0 the lower) */
+    TC_ASM("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};"
+#elif TC_HALF == 2
+    TC_ASM("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%10, %11, %12, %13};"
+#else
     TC_ASM("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%10, %11, %12, %13};"
+#endif
         : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(d[0]), "f"(d[1]), "f"(d[2]),
           "f"(d[3]));

@@ -45,12 +45,14 @@ typedef struct {
     int fill, slots;                             /* the size rule's tl_grid_fills(): % of the units, per SM */
     tl_kernel k[TC_LAYOUTS];
     tl_kernel h[2];                              /* wg 2, 3: the bfloat16 and float16 builds' kernel */
+    tl_kernel mh[2];                             /* wg 0: matmul_tc.cl's bfloat16 / float16 builds' nt kernel */
 } tc_config;
 
 #define TC_ROWF(fam, tag, bm, bn, warps, sweep)                                                             \
     {tag, bm, bn, warps, sweep, 0, 0, 100, 0,                                                               \
      {TL_KERNEL(fam, "tl_gemm_tc_nn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_nt_" tag "_f32"),                  \
-      TL_KERNEL(fam, "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_tt_" tag "_f32")}}
+      TL_KERNEL(fam, "tl_gemm_tc_tn_" tag "_f32"), TL_KERNEL(fam, "tl_gemm_tc_tt_" tag "_f32")},                 \
+     .mh = {TL_KERNEL(fam "_bf16", "tl_gemm_tc_nt_" tag "_bf16"), TL_KERNEL(fam "_f16", "tl_gemm_tc_nt_" tag "_f16")}}
 #define TC_ROW(tag, bm, bn, warps, sweep) TC_ROWF("matmul_tc", tag, bm, bn, warps, sweep)
 #define TC_ROWWK(tag, bm, bn, warps, sweep)  /* a wgmma row: the nt kernel alone */                       \
     {"wg" tag, bm, bn, warps, sweep, 1, 0, 100, 0,                                                          \
@@ -109,8 +111,10 @@ static int capable = -1;                          /* -1 unknown, 0 no, else comp
 static char wg_error[1200];                        /* why the wgmma family could not be built here */
 static char pk_error[1200];                        /* ... or the packed rows' (matmul_wgb.cl) */
 static char h_error[2][1200];                      /* ... or their bfloat16 / float16 builds' */
+static char mh_error[2][1200];                     /* ... or matmul_tc.cl's bfloat16 / float16 builds' */
 static long wg_launches, pk_launches, pk_splits;  /* products given to the wgmma rows, the packed ones, split */
 static long h_launches;                           /* ... packed bfloat16 / float16 products */
+static long mh_launches;                          /* bfloat16 / float16 products on the mma.sync rows */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* 1 when the device runs matmul_tc.cl, 0 when not, -1 with an exception set. */
@@ -420,8 +424,71 @@ tl_gemm_tc_packed(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor *re
 int
 tl_gemm_tc_half_usable(void)
 {
-    const int ok = tc_capable();
-    return ok <= 0 ? ok : wg_usable();
+    return tc_capable();                              /* the packed wgmma rows, else the mma.sync ones */
+}
+
+/* Half operand t packed for matmul_tc.cl's 16-bit builds (tl_tc_pack_h16): rows along dim rd, k along dim kd
+ * (of the last two), R rows of Kw words a batch; a float32 tensor of the words' bits. */
+static tl_tensor *
+pack16(tl_tensor *t, int rd, int kd, int R, int K, int Kw, int h)
+{
+    static tl_kernel kp[2] = {TL_KERNEL("matmul_tc_bf16", "tl_tc_pack_h16"), TL_KERNEL("matmul_tc_f16", "tl_tc_pack_h16")};
+    const int nd = t->ndim, batch = nd == 3 ? (int)t->shape[0] : 1, sb = nd == 3 ? (int)t->strides[0] : 0;
+    const int sr = (int)t->strides[nd - 2 + rd], sk = (int)t->strides[nd - 2 + kd], off = (int)t->offset;
+    Py_ssize_t n = (Py_ssize_t)batch * R * Kw;
+    tl_tensor *y = tl_tensor_empty(TL_F32, 1, &n);
+    if (y == NULL) return NULL;
+    const size_t I = sizeof(int), Mm = sizeof(cl_mem), lws[3] = {64, 1, 1};
+    const size_t gws[3] = {tl_round_up((size_t)Kw, 64), (size_t)R, (size_t)batch};
+    const size_t sz[9] = {I, I, I, Mm, I, I, I, I, Mm};
+    const void *val[9] = {&R, &K, &Kw, &t->storage->mem, &off, &sb, &sr, &sk, &y->storage->mem};
+    tl_storage *st[2] = {y->storage, t->storage};
+    if (launch(&kp[h], 9, sz, val, gws, lws, st, 2) < 0) Py_CLEAR(y);
+    return y;
+}
+
+/* a @ b in a 16-bit dtype on an mma.sync row (compute capability 8.x, or wherever the wgmma rows do not run):
+ * both operands packed two values a word along k (pack16), then the row's nt kernel of that dtype's build over
+ * the words, C stored in the operands' dtype. 1 with *out set, 0 when no row takes it (or its build failed:
+ * the reason in _gemm_tc()), -1 with an exception set. */
+static int
+mma_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, int batch, int h, size_t units, tl_tensor **out)
+{
+    const int i = forced >= 0 && configs[forced].wg == 0 ? forced : pick(M, N, batch, 0, units);
+    tl_err err = {0};
+    if (i < 0 || (forced < 0 && mh_error[h][0] != '\0')) return 0;
+    if (tl_kernel_prepare(&configs[i].mh[h], &err) != TL_OK) {
+        if (i == forced) return tl_raise(&err);
+        pthread_mutex_lock(&lock);
+        snprintf(mh_error[h], sizeof mh_error[h], "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
+        pthread_mutex_unlock(&lock);
+        tl_err_clear(&err);
+        return 0;
+    }
+    const int ba = a->ndim == 3 ? (int)a->shape[0] : 1, bb = b->ndim == 3 ? (int)b->shape[0] : 1, Kw = (K + 1) / 2;
+    if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch) || (size_t)batch * (size_t)(M > N ? M : N) * (size_t)Kw > INT_MAX ||
+        (size_t)batch * (size_t)M * (size_t)N > INT_MAX)  /* the kernels' int indices */
+        return 0;
+    tl_tensor *pa = pack16(a, 0, 1, M, K, Kw, h), *pb = pa != NULL ? pack16(b, 1, 0, N, K, Kw, h) : NULL;
+    Py_ssize_t shape[3] = {batch, M, N};
+    const int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    *out = pb != NULL ? tl_tensor_empty(a->dtype, nd, shape + 3 - nd) : NULL;
+    if (*out != NULL) {
+        const int zero = 0, one_i = 1, sa = ba > 1 ? M * Kw : 0, sb = bb > 1 ? N * Kw : 0;
+        const float one = 1.0f;
+        const size_t I = sizeof(int), Mm = sizeof(cl_mem), F = sizeof(float), lws[3] = {(size_t)configs[i].warps * 32, 1, 1};
+        const size_t gws[3] = {tiles(&configs[i], M, N) * lws[0], 1, (size_t)batch};
+        cl_mem *c = &(*out)->storage->mem;
+        const size_t sz[23] = {I, I, I, I, Mm, I, I, I, I, I, Mm, I, I, I, I, I, Mm, I, Mm, I, F, Mm, I};
+        const void *val[23] = {&M, &N, &Kw, &batch, &pa->storage->mem, &zero, &zero, &sa, &Kw, &one_i,
+                               &pb->storage->mem, &zero, &zero, &sb, &one_i, &Kw, c, &zero, c, &zero, &one, c, &zero};
+        tl_storage *st[3] = {(*out)->storage, pa->storage, pb->storage};
+        if (launch(&configs[i].mh[h], 23, sz, val, gws, lws, st, 3) < 0) Py_CLEAR(*out);
+        else mh_launches++;
+    }
+    Py_XDECREF(pa);
+    Py_XDECREF(pb);
+    return *out != NULL ? 1 : -1;
 }
 
 int
@@ -430,15 +497,17 @@ tl_gemm_tc_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out
     const tl_runtime *rt;
     tl_err err = {0};
     int ok;
-    if (a->dtype != b->dtype || !TL_IS_HALF(a->dtype) || (forced >= 0 && configs[forced].wg < 2) || M < 2 ||
+    if (a->dtype != b->dtype || !TL_IS_HALF(a->dtype) || (forced >= 0 && configs[forced].wg == 1) || M < 2 ||
         N < 2 || K < 1 || a->ndim < 2 || a->ndim > 3 || b->ndim < 2 || b->ndim > 3)
         return 0;
     const int h = a->dtype == TL_F16;
     if ((ok = tc_capable()) <= 0) return ok;
-    if (!wg_usable() || (forced < 0 && h_error[h][0] != '\0')) return 0;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
     const Py_ssize_t ba = a->ndim == 3 ? a->shape[0] : 1, bb = b->ndim == 3 ? b->shape[0] : 1;
     const int batch = (int)(ba > bb ? ba : bb);
+    if (!wg_usable() || (forced >= 0 && configs[forced].wg == 0))   /* compute capability 8.x: mma.sync */
+        return mma_half(a, b, M, N, K, batch, h, rt->info.compute_units, out);
+    if (forced < 0 && h_error[h][0] != '\0') return 0;
     int i = forced >= 0 ? forced : pick(M, N, batch, 2, rt->info.compute_units);
     for (int j = 0, none = i < 0; none && j < TC_NCONFIGS; j++)   /* none fills the device: the smallest row, */
         if (!configs[j].sweep && configs[j].wg == 2) i = j;             /* unsplit, */
@@ -465,13 +534,25 @@ half_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t 
     snprintf(out, cap, " -DWG_HALF=%d", arg);
 }
 
+/* ... and of matmul_tc.cl: -DTC_HALF=1 (bfloat16) or 2 (float16). */
+static void
+tc_half_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
+{
+    (void)rt;
+    (void)user;
+    snprintf(out, cap, " -DTC_HALF=%d", arg);
+}
+
 tl_status
 tl_gemm_tc_register(tl_err *err)
 {
-    static const tl_program_rule rules[2] = {{"matmul_wgb_bf16", "matmul_wgb", half_options, 1},
-                                             {"matmul_wgb_f16", "matmul_wgb", half_options, 2}};
-    tl_status st = tl_program_register(&rules[0], err);
-    return st == TL_OK ? tl_program_register(&rules[1], err) : st;
+    static const tl_program_rule rules[4] = {{"matmul_wgb_bf16", "matmul_wgb", half_options, 1},
+                                             {"matmul_wgb_f16", "matmul_wgb", half_options, 2},
+                                             {"matmul_tc_bf16", "matmul_tc", tc_half_options, 1},
+                                             {"matmul_tc_f16", "matmul_tc", tc_half_options, 2}};
+    tl_status st = TL_OK;
+    for (int i = 0; i < 4 && st == TL_OK; i++) st = tl_program_register(&rules[i], err);
+    return st;
 }
 
 PyObject *
@@ -529,13 +610,16 @@ tl_gemm_tc_info(PyObject *Py_UNUSED(m), PyObject *args)
         if (s == NULL || PyList_Append(tags, s) < 0) { Py_XDECREF(s); Py_DECREF(tags); return NULL; }
         Py_DECREF(s);
     }
-    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l,s:l,s:l,s:s,s:s}", "capability", capable, "active",
+    r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l,s:l,s:l,s:s,s:s,s:l,s:s,s:s}", "capability", capable,
+                      "active",
                       ok && tf32 ? Py_True : Py_False, "configs", tags, "forced",
                       forced >= 0 ? configs[forced].tag : NULL,
                       "wgmma", wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL,
                       "packed_error", pk_error[0] ? pk_error : NULL, "wgmma_launches", wg_launches,
                       "packed_launches", pk_launches, "packed_splits", pk_splits, "half_launches", h_launches,
-                      "bf16_error", h_error[0][0] ? h_error[0] : NULL, "f16_error", h_error[1][0] ? h_error[1] : NULL);
+                      "bf16_error", h_error[0][0] ? h_error[0] : NULL, "f16_error", h_error[1][0] ? h_error[1] : NULL,
+                      "mma_half_launches", mh_launches, "mma_bf16_error", mh_error[0][0] ? mh_error[0] : NULL,
+                      "mma_f16_error", mh_error[1][0] ? mh_error[1] : NULL);
     return r;
 }
 
