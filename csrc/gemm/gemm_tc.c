@@ -174,21 +174,28 @@ wg_usable(void)
     return (capable == 90 || capable == 1) && wg_error[0] == '\0' && tl_setting_flag(TL_SET_TC_WGMMA);
 }
 
+/* 1 when kernel kh (of row i) is built; 0 when it failed to build, the reason kept in why (1200 bytes: the other
+ * rows run from now on); -1 with the exception when i is the forced row (a sweep or a test asked for it). */
+static int
+prepare_or_note(tl_kernel *kh, int i, char *why)
+{
+    tl_err err = {0};
+    if (tl_kernel_prepare(kh, &err) == TL_OK) return 1;
+    if (i == forced) return tl_raise(&err);
+    pthread_mutex_lock(&lock);
+    snprintf(why, sizeof wg_error, "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
+    pthread_mutex_unlock(&lock);
+    tl_err_clear(&err);
+    return 0;
+}
+
 /* 1 when wgmma row i's kernel is built; 0 when its family failed to build (the reason kept in wg_error:
  * the mma.sync rows run from now on; for a packed row in pk_error: the other wgmma rows do); -1 with an
  * exception when i is the forced row (a sweep asked for it). */
 static int
 wg_prepare(int i)
 {
-    tl_err err = {0};
-    if (tl_kernel_prepare(&configs[i].k[TC_NT], &err) == TL_OK) return 1;
-    if (i == forced) return tl_raise(&err);
-    char *why = configs[i].wg >= 2 ? pk_error : wg_error;
-    pthread_mutex_lock(&lock);
-    snprintf(why, sizeof wg_error, "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
-    pthread_mutex_unlock(&lock);
-    tl_err_clear(&err);
-    return 0;
+    return prepare_or_note(&configs[i].k[TC_NT], i, configs[i].wg >= 2 ? pk_error : wg_error);
 }
 
 int
@@ -455,16 +462,9 @@ static int
 mma_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, int batch, int h, size_t units, tl_tensor **out)
 {
     const int i = forced >= 0 && configs[forced].wg == 0 ? forced : pick(M, N, batch, 0, units);
-    tl_err err = {0};
+    int ok;
     if (i < 0 || (forced < 0 && mh_error[h][0] != '\0')) return 0;
-    if (tl_kernel_prepare(&configs[i].mh[h], &err) != TL_OK) {
-        if (i == forced) return tl_raise(&err);
-        pthread_mutex_lock(&lock);
-        snprintf(mh_error[h], sizeof mh_error[h], "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
-        pthread_mutex_unlock(&lock);
-        tl_err_clear(&err);
-        return 0;
-    }
+    if ((ok = prepare_or_note(&configs[i].mh[h], i, mh_error[h])) <= 0) return ok;
     const int ba = a->ndim == 3 ? (int)a->shape[0] : 1, bb = b->ndim == 3 ? (int)b->shape[0] : 1, Kw = (K + 1) / 2;
     if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch) || (size_t)batch * (size_t)(M > N ? M : N) * (size_t)Kw > INT_MAX ||
         (size_t)batch * (size_t)M * (size_t)N > INT_MAX)  /* the kernels' int indices */
@@ -513,14 +513,7 @@ tl_gemm_tc_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out
         if (!configs[j].sweep && configs[j].wg == 2) i = j;             /* unsplit, */
     if (forced < 0 && (size_t)batch * tiles(&configs[i], M, N) * 4 < rt->info.compute_units)
         return 0;                                         /* ... unless it leaves 3/4 of the device idle */
-    if (tl_kernel_prepare(&configs[i].h[h], &err) != TL_OK) {
-        if (i == forced) return tl_raise(&err);
-        pthread_mutex_lock(&lock);
-        snprintf(h_error[h], sizeof h_error[h], "%.100s: %.1000s", err.routine ? err.routine : "", err.what);
-        pthread_mutex_unlock(&lock);
-        tl_err_clear(&err);
-        return 0;
-    }
+    if ((ok = prepare_or_note(&configs[i].h[h], i, h_error[h])) <= 0) return ok;
     const int KT = ((K + 1) / 2 + configs[i].bk - 1) / configs[i].bk;
     return packed_product(&configs[i], &configs[i].h[h], a, b, M, N, K, 1, KT, NULL, 0, NULL, out);
 }
