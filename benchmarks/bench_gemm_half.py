@@ -4,7 +4,9 @@ relative Frobenius error against float64 on the same (rounded) operands and whic
 the float32 fallback where the device has no 16-bit tensor-core path). Issue 26's goal at 4096 on the H100/
 H200: at least 0.7x PyTorch's bfloat16 matmul and at least 1.8x tlgpu's TF32.
 
-Usage: python3 benchmarks/bench_gemm_half.py [--sizes 1024 4096] [--seconds 1.0] [--json]
+Usage: python3 benchmarks/bench_gemm_half.py [--sizes 1024 4096] [--seconds 1.0] [--mma] [--json]
+       --mma: each size also on the mma.sync rows (TLGPU_TC_WGMMA=0 for those rows: the compute capability 8.x
+       path, kernels/matmul_tc.cl's TC_HALF builds), beside the packed wgmma rows.
        python3 benchmarks/bench_gemm_half.py --tags wgb128x128x8s5,wgb256x128x8s3 [--sizes ...]: each packed
        row forced in turn (built with -DTC_SWEEP, so the sweep rows exist), bfloat16 x @ w.T and a @ b.
 Square a @ b and a @ b.T (x @ w.T, a linear layer) per size; sizes default to 1024-8192 on GPUs, 256-512 on
@@ -32,9 +34,12 @@ def row_for(n, trans_b, dt, seconds, torch, rng):
     ref = a.astype(np.float64) @ (b.T if trans_b else b).astype(np.float64)
     flops = 2.0 * n ** 3
     row = {"shape": f"{n}" + (" x@w.T" if trans_b else " a@b"), "dtype": dt}
-    h0 = tlgpu._C._gemm_tc().get("half_launches", 0)
+    info0 = tlgpu._C._gemm_tc()
     got = (ta @ tbb).numpy().astype(np.float64)
-    row["path"] = "tensor cores" if tlgpu._C._gemm_tc().get("half_launches", 0) > h0 else "float32 fallback"
+    info = tlgpu._C._gemm_tc()
+    row["path"] = ("tensor cores (wgmma)" if info["half_launches"] > info0["half_launches"] else
+                   "tensor cores (mma.sync)" if info["mma_half_launches"] > info0["mma_half_launches"] else
+                   "float32 fallback")
     row["err"] = round(rel_fro(got, ref), 6)
     row["tlgpu_tflops"] = round(flops / best_time(lambda: ta @ tbb, seconds, tlgpu.synchronize) / 1e12, 1)
     if torch is not None:
@@ -64,6 +69,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=1.0, help="rough time per measurement")
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table (read by _util.report)")
     ap.add_argument("--tags", help="force each of these packed rows in turn (comma-separated)")
+    ap.add_argument("--mma", action="store_true", help="each size also on the mma.sync rows (TLGPU_TC_WGMMA=0)")
     args = ap.parse_args()
     if args.tags:
         rows, torch, rng = [], load_torch(), np.random.default_rng(0)
@@ -80,7 +86,21 @@ def main():
     sizes = args.sizes or ([256, 512] if cpu else [1024, 2048, 4096, 8192])
     torch = None if cpu else load_torch()
     rng = np.random.default_rng(0)
-    rows = [row_for(n, t, dt, args.seconds, torch, rng) for dt in args.dtypes for n in sizes for t in (False, True)]
+    rows = []
+    for dt in args.dtypes:
+        for n in sizes:
+            for t in (False, True):
+                rows.append(row_for(n, t, dt, args.seconds, torch, rng))
+                if args.mma:                              # read at each product (an EACH setting)
+                    prev = os.environ.get("TLGPU_TC_WGMMA")
+                    os.environ["TLGPU_TC_WGMMA"] = "0"
+                    try:
+                        rows.append(row_for(n, t, dt, args.seconds, torch, rng))
+                    finally:
+                        if prev is None:
+                            del os.environ["TLGPU_TC_WGMMA"]
+                        else:
+                            os.environ["TLGPU_TC_WGMMA"] = prev
     report("GEMM bfloat16/float16", rows, ["shape", "dtype", "path", "tlgpu_tflops", "torch_tflops", "vs_torch",
                                            "tf32_tflops", "vs_tf32", "err", "torch_err"],
            {"torch_cuda": torch is not None, "gemm_tc": {k: v for k, v in tlgpu._C._gemm_tc().items() if k != "configs"}})
