@@ -59,6 +59,20 @@ for dt, npdt in DTS:
     if not (np.isnan(r[:, 1]).all() and np.isinf(r[0]).sum() + np.isnan(r[0]).sum() == r.shape[1]):
         bad.append(f"{npdt.__name__} inf/nan")
 out["errs"] = errs
+# F.linear in a half dtype: forward and both weight-side gradients on the mma.sync rows
+import tlgpu.nn.functional as F
+lin = {}
+for dt, npdt in DTS:
+    x = rng.standard_normal((130, 40)).astype(npdt); w = (rng.standard_normal((70, 40)) * 0.2).astype(npdt)
+    g = rng.standard_normal((130, 70)).astype(np.float32)
+    tx, tw = tlgpu.tensor(x, requires_grad=True), tlgpu.tensor(w, requires_grad=True)
+    h0 = launches()
+    y = F.linear(tx, tw)
+    (y.float() * tlgpu.tensor(g)).sum().backward()
+    rel = lambda got, ref: float(np.abs(f64(got.numpy()) - ref).max() / np.abs(ref).max())
+    lin[npdt.__name__] = {"dtypes": [str(t.dtype) for t in (y, tx.grad, tw.grad)], "launches": launches() - h0,
+                          "y": rel(y, f64(x) @ f64(w).T), "dx": rel(tx.grad, g @ f64(w)), "dw": rel(tw.grad, g.T @ f64(x))}
+out["linear"] = lin
 out["bad"] = bad
 info = tlgpu._C._gemm_tc()
 out["errors"] = [info["mma_bf16_error"], info["mma_f16_error"]]
@@ -93,3 +107,13 @@ def test_random_error_is_half_rounding(res):
     from a wrong product (a fragment mix-up gives errors near 1)."""
     assert 1e-5 < res["errs"]["bfloat16"] < 4e-3
     assert 1e-6 < res["errs"]["float16"] < 5e-4
+
+
+def test_linear_forward_backward(res):
+    """F.linear on half x and weight: the output and both gradients in that dtype within half precision of
+    float64, the three products (y, dx, dw) on the mma.sync rows."""
+    for name, tol in [("bfloat16", 1.6e-2), ("float16", 2e-3)]:
+        r = res["linear"][name]
+        assert r["dtypes"] == [name] * 3 and r["launches"] == 3
+        for k in ("y", "dx", "dw"):
+            assert r[k] < tol, (name, k, r[k])
