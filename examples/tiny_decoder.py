@@ -492,7 +492,8 @@ def main():
     ap.add_argument("--bf16", action="store_true", help="bfloat16 weights (bfloat16 KV cache)")
     ap.add_argument("--kv", choices=("float32", "float16", "bfloat16"), help="the KV cache's dtype")
     ap.add_argument("--unfused", action="store_true", help="separate rms_norm / silu_mul launches (9 a layer)")
-    ap.add_argument("--layer", action="store_true", help="the layers and the head in one launch (tlgpu.decode_layer_)")
+    ap.add_argument("--layer", action="store_true",
+                    help="the layers and the head in one launch; with --mode device or jit the whole step")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mode", choices=("sync", "device", "jit"), default="sync",

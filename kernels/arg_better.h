@@ -13,4 +13,14 @@ arg_better(int want_max, float va, int ia, float vb, int ib)
     if (vb != va) return want_max ? vb > va : vb < va;
     return ib < ia;
 }
+
+/* (*v, *i) = (v2, i2) when the candidate wins (arg_better). */
+inline void
+arg_keep(int want_max, float *v, int *i, float v2, int i2)
+{
+    if (arg_better(want_max, *v, *i, v2, i2)) {
+        *v = v2;
+        *i = i2;
+    }
+}
 #endif

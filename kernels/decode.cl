@@ -70,7 +70,7 @@
     do {                                                                                                      \
         if (get_local_id(0) == 0) {                                                                           \
             uint t_;                                                                                          \
-            MVQ_ASM volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t_));                                    \
+            MVQ_ASM volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t_));                                     \
             bar[4 + 16 * get_group_id(0) + (k)] = t_;                                                         \
         }                                                                                                     \
     } while (0)
@@ -310,11 +310,7 @@ wg_argbest(float bv, int bi, local float *red)
     local int *ri = (local int *)(red + nw);
     for (int m = 16; m > 0; m >>= 1) {               /* the warp's best */
         const float ov = shfl_xor(bv, m);
-        const int oi = as_int(shfl_xor(as_float(bi), m));
-        if (arg_better(1, bv, bi, ov, oi)) {
-            bv = ov;
-            bi = oi;
-        }
+        arg_keep(1, &bv, &bi, ov, as_int(shfl_xor(as_float(bi), m)));
     }
     if (lid % 32 == 0) {
         red[lid / 32] = bv;
@@ -322,11 +318,7 @@ wg_argbest(float bv, int bi, local float *red)
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid == 0)
-        for (int w = 1; w < nw; w++)
-            if (arg_better(1, bv, bi, red[w], ri[w])) {
-                bv = red[w];
-                bi = ri[w];
-            }
+        for (int w = 1; w < nw; w++) arg_keep(1, &bv, &bi, red[w], ri[w]);
     barrier(CLK_LOCAL_MEM_FENCE);                    /* red is free again */
 #endif
     return (int2)(as_int(bv), bi);
@@ -388,14 +380,8 @@ products(int fmt, global const uint4 *w, global const half *d, int N, int K, loc
                 y[n] = add ? y[n] + a.x : a.x;
                 if (step == 2 && n + 1 < N) y[n + 1] = add ? y[n + 1] + a.y : a.y;
             }
-            if (best != 0 && arg_better(1, bv, bi, a.x, n)) {
-                bv = a.x;
-                bi = n;
-            }
-            if (best != 0 && step == 2 && n + 1 < N && arg_better(1, bv, bi, a.y, n + 1)) {
-                bv = a.y;
-                bi = n + 1;
-            }
+            if (best != 0) arg_keep(1, &bv, &bi, a.x, n);
+            if (best != 0 && step == 2 && n + 1 < N) arg_keep(1, &bv, &bi, a.y, n + 1);
         }
     }
     if (best != 0) {
@@ -578,10 +564,10 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
 {                                                                                                             \
     local int lcur;                                                                                           \
     const uint nwg = get_num_groups(0);                                                                       \
-    const int p0 = pbuf != 0 ? pbuf[offp] : 0, p = p0 + pos0, nqkv = (nq + 2 * nkv) * D;                     \
+    const int p0 = pbuf != 0 ? pbuf[offp] : 0, p = p0 + pos0, nqkv = (nq + 2 * nkv) * D;                      \
     const int tok = emb != 0 ? tbuf[offt] : 0;                                                                \
     volatile global float *vx = x, *qkv = scr, *att = scr + nqkv, *g = att + dim;                             \
-    volatile global float2 *wbest = (volatile global float2 *)(g + hidden);   /* argmax: a pair a group */   \
+    volatile global float2 *wbest = (volatile global float2 *)(g + hidden);   /* argmax: a pair a group */    \
     local float *lm = (local float *)lm4;            /* float4-aligned: products read it as float4 */         \
     const int lmf = (max(max(dim, hidden), 2 * D + max_len) + 3) & ~3, nbx = max(dim, hidden) / 32;           \
     local uint4 *xq = (local uint4 *)(lm4 + lmf / 4);  /* quantized formats: x's int8 blocks after h */       \
@@ -593,13 +579,13 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         LBAR(CLK_LOCAL_MEM_FENCE);                                                                            \
         STAMP(0);                                                                                             \
         if (DEC_PHASES & 1) {                        /* layer 0 with emb: x = the token's row */              \
-            const float ss = emb != 0 && l == 0 ? embed_load(FMT, emb, demb, tok, erows, dim, lm, x,         \
+            const float ss = emb != 0 && l == 0 ? embed_load(FMT, emb, demb, tok, erows, dim, lm, x,          \
                                                              get_group_id(0) == 0)                            \
                                                 : stage_load(vx, dim, lm);                                    \
             stage_norm(ss, attn_norm + LAYER * dim, eps, dim, lm, red);                                       \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
             products(FMT, W_AT(FMT, wqkv, nqkv, dim), D_AT(FMT, dqkv, nqkv, dim), nqkv, dim, lm, xq, xs, qkv, \
-                     0, 0, red, 0);                                                                              \
+                     0, 0, red, 0);                                                                           \
         }                                                                                                     \
         STAMP(1);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
@@ -613,8 +599,8 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         if (DEC_PHASES & 4) {                                                                                 \
             stage(att, 0, eps, dim, lm, red);                                                                 \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
-            products(FMT, W_AT(FMT, wo, dim, dim), D_AT(FMT, dwo, dim, dim), dim, dim, lm, xq, xs, vx, 1, 0,   \
-                     red, 0);                                                                                    \
+            products(FMT, W_AT(FMT, wo, dim, dim), D_AT(FMT, dwo, dim, dim), dim, dim, lm, xq, xs, vx, 1, 0,  \
+                     red, 0);                                                                                 \
         }                                                                                                     \
         STAMP(5);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
@@ -622,8 +608,8 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         if (DEC_PHASES & 8) {                                                                                 \
             stage(vx, mlp_norm + LAYER * dim, eps, dim, lm, red);                                             \
             if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
-            products(FMT, W_AT(FMT, w13, 2 * hidden, dim), D_AT(FMT, d13, 2 * hidden, dim), hidden, dim, lm, \
-                     xq, xs, g, 0, 1, red, 0);                                                                   \
+            products(FMT, W_AT(FMT, w13, 2 * hidden, dim), D_AT(FMT, d13, 2 * hidden, dim), hidden, dim, lm,  \
+                     xq, xs, g, 0, 1, red, 0);                                                                \
         }                                                                                                     \
         STAMP(7);                                                                                             \
         grid_sync(bar, nwg);                                                                                  \
@@ -632,7 +618,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
             stage(g, 0, eps, hidden, lm, red);                                                                \
             if (FMT >= DEC_Q4_0) stage_q8(hidden, lm, xq, xs);                                                \
             products(FMT, W_AT(FMT, w2, dim, hidden), D_AT(FMT, d2, dim, hidden), dim, hidden, lm, xq, xs, vx, \
-                     1, 0, red, 0);                                                                              \
+                     1, 0, red, 0);                                                                           \
         }                                                                                                     \
         STAMP(9);                                                                                             \
         if (l + 1 < nl || vocab > 0) grid_sync(bar, nwg);   /* x whole before it is staged again */           \
@@ -640,7 +626,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
     if (vocab > 0) {                                 /* the head: logits = head @ rms_norm(x) * head_norm */  \
         stage(vx, head_norm, eps, dim, lm, red);                                                              \
         if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
-        products(FMT, head, dhead, vocab, dim, lm, xq, xs, logits, 0, 0, red, next != 0 ? wbest : 0);        \
+        products(FMT, head, dhead, vocab, dim, lm, xq, xs, logits, 0, 0, red, next != 0 ? wbest : 0);         \
     }                                                                                                         \
     if (next != 0 || advance) {                      /* the greedy token: every logit written first */        \
         grid_sync(bar, nwg);                                                                                  \
@@ -649,10 +635,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
             int bi = -1;                                                                                      \
             for (int i = get_local_id(0); next != 0 && i < (int)nwg; i += get_local_size(0)) {                \
                 const float2 c = wbest[i];                                                                    \
-                if (arg_better(1, bv, bi, c.x, as_int(c.y))) {                                                \
-                    bv = c.x;                                                                                 \
-                    bi = as_int(c.y);                                                                         \
-                }                                                                                             \
+                arg_keep(1, &bv, &bi, c.x, as_int(c.y));                                                      \
             }                                                                                                 \
             const int best = wg_argbest(bv, bi, red).y;                                                       \
             if (get_local_id(0) == 0) {                                                                       \

@@ -44,7 +44,7 @@ merge(int op, float *v, float *w, int *i, float v2, float w2, int i2)
     case R_MAX: *v = (*v >= v2 || isnan(*v)) ? *v : v2; break;
     case R_MIN: *v = (*v <= v2 || isnan(*v)) ? *v : v2; break;
     case R_ARGMAX: case R_ARGMIN:
-        if (arg_better(op == R_ARGMAX, *v, *i, v2, i2)) { *v = v2; *i = i2; }
+        arg_keep(op == R_ARGMAX, v, i, v2, i2);
         break;
     default: {
         float2 r = lse_merge(*v, *w, v2, w2);
@@ -201,7 +201,7 @@ tl_reduce_f32(int op, int blocked, int rows, int cols, int inner, int chunk, int
         for (int j = jb; j < je; j += js) {
             float t = p[j * inner];
             int ti = xi ? xi[base + j] : j;
-            if (arg_better(op == R_ARGMAX, v, i, t, ti)) { v = t; i = ti; }
+            arg_keep(op == R_ARGMAX, &v, &i, t, ti);
         }
     } else if (xw == 0) {
         /* logsumexp pass 1: the lane's own max, then its sum of exp relative to it (no rescaling) */

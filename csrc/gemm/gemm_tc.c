@@ -439,7 +439,8 @@ tl_gemm_tc_half_usable(void)
 static tl_tensor *
 pack16(tl_tensor *t, int rd, int kd, int R, int K, int Kw, int h)
 {
-    static tl_kernel kp[2] = {TL_KERNEL("matmul_tc_bf16", "tl_tc_pack_h16"), TL_KERNEL("matmul_tc_f16", "tl_tc_pack_h16")};
+    static tl_kernel kp[2] = {TL_KERNEL("matmul_tc_bf16", "tl_tc_pack_h16"),
+                              TL_KERNEL("matmul_tc_f16", "tl_tc_pack_h16")};
     const int nd = t->ndim, batch = nd == 3 ? (int)t->shape[0] : 1, sb = nd == 3 ? (int)t->strides[0] : 0;
     const int sr = (int)t->strides[nd - 2 + rd], sk = (int)t->strides[nd - 2 + kd], off = (int)t->offset;
     Py_ssize_t n = (Py_ssize_t)batch * R * Kw;
@@ -466,8 +467,9 @@ mma_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, int batch, int h, size
     if (i < 0 || (forced < 0 && mh_error[h][0] != '\0')) return 0;
     if ((ok = prepare_or_note(&configs[i].mh[h], i, mh_error[h])) <= 0) return ok;
     const int ba = a->ndim == 3 ? (int)a->shape[0] : 1, bb = b->ndim == 3 ? (int)b->shape[0] : 1, Kw = (K + 1) / 2;
-    if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch) || (size_t)batch * (size_t)(M > N ? M : N) * (size_t)Kw > INT_MAX ||
-        (size_t)batch * (size_t)M * (size_t)N > INT_MAX)  /* the kernels' int indices */
+    if ((ba != 1 && ba != batch) || (bb != 1 && bb != batch) ||   /* the kernels' int indices: */
+        (size_t)batch * (size_t)(M > N ? M : N) * (size_t)Kw > INT_MAX ||
+        (size_t)batch * (size_t)M * (size_t)N > INT_MAX)
         return 0;
     tl_tensor *pa = pack16(a, 0, 1, M, K, Kw, h), *pb = pa != NULL ? pack16(b, 1, 0, N, K, Kw, h) : NULL;
     Py_ssize_t shape[3] = {batch, M, N};
@@ -476,7 +478,8 @@ mma_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, int batch, int h, size
     if (*out != NULL) {
         const int zero = 0, one_i = 1, sa = ba > 1 ? M * Kw : 0, sb = bb > 1 ? N * Kw : 0;
         const float one = 1.0f;
-        const size_t I = sizeof(int), Mm = sizeof(cl_mem), F = sizeof(float), lws[3] = {(size_t)configs[i].warps * 32, 1, 1};
+        const size_t I = sizeof(int), Mm = sizeof(cl_mem), F = sizeof(float);
+        const size_t lws[3] = {(size_t)configs[i].warps * 32, 1, 1};
         const size_t gws[3] = {tiles(&configs[i], M, N) * lws[0], 1, (size_t)batch};
         cl_mem *c = &(*out)->storage->mem;
         const size_t sz[23] = {I, I, I, I, Mm, I, I, I, I, I, Mm, I, I, I, I, I, Mm, I, Mm, I, F, Mm, I};
@@ -518,22 +521,14 @@ tl_gemm_tc_half(tl_tensor *a, tl_tensor *b, int M, int N, int K, tl_tensor **out
     return packed_product(&configs[i], &configs[i].h[h], a, b, M, N, K, 1, KT, NULL, 0, NULL, out);
 }
 
-/* The 16-bit builds of matmul_wgb.cl: the same source with -DWG_HALF=1 (bfloat16) or 2 (float16). */
+/* The 16-bit builds of matmul_wgb.cl and matmul_tc.cl: the same source with -DWG_HALF / -DTC_HALF = 1 (bfloat16)
+ * or 2 (float16), each file reading its own. */
 static void
 half_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
 {
     (void)rt;
     (void)user;
-    snprintf(out, cap, " -DWG_HALF=%d", arg);
-}
-
-/* ... and of matmul_tc.cl: -DTC_HALF=1 (bfloat16) or 2 (float16). */
-static void
-tc_half_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
-{
-    (void)rt;
-    (void)user;
-    snprintf(out, cap, " -DTC_HALF=%d", arg);
+    snprintf(out, cap, " -DWG_HALF=%d -DTC_HALF=%d", arg, arg);
 }
 
 tl_status
@@ -541,8 +536,8 @@ tl_gemm_tc_register(tl_err *err)
 {
     static const tl_program_rule rules[4] = {{"matmul_wgb_bf16", "matmul_wgb", half_options, 1},
                                              {"matmul_wgb_f16", "matmul_wgb", half_options, 2},
-                                             {"matmul_tc_bf16", "matmul_tc", tc_half_options, 1},
-                                             {"matmul_tc_f16", "matmul_tc", tc_half_options, 2}};
+                                             {"matmul_tc_bf16", "matmul_tc", half_options, 1},
+                                             {"matmul_tc_f16", "matmul_tc", half_options, 2}};
     tl_status st = TL_OK;
     for (int i = 0; i < 4 && st == TL_OK; i++) st = tl_program_register(&rules[i], err);
     return st;

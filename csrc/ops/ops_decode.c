@@ -288,7 +288,8 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     Py_ssize_t ns = (Py_ssize_t)nqkv + dim + hidden + 2 * (Py_ssize_t)nwg;   /* qkv, att, g, argmax pairs */
     const Py_ssize_t lsh[2] = {1, vocab};
     if ((scr = tl_tensor_empty(TL_F32, 1, &ns)) == NULL ||
-        (vocab > 0 && (lg = tl_tensor_empty(TL_F32, 2, lsh)) == NULL) || (want_arg && (nx = tl_tensor_empty(TL_I32, 1, lsh)) == NULL))
+        (vocab > 0 && (lg = tl_tensor_empty(TL_F32, 2, lsh)) == NULL) ||
+        (want_arg && (nx = tl_tensor_empty(TL_I32, 1, lsh)) == NULL))
         goto done;
     if (x->storage == NULL) goto result;
     float feps = (float)eps, lt = (float)log2(theta), scale = (float)(1.0 / sqrt((double)D));
