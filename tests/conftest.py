@@ -25,6 +25,19 @@ def rng():
     return np.random.default_rng(12345)
 
 
+# The start of the 16-bit GEMM checks' child processes (tests/test_gemm_half.py, test_gemm_half_mma.py): the
+# dtypes, and exact(x, y, ref, name), which adds name to `bad` unless x @ y is ref in x's dtype bit for bit.
+HALF_CHILD = r"""
+import json, numpy as np, ml_dtypes, tlgpu
+DTS = [(tlgpu.bfloat16, ml_dtypes.bfloat16), (tlgpu.float16, np.float16)]
+bad = []
+def exact(x, y, ref, name):
+    r = x @ y
+    if r.dtype != x.dtype or r.shape != ref.shape or not np.array_equal(r.numpy(), ref):
+        bad.append(name)
+"""
+
+
 def run_python(code, env=None, timeout=HANG_S):
     """Runs code in a fresh interpreter (for tests of env-var behaviour read once per process)."""
     full_env = dict(os.environ)
