@@ -13,7 +13,7 @@ Usage: python3 benchmarks/bench_gemm.py [--quick] [--sizes 512 1024] [--seconds 
        all four layouts (a wg row runs nt only; the others take the mma.sync rows), then timed nn and nt
        (x @ w.T), beside tlgpu float32 and PyTorch.
 
-       python3 benchmarks/bench_gemm.py --quant [--seconds ...] [--impls old,dp4a,q8x,q8x8,auto]: matrix-vector
+       python3 benchmarks/bench_gemm.py --quant [--seconds ...] [--impls old,dp4a,q8x,q8x8,mma,auto]: matrix-vector
        products x @ w.T with 1 and 8 rows of x on float32, q4_0 and q8_0 weights (tlgpu.quant), one row per
        (product, weights, mul_mv kernel of --impls, tlgpu.quant._MV_IMPL), each with its read bandwidth on the
        bytes of weights it reads (float32 4, q4_0 18/32, q8_0 34/32 bytes a weight), that bandwidth's share of
@@ -201,7 +201,7 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
     return row
 
 
-QUANT_INT = ("dp4a", "q8x", "q8x8")                   # the integer-dot kernels (tlgpu.quant._MV_IMPL)
+QUANT_INT = ("dp4a", "q8x", "q8x8", "mma")                 # the integer-dot kernels (tlgpu.quant._MV_IMPL)
 
 
 def quant_rows(seconds, cpu, quick=False, impls=("old",) + QUANT_INT + ("auto",)):
@@ -357,8 +357,8 @@ def main():
     ap.add_argument("--tc-sweep", action="store_true", help="time every tensor-core tile configuration")
     ap.add_argument("--tc-tags", help="--tc-sweep: only these configurations (comma-separated tags)")
     ap.add_argument("--quant", action="store_true", help="matrix-vector rows on float32, q4_0 and q8_0 weights")
-    ap.add_argument("--impls", default="old,dp4a,q8x,q8x8,auto", help="--quant: the mul_mv kernels timed "
-                    "(tlgpu.quant._MV_IMPL values, comma-separated: old, dp4a, q8x, q8x8, auto)")
+    ap.add_argument("--impls", default="old,dp4a,q8x,q8x8,mma,auto", help="--quant: the mul_mv kernels timed "
+                    "(tlgpu.quant._MV_IMPL values, comma-separated: old, dp4a, q8x, q8x8, mma, auto)")
     ap.add_argument("--quant-prefill", action="store_true", help="prefill rows (M > 8) on float32, q4_0 and q8_0 "
                     "weights: tiles against dequantize + GEMM")
     ap.add_argument("--prefill-impls", default="tiles,dequant", help="--quant-prefill: tlgpu.quant._PREFILL_IMPL "

@@ -185,3 +185,4 @@ MVQ_ROWS_KERNEL(q8_0)
 
 #include "quant_mvq.h"
 #include "quant_mvx.h"
+#include "quant_mvm.h"

@@ -57,8 +57,8 @@ SHAPES = [(1, 5, 32), (2, 9, 64), (3, 33, 1024), (4, 7, 64), (5, 300, 96), (8, 7
           (7, 129, 256)]
 
 
-INT_IMPLS = ["dp4a", "q8x", "q8x8"]
-LAUNCHES = {"dp4a": 1, "q8x": 2, "q8x8": 2}             # q8x: the quantize kernel, then the product
+INT_IMPLS = ["dp4a", "q8x", "q8x8", "mma"]
+LAUNCHES = {"dp4a": 1, "q8x": 2, "q8x8": 2, "mma": 2}   # q8x, mma: the quantize kernel, then the product
 
 
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0"])

@@ -21,6 +21,7 @@ typedef struct {
     const char *name;
     int words;
     tl_kernel deq, rows, mv[4], mv_rows, mvq[4], mvx[2][4];   /* mvx: NRW 4 and 8 (kernels/quant_mvx.h) */
+    tl_kernel mvm;                                      /* 2-8 rows on tensor cores (kernels/quant_mvm.h) */
 } qfmt;
 
 #define QFMT(F, W) {#F, W, TL_KERNEL("quant", "tl_dequantize_" #F "_f32"),                                   \
@@ -30,12 +31,16 @@ typedef struct {
     TL_KERNEL("quant", "tl_mul_mv_" #F "_rows_f32"),                                                          \
     {TL_KERNEL("quant", "tl_mvq_" #F "_r1_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r2_f32"),                     \
      TL_KERNEL("quant", "tl_mvq_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r8_f32")},                   \
-    {{MVX(F, 1, 4), MVX(F, 2, 4), MVX(F, 4, 4), MVX(F, 8, 4)}, {MVX(F, 1, 8), MVX(F, 2, 8), MVX(F, 4, 8), MVX(F, 8, 8)}}}
+    {{MVX(F, 1, 4), MVX(F, 2, 4), MVX(F, 4, 4), MVX(F, 8, 4)}, {MVX(F, 1, 8), MVX(F, 2, 8), MVX(F, 4, 8), MVX(F, 8, 8)}}, \
+    TL_KERNEL("quant", "tl_mvqm_" #F "_f32")}
 #define MVX(F, R, W) TL_KERNEL("quant", "tl_mvqx_" #F "_r" #R "_n" #W "_f32")
 enum { Q4_0, Q8_0, NFMT };
 static qfmt fmts[NFMT] = {QFMT(q4_0, 4), QFMT(q8_0, 8)};
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 #define MVQ_NRW 4                                         /* weight rows per warp: kernels/quant_mvq.h */
+#define MVM_ROWS 32                                       /* weight rows per group: kernels/quant_mvm.h */
+#define MVM_LANES 256
+#define MVM_EMU_WORDS 192
 
 /* Parses (qs, d, N, K) at the front of args and checks the flat arrays of format f. */
 static int
@@ -140,6 +145,15 @@ nv_ptx(const tl_runtime *rt, const char *user)
            (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
 }
 
+/* Whether the quant program is built with -DMVQ_MMA=1 (quant_mvm.h's mma.sync): TL_NV_PTX and compute
+ * capability 8.0 or more (CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, cl_nv_device_attribute_query). */
+static int
+nv_mma(const tl_runtime *rt, const char *user)
+{
+    cl_uint cc = 0;
+    return nv_ptx(rt, user) && clGetDeviceInfo(rt->device, 0x4000, sizeof cc, &cc, NULL) == CL_SUCCESS && cc >= 8;
+}
+
 /* The prologue alone, (R, K) = glu and/or rms_norm of x's rows (x contiguous, xc), one work-group a row. */
 static tl_kernel prologue_k = TL_KERNEL("quant", "tl_mvq_prologue_f32");
 
@@ -231,21 +245,17 @@ launch_mvq(qfmt *f, const tl_runtime *rt, int nv, int rv, int N, int K, int R, t
 /* x quantized once per launch (kernels/quant_mvx.h), R rows of int8 blocks in a global scratch. */
 static tl_kernel quantize_x_k = TL_KERNEL("quant", "tl_mvq_quantize_x_f32");
 
-/* The two-launch integer-dot product (quant_mvx.h): tl_mvq_quantize_x_f32 into a scratch, then the mvx kernel
- * of NRW = 4 << wsel weight rows a warp. Returns as launch_mvq; v and st as there. */
+/* The two-launch integer-dot product (quant_mvx.h, quant_mvm.h): tl_mvq_quantize_x_f32 into a scratch, then
+ * kernel kh in groups of L lanes owning rows weight rows each, with red bytes of local memory. Returns as
+ * launch_mvq; v and st as there. */
 static int
-launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K, int R, tl_tensor *nw, float eps,
-           int glu, const void **v, tl_storage **st)
+launch_two(const tl_runtime *rt, tl_kernel *kh, size_t L, int rows, size_t red, int N, int K, int R, tl_tensor *nw,
+           float eps, int glu, const void **v, tl_storage **st)
 {
-    tl_kernel *kh = &f->mvx[wsel][rv];
-    const int nrw = 4 << wsel, nb = K / 32, has_norm = nw != NULL;
-    const size_t rr = (size_t)1 << rv;
-    if (tl_kernel_py(kh) == NULL || tl_kernel_py(&quantize_x_k) == NULL) return -1;
-    size_t L = mvq_lanes(rt, kh, N, nrw), lq = 256;
-    const size_t red = nv ? 1 : (size_t)nrw * rr + 1;   /* floats a lane: MVQ_FINISH's local-memory form */
+    const int nb = K / 32, has_norm = nw != NULL;
+    size_t lq = 256;
     while (lq > quantize_x_k.wg) lq /= 2;
-    while (L > 32 && red * L * sizeof(float) + 1024 > rt->info.local_mem) L /= 2;
-    if (L == 0 || lq < 32 || red * L * sizeof(float) + 1024 > rt->info.local_mem) return 1;
+    if (L == 0 || L > kh->wg || lq < 32 || red + 1024 > rt->info.local_mem) return 1;
     Py_ssize_t words = (Py_ssize_t)R * nb * 10;          /* two planes of 8 words a block, then (dx, sum q) */
     tl_tensor *xs = tl_tensor_empty(TL_I32, 1, &words);
     if (xs == NULL) return -1;
@@ -261,9 +271,9 @@ launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K
         tl_raise(&err);
         goto done;
     }
-    const size_t msz[11] = {I, I, I, Mm, Mm, Mm, Mm, Mm, I, I, red * L * sizeof(float)};
+    const size_t msz[11] = {I, I, I, Mm, Mm, Mm, Mm, Mm, I, I, red};
     const void *mv[11] = {v[0], v[1], v[2], &xs->storage->mem, v[6], v[7], v[8], v[9], v[10], v[11], NULL};
-    size_t gws = ((size_t)N + L / 32 * nrw - 1) / (L / 32 * nrw) * L;
+    size_t gws = ((size_t)N + rows - 1) / (size_t)rows * L;
     tl_storage *mst[5] = {st[0], xs->storage, st[2], st[3], st[4]};
     if (tl_set_args(kh->k, 0, 11, msz, mv) < 0) goto done;
     if (tl_stream_launch(kh->k, 1, &gws, &L, mst, 5, 1u, kh->name, &err) != TL_OK) {
@@ -274,6 +284,31 @@ launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K
 done:
     Py_DECREF(xs);
     return rc;
+}
+
+/* The two-launch kernel of quant_mvx.h with NRW = 4 << wsel weight rows a warp. */
+static int
+launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K, int R, tl_tensor *nw, float eps,
+           int glu, const void **v, tl_storage **st)
+{
+    tl_kernel *kh = &f->mvx[wsel][rv];
+    const int nrw = 4 << wsel;
+    if (tl_kernel_py(kh) == NULL || tl_kernel_py(&quantize_x_k) == NULL) return -1;
+    size_t L = mvq_lanes(rt, kh, N, nrw);
+    const size_t red = nv ? 1 : (size_t)nrw * ((size_t)1 << rv) + 1;   /* floats a lane: MVQ_FINISH's form */
+    while (L > 32 && red * L * sizeof(float) + 1024 > rt->info.local_mem) L /= 2;
+    return launch_two(rt, kh, L, (int)(L / 32) * nrw, red * L * sizeof(float), N, K, R, nw, eps, glu, v, st);
+}
+
+/* The tensor-core kernel of quant_mvm.h: MVM_LANES lanes, MVM_ROWS weight rows a group; its local memory the
+ * partial sums (8 a row and column under TL_NV_PTX, else 32) and, without mma.sync, the emulation's words. */
+static int
+launch_mvm(qfmt *f, const tl_runtime *rt, int nv, int mma, int N, int K, int R, tl_tensor *nw, float eps, int glu,
+           const void **v, tl_storage **st)
+{
+    if (tl_kernel_py(&f->mvm) == NULL || tl_kernel_py(&quantize_x_k) == NULL) return -1;
+    const size_t red = ((size_t)(nv ? 8 : 32) * MVM_ROWS * 8 + (mma ? 0 : 8 * MVM_EMU_WORDS)) * sizeof(float);
+    return launch_two(rt, &f->mvm, MVM_LANES, MVM_ROWS, red, N, K, R, nw, eps, glu, v, st);
 }
 
 /* GPUs' choice among the integer kernels (impl 2-4 of mul_mv): the one-launch kernel where x's staging in every
@@ -315,7 +350,7 @@ mul_mv(qfmt *f, PyObject *args)
         return PyErr_Format(PyExc_NotImplementedError, "matmul (%s): no backward; use tlgpu.no_grad() or detach()",
                             f->name);
     const int xw = glu ? 2 * K : K;
-    if (x->ndim != 2 || x->shape[1] != xw || x->shape[0] > 8 || impl < 0 || impl > 4) {
+    if (x->ndim != 2 || x->shape[1] != xw || x->shape[0] > 8 || impl < 0 || impl > 5) {
         char s[128];
         tl_shape_str(x->shape, x->ndim, s, sizeof s);
         return PyErr_Format(PyExc_ValueError, "matmul (%s mul_mv): x %s must be (R <= 8, %d) for weights (%d, %d)%s",
@@ -364,8 +399,10 @@ mul_mv(qfmt *f, PyObject *args)
     if (impl == 0 && !cpu) impl = auto_impl(f, N, K, R);
     if (impl >= 2) {
         const int nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
-        int r = impl == 2 ? launch_mvq(f, rt, nv, rv, N, K, R, nw, eps, glu, sz, v, st)
-                          : launch_mvx(f, rt, nv, rv, impl - 3, N, K, R, nw, eps, glu, v, st);
+        int r = impl == 2   ? launch_mvq(f, rt, nv, rv, N, K, R, nw, eps, glu, sz, v, st)
+                : impl == 5 ? launch_mvm(f, rt, nv, nv_mma(rt, tl_setting_str(TL_SET_BUILD_OPTIONS)), N, K, R, nw,
+                                         eps, glu, v, st)
+                            : launch_mvx(f, rt, nv, rv, impl - 3, N, K, R, nw, eps, glu, v, st);
         if (r < 0) goto fail;
         if (r == 0) goto done;
     }
@@ -461,14 +498,15 @@ static const PyMethodDef quant_functions[] = {
 };
 
 /* The quant family's options: the GEMM tile parameters (tier 0), and on an NVIDIA GPU platform -DTL_NV_PTX=1
- * (quant_mvq.h's dp4a and shfl.sync PTX; TLGPU_BUILD_OPTIONS=-DTL_NV_PTX=0 keeps the portable code). */
+ * (quant_mvq.h's dp4a and shfl.sync PTX; TLGPU_BUILD_OPTIONS=-DTL_NV_PTX=0 keeps the portable code), with
+ * -DMVQ_MMA=1 from compute capability 8.0 (quant_mvm.h's mma.sync). */
 static void
 quant_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
 {
     tl_gemm_program_options(rt, arg, user, out, cap);
     size_t k = strlen(out);
     if (nv_ptx(rt, user) && k < cap)
-        snprintf(out + k, cap - k, " -DTL_NV_PTX=1");
+        snprintf(out + k, cap - k, nv_mma(rt, user) ? " -DTL_NV_PTX=1 -DMVQ_MMA=1" : " -DTL_NV_PTX=1");
 }
 
 /* The build rule (programs.h), registered at import. */
