@@ -60,29 +60,71 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
 #endif
 }
 
-/* Per format: A's registers for weight rows ra (g) and rb (g + 8), block b, from the flat words qs4; the C
- * that folds in the format's offset (q4_0: -8 sum q of the column's x block). */
-inline uint4
-mvm_a_q4_0(const global uint4 *qs4, int ra, int rb, int nb, int b, int t)
+/* v of lane t ^ 2 of the quad (shfl.sync on NVIDIA; elsewhere through the warp's emulation words). */
+inline uint
+mvm_xchg2(uint v, local uint *emu)
 {
-    const global uint *q = (const global uint *)qs4;
-    const uint wa = q[(ra * nb + b) * 4 + t], wb = q[(rb * nb + b) * 4 + t];
+#if TL_NV_PTX
+    (void)emu;
+    uint r;
+    MVQ_ASM volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v));
+    return r;
+#else
+    const int lane = get_local_id(0) & 31;
+    emu[lane] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    v = emu[lane ^ 2];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
+#endif
+}
+
+/* Per format, a pair of blocks b0, b0 + 1 of weight rows ra (g) and rb (g + 8): A's registers of each (a[0],
+ * a[1]) from 8-byte loads (a warp's load is 8 rows x 32 bytes, whole sectors), and the x words that meet
+ * them in B (bx[h]: the word pair of activation row xr, block b0 + h). q8_0: lane t takes words 2t, 2t + 1
+ * of a block (elements 8t..8t+7: A's registers 0 and 2; in x, plane t / 2, words 2 (t % 2) and the next).
+ * q4_0: lane t loads words 2 (t % 2), 2 (t % 2) + 1 of block b0 + t / 2, then swaps one word with lane
+ * t ^ 2, so it holds word j = 2 (t % 2) + t / 2 of both blocks: low nibbles elements 4j..4j+3 (register 0,
+ * x's plane 0 word j), high ones 16+4j.. (register 2, plane 1 word j). A second block past the row's end
+ * (odd nb) repeats the first (its load stays inside the array; the kernel ignores its result). */
+inline void
+mvm_pair_q4_0(const global uint4 *qs4, const global uint *xw, int R, int xr, int ra, int rb, int nb, int b0,
+              int t, uint4 *a, uint2 *bx, local uint *emu)
+{
+    const global uint2 *q = (const global uint2 *)qs4;   /* a block is two of these */
+    const int bl = min(b0 + (t >> 1), nb - 1), j = 2 * (t & 1) + (t >> 1), hi = t >> 1;
+    const uint2 ua = q[(ra * nb + bl) * 2 + (t & 1)], ub = q[(rb * nb + bl) * 2 + (t & 1)];
+    const uint ra_ = mvm_xchg2(hi ? ua.x : ua.y, emu), rb_ = mvm_xchg2(hi ? ub.x : ub.y, emu);
     const uint m = 0x0F0F0F0Fu;
-    return (uint4)(wa & m, wb & m, (wa >> 4) & m, (wb >> 4) & m);
+    const uint wa0 = hi ? ra_ : ua.x, wa1 = hi ? ua.y : ra_, wb0 = hi ? rb_ : ub.x, wb1 = hi ? ub.y : rb_;
+    a[0] = (uint4)(wa0 & m, wb0 & m, (wa0 >> 4) & m, (wb0 >> 4) & m);
+    a[1] = (uint4)(wa1 & m, wb1 & m, (wa1 >> 4) & m, (wb1 >> 4) & m);
+    for (int h = 0; h < 2; h++) {
+        const int x = (xr + min(b0 + h, nb - 1)) * 4 + j;
+        bx[h] = (uint2)(xw[x], xw[R * nb * 4 + x]);
+    }
 }
 #define MVM_C_q4_0(s0, s1) ((int4)(-8 * (s0), -8 * (s1), -8 * (s0), -8 * (s1)))
 
-inline uint4
-mvm_a_q8_0(const global uint4 *qs4, int ra, int rb, int nb, int b, int t)
+inline void
+mvm_pair_q8_0(const global uint4 *qs4, const global uint *xw, int R, int xr, int ra, int rb, int nb, int b0,
+              int t, uint4 *a, uint2 *bx, local uint *emu)
 {
-    const global uint *q = (const global uint *)qs4;
-    const int ia = (ra * nb + b) * 8 + t, ib = (rb * nb + b) * 8 + t;
-    return (uint4)(q[ia], q[ib], q[ia + 4], q[ib + 4]);
+    (void)emu;
+    const global uint2 *q = (const global uint2 *)qs4;   /* a block is four of these */
+    const global uint2 *x2 = (const global uint2 *)(xw + (t >> 1) * R * nb * 4);
+    for (int h = 0; h < 2; h++) {
+        const int b = min(b0 + h, nb - 1);
+        const uint2 ua = q[(ra * nb + b) * 4 + t], ub = q[(rb * nb + b) * 4 + t];
+        a[h] = (uint4)(ua.x, ub.x, ua.y, ub.y);
+        bx[h] = x2[(xr + b) * 2 + (t & 1)];
+    }
 }
 #define MVM_C_q8_0(s0, s1) ((int4)0)
 
-/* red: the partial sums (8 x MVM_ROWS x 8 floats with TL_NV_PTX, else 32 x MVM_ROWS x 8), then, without
- * MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch. The group has 256 work-items. */
+/* red: the partial sums (16 x MVM_ROWS x 8 floats with TL_NV_PTX, else 32 x MVM_ROWS x 8), then, without
+ * MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch. The group has 256 work-items. Warp w takes block
+ * pairs 32 c + 2 w and 32 c + 16 + 2 w: block i < 4 of a chunk is virtual lane 2 w + i % 2 + 16 (i / 2). */
 #define MVM_KERNEL(FMT)                                                                                       \
 kernel void                                                                                               \
 tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const uint4 *qs4,                     \
@@ -90,7 +132,7 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
                     local float *red)                                                                       \
 {                                                                                                         \
     const int lid = get_local_id(0), w = lid >> 5, g = (lid & 31) >> 2, t = lid & 3, nb = K / 32;         \
-    const int n0 = get_group_id(0) * MVM_ROWS, nparts = TL_NV_PTX ? 8 : 32;                               \
+    const int n0 = get_group_id(0) * MVM_ROWS, nparts = TL_NV_PTX ? 16 : 32;                              \
     const global uint *xw = (const global uint *)xq;                                                      \
     const global int2 *xs = (const global int2 *)(xq + 2 * R * nb);                                       \
     const int xr = min(g, R - 1) * nb, c0 = min(2 * t, R - 1) * nb, c1 = min(2 * t + 1, R - 1) * nb;     \
@@ -106,23 +148,30 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
             MVQ_UNROLL                                                                                    \
             for (int i = 0; i < 4; i++) acc[m][e][i] = 0.0f;                                              \
     }                                                                                                     \
-    for (int cb = w; cb < nb + w; cb += 32) {        /* the same trips in every warp: (nb + 31) / 32 */     \
+    for (int cb = 2 * w; cb < nb + 2 * w; cb += 32) {    /* the same trips in every warp */               \
         MVQ_UNROLL                                                                                        \
-        for (int i = 0; i < 4; i++) {                                                                     \
-            const int bb = cb + 8 * i, b = min(bb, nb - 1);                                               \
-            const uint2 bx = (uint2)(xw[(xr + b) * 4 + t], xw[(R * nb + xr + b) * 4 + t]);               \
-            const int2 s0 = xs[c0 + b], s1 = xs[c1 + b];                                                  \
-            const float dx0 = as_float(s0.x), dx1 = as_float(s1.x);                                       \
+        for (int p = 0; p < 2; p++) {                                                                     \
+            const int b0 = cb + 16 * p;                                                                   \
+            uint4 a[MVM_MT][2];                                                                           \
+            uint2 bx[2];                                                                                  \
             MVQ_UNROLL                                                                                    \
-            for (int m = 0; m < MVM_MT; m++) {                                                            \
-                const float da = vload_half(rw[m][0] * nb + b, d), db = vload_half(rw[m][1] * nb + b, d);  \
-                const int4 r = mvm_mma(mvm_a_##FMT(qs4, rw[m][0], rw[m][1], nb, b, t), bx,                  \
-                                       MVM_C_##FMT(s0.y, s1.y), emu);                                     \
-                if (bb < nb) {                                                                            \
-                    acc[m][0][i] = mad(da * dx0, (float)r.x, acc[m][0][i]);                               \
-                    acc[m][1][i] = mad(da * dx1, (float)r.y, acc[m][1][i]);                               \
-                    acc[m][2][i] = mad(db * dx0, (float)r.z, acc[m][2][i]);                               \
-                    acc[m][3][i] = mad(db * dx1, (float)r.w, acc[m][3][i]);                               \
+            for (int m = 0; m < MVM_MT; m++)                                                              \
+                mvm_pair_##FMT(qs4, xw, R, xr, rw[m][0], rw[m][1], nb, b0, t, a[m], bx, emu);             \
+            MVQ_UNROLL                                                                                    \
+            for (int h = 0; h < 2; h++) {                                                                 \
+                const int bb = b0 + h, b = min(bb, nb - 1), i = 2 * p + h;                                \
+                const int2 s0 = xs[c0 + b], s1 = xs[c1 + b];                                              \
+                const float dx0 = as_float(s0.x), dx1 = as_float(s1.x);                                   \
+                MVQ_UNROLL                                                                                \
+                for (int m = 0; m < MVM_MT; m++) {                                                        \
+                    const float da = vload_half(rw[m][0] * nb + b, d), db = vload_half(rw[m][1] * nb + b, d); \
+                    const int4 r = mvm_mma(a[m][h], bx[h], MVM_C_##FMT(s0.y, s1.y), emu);                 \
+                    if (bb < nb) {                                                                        \
+                        acc[m][0][i] = mad(da * dx0, (float)r.x, acc[m][0][i]);                           \
+                        acc[m][1][i] = mad(da * dx1, (float)r.y, acc[m][1][i]);                           \
+                        acc[m][2][i] = mad(db * dx0, (float)r.z, acc[m][2][i]);                           \
+                        acc[m][3][i] = mad(db * dx1, (float)r.w, acc[m][3][i]);                           \
+                    }                                                                                     \
                 }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
@@ -132,21 +181,29 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
 
 /* Output (row q, column e) of the tile's lane: local row 16 m + g (+ 8 for e >= 2), activation row 2t + e % 2. */
 #define MVM_AT(p, m, e) red[((p) * MVM_ROWS + 16 * (m) + g + 8 * ((e) >> 1)) * 8 + 2 * t + ((e) & 1)]
+#define MVM_OUT(s)                                                                                            \
+    if (n < N && col < R) y[col * N + n] = has_res ? (s) + res[offr + col * N + n] : (s)
 #if TL_NV_PTX
+/* warp_sum's butterfly: level 1 (virtual lanes v, v + 16) in the lane, levels 2-5 over red's 16 sums. */
 #define MVM_FINISH()                                                                                          \
     MVQ_UNROLL                                                                                                \
     for (int m = 0; m < MVM_MT; m++)                                                                          \
         MVQ_UNROLL                                                                                            \
-        for (int e = 0; e < 4; e++)                                                                           \
-            MVM_AT(w, m, e) = (acc[m][e][0] + acc[m][e][2]) + (acc[m][e][1] + acc[m][e][3]);                  \
+        for (int e = 0; e < 4; e++) {                                                                         \
+            MVM_AT(2 * w, m, e) = acc[m][e][0] + acc[m][e][2];                                                \
+            MVM_AT(2 * w + 1, m, e) = acc[m][e][1] + acc[m][e][3];                                            \
+        }                                                                                                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
     {                                                                                                         \
         const int q = lid >> 3, col = lid & 7, n = n0 + q;                                                    \
-        float p[8];                                                                                           \
+        float s[16];                                                                                          \
         MVQ_UNROLL                                                                                            \
-        for (int v = 0; v < 8; v++) p[v] = red[(v * MVM_ROWS + q) * 8 + col];                                 \
-        const float s = ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));                   \
-        if (n < N && col < R) y[col * N + n] = has_res ? s + res[offr + col * N + n] : s;                    \
+        for (int v = 0; v < 16; v++) s[v] = red[(v * MVM_ROWS + q) * 8 + col];                               \
+        MVQ_UNROLL                                                                                            \
+        for (int v = 0; v < 8; v++) s[v] = s[v] + s[v + 8];                                                   \
+        MVQ_UNROLL                                                                                            \
+        for (int v = 0; v < 4; v++) s[v] = s[v] + s[v + 4];                                                   \
+        MVM_OUT((s[0] + s[2]) + (s[1] + s[3]));                                                               \
     }
 #else
 #define MVM_FINISH()                                                                                          \
@@ -155,13 +212,13 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
         MVQ_UNROLL                                                                                            \
         for (int e = 0; e < 4; e++)                                                                           \
             MVQ_UNROLL                                                                                        \
-            for (int i = 0; i < 4; i++) MVM_AT(w + 8 * i, m, e) = acc[m][e][i];                               \
+            for (int i = 0; i < 4; i++) MVM_AT(2 * w + (i & 1) + 16 * (i >> 1), m, e) = acc[m][e][i];         \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
     {                                                                                                         \
         const int q = lid >> 3, col = lid & 7, n = n0 + q;                                                    \
         float s = 0.0f;                                                                                       \
         for (int v = 0; v < 32; v++) s += red[(v * MVM_ROWS + q) * 8 + col];                                  \
-        if (n < N && col < R) y[col * N + n] = has_res ? s + res[offr + col * N + n] : s;                    \
+        MVM_OUT(s);                                                                                           \
     }
 #endif
 

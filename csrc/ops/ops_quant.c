@@ -301,13 +301,13 @@ launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K
 }
 
 /* The tensor-core kernel of quant_mvm.h: MVM_LANES lanes, MVM_ROWS weight rows a group; its local memory the
- * partial sums (8 a row and column under TL_NV_PTX, else 32) and, without mma.sync, the emulation's words. */
+ * partial sums (16 a row and column under TL_NV_PTX, else 32) and, without mma.sync, the emulation's words. */
 static int
 launch_mvm(qfmt *f, const tl_runtime *rt, int nv, int mma, int N, int K, int R, tl_tensor *nw, float eps, int glu,
            const void **v, tl_storage **st)
 {
     if (tl_kernel_py(&f->mvm) == NULL || tl_kernel_py(&quantize_x_k) == NULL) return -1;
-    const size_t red = ((size_t)(nv ? 8 : 32) * MVM_ROWS * 8 + (mma ? 0 : 8 * MVM_EMU_WORDS)) * sizeof(float);
+    const size_t red = ((size_t)(nv ? 16 : 32) * MVM_ROWS * 8 + (mma ? 0 : 8 * MVM_EMU_WORDS)) * sizeof(float);
     return launch_two(rt, &f->mvm, MVM_LANES, MVM_ROWS, red, N, K, R, nw, eps, glu, v, st);
 }
 
