@@ -1,28 +1,37 @@
 /* quant_mvm.h (included by quant.cl): the two-launch integer product of 2-8 activation rows on tensor cores,
  * llama.cpp's mmq idea at mmvq's sizes. x is quantized once into the scratch of quant_mvx.h
- * (tl_mvq_quantize_x_f32); then one mma.sync.m16n8k32.s8 takes a block of 32 for 16 weight rows and all
- * 8 activation rows at once, where quant_mvx.h's 8-row kernel spends 64 dp4a a weight row. Its int32 sums
- * are exact, so each (weight row, activation row, block) term is quant_mvq_lib.h's, and the terms are added in
- * its order: lane l of 32 takes blocks l, l + 32, ... (here "virtual lane" l, kept by warp l % 8 of the
- * group), then the 32 partial sums meet as warp_sum's butterfly (NVIDIA) or in lane order (elsewhere)
- * meets them. So the results are the one-row kernels' bits, and a prompt's rows agree with its decode steps.
- *  - A group is 8 warps and MVM_ROWS = 16 MVM_MT weight rows; warp w takes blocks 32 c + w + 8 i (i < 4,
- *    virtual lanes w + 8 i) of all of them. Lane (g = lane / 4, t = lane % 4) holds, per m16 tile, weight
- *    rows g and g + 8 of the tile and activation row g (the PTX ISA's m16n8k32 fragments): from a block,
- *    word t of a q4_0 row (its low nibbles are elements 4t..4t+3, the high ones 16+4t..: A's registers 0
- *    and 2) or words t and 4 + t of a q8_0 row, and word t of each of x's two planes (B's registers 0, 1).
- *    q4_0's nibbles go in as 0..15 with C = -8 sum q (the one-row kernels' integer offset).
- *  - The end: each lane's 4 partials of an output (virtual lanes w, w+8, w+16, w+24) added as the
- *    butterfly's first two levels, the 8 warps' sums through local memory for the last three (NVIDIA);
- *    elsewhere all 32 partials through local memory, added in order.
+ * (tl_mvq_quantize_x_f32); then one mma.sync.m16n8k32.s8 takes a block of 32 for 16 weight rows and all 8
+ * activation rows at once, where quant_mvx.h's 8-row kernel spends 64 dp4a and 8 int-to-float conversions a
+ * weight row. Its int32 sums are exact, so each (weight row, activation row, block) term is quant_mvq_lib.h's,
+ * and the terms are added in its order: lane l of 32 takes blocks l, l + 32, ... (here "virtual lane" l, kept
+ * by warp l / 4 of the group), then the 32 partial sums meet as warp_sum's butterfly (NVIDIA) or in lane order
+ * (elsewhere). So the results are the one-row kernels' bits, and a prompt's rows agree with its decode steps.
+ *  - A group is 8 warps and MVM_ROWS weight rows (32 for q4_0, 16 for q8_0: 16 KB of weights a chunk either
+ *    way); the row's blocks go by chunks of 32, warp w taking blocks 4w..4w+3 of a chunk for all the rows.
+ *  - Each chunk is first staged in local memory by the whole group with 16-byte loads (a warp reads 512
+ *    contiguous bytes: the fragments' own pattern, 8 rows x 16 bytes a load, touched 8 cache lines for 128
+ *    bytes and ran at a third of the bandwidth): the weights' words, x's two planes, the weight scales (as
+ *    float) and x's (dx, sum q), each word stored at [row][word j][block] with a pitch of MVM_P words, so
+ *    one 16-byte local read gives a lane word j of its warp's 4 blocks, and the reads of a quarter warp meet
+ *    no bank twice.
+ *  - Lane (g = lane / 4, t = lane % 4) holds, per m16 tile, weight rows g and g + 8 and activation row g (the
+ *    PTX ISA's m16n8k32 fragments): word t of a block for q4_0 (its low nibbles are elements 4t..4t+3, the
+ *    high ones 16+4t..: A's registers 0 and 2) and words t, 4 + t for q8_0, against word t of each of x's
+ *    planes (B's registers 0, 1); q4_0's nibbles go in as 0..15 with C = -8 sum q (the one-row kernels'
+ *    integer offset).
+ *  - The end: the 32 virtual lanes' partial sums of each output through local memory, then added as
+ *    warp_sum's butterfly (TL_NV_PTX) or in order (elsewhere).
  *  - Without MVQ_MMA (PoCL; NVIDIA before compute capability 8.0) the mma is emulated through local memory,
  *    fragment by fragment as the PTX ISA lays them out, with two barriers a call (every loop here runs the
  *    same trips in every warp), so the tests check the mapping on any device. */
 #ifndef MVQ_MMA
 #define MVQ_MMA 0                                    /* 1 (ops_quant.c: NVIDIA, compute capability 8.0+) */
 #endif
-#define MVM_MT 2                                     /* m16 tiles a warp: ops_quant.c knows MVM_ROWS */
-#define MVM_ROWS (16 * MVM_MT)
+#define MVM_MT_q4_0 2                                /* m16 tiles a warp (ops_quant.c: mvm_words) */
+#define MVM_MT_q8_0 1
+#define MVM_CB 32                                    /* blocks a chunk */
+#define MVM_P 36                                     /* local pitch of a word's 32 blocks (banks: 4 apart) */
+#define MVM_RP(W) ((W) * MVM_P + ((W) == 8 ? 16 : 0))   /* a weight row's pitch: rows g, g + 1 16 banks apart */
 #define MVM_EMU_WORDS 192                            /* a warp's emulation scratch: A 16 x 8, B 8 x 8 words */
 
 /* D = A B + C for one m16n8k32 tile of int8: a holds A's registers 0-3 (rows g, g + 8, g, g + 8; k words t,
@@ -60,167 +69,151 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
 #endif
 }
 
-/* v of lane t ^ 2 of the quad (shfl.sync on NVIDIA; elsewhere through the warp's emulation words). */
-inline uint
-mvm_xchg2(uint v, local uint *emu)
-{
-#if TL_NV_PTX
-    (void)emu;
-    uint r;
-    MVQ_ASM volatile("shfl.sync.bfly.b32 %0, %1, 2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v));
-    return r;
-#else
-    const int lane = get_local_id(0) & 31;
-    emu[lane] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    v = emu[lane ^ 2];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return v;
-#endif
-}
+/* Four values at local p (16-byte aligned; T4 their vector type) into a[0..3]. */
+#define MVM_LD4(T4, a, p)                                                                                     \
+    do {                                                                                                      \
+        const T4 v_ = *(local const T4 *)(p);                                                                 \
+        a[0] = v_.x; a[1] = v_.y; a[2] = v_.z; a[3] = v_.w;                                                   \
+    } while (0)
 
-/* Per format, a pair of blocks b0, b0 + 1 of weight rows ra (g) and rb (g + 8): A's registers of each (a[0],
- * a[1]) from 8-byte loads (a warp's load is 8 rows x 32 bytes, whole sectors), and the x words that meet
- * them in B (bx[h]: the word pair of activation row xr, block b0 + h). q8_0: lane t takes words 2t, 2t + 1
- * of a block (elements 8t..8t+7: A's registers 0 and 2; in x, plane t / 2, words 2 (t % 2) and the next).
- * q4_0: lane t loads words 2 (t % 2), 2 (t % 2) + 1 of block b0 + t / 2, then swaps one word with lane
- * t ^ 2, so it holds word j = 2 (t % 2) + t / 2 of both blocks: low nibbles elements 4j..4j+3 (register 0,
- * x's plane 0 word j), high ones 16+4j.. (register 2, plane 1 word j). A second block past the row's end
- * (odd nb) repeats the first (its load stays inside the array; the kernel ignores its result). */
-inline void
-mvm_pair_q4_0(const global uint4 *qs4, const global uint *xw, int R, int xr, int ra, int rb, int nb, int b0,
-              int t, uint4 *a, uint2 *bx, local uint *emu)
-{
-    const global uint2 *q = (const global uint2 *)qs4;   /* a block is two of these */
-    const int bl = min(b0 + (t >> 1), nb - 1), j = 2 * (t & 1) + (t >> 1), hi = t >> 1;
-    const uint2 ua = q[(ra * nb + bl) * 2 + (t & 1)], ub = q[(rb * nb + bl) * 2 + (t & 1)];
-    const uint ra_ = mvm_xchg2(hi ? ua.x : ua.y, emu), rb_ = mvm_xchg2(hi ? ub.x : ub.y, emu);
-    const uint m = 0x0F0F0F0Fu;
-    const uint wa0 = hi ? ra_ : ua.x, wa1 = hi ? ua.y : ra_, wb0 = hi ? rb_ : ub.x, wb1 = hi ? ub.y : rb_;
-    a[0] = (uint4)(wa0 & m, wb0 & m, (wa0 >> 4) & m, (wb0 >> 4) & m);
-    a[1] = (uint4)(wa1 & m, wb1 & m, (wa1 >> 4) & m, (wb1 >> 4) & m);
-    for (int h = 0; h < 2; h++) {
-        const int x = (xr + min(b0 + h, nb - 1)) * 4 + j;
-        bx[h] = (uint2)(xw[x], xw[R * nb * 4 + x]);
-    }
-}
+/* Per format: A's registers of block i from the words a lane read (wa: row g, wb: row g + 8; word t, and
+ * for q8_0 wa2 / wb2 word 4 + t), and the C that folds in the offset (q4_0: -8 sum q of the column's block). */
+#define MVM_A_q4_0(i) ((uint4)(wa[i] & 0x0F0F0F0Fu, wb[i] & 0x0F0F0F0Fu, (wa[i] >> 4) & 0x0F0F0F0Fu,          \
+                               (wb[i] >> 4) & 0x0F0F0F0Fu))
+#define MVM_A_q8_0(i) ((uint4)(wa[i], wb[i], wa2[i], wb2[i]))
 #define MVM_C_q4_0(s0, s1) ((int4)(-8 * (s0), -8 * (s1), -8 * (s0), -8 * (s1)))
-
-inline void
-mvm_pair_q8_0(const global uint4 *qs4, const global uint *xw, int R, int xr, int ra, int rb, int nb, int b0,
-              int t, uint4 *a, uint2 *bx, local uint *emu)
-{
-    (void)emu;
-    const global uint2 *q = (const global uint2 *)qs4;   /* a block is four of these */
-    const global uint2 *x2 = (const global uint2 *)(xw + (t >> 1) * R * nb * 4);
-    for (int h = 0; h < 2; h++) {
-        const int b = min(b0 + h, nb - 1);
-        const uint2 ua = q[(ra * nb + b) * 4 + t], ub = q[(rb * nb + b) * 4 + t];
-        a[h] = (uint4)(ua.x, ub.x, ua.y, ub.y);
-        bx[h] = x2[(xr + b) * 2 + (t & 1)];
-    }
-}
 #define MVM_C_q8_0(s0, s1) ((int4)0)
+#define MVM_W_q4_0 4
+#define MVM_W_q8_0 8
 
-/* red: the partial sums (16 x MVM_ROWS x 8 floats with TL_NV_PTX, else 32 x MVM_ROWS x 8), then, without
- * MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch. The group has 256 work-items. Warp w takes block
- * pairs 32 c + 2 w and 32 c + 16 + 2 w: block i < 4 of a chunk is virtual lane 2 w + i % 2 + 16 (i / 2). */
+/* red (ops_quant.c's mvm_words): the chunk's staging (sw: MVM_ROWS x MVM_RP(W) weight words, sx: 2 planes
+ * x 8 rows x 4 words x MVM_P, sdw: MVM_ROWS x MVM_P scales, sdx / ssq: 8 x MVM_P) or, after the loop, the
+ * partial sums (32 x MVM_ROWS x 8); then, without MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch.
+ * 256 work-items a group. */
 #define MVM_KERNEL(FMT)                                                                                       \
 kernel void                                                                                               \
 tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const uint4 *qs4,                     \
                     global const half *d, global float *y, global const float *res, int offr, int has_res,  \
                     local float *red)                                                                       \
 {                                                                                                         \
+    enum { MT = MVM_MT_##FMT, ROWS = 16 * MT, W = MVM_W_##FMT, W4 = W / 4, RP = MVM_RP(W) };               \
     const int lid = get_local_id(0), w = lid >> 5, g = (lid & 31) >> 2, t = lid & 3, nb = K / 32;         \
-    const int n0 = get_group_id(0) * MVM_ROWS, nparts = TL_NV_PTX ? 16 : 32;                              \
-    const global uint *xw = (const global uint *)xq;                                                      \
+    const int n0 = get_group_id(0) * ROWS;                                                                \
+    local uint *sw = (local uint *)red, *sx = sw + ROWS * RP;                                             \
+    local float *sdw = (local float *)(sx + 2 * 8 * 4 * MVM_P), *sdx = sdw + ROWS * MVM_P;               \
+    local int *ssq = (local int *)(sdx + 8 * MVM_P);                                                      \
+    local uint *emu = (local uint *)red + max(ROWS * RP + (2 * 8 * 4 + ROWS + 16) * MVM_P, 32 * ROWS * 8) \
+                      + w * MVM_EMU_WORDS;                                                                \
     const global int2 *xs = (const global int2 *)(xq + 2 * R * nb);                                       \
-    const int xr = min(g, R - 1) * nb, c0 = min(2 * t, R - 1) * nb, c1 = min(2 * t + 1, R - 1) * nb;     \
-    local uint *emu = (local uint *)red + nparts * MVM_ROWS * 8 + w * MVM_EMU_WORDS;                      \
-    int rw[MVM_MT][2];                                                                                    \
-    float acc[MVM_MT][4][4];                                                                              \
+    float acc[MT][4][4];                                                                                  \
     MVQ_UNROLL                                                                                            \
-    for (int m = 0; m < MVM_MT; m++) {                                                                    \
-        rw[m][0] = min(n0 + 16 * m + g, N - 1);                                                           \
-        rw[m][1] = min(n0 + 16 * m + g + 8, N - 1);                                                       \
+    for (int m = 0; m < MT; m++)                                                                          \
         MVQ_UNROLL                                                                                        \
         for (int e = 0; e < 4; e++)                                                                       \
             MVQ_UNROLL                                                                                    \
             for (int i = 0; i < 4; i++) acc[m][e][i] = 0.0f;                                              \
-    }                                                                                                     \
-    for (int cb = 2 * w; cb < nb + 2 * w; cb += 32) {    /* the same trips in every warp */               \
+    for (int c0 = 0; c0 < nb; c0 += MVM_CB) {                                                             \
         MVQ_UNROLL                                                                                        \
-        for (int p = 0; p < 2; p++) {                                                                     \
-            const int b0 = cb + 16 * p;                                                                   \
-            uint4 a[MVM_MT][2];                                                                           \
-            uint2 bx[2];                                                                                  \
+        for (int k = lid; k < ROWS * MVM_CB * W4; k += 256) {   /* the weights' 16-byte words */          \
+            const int row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;                       \
+            const uint4 u = qs4[(min(n0 + row, N - 1) * nb + min(c0 + blk, nb - 1)) * W4 + h];            \
+            local uint *o = sw + row * RP + 4 * h * MVM_P + blk;                                          \
+            o[0] = u.x; o[MVM_P] = u.y; o[2 * MVM_P] = u.z; o[3 * MVM_P] = u.w;                           \
+        }                                                                                                 \
+        MVQ_UNROLL                                                                                        \
+        for (int k = lid; k < 2 * 8 * MVM_CB; k += 256) {      /* x's planes, rows past R repeated */      \
+            const int pl = k / (8 * MVM_CB), r = (k / MVM_CB) % 8, blk = k % MVM_CB;                      \
+            const uint4 u = xq[pl * R * nb + min(r, R - 1) * nb + min(c0 + blk, nb - 1)];                 \
+            local uint *o = sx + (pl * 8 + r) * 4 * MVM_P + blk;                                          \
+            o[0] = u.x; o[MVM_P] = u.y; o[2 * MVM_P] = u.z; o[3 * MVM_P] = u.w;                           \
+        }                                                                                                 \
+        MVQ_UNROLL                                                                                        \
+        for (int k = lid; k < ROWS * MVM_CB; k += 256) {                                                  \
+            const int row = k / MVM_CB, blk = k % MVM_CB;                                                 \
+            sdw[row * MVM_P + blk] = vload_half(min(n0 + row, N - 1) * nb + min(c0 + blk, nb - 1), d);    \
+        }                                                                                                 \
+        {                                                                                                 \
+            const int r = lid / MVM_CB, blk = lid % MVM_CB;    /* 8 x 32: one a work-item */              \
+            const int2 s_ = xs[min(r, R - 1) * nb + min(c0 + blk, nb - 1)];                               \
+            sdx[r * MVM_P + blk] = as_float(s_.x);                                                        \
+            ssq[r * MVM_P + blk] = s_.y;                                                                  \
+        }                                                                                                 \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
+        {                                                                                                 \
+            const int b4 = 4 * w;                                                                         \
+            uint p0[4], p1[4];                                                                            \
+            float dx0[4], dx1[4];                                                                         \
+            int sq0[4], sq1[4];                                                                           \
+            MVM_LD4(uint4, p0, sx + (g * 4 + t) * MVM_P + b4);                                                   \
+            MVM_LD4(uint4, p1, sx + ((8 + g) * 4 + t) * MVM_P + b4);                                             \
+            MVM_LD4(float4, dx0, sdx + 2 * t * MVM_P + b4);                                                       \
+            MVM_LD4(float4, dx1, sdx + (2 * t + 1) * MVM_P + b4);                                                 \
+            MVM_LD4(int4, sq0, ssq + 2 * t * MVM_P + b4);                                                       \
+            MVM_LD4(int4, sq1, ssq + (2 * t + 1) * MVM_P + b4);                                                 \
             MVQ_UNROLL                                                                                    \
-            for (int m = 0; m < MVM_MT; m++)                                                              \
-                mvm_pair_##FMT(qs4, xw, R, xr, rw[m][0], rw[m][1], nb, b0, t, a[m], bx, emu);             \
-            MVQ_UNROLL                                                                                    \
-            for (int h = 0; h < 2; h++) {                                                                 \
-                const int bb = b0 + h, b = min(bb, nb - 1), i = 2 * p + h;                                \
-                const int2 s0 = xs[c0 + b], s1 = xs[c1 + b];                                              \
-                const float dx0 = as_float(s0.x), dx1 = as_float(s1.x);                                   \
+            for (int m = 0; m < MT; m++) {                                                                \
+                const int ra = 16 * m + g, rb = ra + 8;                                                   \
+                uint wa[4], wb[4], wa2[4], wb2[4];                                                        \
+                float da[4], db[4];                                                                       \
+                MVM_LD4(uint4, wa, sw + ra * RP + t * MVM_P + b4);                                               \
+                MVM_LD4(uint4, wb, sw + rb * RP + t * MVM_P + b4);                                               \
+                if (W == 8) {                                                                             \
+                    MVM_LD4(uint4, wa2, sw + ra * RP + (4 + t) * MVM_P + b4);                                    \
+                    MVM_LD4(uint4, wb2, sw + rb * RP + (4 + t) * MVM_P + b4);                                    \
+                }                                                                                         \
+                MVM_LD4(float4, da, sdw + ra * MVM_P + b4);                                                       \
+                MVM_LD4(float4, db, sdw + rb * MVM_P + b4);                                                       \
                 MVQ_UNROLL                                                                                \
-                for (int m = 0; m < MVM_MT; m++) {                                                        \
-                    const float da = vload_half(rw[m][0] * nb + b, d), db = vload_half(rw[m][1] * nb + b, d); \
-                    const int4 r = mvm_mma(a[m][h], bx[h], MVM_C_##FMT(s0.y, s1.y), emu);                 \
-                    if (bb < nb) {                                                                        \
-                        acc[m][0][i] = mad(da * dx0, (float)r.x, acc[m][0][i]);                           \
-                        acc[m][1][i] = mad(da * dx1, (float)r.y, acc[m][1][i]);                           \
-                        acc[m][2][i] = mad(db * dx0, (float)r.z, acc[m][2][i]);                           \
-                        acc[m][3][i] = mad(db * dx1, (float)r.w, acc[m][3][i]);                           \
+                for (int i = 0; i < 4; i++) {                                                             \
+                    const int4 r = mvm_mma(MVM_A_##FMT(i), (uint2)(p0[i], p1[i]),                         \
+                                           MVM_C_##FMT(sq0[i], sq1[i]), emu);                             \
+                    if (c0 + b4 + i < nb) {                                                               \
+                        acc[m][0][i] = mad(da[i] * dx0[i], (float)r.x, acc[m][0][i]);                     \
+                        acc[m][1][i] = mad(da[i] * dx1[i], (float)r.y, acc[m][1][i]);                     \
+                        acc[m][2][i] = mad(db[i] * dx0[i], (float)r.z, acc[m][2][i]);                     \
+                        acc[m][3][i] = mad(db[i] * dx1[i], (float)r.w, acc[m][3][i]);                     \
                     }                                                                                     \
                 }                                                                                         \
             }                                                                                             \
         }                                                                                                 \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
     }                                                                                                     \
-    MVM_FINISH();                                                                                         \
+    MVQ_UNROLL                                                                                            \
+    for (int m = 0; m < MT; m++)                                                                          \
+        MVQ_UNROLL                                                                                        \
+        for (int e = 0; e < 4; e++)                                                                       \
+            MVQ_UNROLL                                                                                    \
+            for (int i = 0; i < 4; i++)                                                                   \
+                red[((4 * w + i) * ROWS + 16 * m + g + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = acc[m][e][i]; \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+    if (lid < ROWS * 8) {                                                                                 \
+        const int q = lid >> 3, col = lid & 7, n = n0 + q;                                                \
+        const float s_ = mvm_sum32(red + q * 8 + col, ROWS * 8);                                          \
+        if (n < N && col < R) y[col * N + n] = has_res ? s_ + res[offr + col * N + n] : s_;               \
+    }                                                                                                     \
 }
 
-/* Output (row q, column e) of the tile's lane: local row 16 m + g (+ 8 for e >= 2), activation row 2t + e % 2. */
-#define MVM_AT(p, m, e) red[((p) * MVM_ROWS + 16 * (m) + g + 8 * ((e) >> 1)) * 8 + 2 * t + ((e) & 1)]
-#define MVM_OUT(s)                                                                                            \
-    if (n < N && col < R) y[col * N + n] = has_res ? (s) + res[offr + col * N + n] : (s)
+/* The total of p[0], p[st], ..., p[31 st] (virtual lanes 0-31 of one output) in warp_sum's order: the butterfly
+ * (lanes l and l ^ 16 first, ..., l ^ 1 last; every lane's total is lane 0's) under TL_NV_PTX, else from lane 0
+ * up (MVQ_FINISH's local-memory form). */
+inline float
+mvm_sum32(local const float *p, int st)
+{
 #if TL_NV_PTX
-/* warp_sum's butterfly: level 1 (virtual lanes v, v + 16) in the lane, levels 2-5 over red's 16 sums. */
-#define MVM_FINISH()                                                                                          \
-    MVQ_UNROLL                                                                                                \
-    for (int m = 0; m < MVM_MT; m++)                                                                          \
-        MVQ_UNROLL                                                                                            \
-        for (int e = 0; e < 4; e++) {                                                                         \
-            MVM_AT(2 * w, m, e) = acc[m][e][0] + acc[m][e][2];                                                \
-            MVM_AT(2 * w + 1, m, e) = acc[m][e][1] + acc[m][e][3];                                            \
-        }                                                                                                     \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
-    {                                                                                                         \
-        const int q = lid >> 3, col = lid & 7, n = n0 + q;                                                    \
-        float s[16];                                                                                          \
-        MVQ_UNROLL                                                                                            \
-        for (int v = 0; v < 16; v++) s[v] = red[(v * MVM_ROWS + q) * 8 + col];                               \
-        MVQ_UNROLL                                                                                            \
-        for (int v = 0; v < 8; v++) s[v] = s[v] + s[v + 8];                                                   \
-        MVQ_UNROLL                                                                                            \
-        for (int v = 0; v < 4; v++) s[v] = s[v] + s[v + 4];                                                   \
-        MVM_OUT((s[0] + s[2]) + (s[1] + s[3]));                                                               \
-    }
+    float s[16];
+    MVQ_UNROLL
+    for (int v = 0; v < 16; v++) s[v] = p[v * st] + p[(v + 16) * st];
+    MVQ_UNROLL
+    for (int v = 0; v < 8; v++) s[v] = s[v] + s[v + 8];
+    MVQ_UNROLL
+    for (int v = 0; v < 4; v++) s[v] = s[v] + s[v + 4];
+    return (s[0] + s[2]) + (s[1] + s[3]);
 #else
-#define MVM_FINISH()                                                                                          \
-    MVQ_UNROLL                                                                                                \
-    for (int m = 0; m < MVM_MT; m++)                                                                          \
-        MVQ_UNROLL                                                                                            \
-        for (int e = 0; e < 4; e++)                                                                           \
-            MVQ_UNROLL                                                                                        \
-            for (int i = 0; i < 4; i++) MVM_AT(2 * w + (i & 1) + 16 * (i >> 1), m, e) = acc[m][e][i];         \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
-    {                                                                                                         \
-        const int q = lid >> 3, col = lid & 7, n = n0 + q;                                                    \
-        float s = 0.0f;                                                                                       \
-        for (int v = 0; v < 32; v++) s += red[(v * MVM_ROWS + q) * 8 + col];                                  \
-        MVM_OUT(s);                                                                                           \
-    }
+    float s = 0.0f;
+    for (int v = 0; v < 32; v++) s += p[v * st];
+    return s;
 #endif
+}
 
 MVM_KERNEL(q4_0)
 MVM_KERNEL(q8_0)

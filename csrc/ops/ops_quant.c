@@ -38,7 +38,6 @@ enum { Q4_0, Q8_0, NFMT };
 static qfmt fmts[NFMT] = {QFMT(q4_0, 4), QFMT(q8_0, 8)};
 static const size_t I = sizeof(int), Mm = sizeof(cl_mem);
 #define MVQ_NRW 4                                         /* weight rows per warp: kernels/quant_mvq.h */
-#define MVM_ROWS 32                                       /* weight rows per group: kernels/quant_mvm.h */
 #define MVM_LANES 256
 #define MVM_EMU_WORDS 192
 
@@ -300,15 +299,18 @@ launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K
     return launch_two(rt, kh, L, (int)(L / 32) * nrw, red * L * sizeof(float), N, K, R, nw, eps, glu, v, st);
 }
 
-/* The tensor-core kernel of quant_mvm.h: MVM_LANES lanes, MVM_ROWS weight rows a group; its local memory the
- * partial sums (16 a row and column under TL_NV_PTX, else 32) and, without mma.sync, the emulation's words. */
+/* The tensor-core kernel of quant_mvm.h: MVM_LANES lanes and 32 (q4_0) or 16 (q8_0) weight rows a group (16 KB of
+ * weights a chunk of 32 blocks); its local memory the larger of a chunk's staging and the 32 partial sums of
+ * each output, then, without mma.sync, the emulation's words (the kernel's layout: quant_mvm.h). */
 static int
-launch_mvm(qfmt *f, const tl_runtime *rt, int nv, int mma, int N, int K, int R, tl_tensor *nw, float eps, int glu,
+launch_mvm(qfmt *f, const tl_runtime *rt, int mma, int N, int K, int R, tl_tensor *nw, float eps, int glu,
            const void **v, tl_storage **st)
 {
     if (tl_kernel_py(&f->mvm) == NULL || tl_kernel_py(&quantize_x_k) == NULL) return -1;
-    const size_t red = ((size_t)(nv ? 16 : 32) * MVM_ROWS * 8 + (mma ? 0 : 8 * MVM_EMU_WORDS)) * sizeof(float);
-    return launch_two(rt, &f->mvm, MVM_LANES, MVM_ROWS, red, N, K, R, nw, eps, glu, v, st);
+    const size_t rows = f->words == 4 ? 32 : 16, p = 36, rp = f->words * p + (f->words == 8 ? 16 : 0);
+    const size_t stage = rows * rp + (2 * 8 * 4 + rows + 16) * p, parts = 32 * rows * 8;
+    const size_t red = ((stage > parts ? stage : parts) + (mma ? 0 : 8 * MVM_EMU_WORDS)) * sizeof(float);
+    return launch_two(rt, &f->mvm, MVM_LANES, (int)rows, red, N, K, R, nw, eps, glu, v, st);
 }
 
 /* GPUs' choice among the integer kernels (impl 2-4 of mul_mv): the one-launch kernel where x's staging in every
@@ -400,8 +402,8 @@ mul_mv(qfmt *f, PyObject *args)
     if (impl >= 2) {
         const int nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
         int r = impl == 2   ? launch_mvq(f, rt, nv, rv, N, K, R, nw, eps, glu, sz, v, st)
-                : impl == 5 ? launch_mvm(f, rt, nv, nv_mma(rt, tl_setting_str(TL_SET_BUILD_OPTIONS)), N, K, R, nw,
-                                         eps, glu, v, st)
+                : impl == 5 ? launch_mvm(f, rt, nv_mma(rt, tl_setting_str(TL_SET_BUILD_OPTIONS)), N, K, R, nw, eps,
+                                         glu, v, st)
                             : launch_mvx(f, rt, nv, rv, impl - 3, N, K, R, nw, eps, glu, v, st);
         if (r < 0) goto fail;
         if (r == 0) goto done;
