@@ -114,21 +114,24 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
             for (int i = 0; i < 4; i++) acc[m][e][i] = 0.0f;                                              \
     for (int c0 = 0; c0 < nb; c0 += MVM_CB) {                                                             \
         MVQ_UNROLL                                                                                        \
-        for (int k = lid; k < ROWS * MVM_CB * W4; k += 256) {   /* the weights' 16-byte words */          \
+        for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {   /* the weights' 16-byte words */       \
+            const int k = lid + 256 * u_;                                                                 \
             const int row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;                       \
             const uint4 u = qs4[(min(n0 + row, N - 1) * nb + min(c0 + blk, nb - 1)) * W4 + h];            \
             local uint *o = sw + row * RP + 4 * h * MVM_P + blk;                                          \
             o[0] = u.x; o[MVM_P] = u.y; o[2 * MVM_P] = u.z; o[3 * MVM_P] = u.w;                           \
         }                                                                                                 \
         MVQ_UNROLL                                                                                        \
-        for (int k = lid; k < 2 * 8 * MVM_CB; k += 256) {      /* x's planes, rows past R repeated */      \
+        for (int u_ = 0; u_ < 2 * 8 * MVM_CB / 256; u_++) {   /* x's planes, rows past R repeated */      \
+            const int k = lid + 256 * u_;                                                                 \
             const int pl = k / (8 * MVM_CB), r = (k / MVM_CB) % 8, blk = k % MVM_CB;                      \
             const uint4 u = xq[pl * R * nb + min(r, R - 1) * nb + min(c0 + blk, nb - 1)];                 \
             local uint *o = sx + (pl * 8 + r) * 4 * MVM_P + blk;                                          \
             o[0] = u.x; o[MVM_P] = u.y; o[2 * MVM_P] = u.z; o[3 * MVM_P] = u.w;                           \
         }                                                                                                 \
         MVQ_UNROLL                                                                                        \
-        for (int k = lid; k < ROWS * MVM_CB; k += 256) {                                                  \
+        for (int u_ = 0; u_ < ROWS * MVM_CB / 256; u_++) {                                                \
+            const int k = lid + 256 * u_;                                                                 \
             const int row = k / MVM_CB, blk = k % MVM_CB;                                                 \
             sdw[row * MVM_P + blk] = vload_half(min(n0 + row, N - 1) * nb + min(c0 + blk, nb - 1), d);    \
         }                                                                                                 \
