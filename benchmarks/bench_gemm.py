@@ -204,11 +204,11 @@ def bench_shape(m, n, k, trans_b, seconds, clblast, torch, rng, bw, skip_numpy=F
 QUANT_INT = ("dp4a", "q8x", "q8x8", "mma")                 # the integer-dot kernels (tlgpu.quant._MV_IMPL)
 
 
-def quant_rows(seconds, cpu, quick=False, impls=("old",) + QUANT_INT + ("auto",)):
+def quant_rows(seconds, cpu, quick=False, impls=("old",) + QUANT_INT + ("auto",), mv_rows=(1, 8)):
     """The --quant table (issue 27), one row per (product, weights, kernel): float32, then q4_0 and q8_0 with each
     mul_mv kernel of impls (tlgpu.quant._MV_IMPL: "old" the float kernels, "dp4a" the one-launch integer-dot
     kernel, "q8x" / "q8x8" the two-launch one with 4 / 8 weight rows a warp, "auto" the device's default) in
-    the same process, for 1 and 8 rows of x. us; GB/s on the weight bytes read (float32 4, q4_0 18/32, q8_0
+    the same process, for 1 and 8 rows of x (mv_rows). us; GB/s on the weight bytes read (float32 4, q4_0 18/32, q8_0
     34/32 a weight); f32_bw, that over float32's GB/s in this run (the goal: 0.8 or more); err, the largest
     difference from the float32 product of the dequantized weights over its largest value (the integer
     kernels quantize x: about 1e-3 expected); norm_us, an integer kernel with the RMSNorm prologue."""
@@ -224,7 +224,7 @@ def quant_rows(seconds, cpu, quick=False, impls=("old",) + QUANT_INT + ("auto",)
         mats = {"q4_0": (quant.quantize_q4_0(w), 18 / 32), "q8_0": (quant.quantize_q8_0(w), 34 / 32)}
         del w
         norm = tlgpu.tensor(rng.standard_normal(k, dtype=np.float32))
-        for m in (1, 8):
+        for m in mv_rows:
             x = tlgpu.tensor(rng.standard_normal((m, k), dtype=np.float32))
             shape = f"[{m},{k}]x[{n},{k}]^T"
             t = best_time(lambda: x @ tw.T, seconds, tlgpu.synchronize)
@@ -361,6 +361,7 @@ def main():
                     "(tlgpu.quant._MV_IMPL values, comma-separated: old, dp4a, q8x, q8x8, mma, auto)")
     ap.add_argument("--quant-prefill", action="store_true", help="prefill rows (M > 8) on float32, q4_0 and q8_0 "
                     "weights: tiles against dequantize + GEMM")
+    ap.add_argument("--mv-rows", type=int, nargs="+", default=[1, 8], help="--quant: rows of x (1-8)")
     ap.add_argument("--prefill-impls", default="tiles,dequant", help="--quant-prefill: tlgpu.quant._PREFILL_IMPL "
                     "values timed (comma-separated: tiles, dequant, chunks, auto)")
     ap.add_argument("--tile-sweep", action="store_true", help="--quant-prefill: the tile kernel at mwg 32 and 64")
@@ -372,7 +373,8 @@ def main():
         report("prefill, quantized weights (us)", rows, cols, {"device": tlgpu.device().name})
         return
     if args.quant:
-        rows = quant_rows(args.seconds, tlgpu.device().type == "cpu", args.quick, args.impls.split(","))
+        rows = quant_rows(args.seconds, tlgpu.device().type == "cpu", args.quick, args.impls.split(","),
+                          args.mv_rows)
         report("matrix-vector, quantized weights", rows, ["shape", "weights", "kernel", "us", "GBps", "f32_bw", "err",
                                                           "norm_us"],
                {"copy_bandwidth_GBps": round(copy_bandwidth() / 1e9, 1), "device": tlgpu.device().name,

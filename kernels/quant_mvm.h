@@ -70,11 +70,21 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
 }
 
 /* Four values at local p (16-byte aligned; T4 their vector type) into a[0..3]. */
+#ifndef MVM_SCALAR
+#define MVM_SCALAR 0                                 /* 1: four scalar local reads (a diagnostic) */
+#endif
+#if MVM_SCALAR
+#define MVM_LD4(T4, a, p)                                                                                     \
+    do {                                                                                                      \
+        a[0] = (p)[0]; a[1] = (p)[1]; a[2] = (p)[2]; a[3] = (p)[3];                                           \
+    } while (0)
+#else
 #define MVM_LD4(T4, a, p)                                                                                     \
     do {                                                                                                      \
         const T4 v_ = *(local const T4 *)(p);                                                                 \
         a[0] = v_.x; a[1] = v_.y; a[2] = v_.z; a[3] = v_.w;                                                   \
     } while (0)
+#endif
 
 /* Per format: A's registers of block i from the words a lane read (wa: row g, wb: row g + 8; word t, and
  * for q8_0 wa2 / wb2 word 4 + t), and the C that folds in the offset (q4_0: -8 sum q of the column's block). */
@@ -86,114 +96,134 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
 #define MVM_W_q4_0 4
 #define MVM_W_q8_0 8
 
+/* The global reads of the chunk from block c into the kernel's gw, gx, gd, gs (indices clamped inside the
+ * arrays; rows of x past R repeat row R - 1): 16-byte words of the weights and of x's planes, the weight
+ * scales, x's (dx, sum q). */
+#define MVM_FETCH(c)                                                                                          \
+    do {                                                                                                      \
+        MVQ_UNROLL                                                                                            \
+        for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {                                               \
+            const int k = lid + 256 * u_, row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;       \
+            gw[u_] = qs4[(min(n0 + row, N - 1) * nb + min((c) + blk, nb - 1)) * W4 + h];                      \
+        }                                                                                                     \
+        MVQ_UNROLL                                                                                            \
+        for (int u_ = 0; u_ < 2; u_++) {                                                                      \
+            const int k = lid + 256 * u_, pl = k / (8 * MVM_CB), r = (k / MVM_CB) % 8, blk = k % MVM_CB;      \
+            gx[u_] = xq[pl * R * nb + min(r, R - 1) * nb + min((c) + blk, nb - 1)];                           \
+        }                                                                                                     \
+        MVQ_UNROLL                                                                                            \
+        for (int u_ = 0; u_ < ROWS * MVM_CB / 256; u_++) {                                                    \
+            const int k = lid + 256 * u_;                                                                     \
+            gd[u_] = vload_half(min(n0 + k / MVM_CB, N - 1) * nb + min((c) + k % MVM_CB, nb - 1), d);         \
+        }                                                                                                     \
+        gs = xs[min(lid / MVM_CB, R - 1) * nb + min((c) + lid % MVM_CB, nb - 1)];                             \
+    } while (0)
+
 /* red (ops_quant.c's mvm_words): the chunk's staging (sw: MVM_ROWS x MVM_RP(W) weight words, sx: 2 planes
  * x 8 rows x 4 words x MVM_P, sdw: MVM_ROWS x MVM_P scales, sdx / ssq: 8 x MVM_P) or, after the loop, the
  * partial sums (32 x MVM_ROWS x 8); then, without MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch.
  * 256 work-items a group. */
 #define MVM_KERNEL(FMT)                                                                                       \
-kernel void                                                                                               \
+kernel void                                                                                                   \
 tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const uint4 *qs4,                     \
-                    global const half *d, global float *y, global const float *res, int offr, int has_res,  \
-                    local float *red)                                                                       \
-{                                                                                                         \
-    enum { MT = MVM_MT_##FMT, ROWS = 16 * MT, W = MVM_W_##FMT, W4 = W / 4, RP = MVM_RP(W) };               \
-    const int lid = get_local_id(0), w = lid >> 5, g = (lid & 31) >> 2, t = lid & 3, nb = K / 32;         \
-    const int n0 = get_group_id(0) * ROWS;                                                                \
-    local uint *sw = (local uint *)red, *sx = sw + ROWS * RP;                                             \
-    local float *sdw = (local float *)(sx + 2 * 8 * 4 * MVM_P), *sdx = sdw + ROWS * MVM_P;               \
-    local int *ssq = (local int *)(sdx + 8 * MVM_P);                                                      \
-    local uint *emu = (local uint *)red + max(ROWS * RP + (2 * 8 * 4 + ROWS + 16) * MVM_P, 32 * ROWS * 8) \
-                      + w * MVM_EMU_WORDS;                                                                \
-    const global int2 *xs = (const global int2 *)(xq + 2 * R * nb);                                       \
-    float acc[MT][4][4];                                                                                  \
-    MVQ_UNROLL                                                                                            \
-    for (int m = 0; m < MT; m++)                                                                          \
-        MVQ_UNROLL                                                                                        \
-        for (int e = 0; e < 4; e++)                                                                       \
-            MVQ_UNROLL                                                                                    \
-            for (int i = 0; i < 4; i++) acc[m][e][i] = 0.0f;                                              \
-    for (int c0 = 0; c0 < nb; c0 += MVM_CB) {                                                             \
-        MVQ_UNROLL                                                                                        \
-        for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {   /* the weights' 16-byte words */       \
-            const int k = lid + 256 * u_;                                                                 \
-            const int row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;                       \
-            const uint4 u = qs4[(min(n0 + row, N - 1) * nb + min(c0 + blk, nb - 1)) * W4 + h];            \
-            local uint *o = sw + row * RP + 4 * h * MVM_P + blk;                                          \
-            o[0] = u.x; o[MVM_P] = u.y; o[2 * MVM_P] = u.z; o[3 * MVM_P] = u.w;                           \
-        }                                                                                                 \
-        MVQ_UNROLL                                                                                        \
-        for (int u_ = 0; u_ < 2 * 8 * MVM_CB / 256; u_++) {   /* x's planes, rows past R repeated */      \
-            const int k = lid + 256 * u_;                                                                 \
-            const int pl = k / (8 * MVM_CB), r = (k / MVM_CB) % 8, blk = k % MVM_CB;                      \
-            const uint4 u = xq[pl * R * nb + min(r, R - 1) * nb + min(c0 + blk, nb - 1)];                 \
-            local uint *o = sx + (pl * 8 + r) * 4 * MVM_P + blk;                                          \
-            o[0] = u.x; o[MVM_P] = u.y; o[2 * MVM_P] = u.z; o[3 * MVM_P] = u.w;                           \
-        }                                                                                                 \
-        MVQ_UNROLL                                                                                        \
-        for (int u_ = 0; u_ < ROWS * MVM_CB / 256; u_++) {                                                \
-            const int k = lid + 256 * u_;                                                                 \
-            const int row = k / MVM_CB, blk = k % MVM_CB;                                                 \
-            sdw[row * MVM_P + blk] = vload_half(min(n0 + row, N - 1) * nb + min(c0 + blk, nb - 1), d);    \
-        }                                                                                                 \
-        {                                                                                                 \
-            const int r = lid / MVM_CB, blk = lid % MVM_CB;    /* 8 x 32: one a work-item */              \
-            const int2 s_ = xs[min(r, R - 1) * nb + min(c0 + blk, nb - 1)];                               \
-            sdx[r * MVM_P + blk] = as_float(s_.x);                                                        \
-            ssq[r * MVM_P + blk] = s_.y;                                                                  \
-        }                                                                                                 \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
-        {                                                                                                 \
-            const int b4 = 4 * w;                                                                         \
-            uint p0[4], p1[4];                                                                            \
-            float dx0[4], dx1[4];                                                                         \
-            int sq0[4], sq1[4];                                                                           \
-            MVM_LD4(uint4, p0, sx + (g * 4 + t) * MVM_P + b4);                                                   \
-            MVM_LD4(uint4, p1, sx + ((8 + g) * 4 + t) * MVM_P + b4);                                             \
-            MVM_LD4(float4, dx0, sdx + 2 * t * MVM_P + b4);                                                       \
-            MVM_LD4(float4, dx1, sdx + (2 * t + 1) * MVM_P + b4);                                                 \
-            MVM_LD4(int4, sq0, ssq + 2 * t * MVM_P + b4);                                                       \
-            MVM_LD4(int4, sq1, ssq + (2 * t + 1) * MVM_P + b4);                                                 \
-            MVQ_UNROLL                                                                                    \
-            for (int m = 0; m < MT; m++) {                                                                \
-                const int ra = 16 * m + g, rb = ra + 8;                                                   \
-                uint wa[4], wb[4], wa2[4], wb2[4];                                                        \
-                float da[4], db[4];                                                                       \
-                MVM_LD4(uint4, wa, sw + ra * RP + t * MVM_P + b4);                                               \
-                MVM_LD4(uint4, wb, sw + rb * RP + t * MVM_P + b4);                                               \
-                if (W == 8) {                                                                             \
-                    MVM_LD4(uint4, wa2, sw + ra * RP + (4 + t) * MVM_P + b4);                                    \
-                    MVM_LD4(uint4, wb2, sw + rb * RP + (4 + t) * MVM_P + b4);                                    \
-                }                                                                                         \
-                MVM_LD4(float4, da, sdw + ra * MVM_P + b4);                                                       \
-                MVM_LD4(float4, db, sdw + rb * MVM_P + b4);                                                       \
-                MVQ_UNROLL                                                                                \
-                for (int i = 0; i < 4; i++) {                                                             \
-                    const int4 r = mvm_mma(MVM_A_##FMT(i), (uint2)(p0[i], p1[i]),                         \
-                                           MVM_C_##FMT(sq0[i], sq1[i]), emu);                             \
-                    if (c0 + b4 + i < nb) {                                                               \
-                        acc[m][0][i] = mad(da[i] * dx0[i], (float)r.x, acc[m][0][i]);                     \
-                        acc[m][1][i] = mad(da[i] * dx1[i], (float)r.y, acc[m][1][i]);                     \
-                        acc[m][2][i] = mad(db[i] * dx0[i], (float)r.z, acc[m][2][i]);                     \
-                        acc[m][3][i] = mad(db[i] * dx1[i], (float)r.w, acc[m][3][i]);                     \
-                    }                                                                                     \
-                }                                                                                         \
-            }                                                                                             \
-        }                                                                                                 \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                                     \
-    }                                                                                                     \
-    MVQ_UNROLL                                                                                            \
-    for (int m = 0; m < MT; m++)                                                                          \
-        MVQ_UNROLL                                                                                        \
-        for (int e = 0; e < 4; e++)                                                                       \
-            MVQ_UNROLL                                                                                    \
-            for (int i = 0; i < 4; i++)                                                                   \
-                red[((4 * w + i) * ROWS + 16 * m + g + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = acc[m][e][i]; \
-    barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-    if (lid < ROWS * 8) {                                                                                 \
-        const int q = lid >> 3, col = lid & 7, n = n0 + q;                                                \
-        const float s_ = mvm_sum32(red + q * 8 + col, ROWS * 8);                                          \
-        if (n < N && col < R) y[col * N + n] = has_res ? s_ + res[offr + col * N + n] : s_;               \
-    }                                                                                                     \
+                    global const half *d, global float *y, global const float *res, int offr, int has_res,    \
+                    local uint4 *red4)                                                                        \
+{                                                                                                             \
+    local float *red = (local float *)red4;              /* a 16-byte element: 16-byte reads within */        \
+    enum { MT = MVM_MT_##FMT, ROWS = 16 * MT, W = MVM_W_##FMT, W4 = W / 4, RP = MVM_RP(W) };                  \
+    const int lid = get_local_id(0), w = lid >> 5, g = (lid & 31) >> 2, t = lid & 3, nb = K / 32;             \
+    const int n0 = get_group_id(0) * ROWS;                                                                    \
+    local uint *sw = (local uint *)red, *sx = sw + ROWS * RP;                                                 \
+    local float *sdw = (local float *)(sx + 2 * 8 * 4 * MVM_P), *sdx = sdw + ROWS * MVM_P;                    \
+    local int *ssq = (local int *)(sdx + 8 * MVM_P);                                                          \
+    local uint *emu = (local uint *)red + max(ROWS * RP + (2 * 8 * 4 + ROWS + 16) * MVM_P, 32 * ROWS * 8)     \
+                      + w * MVM_EMU_WORDS;                                                                    \
+    const global int2 *xs = (const global int2 *)(xq + 2 * R * nb);                                           \
+    float acc[MT][4][4];                                                                                      \
+    MVQ_UNROLL                                                                                                \
+    for (int m = 0; m < MT; m++)                                                                              \
+        MVQ_UNROLL                                                                                            \
+        for (int e = 0; e < 4; e++)                                                                           \
+            MVQ_UNROLL                                                                                        \
+            for (int i = 0; i < 4; i++) acc[m][e][i] = 0.0f;                                                  \
+    uint4 gw[ROWS * MVM_CB * W4 / 256], gx[2];         /* the next chunk, in flight during this one */        \
+    float gd[ROWS * MVM_CB / 256];                                                                            \
+    int2 gs;                                                                                                  \
+    MVM_FETCH(0);                                                                                             \
+    for (int c0 = 0; c0 < nb; c0 += MVM_CB) {                                                                 \
+        MVQ_UNROLL                                                                                            \
+        for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {   /* the weights' 16-byte words */            \
+            const int k = lid + 256 * u_, row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;       \
+            local uint *o = sw + row * RP + 4 * h * MVM_P + blk;                                              \
+            o[0] = gw[u_].x; o[MVM_P] = gw[u_].y; o[2 * MVM_P] = gw[u_].z; o[3 * MVM_P] = gw[u_].w;           \
+        }                                                                                                     \
+        MVQ_UNROLL                                                                                            \
+        for (int u_ = 0; u_ < 2; u_++) {                     /* x's planes */                                 \
+            const int k = lid + 256 * u_, pl = k / (8 * MVM_CB), r = (k / MVM_CB) % 8, blk = k % MVM_CB;      \
+            local uint *o = sx + (pl * 8 + r) * 4 * MVM_P + blk;                                              \
+            o[0] = gx[u_].x; o[MVM_P] = gx[u_].y; o[2 * MVM_P] = gx[u_].z; o[3 * MVM_P] = gx[u_].w;           \
+        }                                                                                                     \
+        MVQ_UNROLL                                                                                            \
+        for (int u_ = 0; u_ < ROWS * MVM_CB / 256; u_++) {                                                    \
+            const int k = lid + 256 * u_;                                                                     \
+            sdw[(k / MVM_CB) * MVM_P + k % MVM_CB] = gd[u_];                                                  \
+        }                                                                                                     \
+        sdx[(lid / MVM_CB) * MVM_P + lid % MVM_CB] = as_float(gs.x);                                          \
+        ssq[(lid / MVM_CB) * MVM_P + lid % MVM_CB] = gs.y;                                                    \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+        if (c0 + MVM_CB < nb) MVM_FETCH(c0 + MVM_CB);                                                         \
+        {                                                                                                     \
+            const int b4 = 4 * w;                                                                             \
+            uint p0[4], p1[4];                                                                                \
+            float dx0[4], dx1[4];                                                                             \
+            int sq0[4], sq1[4];                                                                               \
+            MVM_LD4(uint4, p0, sx + (g * 4 + t) * MVM_P + b4);                                                \
+            MVM_LD4(uint4, p1, sx + ((8 + g) * 4 + t) * MVM_P + b4);                                          \
+            MVM_LD4(float4, dx0, sdx + 2 * t * MVM_P + b4);                                                   \
+            MVM_LD4(float4, dx1, sdx + (2 * t + 1) * MVM_P + b4);                                             \
+            MVM_LD4(int4, sq0, ssq + 2 * t * MVM_P + b4);                                                     \
+            MVM_LD4(int4, sq1, ssq + (2 * t + 1) * MVM_P + b4);                                               \
+            MVQ_UNROLL                                                                                        \
+            for (int m = 0; m < MT; m++) {                                                                    \
+                const int ra = 16 * m + g, rb = ra + 8;                                                       \
+                uint wa[4], wb[4], wa2[4], wb2[4];                                                            \
+                float da[4], db[4];                                                                           \
+                MVM_LD4(uint4, wa, sw + ra * RP + t * MVM_P + b4);                                            \
+                MVM_LD4(uint4, wb, sw + rb * RP + t * MVM_P + b4);                                            \
+                if (W == 8) {                                                                                 \
+                    MVM_LD4(uint4, wa2, sw + ra * RP + (4 + t) * MVM_P + b4);                                 \
+                    MVM_LD4(uint4, wb2, sw + rb * RP + (4 + t) * MVM_P + b4);                                 \
+                }                                                                                             \
+                MVM_LD4(float4, da, sdw + ra * MVM_P + b4);                                                   \
+                MVM_LD4(float4, db, sdw + rb * MVM_P + b4);                                                   \
+                MVQ_UNROLL                                                                                    \
+                for (int i = 0; i < 4; i++) {                                                                 \
+                    const int4 r = mvm_mma(MVM_A_##FMT(i), (uint2)(p0[i], p1[i]),                             \
+                                           MVM_C_##FMT(sq0[i], sq1[i]), emu);                                 \
+                    if (c0 + b4 + i < nb) {                                                                   \
+                        acc[m][0][i] = mad(da[i] * dx0[i], (float)r.x, acc[m][0][i]);                         \
+                        acc[m][1][i] = mad(da[i] * dx1[i], (float)r.y, acc[m][1][i]);                         \
+                        acc[m][2][i] = mad(db[i] * dx0[i], (float)r.z, acc[m][2][i]);                         \
+                        acc[m][3][i] = mad(db[i] * dx1[i], (float)r.w, acc[m][3][i]);                         \
+                    }                                                                                         \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
+    }                                                                                                         \
+    MVQ_UNROLL                                                                                                \
+    for (int m = 0; m < MT; m++)                                                                              \
+        MVQ_UNROLL                                                                                            \
+        for (int e = 0; e < 4; e++)                                                                           \
+            MVQ_UNROLL                                                                                        \
+            for (int i = 0; i < 4; i++)                                                                       \
+                red[((4 * w + i) * ROWS + 16 * m + g + 8 * (e >> 1)) * 8 + 2 * t + (e & 1)] = acc[m][e][i];   \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                             \
+    if (lid < ROWS * 8) {                                                                                     \
+        const int q = lid >> 3, col = lid & 7, n = n0 + q;                                                    \
+        const float s_ = mvm_sum32(red + q * 8 + col, ROWS * 8);                                              \
+        if (n < N && col < R) y[col * N + n] = has_res ? s_ + res[offr + col * N + n] : s_;                   \
+    }                                                                                                         \
 }
 
 /* The total of p[0], p[st], ..., p[31 st] (virtual lanes 0-31 of one output) in warp_sum's order: the butterfly
