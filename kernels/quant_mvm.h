@@ -27,8 +27,15 @@
 #ifndef MVQ_MMA
 #define MVQ_MMA 0                                    /* 1 (ops_quant.c: NVIDIA, compute capability 8.0+) */
 #endif
-#define MVM_MT_q4_0 2                                /* m16 tiles a warp (ops_quant.c: mvm_words) */
+#ifndef MVM_MT_q4_0                                  /* m16 tiles a warp, 1 or 2 (ops_quant.c: mvm_rows) */
+#define MVM_MT_q4_0 2
+#endif
+#ifndef MVM_MT_q8_0
 #define MVM_MT_q8_0 1
+#endif
+#ifndef MVM_PIPE
+#define MVM_PIPE 1                                   /* 1: the next chunk's global reads in flight meanwhile */
+#endif
 #define MVM_CB 32                                    /* blocks a chunk */
 #define MVM_P 36                                     /* local pitch of a word's 32 blocks (banks: 4 apart) */
 #define MVM_RP(W) ((W) * MVM_P + ((W) == 8 ? 16 : 0))   /* a weight row's pitch: rows g, g + 1 16 banks apart */
@@ -149,8 +156,9 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
     uint4 gw[ROWS * MVM_CB * W4 / 256], gx[2];         /* the next chunk, in flight during this one */        \
     float gd[ROWS * MVM_CB / 256];                                                                            \
     int2 gs;                                                                                                  \
-    MVM_FETCH(0);                                                                                             \
+    if (MVM_PIPE) MVM_FETCH(0);                                                                               \
     for (int c0 = 0; c0 < nb; c0 += MVM_CB) {                                                                 \
+        if (!MVM_PIPE) MVM_FETCH(c0);                                                                         \
         MVQ_UNROLL                                                                                            \
         for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {   /* the weights' 16-byte words */            \
             const int k = lid + 256 * u_, row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;       \
@@ -171,7 +179,7 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
         sdx[(lid / MVM_CB) * MVM_P + lid % MVM_CB] = as_float(gs.x);                                          \
         ssq[(lid / MVM_CB) * MVM_P + lid % MVM_CB] = gs.y;                                                    \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-        if (c0 + MVM_CB < nb) MVM_FETCH(c0 + MVM_CB);                                                         \
+        if (MVM_PIPE && c0 + MVM_CB < nb) MVM_FETCH(c0 + MVM_CB);                                             \
         {                                                                                                     \
             const int b4 = 4 * w;                                                                             \
             uint p0[4], p1[4];                                                                                \
