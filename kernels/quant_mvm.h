@@ -33,8 +33,11 @@
 #ifndef MVM_MT_q8_0
 #define MVM_MT_q8_0 1
 #endif
-#ifndef MVM_PIPE
-#define MVM_PIPE 1                                   /* 1: the next chunk's global reads in flight meanwhile */
+#ifndef MVM_PIPE_q4_0                                /* 1: the next chunk's global reads in flight meanwhile */
+#define MVM_PIPE_q4_0 0                              /* (H200: q4_0's 2 tiles then took 164 registers, 1 group */
+#endif                                               /* an SM: 187 us against 131 without; q8_0 188 against 200) */
+#ifndef MVM_PIPE_q8_0
+#define MVM_PIPE_q8_0 1
 #endif
 #define MVM_CB 32                                    /* blocks a chunk */
 #define MVM_P 36                                     /* local pitch of a word's 32 blocks (banks: 4 apart) */
@@ -138,6 +141,7 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
 {                                                                                                             \
     local float *red = (local float *)red4;              /* a 16-byte element: 16-byte reads within */        \
     enum { MT = MVM_MT_##FMT, ROWS = 16 * MT, W = MVM_W_##FMT, W4 = W / 4, RP = MVM_RP(W) };                  \
+    enum { PIPE = MVM_PIPE_##FMT };                                                                           \
     const int lid = get_local_id(0), w = lid >> 5, g = (lid & 31) >> 2, t = lid & 3, nb = K / 32;             \
     const int n0 = get_group_id(0) * ROWS;                                                                    \
     local uint *sw = (local uint *)red, *sx = sw + ROWS * RP;                                                 \
@@ -156,9 +160,9 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
     uint4 gw[ROWS * MVM_CB * W4 / 256], gx[2];         /* the next chunk, in flight during this one */        \
     float gd[ROWS * MVM_CB / 256];                                                                            \
     int2 gs;                                                                                                  \
-    if (MVM_PIPE) MVM_FETCH(0);                                                                               \
+    if (PIPE) MVM_FETCH(0);                                                                                   \
     for (int c0 = 0; c0 < nb; c0 += MVM_CB) {                                                                 \
-        if (!MVM_PIPE) MVM_FETCH(c0);                                                                         \
+        if (!PIPE) MVM_FETCH(c0);                                                                             \
         MVQ_UNROLL                                                                                            \
         for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {   /* the weights' 16-byte words */            \
             const int k = lid + 256 * u_, row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;       \
@@ -179,7 +183,7 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
         sdx[(lid / MVM_CB) * MVM_P + lid % MVM_CB] = as_float(gs.x);                                          \
         ssq[(lid / MVM_CB) * MVM_P + lid % MVM_CB] = gs.y;                                                    \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
-        if (MVM_PIPE && c0 + MVM_CB < nb) MVM_FETCH(c0 + MVM_CB);                                             \
+        if (PIPE && c0 + MVM_CB < nb) MVM_FETCH(c0 + MVM_CB);                                                 \
         {                                                                                                     \
             const int b4 = 4 * w;                                                                             \
             uint p0[4], p1[4];                                                                                \

@@ -325,17 +325,21 @@ launch_mvm(qfmt *f, const tl_runtime *rt, int mma, int N, int K, int R, tl_tenso
     return launch_two(rt, &f->mvm, MVM_LANES, (int)rows, red, N, K, R, nw, eps, glu, v, st);
 }
 
-/* GPUs' choice among the integer kernels (impl 2-4 of mul_mv): the one-launch kernel where x's staging in every
+/* GPUs' choice among the integer kernels (impl 2-5 of mul_mv): the one-launch kernel where x's staging in every
  * group costs less than a second launch (decode: one row of a weight under 64M values, or a small weight),
- * else the two-launch one, with 8 weight rows a warp for q4_0 (each x block from L1 serves 8 rows) and 4 for
- * one row of q8_0 (twice the weight bytes a block: fewer rows keep more groups in flight). Set from
- * bench_gemm --quant on the H200 (benchmarks/NOTES.md, fourth session, call 3): [1,8192]x[65536,8192]^T q4_0
- * 0.82 of float32's read bandwidth with 8 rows a warp (0.67 with 4), q8_0 0.91 with 4 (0.82 with 8). */
+ * else the two-launch ones: from 4 rows the tensor-core kernel where the device has mma.sync (its time hardly
+ * depends on the rows), else 8 weight rows a warp for q4_0 (each x block from L1 serves 8 rows) and 4 for one
+ * row of q8_0 (twice the weight bytes a block: fewer rows keep more groups in flight). Set from bench_gemm
+ * --quant on the H200 (benchmarks/NOTES.md, fourth and ninth sessions): [1,8192]x[65536,8192]^T q4_0 0.82 of
+ * float32's read bandwidth with 8 rows a warp (0.67 with 4), q8_0 0.91 with 4 (0.82 with 8); with 2 / 4 / 8
+ * rows q8x8 102 / 134 / 194 us (q4_0), 152 / 273 / 253 (q8_0), the tensor-core kernel ~131 (q4_0) and ~188
+ * (q8_0) for any of them. */
 static int
-auto_impl(const qfmt *f, int N, int K, int R)
+auto_impl(const qfmt *f, int N, int K, int R, int mma)
 {
     const double nk = (double)N * (double)K;
     if (nk < (R == 1 ? 67108864.0 : 4194304.0)) return 2;
+    if (mma && R >= 4) return 5;
     return f->words == 8 && R == 1 ? 3 : 4;
 }
 
@@ -410,12 +414,13 @@ mul_mv(qfmt *f, PyObject *args)
     /* The default on GPUs: an integer kernel for every row count, so a prompt's rows and a decode step's
      * round x alike (a split by rows gave other tokens for a prefill than for the same steps:
      * docs/inference.md); its three forms give the same bits (tests/test_quant_mv.py). */
-    if (impl == 0 && !cpu) impl = auto_impl(f, N, K, R);
+    const char *user = tl_setting_str(TL_SET_BUILD_OPTIONS);
+    const int mma = !cpu && nv_mma(rt, user);
+    if (impl == 0 && !cpu) impl = auto_impl(f, N, K, R, mma);
     if (impl >= 2) {
-        const int nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
+        const int nv = nv_ptx(rt, user);
         int r = impl == 2   ? launch_mvq(f, rt, nv, rv, N, K, R, nw, eps, glu, sz, v, st)
-                : impl == 5 ? launch_mvm(f, rt, nv_mma(rt, tl_setting_str(TL_SET_BUILD_OPTIONS)), N, K, R, nw, eps,
-                                         glu, v, st)
+                : impl == 5 ? launch_mvm(f, rt, mma, N, K, R, nw, eps, glu, v, st)
                             : launch_mvx(f, rt, nv, rv, impl - 3, N, K, R, nw, eps, glu, v, st);
         if (r < 0) goto fail;
         if (r == 0) goto done;
