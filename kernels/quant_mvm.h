@@ -129,7 +129,7 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
         gs = xs[min(lid / MVM_CB, R - 1) * nb + min((c) + lid % MVM_CB, nb - 1)];                             \
     } while (0)
 
-/* red (ops_quant.c's mvm_words): the chunk's staging (sw: MVM_ROWS x MVM_RP(W) weight words, sx: 2 planes
+/* red (ops_quant.c's launch_mvm): the chunk's staging (sw: MVM_ROWS x MVM_RP(W) weight words, sx: 2 planes
  * x 8 rows x 4 words x MVM_P, sdw: MVM_ROWS x MVM_P scales, sdx / ssq: 8 x MVM_P) or, after the loop, the
  * partial sums (32 x MVM_ROWS x 8); then, without MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch.
  * 256 work-items a group. */

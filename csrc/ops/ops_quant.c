@@ -6,7 +6,8 @@
  * to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
  * them; the float kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT
  * flag so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; GPUs default to the integer-dot
- * kernels (one launch, quant_mvq.h, or two, quant_mvx.h: auto_impl), which give the same bits as each other;
+ * kernels (one launch, quant_mvq.h, or two, quant_mvx.h and the tensor-core quant_mvm.h: auto_impl), which give
+ * the same bits as each other;
  * no autograd (weights are constants; activations that require grad are refused). */
 #include "ops_common.h"
 #include "autograd.h"
@@ -348,7 +349,8 @@ auto_impl(const qfmt *f, int N, int K, int R, int mma)
  * addmm); p the prologue (quant_mvq.h: glu, then rms_norm with the weight norm). impl: 0 the device's
  * default (the integer-dot kernel on GPUs, the float row kernel on CPUs), 1 the float kernels (GPU tree or
  * CPU rows, as DIRECT says; a prologue is then a launch of its own), 2 the one-launch integer-dot kernel
- * (quant_mvq.h), 3 and 4 the two-launch one (quant_mvx.h: x quantized once, then 4 or 8 weight rows a warp). */
+ * (quant_mvq.h), 3 and 4 the two-launch one (quant_mvx.h: x quantized once, then 4 or 8 weight rows a warp), 5
+ * the two-launch tensor-core one (quant_mvm.h). */
 static PyObject *
 mul_mv(qfmt *f, PyObject *args)
 {
