@@ -1,11 +1,12 @@
 """The integer-dot mul_mv kernels (llama.cpp's mmvq design), forced on this device with tlgpu.quant._MV_IMPL
 (on PoCL: the portable dot and the local-memory reductions): "dp4a" (kernels/quant_mvq.h, one launch, x
-staged per work-group) and "q8x" / "q8x8" (kernels/quant_mvx.h, x quantized once, then 4 or 8 weight rows a
-warp), for q4_0 and q8_0 with 1-8 activation rows, several staging chunks (K past a chunk and not a multiple
+staged per work-group), "q8x" / "q8x8" (kernels/quant_mvx.h, x quantized once, then 4 or 8 weight rows a
+warp) and "mma" (kernels/quant_mvm.h, the same x, then int8 tensor-core tiles; here their emulation through
+local memory, fragment by fragment), for q4_0 and q8_0 with 1-8 activation rows, several staging chunks (K past a chunk and not a multiple
 of it) and edge work-groups (N not a multiple of the rows a group owns): against a float64 product of the
 dequantized weights with x quantized as the kernels do (int8 blocks of 32, dx = amax / 127, round to even),
 and against the exact float64 product within the activation-quantization bound sum |w| * amax / 254; the
-three give the same bits, with and without the prologue. The prologue (glu, rms_norm) against numpy on every
+four give the same bits, with and without the prologue. The prologue (glu, rms_norm) against numpy on every
 kernel path; its bad inputs; the addmm store."""
 import numpy as np
 import pytest
@@ -96,7 +97,7 @@ def np_prologue(x, k, norm=None, glu=False, eps=1e-5):
 
 
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
-@pytest.mark.parametrize("path", ["old", "dp4a", "q8x8", "gemm"])
+@pytest.mark.parametrize("path", ["old", "dp4a", "q8x8", "mma", "gemm"])
 def test_prologue(rng, impl, kind, path):
     """norm and glu against numpy on each kernel path: the float kernels (a prologue launch, then the product,
     within 1e-4), the integer-dot one (within the quantization bound of the prologue's output) and the
@@ -131,7 +132,8 @@ def test_prologue(rng, impl, kind, path):
 
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
 def test_int_kernels_same_bits(rng, impl, kind):
-    """The one-launch and the two-launch integer kernels (4 and 8 weight rows a warp) give identical results,
+    """The one-launch and the two-launch integer kernels (4 and 8 weight rows a warp, tensor cores) give identical
+    results,
     so a prompt's rows and its decode steps agree whichever runs: each row count 1-8, chunked staging
     (K 5120 with 8 rows, 16384 with 2: a last chunk shorter than the others), N not a multiple of a group's
     rows, with the glu and norm prologue and the residual."""
