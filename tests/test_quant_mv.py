@@ -133,8 +133,7 @@ def test_prologue(rng, impl, kind, path):
 @pytest.mark.parametrize("kind", ["q4_0", "q8_0"])
 def test_int_kernels_same_bits(rng, impl, kind):
     """The one-launch and the two-launch integer kernels (4 and 8 weight rows a warp, tensor cores) give identical
-    results,
-    so a prompt's rows and its decode steps agree whichever runs: each row count 1-8, chunked staging
+    results, so a prompt's rows and its decode steps agree whichever runs: each row count 1-8, chunked staging
     (K 5120 with 8 rows, 16384 with 2: a last chunk shorter than the others), N not a multiple of a group's
     rows, with the glu and norm prologue and the residual."""
     cases = [(r, 37, 64 * r) for r in range(1, 9)] + [(8, 45, 5120), (2, 21, 16384)]
