@@ -207,11 +207,12 @@ QUANT_INT = ("dp4a", "q8x", "q8x8", "mma")                 # the integer-dot ker
 def quant_rows(seconds, cpu, quick=False, impls=("old",) + QUANT_INT + ("auto",), mv_rows=(1, 8)):
     """The --quant table (issue 27), one row per (product, weights, kernel): float32, then q4_0 and q8_0 with each
     mul_mv kernel of impls (tlgpu.quant._MV_IMPL: "old" the float kernels, "dp4a" the one-launch integer-dot
-    kernel, "q8x" / "q8x8" the two-launch one with 4 / 8 weight rows a warp, "auto" the device's default) in
-    the same process, for 1 and 8 rows of x (mv_rows). us; GB/s on the weight bytes read (float32 4, q4_0 18/32, q8_0
-    34/32 a weight); f32_bw, that over float32's GB/s in this run (the goal: 0.8 or more); err, the largest
-    difference from the float32 product of the dequantized weights over its largest value (the integer
-    kernels quantize x: about 1e-3 expected); norm_us, an integer kernel with the RMSNorm prologue."""
+    kernel, "q8x" / "q8x8" the two-launch one with 4 / 8 weight rows a warp, "mma" the tensor-core one, "auto"
+    the device's default) in the same process, for each row count of mv_rows (1 and 8). us; GB/s on the weight
+    bytes read (float32 4, q4_0 18/32, q8_0 34/32 a weight); f32_bw, that over float32's GB/s in this run (the
+    goal: 0.8 or more); err, the largest difference from the float32 product of the dequantized weights over its
+    largest value (the integer kernels quantize x: about 1e-3 expected); norm_us, an integer kernel with the
+    RMSNorm prologue."""
     from tlgpu import quant
     rng = np.random.default_rng(0)
     shapes = [(65536, 8192), (5632, 2048), (4096, 4096)] if not cpu else [(4096, 4096), (5632, 2048)]

@@ -185,4 +185,3 @@ MVQ_ROWS_KERNEL(q8_0)
 
 #include "quant_mvq.h"
 #include "quant_mvx.h"
-#include "quant_mvm.h"

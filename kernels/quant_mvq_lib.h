@@ -1,5 +1,5 @@
-/* quant_mvq_lib.h (included by quant_mvq.h and quant_mvx.h): what the integer-dot matrix-vector kernels share,
- * so that every variant quantizes x and sums its products in the same order and gives the same bits (a
+/* quant_mvq_lib.h (included by quant_mvq.h, quant_mvx.h and quant_mvm.cl): what the integer-dot matrix-vector
+ * kernels share, so that every variant quantizes x and sums its products in the same order and gives the same bits (a
  * prompt's rows and its decode steps may take different variants):
  *  - dot4 (PTX dp4a on NVIDIA, char products elsewhere), warp_sum (shfl.sync butterflies), and the 8-lane
  *    max / sum that one x block's quantization needs (shfl on NVIDIA; elsewhere a local-memory exchange,

@@ -1,13 +1,13 @@
-"""The integer-dot mul_mv kernels (llama.cpp's mmvq design), forced on this device with tlgpu.quant._MV_IMPL
-(on PoCL: the portable dot and the local-memory reductions): "dp4a" (kernels/quant_mvq.h, one launch, x
-staged per work-group), "q8x" / "q8x8" (kernels/quant_mvx.h, x quantized once, then 4 or 8 weight rows a
-warp) and "mma" (kernels/quant_mvm.h, the same x, then int8 tensor-core tiles; here their emulation through
-local memory, fragment by fragment), for q4_0 and q8_0 with 1-8 activation rows, several staging chunks (K past a chunk and not a multiple
-of it) and edge work-groups (N not a multiple of the rows a group owns): against a float64 product of the
-dequantized weights with x quantized as the kernels do (int8 blocks of 32, dx = amax / 127, round to even),
-and against the exact float64 product within the activation-quantization bound sum |w| * amax / 254; the
-four give the same bits, with and without the prologue. The prologue (glu, rms_norm) against numpy on every
-kernel path; its bad inputs; the addmm store."""
+"""The integer-dot mul_mv kernels (llama.cpp's mmvq design), forced on this device with tlgpu.quant._MV_IMPL (on
+PoCL: the portable dot and the local-memory reductions): "dp4a" (kernels/quant_mvq.h, one launch, x staged per
+work-group), "q8x" / "q8x8" (kernels/quant_mvx.h, x quantized once, then 4 or 8 weight rows a warp) and "mma"
+(kernels/quant_mvm.cl, the same x, then int8 tensor-core tiles; here their emulation through local memory,
+fragment by fragment), for q4_0 and q8_0 with 1-8 activation rows, several staging chunks (K past a chunk and not
+a multiple of it) and edge work-groups (N not a multiple of the rows a group owns): against a float64 product of
+the dequantized weights with x quantized as the kernels do (int8 blocks of 32, dx = amax / 127, round to even),
+and against the exact float64 product within the activation-quantization bound sum |w| * amax / 254; the four
+give the same bits, with and without the prologue. The prologue (glu, rms_norm) against numpy on every kernel
+path; its bad inputs; the addmm store."""
 import numpy as np
 import pytest
 

@@ -203,7 +203,7 @@ def _check(q, op):
 # row kernel on CPUs), "old" the float kernels (work-group tree on GPUs, rows on CPUs), and anywhere the
 # integer-dot kernels: "dp4a" in one launch (kernels/quant_mvq.h: x quantized by every work-group), "q8x"
 # and "q8x8" in two (kernels/quant_mvx.h: x quantized once into a scratch, then 4 or 8 weight rows a warp), "mma"
-# in two (kernels/quant_mvm.h: the same scratch, then tensor-core int8 products of 16 weight rows by 8 activation
+# in two (kernels/quant_mvm.cl: the same scratch, then tensor-core int8 products of 16 weight rows by 8 activation
 # rows; emulated where the device has no mma.sync). The integer-dot kernels give the same bits as each other.
 _MV_IMPL = "auto"
 _MV_IMPLS = {"auto": 0, "old": 1, "dp4a": 2, "q8x": 3, "q8x8": 4, "mma": 5}

@@ -6,7 +6,7 @@
  * to a word. Invariants: K is a multiple of 32; qs and d are contiguous, as quant.py makes
  * them; the float kernel choice (work-group tree or one row per work-item) follows the GEMM table's DIRECT
  * flag so TLGPU_GEMM_PARAMS=DIRECT=0 exercises the GPU kernels on a CPU device; GPUs default to the integer-dot
- * kernels (one launch, quant_mvq.h, or two, quant_mvx.h and the tensor-core quant_mvm.h: auto_impl), which give
+ * kernels (one launch, quant_mvq.h, or two, quant_mvx.h and the tensor-core quant_mvm.cl: auto_impl), which give
  * the same bits as each other;
  * no autograd (weights are constants; activations that require grad are refused). */
 #include "ops_common.h"
@@ -22,7 +22,7 @@ typedef struct {
     const char *name;
     int words;
     tl_kernel deq, rows, mv[4], mv_rows, mvq[4], mvx[2][4];   /* mvx: NRW 4 and 8 (kernels/quant_mvx.h) */
-    tl_kernel mvm;                                      /* 2-8 rows on tensor cores (kernels/quant_mvm.h) */
+    tl_kernel mvm;                                      /* 2-8 rows on tensor cores (kernels/quant_mvm.cl) */
 } qfmt;
 
 #define QFMT(F, W) {#F, W, TL_KERNEL("quant", "tl_dequantize_" #F "_f32"),                                   \
@@ -32,8 +32,8 @@ typedef struct {
     TL_KERNEL("quant", "tl_mul_mv_" #F "_rows_f32"),                                                          \
     {TL_KERNEL("quant", "tl_mvq_" #F "_r1_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r2_f32"),                     \
      TL_KERNEL("quant", "tl_mvq_" #F "_r4_f32"), TL_KERNEL("quant", "tl_mvq_" #F "_r8_f32")},                   \
-    {{MVX(F, 1, 4), MVX(F, 2, 4), MVX(F, 4, 4), MVX(F, 8, 4)}, {MVX(F, 1, 8), MVX(F, 2, 8), MVX(F, 4, 8), MVX(F, 8, 8)}}, \
-    TL_KERNEL("quant", "tl_mvqm_" #F "_f32")}
+    {{MVX(F, 1, 4), MVX(F, 2, 4), MVX(F, 4, 4), MVX(F, 8, 4)},                                                 \
+     {MVX(F, 1, 8), MVX(F, 2, 8), MVX(F, 4, 8), MVX(F, 8, 8)}}, TL_KERNEL("quant_mvm", "tl_mvqm_" #F "_f32")}
 #define MVX(F, R, W) TL_KERNEL("quant", "tl_mvqx_" #F "_r" #R "_n" #W "_f32")
 enum { Q4_0, Q8_0, NFMT };
 static qfmt fmts[NFMT] = {QFMT(q4_0, 4), QFMT(q8_0, 8)};
@@ -145,13 +145,18 @@ nv_ptx(const tl_runtime *rt, const char *user)
            (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
 }
 
-/* Whether the quant program is built with -DMVQ_MMA=1 (quant_mvm.h's mma.sync): TL_NV_PTX and compute
+/* Whether the quant program is built with -DMVQ_MMA=1 (quant_mvm.cl's mma.sync): TL_NV_PTX and compute
  * capability 8.0 or more (CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, cl_nv_device_attribute_query). */
 static int
 nv_mma(const tl_runtime *rt, const char *user)
 {
-    cl_uint cc = 0;
-    return nv_ptx(rt, user) && clGetDeviceInfo(rt->device, 0x4000, sizeof cc, &cc, NULL) == CL_SUCCESS && cc >= 8;
+    static int major = -1;                               /* the process's one device: asked once */
+    if (!nv_ptx(rt, user)) return 0;
+    if (major < 0) {
+        cl_uint cc = 0;
+        major = clGetDeviceInfo(rt->device, 0x4000, sizeof cc, &cc, NULL) == CL_SUCCESS ? (int)cc : 0;
+    }
+    return major >= 8;
 }
 
 /* The prologue alone, (R, K) = glu and/or rms_norm of x's rows (x contiguous, xc), one work-group a row. */
@@ -245,7 +250,7 @@ launch_mvq(qfmt *f, const tl_runtime *rt, int nv, int rv, int N, int K, int R, t
 /* x quantized once per launch (kernels/quant_mvx.h), R rows of int8 blocks in a global scratch. */
 static tl_kernel quantize_x_k = TL_KERNEL("quant", "tl_mvq_quantize_x_f32");
 
-/* The two-launch integer-dot product (quant_mvx.h, quant_mvm.h): tl_mvq_quantize_x_f32 into a scratch, then
+/* The two-launch integer-dot product (quant_mvx.h, quant_mvm.cl): tl_mvq_quantize_x_f32 into a scratch, then
  * kernel kh in groups of L lanes owning rows weight rows each, with red bytes of local memory. Returns as
  * launch_mvq; v and st as there. */
 static int
@@ -300,7 +305,7 @@ launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K
     return launch_two(rt, kh, L, (int)(L / 32) * nrw, red * L * sizeof(float), N, K, R, nw, eps, glu, v, st);
 }
 
-/* Weight rows a group of quant_mvm.h owns: 16 x its MVM_MT_<fmt> (2 for q4_0, 1 for q8_0; a sweep may set
+/* Weight rows a group of quant_mvm.cl owns: 16 x its MVM_MT_<fmt> (2 for q4_0, 1 for q8_0; a sweep may set
  * either with TLGPU_BUILD_OPTIONS=-DMVM_MT_<fmt>=1|2). */
 static size_t
 mvm_rows(const qfmt *f)
@@ -312,9 +317,9 @@ mvm_rows(const qfmt *f)
     return f->words == 4 ? 32 : 16;
 }
 
-/* The tensor-core kernel of quant_mvm.h: MVM_LANES lanes and 32 (q4_0) or 16 (q8_0) weight rows a group (16 KB of
+/* The tensor-core kernel of quant_mvm.cl: MVM_LANES lanes and 32 (q4_0) or 16 (q8_0) weight rows a group (16 KB of
  * weights a chunk of 32 blocks); its local memory the larger of a chunk's staging and the 32 partial sums of
- * each output, then, without mma.sync, the emulation's words (the kernel's layout: quant_mvm.h). */
+ * each output, then, without mma.sync, the emulation's words (the kernel's layout: quant_mvm.cl). */
 static int
 launch_mvm(qfmt *f, const tl_runtime *rt, int mma, int N, int K, int R, tl_tensor *nw, float eps, int glu,
            const void **v, tl_storage **st)
@@ -350,7 +355,7 @@ auto_impl(const qfmt *f, int N, int K, int R, int mma)
  * default (the integer-dot kernel on GPUs, the float row kernel on CPUs), 1 the float kernels (GPU tree or
  * CPU rows, as DIRECT says; a prologue is then a launch of its own), 2 the one-launch integer-dot kernel
  * (quant_mvq.h), 3 and 4 the two-launch one (quant_mvx.h: x quantized once, then 4 or 8 weight rows a warp), 5
- * the two-launch tensor-core one (quant_mvm.h). */
+ * the two-launch tensor-core one (quant_mvm.cl). */
 static PyObject *
 mul_mv(qfmt *f, PyObject *args)
 {
@@ -518,9 +523,9 @@ static const PyMethodDef quant_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* The quant family's options: the GEMM tile parameters (tier 0), and on an NVIDIA GPU platform -DTL_NV_PTX=1
+/* The quant programs' options: the GEMM tile parameters (tier 0), and on an NVIDIA GPU platform -DTL_NV_PTX=1
  * (quant_mvq.h's dp4a and shfl.sync PTX; TLGPU_BUILD_OPTIONS=-DTL_NV_PTX=0 keeps the portable code), with
- * -DMVQ_MMA=1 from compute capability 8.0 (quant_mvm.h's mma.sync). */
+ * -DMVQ_MMA=1 from compute capability 8.0 (quant_mvm.cl's mma.sync). */
 static void
 quant_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
 {
@@ -530,13 +535,17 @@ quant_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t
         snprintf(out + k, cap - k, nv_mma(rt, user) ? " -DTL_NV_PTX=1 -DMVQ_MMA=1" : " -DTL_NV_PTX=1");
 }
 
-/* The build rule (programs.h), registered at import. */
+/* The build rules (programs.h), registered at import: quant.cl and quant_mvm.cl (a program of its own, so the
+ * quant program's build on PoCL does not pay for the tensor-core kernels' emulation: 24 s against 33). */
 static int
 quant_init(PyObject *Py_UNUSED(m), tl_state *Py_UNUSED(S))
 {
     static const tl_program_rule rule = {"quant", NULL, quant_options, 0};
+    static const tl_program_rule mvm_rule = {"quant_mvm", NULL, quant_options, 0};
     tl_err err = {0};
-    return tl_program_register(&rule, &err) == TL_OK ? 0 : tl_raise(&err);
+    if (tl_program_register(&rule, &err) != TL_OK || tl_program_register(&mvm_rule, &err) != TL_OK)
+        return tl_raise(&err);
+    return 0;
 }
 
 const tl_family tl_family_quant = {quant_functions, NULL, NULL, NULL, NULL, .init = quant_init};

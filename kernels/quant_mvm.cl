@@ -1,4 +1,4 @@
-/* quant_mvm.h (included by quant.cl): the two-launch integer product of 2-8 activation rows on tensor cores,
+/* quant_mvm.cl: the two-launch integer product of 2-8 activation rows on tensor cores,
  * llama.cpp's mmq idea at mmvq's sizes. x is quantized once into the scratch of quant_mvx.h
  * (tl_mvq_quantize_x_f32); then one mma.sync.m16n8k32.s8 takes a block of 32 for 16 weight rows and all 8
  * activation rows at once, where quant_mvx.h's 8-row kernel spends 64 dp4a and 8 int-to-float conversions a
@@ -24,6 +24,8 @@
  *  - Without MVQ_MMA (PoCL; NVIDIA before compute capability 8.0) the mma is emulated through local memory,
  *    fragment by fragment as the PTX ISA lays them out, with two barriers a call (every loop here runs the
  *    same trips in every warp), so the tests check the mapping on any device. */
+#include "quant_mvq_lib.h"
+
 #ifndef MVQ_MMA
 #define MVQ_MMA 0                                    /* 1 (ops_quant.c: NVIDIA, compute capability 8.0+) */
 #endif
