@@ -1,6 +1,6 @@
 /* quant_mvq_lib.h (included by quant_mvq.h, quant_mvx.h and quant_mvm.cl): what the integer-dot matrix-vector
- * kernels share, so that every variant quantizes x and sums its products in the same order and gives the same bits (a
- * prompt's rows and its decode steps may take different variants):
+ * kernels share, so that every variant quantizes x and sums its products in the same order and gives the same bits
+ * (a prompt's rows and its decode steps may take different variants):
  *  - dot4 (PTX dp4a on NVIDIA, char products elsewhere), warp_sum (shfl.sync butterflies), and the 8-lane
  *    max / sum that one x block's quantization needs (shfl on NVIDIA; elsewhere a local-memory exchange,
  *    with barriers: callers run it in uniform control flow);
