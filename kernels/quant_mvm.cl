@@ -6,7 +6,7 @@
  * and the terms are added in its order: lane l of 32 takes blocks l, l + 32, ... (here "virtual lane" l, kept
  * by warp l / 4 of the group), then the 32 partial sums meet as warp_sum's butterfly (NVIDIA) or in lane order
  * (elsewhere). So the results are the one-row kernels' bits, and a prompt's rows agree with its decode steps.
- *  - A group is 8 warps and MVM_ROWS weight rows (32 for q4_0, 16 for q8_0: 16 KB of weights a chunk either
+ *  - A group is 8 warps and 16 MVM_MT_<fmt> weight rows (32 for q4_0, 16 for q8_0: 16 KB of weights a chunk either
  *    way); the row's blocks go by chunks of 32, warp w taking blocks 4w..4w+3 of a chunk for all the rows.
  *  - Each chunk is first staged in local memory by the whole group with 16-byte loads (a warp reads 512
  *    contiguous bytes: the fragments' own pattern, 8 rows x 16 bytes a load, touched 8 cache lines for 128
@@ -131,9 +131,9 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
         gs = xs[min(lid / MVM_CB, R - 1) * nb + min((c) + lid % MVM_CB, nb - 1)];                             \
     } while (0)
 
-/* red (ops_quant.c's launch_mvm): the chunk's staging (sw: MVM_ROWS x MVM_RP(W) weight words, sx: 2 planes
- * x 8 rows x 4 words x MVM_P, sdw: MVM_ROWS x MVM_P scales, sdx / ssq: 8 x MVM_P) or, after the loop, the
- * partial sums (32 x MVM_ROWS x 8); then, without MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch.
+/* red (ops_quant.c's launch_mvm): the chunk's staging (sw: ROWS x MVM_RP(W) weight words, sx: 2 planes
+ * x 8 rows x 4 words x MVM_P, sdw: ROWS x MVM_P scales, sdx / ssq: 8 x MVM_P) or, after the loop, the
+ * partial sums (32 x ROWS x 8); then, without MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch.
  * 256 work-items a group. */
 #define MVM_KERNEL(FMT)                                                                                       \
 kernel void                                                                                                   \
