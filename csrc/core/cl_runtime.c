@@ -221,3 +221,10 @@ tl_runtime_get(const tl_runtime **out, tl_err *err)
     *out = st == TL_OK ? &rt : NULL;
     return st;
 }
+
+int
+tl_runtime_nv_ptx(const tl_runtime *rt, const char *user)
+{
+    return strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) != 0 &&
+           (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
+}

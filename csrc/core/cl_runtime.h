@@ -32,4 +32,7 @@ tl_status tl_runtime_get(const tl_runtime **out, tl_err *err);          /* initi
 void      tl_runtime_finish_at_exit(void);
 tl_status tl_runtime_list(tl_device_info *out, int cap, int *n, tl_err *err);
 const char *tl_device_type_name(cl_device_type t);
+/* 1 when a program may be built with -DTL_NV_PTX=1 (its kernels' inline PTX: quant, decode): an NVIDIA GPU
+ * platform whose user build options (user, TLGPU_BUILD_OPTIONS) do not set TL_NV_PTX themselves. */
+int tl_runtime_nv_ptx(const tl_runtime *rt, const char *user);
 #endif

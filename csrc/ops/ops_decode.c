@@ -26,13 +26,6 @@ static cl_mem bar_mem;                                    /* the grid barrier's 
 static size_t last_groups, last_local, last_kmax;                    /* the newest launch's shape (_decode_barrier) */
 static const size_t I = sizeof(int), F = sizeof(float), Mm = sizeof(cl_mem);
 
-/* Whether the program is built with -DTL_NV_PTX=1: an NVIDIA GPU whose user build options do not set it. */
-static int
-nv_ptx(const tl_runtime *rt, const char *user)
-{
-    return strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) != 0 &&
-           (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
-}
 
 /* The format of weight object o: a floating Tensor's dtype or a quantized matrix's KIND; -1 with TypeError. */
 static int
@@ -254,7 +247,8 @@ fn_decode_layer(PyObject *Py_UNUSED(m), PyObject *args, PyObject *kw)
     if (tl_runtime_get(&rt, &err) != TL_OK) { tl_raise(&err); goto done; }
     tl_kernel *kh = &kern[f];
     if (tl_kernel_py(kh) == NULL) goto done;
-    const int cpu = (rt->info.type & CL_DEVICE_TYPE_GPU) == 0, nv = nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
+    const int cpu = (rt->info.type & CL_DEVICE_TYPE_GPU) == 0;
+    const int nv = tl_runtime_nv_ptx(rt, tl_setting_str(TL_SET_BUILD_OPTIONS));
     size_t L = 1, kmax = 0;                              /* the portable build: one work-item a group */
     clGetKernelWorkGroupInfo(kh->k, rt->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kmax, &kmax, NULL);
     while (nv && L * 2 <= kmax && L * 2 <= 1024u) L *= 2;   /* NVIDIA: up to 32 warps (loads in flight) */
@@ -416,7 +410,8 @@ static void
 decode_options(const tl_runtime *rt, int Py_UNUSED(arg), const char *user, char *out, size_t cap)
 {
     const int wg = user == NULL || strstr(user, "-DDEC_WG") == NULL;
-    snprintf(out, cap, "%s", !nv_ptx(rt, user) ? "" : wg ? " -DTL_NV_PTX=1 -DDEC_WG=512" : " -DTL_NV_PTX=1");
+    const int nv = tl_runtime_nv_ptx(rt, user);
+    snprintf(out, cap, "%s", !nv ? "" : wg ? " -DTL_NV_PTX=1 -DDEC_WG=512" : " -DTL_NV_PTX=1");
 }
 
 static int

@@ -136,22 +136,13 @@ done:
     return (PyObject *)out;
 }
 
-/* Whether the quant program is built with -DTL_NV_PTX=1 (quant_options below): an NVIDIA GPU platform whose
- * user build options do not set it themselves. */
-static int
-nv_ptx(const tl_runtime *rt, const char *user)
-{
-    return strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) != 0 &&
-           (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
-}
-
 /* Whether the quant program is built with -DMVQ_MMA=1 (quant_mvm.cl's mma.sync): TL_NV_PTX and compute
  * capability 8.0 or more (CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, cl_nv_device_attribute_query). */
 static int
 nv_mma(const tl_runtime *rt, const char *user)
 {
     static int major = -1;                               /* the process's one device: asked once */
-    if (!nv_ptx(rt, user)) return 0;
+    if (!tl_runtime_nv_ptx(rt, user)) return 0;
     if (major < 0) {
         cl_uint cc = 0;
         major = clGetDeviceInfo(rt->device, 0x4000, sizeof cc, &cc, NULL) == CL_SUCCESS ? (int)cc : 0;
@@ -425,7 +416,7 @@ mul_mv(qfmt *f, PyObject *args)
     const int mma = !cpu && nv_mma(rt, user);
     if (impl == 0 && !cpu) impl = auto_impl(f, N, K, R, mma);
     if (impl >= 2) {
-        const int nv = nv_ptx(rt, user);
+        const int nv = tl_runtime_nv_ptx(rt, user);
         int r = impl == 2   ? launch_mvq(f, rt, nv, rv, N, K, R, nw, eps, glu, sz, v, st)
                 : impl == 5 ? launch_mvm(f, rt, mma, N, K, R, nw, eps, glu, v, st)
                             : launch_mvx(f, rt, nv, rv, impl - 3, N, K, R, nw, eps, glu, v, st);
@@ -531,7 +522,7 @@ quant_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t
 {
     tl_gemm_program_options(rt, arg, user, out, cap);
     size_t k = strlen(out);
-    if (nv_ptx(rt, user) && k < cap)
+    if (tl_runtime_nv_ptx(rt, user) && k < cap)
         snprintf(out + k, cap - k, nv_mma(rt, user) ? " -DTL_NV_PTX=1 -DMVQ_MMA=1" : " -DTL_NV_PTX=1");
 }
 
