@@ -222,9 +222,28 @@ tl_runtime_get(const tl_runtime **out, tl_err *err)
     return st;
 }
 
+/* 1 on an NVIDIA GPU platform (its OpenCL takes inline PTX). */
+static int
+nv_gpu(const tl_runtime *rt)
+{
+    return strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) != 0;
+}
+
 int
 tl_runtime_nv_ptx(const tl_runtime *rt, const char *user)
 {
-    return strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) != 0 &&
-           (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
+    return nv_gpu(rt) && (user == NULL || strstr(user, "-DTL_NV_PTX") == NULL);
+}
+
+int
+tl_runtime_nv_cc(const tl_runtime *rt)
+{
+    static int cc = -1;                               /* an int store: a racing second query writes the same */
+    cl_uint major = 0, minor = 0;                     /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV / _MINOR_NV */
+    if (cc < 0)
+        cc = nv_gpu(rt) && clGetDeviceInfo(rt->device, 0x4000, sizeof major, &major, NULL) == CL_SUCCESS &&
+                     clGetDeviceInfo(rt->device, 0x4001, sizeof minor, &minor, NULL) == CL_SUCCESS
+                 ? (int)(major * 10 + minor)
+                 : 0;
+    return cc;
 }

@@ -35,4 +35,8 @@ const char *tl_device_type_name(cl_device_type t);
 /* 1 when a program may be built with -DTL_NV_PTX=1 (its kernels' inline PTX: quant, decode): an NVIDIA GPU
  * platform whose user build options (user, TLGPU_BUILD_OPTIONS) do not set TL_NV_PTX themselves. */
 int tl_runtime_nv_ptx(const tl_runtime *rt, const char *user);
+/* The NVIDIA GPU's compute capability, major * 10 + minor (cl_nv_device_attribute_query; 90 an H100/H200), 0 on
+ * any other device; asked once (the process has one device). What the tensor-core paths (gemm_tc.c's mma.sync
+ * and wgmma rows, matmul_sg's cp.async, quant_mvm.cl's int8 mma) test. */
+int tl_runtime_nv_cc(const tl_runtime *rt);
 #endif

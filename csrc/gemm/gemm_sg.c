@@ -271,10 +271,8 @@ tl_gemm_sg_info(PyObject *Py_UNUSED(m), PyObject *args)
 static void
 sg_options(const tl_runtime *rt, int arg, const char *user, char *out, size_t cap)
 {
-    cl_uint cc = 0;                                   /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sm_80 asm */
     (void)arg;
-    if (strstr(rt->info.platform, "NVIDIA") != NULL && (user == NULL || strstr(user, "-DSG_ASYNC") == NULL) &&
-        clGetDeviceInfo(rt->device, 0x4000, sizeof cc, &cc, NULL) == CL_SUCCESS && cc >= 8)
+    if ((user == NULL || strstr(user, "-DSG_ASYNC") == NULL) && tl_runtime_nv_cc(rt) >= 80)   /* sm_80 asm */
         snprintf(out, cap, " -DSG_ASYNC=1");
 }
 

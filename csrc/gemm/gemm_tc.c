@@ -1,6 +1,6 @@
 /* gemm_tc.c: matmul precision ("highest" float32, "high" TF32 on tensor cores) and the choice of the
  * tensor-core kernel (see gemm_tc.h). Three kinds of rows, built only on a device that passes tc_capable()
- * (the NVIDIA platform and CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV >= 8, cl_nv_device_attribute_query),
+ * (the NVIDIA platform and compute capability 8.0 or more: tl_runtime_nv_cc, cl_nv_device_attribute_query),
  * since their kernels are inline PTX that no other compiler takes; elsewhere the setting is stored and
  * ignored:
  *  - mma.sync m16n8k8 rows (kernels/matmul_tc.cl, every operand layout, compute capability 8.0 and up);
@@ -34,8 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV 0x4000
-#define CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV 0x4001
 
 enum { TC_NN, TC_NT, TC_TN, TC_TT, TC_LAYOUTS };
 typedef struct {
@@ -125,13 +123,8 @@ tc_capable(void)
     tl_err err = {0};
     if (capable >= 0) return capable > 0;
     if (tl_runtime_get(&rt, &err) != TL_OK) return tl_raise(&err);
-    cl_uint major = 0, minor = 0;
-    int cc = 0;
-    if (strstr(rt->info.platform, "NVIDIA") != NULL && (rt->info.type & CL_DEVICE_TYPE_GPU) &&
-        clGetDeviceInfo(rt->device, CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, sizeof major, &major, NULL) == CL_SUCCESS &&
-        clGetDeviceInfo(rt->device, CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV, sizeof minor, &minor, NULL) == CL_SUCCESS &&
-        major >= 8)
-        cc = (int)(major * 10 + minor);
+    int cc = tl_runtime_nv_cc(rt);
+    if (cc < 80) cc = 0;
 #ifdef TL_TEST_HOOKS
     if (cc == 0 && tl_setting_flag(TL_SET_TC_EMULATE)) cc = 1;   /* tests: the kernels built with -DTC_EMULATE=1 */
 #endif
@@ -599,8 +592,7 @@ tl_gemm_tc_info(PyObject *Py_UNUSED(m), PyObject *args)
         Py_DECREF(s);
     }
     r = Py_BuildValue("{s:i,s:O,s:N,s:s,s:O,s:s,s:s,s:l,s:l,s:l,s:l,s:s,s:s,s:l,s:s,s:s}", "capability", capable,
-                      "active",
-                      ok && tf32 ? Py_True : Py_False, "configs", tags, "forced",
+                      "active", ok && tf32 ? Py_True : Py_False, "configs", tags, "forced",
                       forced >= 0 ? configs[forced].tag : NULL,
                       "wgmma", wg_usable() ? Py_True : Py_False, "wgmma_error", wg_error[0] ? wg_error : NULL,
                       "packed_error", pk_error[0] ? pk_error : NULL, "wgmma_launches", wg_launches,

@@ -26,7 +26,6 @@ static cl_mem bar_mem;                                    /* the grid barrier's 
 static size_t last_groups, last_local, last_kmax;                    /* the newest launch's shape (_decode_barrier) */
 static const size_t I = sizeof(int), F = sizeof(float), Mm = sizeof(cl_mem);
 
-
 /* The format of weight object o: a floating Tensor's dtype or a quantized matrix's KIND; -1 with TypeError. */
 static int
 weight_format(PyObject *o)

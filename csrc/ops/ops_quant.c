@@ -137,17 +137,11 @@ done:
 }
 
 /* Whether the quant program is built with -DMVQ_MMA=1 (quant_mvm.cl's mma.sync): TL_NV_PTX and compute
- * capability 8.0 or more (CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, cl_nv_device_attribute_query). */
+ * capability 8.0 or more. */
 static int
 nv_mma(const tl_runtime *rt, const char *user)
 {
-    static int major = -1;                               /* the process's one device: asked once */
-    if (!tl_runtime_nv_ptx(rt, user)) return 0;
-    if (major < 0) {
-        cl_uint cc = 0;
-        major = clGetDeviceInfo(rt->device, 0x4000, sizeof cc, &cc, NULL) == CL_SUCCESS ? (int)cc : 0;
-    }
-    return major >= 8;
+    return tl_runtime_nv_ptx(rt, user) && tl_runtime_nv_cc(rt) >= 80;
 }
 
 /* The prologue alone, (R, K) = glu and/or rms_norm of x's rows (x contiguous, xc), one work-group a row. */
