@@ -4,6 +4,7 @@ that the actors require). Delivery order, whole versions (every element of a ver
 random; compared with numpy), acks in stats()["subscribers"] beside a shared-memory subscriber, a killed
 actor, a killed learner, latest-only without leaking object refs, closing, the demo with --ray. One cluster
 for the module; Ray is an optional dependency, so the module is skipped (saying so) where it is absent."""
+import contextlib
 import os
 import re
 import subprocess
@@ -26,17 +27,45 @@ from conftest import HANG_S, ROOT, run_python                          # noqa: E
 MB = 2 ** 20
 
 
+@contextlib.contextmanager
+def patient_node_start(timeout=600):
+    """Ray's Node gives its raylet a fixed 30 s to register with the GCS (a constant in ray/_private/node.py)
+    and raises "The current node timed out during startup" after it; a CI run of make test-sanitize (two loaded
+    cores, ASan preloaded into every process) once took longer. Node asks services.get_node until it answers,
+    so while this is active each ask waits up to `timeout` s itself: a hang guard, not a timing."""
+    services = ray._private.services
+    get_node = services.get_node
+
+    def patient(gcs_address, node_id):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return get_node(gcs_address, node_id)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    services.get_node = patient
+    try:
+        yield
+    finally:
+        services.get_node = get_node
+
+
 @pytest.fixture(scope="module")
 def cluster():
     from ray.cluster_utils import Cluster
     import ray.cloudpickle
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the actor classes below, by value
-    c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, object_store_memory=200 * MB,
-                                                          include_dashboard=False))
+    with patient_node_start():
+        c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, object_store_memory=200 * MB,
+                                                              include_dashboard=False))
     try:
-        remote = c.add_node(num_cpus=1, resources={"remote": 16}, object_store_memory=200 * MB)
+        with patient_node_start():
+            remote = c.add_node(num_cpus=1, resources={"remote": 16}, object_store_memory=200 * MB)
         ray.init(address=c.address, log_to_driver=False)
-        c.wait_for_nodes()
+        c.wait_for_nodes(timeout=600)
         yield types.SimpleNamespace(node_id=remote.node_id, address=c.address)
     finally:
         ray.shutdown()
