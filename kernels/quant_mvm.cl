@@ -41,6 +41,9 @@
 #ifndef MVM_PIPE_q8_0
 #define MVM_PIPE_q8_0 1
 #endif
+#ifndef MVM_ASYNC                                    /* 1: the weights by 16-byte cp.async copies (with MVQ_MMA; */
+#define MVM_ASYNC 0                                  /* plain copies elsewhere), two chunks in local memory */
+#endif
 #define MVM_CB 32                                    /* blocks a chunk */
 #define MVM_P 36                                     /* local pitch of a word's 32 blocks (banks: 4 apart) */
 #define MVM_RP(W) ((W) * MVM_P + ((W) == 8 ? 16 : 0))   /* a weight row's pitch: rows g, g + 1 16 banks apart */
@@ -81,6 +84,39 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
 #endif
 }
 
+/* 16 bytes from global p to local d: cp.async (compute capability 8.0+: no registers on the way, complete at
+ * mvm_cp_wait) or a plain copy. mvm_cp_commit closes a group of copies; mvm_cp_wait(1) waits for all but the
+ * newest group, mvm_cp_wait(0) for all. */
+inline void
+mvm_cp16(local uint4 *d, const global uint4 *p)
+{
+#if TL_NV_PTX && MVQ_MMA
+    MVQ_ASM volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint)(uintptr_t)d), "l"((ulong)(uintptr_t)p)
+                     : "memory");
+#else
+    *d = *p;
+#endif
+}
+
+inline void
+mvm_cp_commit(void)
+{
+#if TL_NV_PTX && MVQ_MMA
+    MVQ_ASM volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+inline void
+mvm_cp_wait(int newest_pending)
+{
+#if TL_NV_PTX && MVQ_MMA
+    if (newest_pending) MVQ_ASM volatile("cp.async.wait_group 1;" ::: "memory");
+    else MVQ_ASM volatile("cp.async.wait_group 0;" ::: "memory");
+#else
+    (void)newest_pending;
+#endif
+}
+
 /* Four values at local p (16-byte aligned; T4 their vector type) into a[0..3]. */
 #ifndef MVM_SCALAR
 #define MVM_SCALAR 0                                 /* 1: four scalar local reads (a diagnostic) */
@@ -114,7 +150,7 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
 #define MVM_FETCH(c)                                                                                          \
     do {                                                                                                      \
         MVQ_UNROLL                                                                                            \
-        for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {                                               \
+        for (int u_ = 0; u_ < (ASY ? 0 : ROWS * MVM_CB * W4 / 256); u_++) {                                   \
             const int k = lid + 256 * u_, row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;       \
             gw[u_] = qs4[(min(n0 + row, N - 1) * nb + min((c) + blk, nb - 1)) * W4 + h];                      \
         }                                                                                                     \
@@ -131,10 +167,25 @@ mvm_mma(uint4 a, uint2 b, int4 c, local uint *emu)
         gs = xs[min(lid / MVM_CB, R - 1) * nb + min((c) + lid % MVM_CB, nb - 1)];                             \
     } while (0)
 
-/* red (ops_quant.c's launch_mvm): the chunk's staging (sw: ROWS x MVM_RP(W) weight words, sx: 2 planes
- * x 8 rows x 4 words x MVM_P, sdw: ROWS x MVM_P scales, sdx / ssq: 8 x MVM_P) or, after the loop, the
- * partial sums (32 x ROWS x 8); then, without MVQ_MMA, 8 x MVM_EMU_WORDS words of emulation scratch.
- * 256 work-items a group. */
+/* MVM_ASYNC: the chunk from block c copied into weight buffer buf (ROWS rows of CBW words: its 16-byte units
+ * in their global order, unit u of a row at u ^ (row & 7), so the 4-byte reads of a lane's word t of a block
+ * by rows g = 0..7 fall on 32 distinct banks). */
+#define MVM_COPY(c, buf)                                                                                      \
+    do {                                                                                                      \
+        MVQ_UNROLL                                                                                            \
+        for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {                                               \
+            const int k = lid + 256 * u_, row = k / (MVM_CB * W4), un = k % (MVM_CB * W4);                    \
+            mvm_cp16((local uint4 *)(sw + ((buf) * ROWS + row) * CBW) + (un ^ (row & 7)),                     \
+                     qs4 + (min(n0 + row, N - 1) * nb + min((c) + un / W4, nb - 1)) * W4 + un % W4);          \
+        }                                                                                                     \
+        mvm_cp_commit();                                                                                      \
+    } while (0)
+
+/* red (ops_quant.c's launch_mvm): the chunk's staging (sw: ROWS x MVM_RP(W) weight words, or with MVM_ASYNC
+ * two buffers of ROWS x CBW; sx: 2 planes x 8 rows x 4 words x MVM_P; the weight scales: ROWS x MVM_P floats,
+ * or halves with MVM_ASYNC (48 KB of local memory would not hold float ones beside two q4_0 buffers); sdx /
+ * ssq: 8 x MVM_P) or, after the loop, the partial sums (32 x ROWS x 8); then, without MVQ_MMA, 8 x
+ * MVM_EMU_WORDS words of emulation scratch. 256 work-items a group. */
 #define MVM_KERNEL(FMT)                                                                                       \
 kernel void                                                                                                   \
 tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const uint4 *qs4,                     \
@@ -143,13 +194,15 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
 {                                                                                                             \
     local float *red = (local float *)red4;              /* a 16-byte element: 16-byte reads within */        \
     enum { MT = MVM_MT_##FMT, ROWS = 16 * MT, W = MVM_W_##FMT, W4 = W / 4, RP = MVM_RP(W) };                  \
-    enum { PIPE = MVM_PIPE_##FMT };                                                                           \
+    enum { PIPE = MVM_PIPE_##FMT, ASY = MVM_ASYNC, CBW = MVM_CB * W };                                        \
+    enum { SW = ASY ? 2 * ROWS * CBW : ROWS * RP, SD = ASY ? ROWS * MVM_P / 2 : ROWS * MVM_P };               \
     const int lid = get_local_id(0), w = lid >> 5, g = (lid & 31) >> 2, t = lid & 3, nb = K / 32;             \
     const int n0 = get_group_id(0) * ROWS;                                                                    \
-    local uint *sw = (local uint *)red, *sx = sw + ROWS * RP;                                                 \
-    local float *sdw = (local float *)(sx + 2 * 8 * 4 * MVM_P), *sdx = sdw + ROWS * MVM_P;                    \
+    local uint *sw = (local uint *)red, *sx = sw + SW;                                                        \
+    local float *sdw = (local float *)(sx + 2 * 8 * 4 * MVM_P), *sdx = sdw + SD;                              \
+    local half *sdh = (local half *)sdw;                                                                      \
     local int *ssq = (local int *)(sdx + 8 * MVM_P);                                                          \
-    local uint *emu = (local uint *)red + max(ROWS * RP + (2 * 8 * 4 + ROWS + 16) * MVM_P, 32 * ROWS * 8)     \
+    local uint *emu = (local uint *)red + max(SW + SD + (2 * 8 * 4 + 16) * MVM_P, 32 * ROWS * 8)              \
                       + w * MVM_EMU_WORDS;                                                                    \
     const global int2 *xs = (const global int2 *)(xq + 2 * R * nb);                                           \
     float acc[MT][4][4];                                                                                      \
@@ -162,11 +215,12 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
     uint4 gw[ROWS * MVM_CB * W4 / 256], gx[2];         /* the next chunk, in flight during this one */        \
     float gd[ROWS * MVM_CB / 256];                                                                            \
     int2 gs;                                                                                                  \
+    if (ASY) MVM_COPY(0, 0);                                                                                  \
     if (PIPE) MVM_FETCH(0);                                                                                   \
-    for (int c0 = 0; c0 < nb; c0 += MVM_CB) {                                                                 \
+    for (int c0 = 0, s = 0; c0 < nb; c0 += MVM_CB, s ^= 1) {                                                  \
         if (!PIPE) MVM_FETCH(c0);                                                                             \
         MVQ_UNROLL                                                                                            \
-        for (int u_ = 0; u_ < ROWS * MVM_CB * W4 / 256; u_++) {   /* the weights' 16-byte words */            \
+        for (int u_ = 0; u_ < (ASY ? 0 : ROWS * MVM_CB * W4 / 256); u_++) {   /* the weights' 16-byte words */\
             const int k = lid + 256 * u_, row = k / (MVM_CB * W4), blk = (k / W4) % MVM_CB, h = k % W4;       \
             local uint *o = sw + row * RP + 4 * h * MVM_P + blk;                                              \
             o[0] = gw[u_].x; o[MVM_P] = gw[u_].y; o[2 * MVM_P] = gw[u_].z; o[3 * MVM_P] = gw[u_].w;           \
@@ -180,10 +234,17 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
         MVQ_UNROLL                                                                                            \
         for (int u_ = 0; u_ < ROWS * MVM_CB / 256; u_++) {                                                    \
             const int k = lid + 256 * u_;                                                                     \
-            sdw[(k / MVM_CB) * MVM_P + k % MVM_CB] = gd[u_];                                                  \
+            if (ASY) vstore_half(gd[u_], (k / MVM_CB) * MVM_P + k % MVM_CB, sdh);   /* exact: it was a half */  \
+            else sdw[(k / MVM_CB) * MVM_P + k % MVM_CB] = gd[u_];                                             \
         }                                                                                                     \
         sdx[(lid / MVM_CB) * MVM_P + lid % MVM_CB] = as_float(gs.x);                                          \
         ssq[(lid / MVM_CB) * MVM_P + lid % MVM_CB] = gs.y;                                                    \
+        if (ASY && c0 + MVM_CB < nb) {       /* the next chunk into the other buffer (last read before the */  \
+            MVM_COPY(c0 + MVM_CB, s ^ 1);    /* previous iteration's closing barrier), then this one's wait */ \
+            mvm_cp_wait(1);                                                                                   \
+        } else if (ASY) {                                                                                     \
+            mvm_cp_wait(0);                                                                                   \
+        }                                                                                                     \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                         \
         if (PIPE && c0 + MVM_CB < nb) MVM_FETCH(c0 + MVM_CB);                                                 \
         {                                                                                                     \
@@ -202,14 +263,28 @@ tl_mvqm_##FMT##_f32(int N, int K, int R, global const uint4 *xq, global const ui
                 const int ra = 16 * m + g, rb = ra + 8;                                                       \
                 uint wa[4], wb[4], wa2[4], wb2[4];                                                            \
                 float da[4], db[4];                                                                           \
-                MVM_LD4(uint4, wa, sw + ra * RP + t * MVM_P + b4);                                            \
-                MVM_LD4(uint4, wb, sw + rb * RP + t * MVM_P + b4);                                            \
-                if (W == 8) {                                                                                 \
-                    MVM_LD4(uint4, wa2, sw + ra * RP + (4 + t) * MVM_P + b4);                                 \
-                    MVM_LD4(uint4, wb2, sw + rb * RP + (4 + t) * MVM_P + b4);                                 \
+                if (ASY) {                   /* buffer s: rows ra and rb, unit u at u ^ g (ra & 7 == g) */     \
+                    local const uint *pa = sw + (s * ROWS + ra) * CBW + t, *pb = pa + 8 * CBW;               \
+                    MVQ_UNROLL                                                                                \
+                    for (int i = 0; i < 4; i++) {                                                             \
+                        const int u = (b4 + i) * W4;                                                          \
+                        wa[i] = pa[(u ^ g) * 4], wb[i] = pb[(u ^ g) * 4];                                     \
+                        if (W == 8) wa2[i] = pa[((u + 1) ^ g) * 4], wb2[i] = pb[((u + 1) ^ g) * 4];           \
+                    }                                                                                         \
+                    const float4 ha = vload_half4(0, sdh + ra * MVM_P + b4);                                  \
+                    const float4 hb = vload_half4(0, sdh + rb * MVM_P + b4);                                  \
+                    da[0] = ha.x, da[1] = ha.y, da[2] = ha.z, da[3] = ha.w;                                   \
+                    db[0] = hb.x, db[1] = hb.y, db[2] = hb.z, db[3] = hb.w;                                   \
+                } else {                                                                                      \
+                    MVM_LD4(uint4, wa, sw + ra * RP + t * MVM_P + b4);                                        \
+                    MVM_LD4(uint4, wb, sw + rb * RP + t * MVM_P + b4);                                        \
+                    if (W == 8) {                                                                             \
+                        MVM_LD4(uint4, wa2, sw + ra * RP + (4 + t) * MVM_P + b4);                             \
+                        MVM_LD4(uint4, wb2, sw + rb * RP + (4 + t) * MVM_P + b4);                             \
+                    }                                                                                         \
+                    MVM_LD4(float4, da, sdw + ra * MVM_P + b4);                                               \
+                    MVM_LD4(float4, db, sdw + rb * MVM_P + b4);                                               \
                 }                                                                                             \
-                MVM_LD4(float4, da, sdw + ra * MVM_P + b4);                                                   \
-                MVM_LD4(float4, db, sdw + rb * MVM_P + b4);                                                   \
                 MVQ_UNROLL                                                                                    \
                 for (int i = 0; i < 4; i++) {                                                                 \
                     const int4 r = mvm_mma(MVM_A_##FMT(i), (uint2)(p0[i], p1[i]),                             \

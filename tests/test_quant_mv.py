@@ -236,3 +236,32 @@ print("ok")
 """
     r = run_python(code, env={"TLGPU_BUILD_OPTIONS": "-DMVQ_STAGE8=1"})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+@pytest.mark.slow                # a cold build with other options on PoCL (~30 s): make test-slow
+def test_mma_async_form_on_pocl():
+    """The tensor-core kernel's MVM_ASYNC layout (-DMVM_ASYNC=1: the weights copied into two chunk buffers in
+    their own order, 16-byte units swizzled by the row, the scales as halves; plain copies here, cp.async on
+    NVIDIA) gives the other integer kernels' bits: each format, chunked K (a short last chunk), N not a
+    multiple of a group's rows, 2-8 rows, with the glu and norm prologue and the residual."""
+    from conftest import run_python
+    code = """
+import numpy as np, tlgpu
+from tlgpu import quant
+rng = np.random.default_rng(7)
+for kind, (m, n, k) in [("q4_0", (8, 45, 5120)), ("q8_0", (8, 45, 5120)), ("q4_0", (2, 21, 16384)),
+                        ("q8_0", (3, 37, 1056)), ("q4_0", (5, 70, 96))]:
+    q = (quant.quantize_q4_0 if kind == "q4_0" else quant.quantize_q8_0)(rng.standard_normal((n, k)).astype(np.float32))
+    kw = dict(glu=True, norm=tlgpu.tensor((1 + rng.standard_normal(k)).astype(np.float32)))
+    xg = tlgpu.tensor(rng.standard_normal((m, 2 * k)).astype(np.float32))
+    res = tlgpu.tensor(rng.standard_normal((m, n)).astype(np.float32))
+    outs = []
+    for name in ("q8x8", "mma"):
+        quant._MV_IMPL = name
+        outs.append((quant.matmul(xg, q, **kw).numpy(), quant.addmm(res, xg, q, **kw).numpy()))
+    assert np.abs(outs[0][0]).max() > 0
+    assert np.array_equal(outs[0][0], outs[1][0]) and np.array_equal(outs[0][1], outs[1][1]), (kind, m, n, k)
+print("ok")
+"""
+    r = run_python(code, env={"TLGPU_BUILD_OPTIONS": "-DMVM_ASYNC=1"})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr

@@ -290,28 +290,32 @@ launch_mvx(qfmt *f, const tl_runtime *rt, int nv, int rv, int wsel, int N, int K
     return launch_two(rt, kh, L, (int)(L / 32) * nrw, red * L * sizeof(float), N, K, R, nw, eps, glu, v, st);
 }
 
-/* Weight rows a group of quant_mvm.cl owns: 16 x its MVM_MT_<fmt> (2 for q4_0, 1 for q8_0; a sweep may set
- * either with TLGPU_BUILD_OPTIONS=-DMVM_MT_<fmt>=1|2). */
-static size_t
-mvm_rows(const qfmt *f)
+/* A knob of quant_mvm.cl that a sweep may set in TLGPU_BUILD_OPTIONS ("-DMVM_MT_q4_0=", "-DMVM_ASYNC=": the
+ * kernel's layout depends on it, so its local memory does), else dflt (the kernel's own default). */
+static int
+mvm_knob(const char *key, int dflt)
 {
     const char *user = tl_setting_str(TL_SET_BUILD_OPTIONS), *o;
-    char key[24];
-    snprintf(key, sizeof key, "-DMVM_MT_%s=", f->name);
-    if (user != NULL && (o = strstr(user, key)) != NULL) return o[strlen(key)] == '1' ? 16 : 32;
-    return f->words == 4 ? 32 : 16;
+    return user != NULL && (o = strstr(user, key)) != NULL ? atoi(o + strlen(key)) : dflt;
 }
 
-/* The tensor-core kernel of quant_mvm.cl: MVM_LANES lanes and 32 (q4_0) or 16 (q8_0) weight rows a group (16 KB of
- * weights a chunk of 32 blocks); its local memory the larger of a chunk's staging and the 32 partial sums of
- * each output, then, without mma.sync, the emulation's words (the kernel's layout: quant_mvm.cl). */
+/* The tensor-core kernel of quant_mvm.cl: MVM_LANES lanes and 16 x MVM_MT_<fmt> weight rows a group (2 for q4_0,
+ * 1 for q8_0: 16 KB of weights a chunk of 32 blocks); its local memory the larger of a chunk's staging (the
+ * weights, or two chunks' with MVM_ASYNC; x's planes; the weight scales, float or with MVM_ASYNC half; x's
+ * scales and sums) and the 32 partial sums of each output, then, without mma.sync, the emulation's words (the
+ * kernel's layout: quant_mvm.cl). */
 static int
 launch_mvm(qfmt *f, const tl_runtime *rt, int mma, int N, int K, int R, tl_tensor *nw, float eps, int glu,
            const void **v, tl_storage **st)
 {
     if (tl_kernel_py(&f->mvm) == NULL || tl_kernel_py(&quantize_x_k) == NULL) return -1;
-    const size_t rows = mvm_rows(f), p = 36, rp = f->words * p + (f->words == 8 ? 16 : 0);
-    const size_t stage = rows * rp + (2 * 8 * 4 + rows + 16) * p, parts = 32 * rows * 8;
+    char key[24];
+    snprintf(key, sizeof key, "-DMVM_MT_%s=", f->name);
+    const size_t rows = 16 * (size_t)mvm_knob(key, f->words == 4 ? 2 : 1), p = 36, w = f->words;
+    const int async = mvm_knob("-DMVM_ASYNC=", 0) != 0;
+    const size_t sw = async ? 2 * rows * 32 * w : rows * (w * p + (w == 8 ? 16 : 0));
+    const size_t sd = async ? rows * p / 2 : rows * p;
+    const size_t stage = sw + sd + (2 * 8 * 4 + 16) * p, parts = 32 * rows * 8;
     const size_t red = ((stage > parts ? stage : parts) + (mma ? 0 : 8 * MVM_EMU_WORDS)) * sizeof(float);
     return launch_two(rt, &f->mvm, MVM_LANES, (int)rows, red, N, K, R, nw, eps, glu, v, st);
 }
