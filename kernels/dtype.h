@@ -19,6 +19,13 @@ tl_bf16_bits(float v)
     return (ushort)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
 }
 
+inline ushort4                                       /* tl_bf16_bits of four values */
+tl_bf16_bits4(float4 v)
+{
+    const uint4 u = as_uint4(v), r = (u + 0x7fffu + (u >> 16 & 1u)) >> 16, nan = (u >> 16 & 0x8000u) | 0x7fc0u;
+    return convert_ushort4(select(r, nan, (u & 0x7fffffffu) > 0x7f800000u));
+}
+
 inline float
 tl_ld(global const uchar *p, int dt, int i)
 {

@@ -182,6 +182,37 @@ def test_autocast_low_precision_ops(rng, dt):
     np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dt", HALVES)
+def test_autocast_rounding_is_the_explicit_casts(rng, dt):
+    """Under autocast a float32 operand is rounded through the low dtype in one step (one launch on CPU devices,
+    its gradient rounded the same way): the same bits, forward and backward, as casting the operands to the
+    low dtype by hand outside autocast (two conversions each way)."""
+    def leaves(*arrays):
+        return [tlgpu.tensor(a, requires_grad=True) for a in arrays]
+
+    x, w, b = (rng.standard_normal(s).astype(np.float32) * 3 for s in ((7, 13), (5, 13), (5,)))
+    img, k = rng.standard_normal((2, 3, 6, 7)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    g = tlgpu.tensor(rng.standard_normal((7, 5)).astype(np.float32))
+    gc = tlgpu.tensor(rng.standard_normal((2, 4, 4, 5)).astype(np.float32))
+    cases = [(lambda a, c, e: tlgpu._C.linear(a, c, e, activation="relu"), (x, w, b), g),   # nn.Sequential's
+             (lambda a, c, e: F.linear(a, c, e), (x, w, b), g),
+             (lambda a, c, e: tlgpu.addmm(e, a, c.T), (x, w, b), g),
+             (lambda a, c, e: F.conv2d(a, c, e), (img, k, b[:4].copy()), gc)]
+    for fn, arrays, grad in cases:
+        auto = leaves(*arrays)
+        with tlgpu.autocast(dtype=dt):
+            ya = fn(*auto)
+        (ya.float() * grad).sum().backward()
+        manual = leaves(*arrays)
+        ym = fn(*(t.to(dt) for t in manual))
+        (ym.float() * grad).sum().backward()
+        assert ya.dtype == ym.dtype == np.dtype(dt)
+        assert np.array_equal(ya.numpy().view(np.uint16), ym.numpy().view(np.uint16))
+        for p, q in zip(auto, manual):
+            assert p.grad is not None and p.grad.dtype == np.float32
+            assert np.array_equal(p.grad.numpy(), q.grad.numpy())
+
+
 def test_autocast_float32_ops(rng):
     x = rng.standard_normal((5, 6)).astype(np.float32)
     w = tlgpu.tensor(rng.standard_normal((6, 6)).astype(np.float32))

@@ -169,6 +169,28 @@ def test_conversion_of_strided_views():
     assert np.array_equal(bits(t[::2, 1:].bfloat16().numpy()), bits(cast(x[::2, 1:], BF16)))
 
 
+def test_contiguous_conversions_tails_and_offsets():
+    """The contiguous conversion kernel (CPU devices: vector loops of 4 elements, the rest one by one) for every
+    pair it takes, at sizes around its groups of 4 and from views that start past the storage's first element,
+    against numpy's / ml_dtypes' rounding."""
+    rng = np.random.default_rng(8)
+    srcs = [np.dtype(np.float32), np.dtype(np.float16), BF16, np.dtype(np.uint8)]
+    for src in srcs:
+        for dst in [np.dtype(np.float32), np.dtype(np.float16), BF16]:
+            if src == dst:
+                continue
+            for n in (1, 3, 4, 5, 17, 1031):
+                full = (rng.integers(0, 256, n + 7).astype(np.uint8) if src == np.uint8
+                        else sample(src, n + 7, rng))
+                t = tlgpu.tensor(full)
+                for got, x in ((t[:n].to(dst), full[:n]), (t[7:].to(dst), full[7:]),
+                               (t[3:3 + n].to(dst), full[3:3 + n])):
+                    want = cast(x.astype(np.float32), dst)
+                    check_float_bits(got.numpy(), want)
+            m = sample(src, (5, 6), rng) if src != np.uint8 else rng.integers(0, 256, (5, 6)).astype(np.uint8)
+            check_float_bits(tlgpu.tensor(m)[1:4].to(dst).numpy(), cast(m[1:4].astype(np.float32), dst))
+
+
 @pytest.mark.parametrize("dt", HALVES, ids=str)
 def test_conversions_are_differentiable(dt):
     rng = np.random.default_rng(6)

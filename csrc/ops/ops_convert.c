@@ -10,35 +10,91 @@
 #include "capture.h"
 #include "ops.h"
 
-static const tl_op_row ROW_CONVERT;   /* autograd rows (below) */
+static const tl_op_row ROW_CONVERT, ROW_ROUND;   /* autograd rows (below) */
 
-/* x converted to dtype `to` (a new contiguous tensor; x itself when it has that dtype), not recorded. */
+/* Whether tl_convert_contig converts from dtype `from` to `to`: between the floating dtypes, and uint8 to them. */
+static int
+convert_fast(int from, int to)
+{
+    return from != to && TL_IS_FLOAT(to) && (TL_IS_FLOAT(from) || from == TL_U8);
+}
+
+/* x converted to dtype `to` (a new contiguous tensor; x itself when it has that dtype), not recorded; via >= 0
+ * (x and to float32): x rounded through the half dtype via instead (round_raw). On CPU devices a contiguous x
+ * between the pairs of convert_fast takes tl_convert_contig (vector loops; GPUs keep tl_convert until that
+ * kernel has run on one). */
 static tl_tensor *
-convert_raw(tl_tensor *x, int to)
+convert_via(tl_tensor *x, int to, int via)
 {
     static tl_kernel kf = TL_KERNEL("elementwise", "tl_cast_i32_to_f32"),
-                     ki = TL_KERNEL("elementwise", "tl_cast_f32_to_i32"), ka = TL_KERNEL("elementwise", "tl_convert");
+                     ki = TL_KERNEL("elementwise", "tl_cast_f32_to_i32"), ka = TL_KERNEL("elementwise", "tl_convert"),
+                     kc = TL_KERNEL("elementwise", "tl_convert_contig");
     tl_tensor *out, *ops[2];
     tl_layout L;
-    if (x->dtype == to) return (tl_tensor *)Py_NewRef(x);
+    if (x->dtype == to && via < 0) return (tl_tensor *)Py_NewRef(x);
     if ((out = tl_tensor_empty(to, x->ndim, x->shape)) == NULL || out->storage == NULL) return out;
-    const int dts = to | x->dtype << 4;
+    const int dts = to | x->dtype << 4 | (via >= 0 ? via << 8 : 0);
     const int i32f32 = (to == TL_F32 && x->dtype == TL_I32) || (to == TL_I32 && x->dtype == TL_F32);
-    tl_kernel *kh = !i32f32 ? &ka : to == TL_F32 ? &kf : &ki;
-    cl_kernel k = tl_kernel_py(kh);
     ops[0] = out;
     ops[1] = x;
     tl_layout_make(&L, x->ndim, x->shape, ops, 2);
+    int contig = (via >= 0 || convert_fast(x->dtype, to)) &&
+                 (L.ndim == 0 || (L.ndim == 1 && L.st[0][0] == 1 && L.st[1][0] == 1));
+    if (contig && (contig = tl_device_is_cpu()) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    if (via >= 0 && !contig) {                       /* the two conversions the rounding stands for */
+        Py_DECREF(out);
+        tl_tensor *h = convert_via(x, via, -1);
+        out = h != NULL ? convert_via(h, TL_F32, -1) : NULL;
+        Py_XDECREF(h);
+        return out;
+    }
+    tl_kernel *kh = contig ? &kc : !i32f32 ? &ka : to == TL_F32 ? &kf : &ki;
+    cl_kernel k = tl_kernel_py(kh);
     const size_t sz[4] = {sizeof dts, sizeof L, sizeof(cl_mem), sizeof(cl_mem)};
     const void *v[4] = {&dts, &L, &out->storage->mem, &x->storage->mem};
     tl_storage *st[2] = {out->storage, x->storage};
     const int first = i32f32;                        /* the two old kernels take no dts */
     if (k == NULL || tl_set_args(k, 0, 4 - first, sz + first, v + first) < 0 ||
-        tl_launch_1d(kh, (size_t)L.n, st, 2, 1u) < 0)
+        (contig ? tl_launch_flat(kh, ((size_t)L.n + 15) / 16, st, 2) : tl_launch_1d(kh, (size_t)L.n, st, 2, 1u)) < 0)
         Py_CLEAR(out);
-    else if (to != TL_U8 || x->dtype != TL_I32)                /* the fusion's metadata (int32 -> uint8 wraps) */
-        tl_capture_note_ew(k, TL_EW_COPY, TL_EWM_ANY, &L, dts, 2 - first, -1);
-    return out;
+    else if ((to != TL_U8 || x->dtype != TL_I32) && via < 0)   /* the fusion's metadata (none for int32 -> */
+        tl_capture_note_ew(k, TL_EW_COPY, TL_EWM_ANY, &L, dts, 2 - first, -1);   /* uint8, which wraps, */
+    return out;                                                                   /* nor for a rounding) */
+}
+
+static tl_tensor *
+convert_raw(tl_tensor *x, int to)
+{
+    return convert_via(x, to, -1);
+}
+
+/* x (float32) rounded to the half dtype dt and widened again: what converting it to dt and back to float32
+ * gives, in one launch where convert_via takes tl_convert_contig. Not recorded. */
+static tl_tensor *
+round_raw(tl_tensor *x, int dt)
+{
+    return convert_via(x, TL_F32, dt);
+}
+
+/* round_raw recorded: its gradient is the incoming one rounded the same way (the two conversions' backward). */
+static PyObject *
+round_through(tl_tensor *x, int dt)
+{
+    PyObject *out = (PyObject *)round_raw(x, dt);
+    const int iarg[1] = {dt};
+    return out == NULL ? NULL : tl_record1(out, &ROW_ROUND, (PyObject *)x, iarg, 1, NULL);
+}
+
+static int
+round_backward(tl_node *nd, PyObject *g, PyObject **gin)
+{
+    tl_tensor *gt = tl_tensor_CAST(g);
+    if (!tl_wants_grad(nd, 0)) return 0;
+    gin[0] = (PyObject *)(gt->dtype == TL_F32 ? round_raw(gt, nd->iarg[0]) : convert_raw(gt, TL_F32));
+    return gin[0] == NULL ? -1 : 0;
 }
 
 PyObject *
@@ -89,21 +145,27 @@ fail:
     return -1;
 }
 
-/* c[i] = in[i] (new refs), floating tensors cast to the autocast dtype when autocast is on; 0 or -1. */
+/* c[i] = in[i] (new refs), floating tensors cast to the autocast dtype when autocast is on: float32 ones rounded
+ * through it and left float32 (round_through: what the cast and call_widened's widening would give, in one
+ * launch), the others converted. Returns the result dtype (the autocast dtype once a tensor was cast, else
+ * -1: the operands' promotion), or -2 with an exception set. */
 static int
 autocast_args(PyObject *const *in, PyObject **c, int n)
 {
     const int low = tl_autocast_dtype();
+    int dt = -1;
     for (int i = 0; i < n; i++) c[i] = NULL;
     for (int i = 0; i < n; i++) {
-        int cast = low >= 0 && in[i] != NULL && tl_tensor_check(in[i]) && TL_IS_FLOAT(tl_tensor_CAST(in[i])->dtype);
-        c[i] = cast ? tl_convert(tl_tensor_CAST(in[i]), low) : Py_XNewRef(in[i]);
+        tl_tensor *t = in[i] != NULL && tl_tensor_check(in[i]) ? tl_tensor_CAST(in[i]) : NULL;
+        const int cast = low >= 0 && t != NULL && TL_IS_FLOAT(t->dtype);
+        c[i] = !cast ? Py_XNewRef(in[i]) : t->dtype == TL_F32 ? round_through(t, low) : tl_convert(t, low);
         if (in[i] != NULL && c[i] == NULL) {
             for (int j = 0; j < i; j++) Py_CLEAR(c[j]);
-            return -1;
+            return -2;
         }
+        dt = cast ? low : dt;
     }
-    return 0;
+    return dt;
 }
 
 static int
@@ -114,13 +176,15 @@ all_f32(PyObject *const *in, int n)
     return 1;
 }
 
-/* fn on the widened operands, its result converted to their promoted dtype; autocast off inside. */
+/* fn on the widened operands, its result converted to their promoted dtype (or to `to` when >= 0); autocast off
+ * inside. */
 static PyObject *
-call_widened(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx)
+call_widened(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx, int to)
 {
     PyObject *w[TL_F32_OP_MAX], *r = NULL;
-    const int dt = widen_args(op, in, w, n);
+    int dt = widen_args(op, in, w, n);
     if (dt >= 0) {
+        dt = to >= 0 ? to : dt;
         const int low = tl_autocast_set(-1);          /* the float32 implementation's own products stay float32 */
         r = tl_convert_steal(fn(w, ctx), dt);
         tl_autocast_set(low);
@@ -134,8 +198,9 @@ tl_call_f32(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx)
 {
     PyObject *c[TL_F32_OP_MAX] = {NULL}, *r;
     if (tl_autocast_dtype() < 0 && all_f32(in, n)) return fn(in, ctx);   /* the float32 path as it always was */
-    if (autocast_args(in, c, n) < 0) return NULL;
-    r = call_widened(op, fn, c, n, ctx);
+    const int to = autocast_args(in, c, n);
+    if (to == -2) return NULL;
+    r = call_widened(op, fn, c, n, ctx, to);
     for (int i = 0; i < n; i++) Py_XDECREF(c[i]);
     return r;
 }
@@ -143,7 +208,7 @@ tl_call_f32(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx)
 PyObject *
 tl_call_wide(const char *op, tl_f32_op fn, PyObject *const *in, int n, void *ctx)
 {
-    return all_f32(in, n) ? fn(in, ctx) : call_widened(op, fn, in, n, ctx);
+    return all_f32(in, n) ? fn(in, ctx) : call_widened(op, fn, in, n, ctx, -1);
 }
 
 int
@@ -204,7 +269,8 @@ static const PyMethodDef convert_methods[] = {
 #undef U
 
 static const tl_op_row ROW_CONVERT = {"ToCopyBackward", convert_backward};
-static const tl_op_row *const convert_rows[] = {&ROW_CONVERT, NULL};
+static const tl_op_row ROW_ROUND = {"AutocastRoundBackward", round_backward};   /* torch: two ToCopyBackward */
+static const tl_op_row *const convert_rows[] = {&ROW_CONVERT, &ROW_ROUND, NULL};
 static const tl_grad_prims convert_prims = {.convert = grad_convert};
 
 const tl_family tl_family_convert = {NULL, convert_methods, NULL, NULL, NULL, .rows = convert_rows,
