@@ -49,6 +49,38 @@ tl_st(global uchar *p, int dt, int i, float v)
     default: p[i] = (uchar)(convert_long_sat_rtz(v) & 0xff); break;
     }
 }
+/* Four consecutive elements from element at of p (dtype dt: a floating dtype or uint8) as float32, and four
+ * stored into a floating dtype: the vector forms of tl_ld / tl_st, the same bits (vload_half4 / vstore_half4_rte
+ * round as the scalar forms). With a constant dt the switch folds away. */
+inline float4
+tl_ld4(global const uchar *p, int dt, int at)
+{
+    switch (dt) {
+    case TL_DT_F32: return vload4(0, (global const float *)p + at);
+    case TL_DT_F16: return vload_half4(0, (global const half *)p + at);
+    case TL_DT_BF16: return as_float4(convert_uint4(vload4(0, (global const ushort *)p + at)) << 16);
+    default: return convert_float4(vload4(0, p + at));
+    }
+}
+
+inline void
+tl_st4(global uchar *p, int dt, int at, float4 v)
+{
+    switch (dt) {
+    case TL_DT_F32: vstore4(v, 0, (global float *)p + at); break;
+    case TL_DT_F16: vstore_half4_rte(v, 0, (global half *)p + at); break;
+    default: vstore4(tl_bf16_bits4(v), 0, (global ushort *)p + at); break;
+    }
+}
+
+inline float4                                        /* four values rounded to float16 and widened (tl_rnd) */
+tl_round_f16(float4 t)
+{
+    ushort4 h;
+    vstore_half4_rte(t, 0, (private half *)&h);
+    return vload_half4(0, (const private half *)&h);
+}
+
 /* v rounded to the floating dtype dt and widened again: what a store and a load of it give. */
 inline float
 tl_rnd(int dt, float v)

@@ -138,6 +138,42 @@ tl_ew_any(int op, int dts, tl_layout L, global uchar *o, global const uchar *a, 
     tl_st(o, dts & 15, ix.s0, ew_apply(op, x, y, z));
 }
 
+/* tl_ew_any for contiguous same-shape operands of the floating dtypes on CPU devices: TL_EW_VEC groups of 4
+ * elements a work-item through dtype.h's vector loads and stores (the strided kernel's index divisions and
+ * scalar loads ran at a tenth of the float32 kernels' rate on PoCL). Each element is computed as the strided
+ * kernel computes it: by ew_apply lane by lane (TL_FS, what tlgpu.jit's fused code computes too), except the
+ * hot ops of a training step, whose float4 forms are exact IEEE operations like their scalar ones (the same
+ * bits) and get a loop of their own, as in tl_ew_hot_f32. */
+#define EW_ANY_LOOP(APPLY)                                                                                    \
+    for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                              \
+        if (i < n4) {                                                                                         \
+            const float4 x = a ? tl_ld4(a, da, L.off[1] + i) : (float4)(sa);                                  \
+            const float4 y = b ? tl_ld4(b, db, L.off[2] + i) : (float4)(sb);                                  \
+            const float4 z = c ? tl_ld4(c, dc, L.off[3] + i) : (float4)(sc);                                  \
+            tl_st4(o, to, L.off[0] + i, APPLY);                                                               \
+        } else if (i == n4) {                                                                                 \
+            for (; i < L.n; i++) {                                                                            \
+                const float x = a ? tl_ld(a, da, L.off[1] + i) : sa, y = b ? tl_ld(b, db, L.off[2] + i) : sb; \
+                tl_st(o, to, L.off[0] + i, ew_apply(op, x, y, c ? tl_ld(c, dc, L.off[3] + i) : sc));          \
+            }                                                                                                 \
+        }                                                                                                     \
+    }
+kernel void
+tl_ew_contig_any(int op, int dts, tl_layout L, global uchar *o, global const uchar *a, global const uchar *b,
+                 global const uchar *c, float sa, float sb, float sc)
+{
+    const int stride = get_global_size(0) * 4, n4 = L.n & ~3;
+    const int to = dts & 15, da = dts >> 4 & 15, db = dts >> 8 & 15, dc = dts >> 12 & 15;
+    switch (op) {
+    case TL_EW_ADD: EW_ANY_LOOP(ew_apply4(TL_EW_ADD, x, y, z)) break;
+    case TL_EW_SUB: EW_ANY_LOOP(ew_apply4(TL_EW_SUB, x, y, z)) break;
+    case TL_EW_MUL: EW_ANY_LOOP(ew_apply4(TL_EW_MUL, x, y, z)) break;
+    case TL_EW_RELU: EW_ANY_LOOP(ew_apply4(TL_EW_RELU, x, y, z)) break;
+    case TL_EW_RELU_GRAD: EW_ANY_LOOP(ew_apply4(TL_EW_RELU_GRAD, x, y, z)) break;
+    default: EW_ANY_LOOP(TL_FS(op, x, y, z)) break;
+    }
+}
+
 /* Conversion between any two dtypes (dts as tl_ew_any's: output bits 0..3, input 4..7): through float32,
  * except int32 -> uint8, which wraps the integer (float32 would round values past 2**24). */
 kernel void
@@ -157,44 +193,29 @@ tl_convert(int dts, tl_layout L, global uchar *o, global const uchar *a)
  * generic kernel's per-element dtype switch and index divisions ran at 1.2-1.5 GB/s there, the float32
  * kernels at 12-16). The same bits as tl_convert: vload_half4 / vstore_half4_rte round as their scalar forms
  * and tl_bf16_bits4 as tl_bf16_bits. The host sends only these pairs here (ops_convert.c, convert_fast). */
-#define CVT_LD_F32(p, at) vload4(0, (global const float *)(p) + (at))
-#define CVT_LD_F16(p, at) vload_half4(0, (global const half *)(p) + (at))
-#define CVT_LD_BF16(p, at) as_float4(convert_uint4(vload4(0, (global const ushort *)(p) + (at))) << 16)
-#define CVT_LD_U8(p, at) convert_float4(vload4(0, (global const uchar *)(p) + (at)))
-#define CVT_ST_F32(v, p, at) vstore4((v), 0, (global float *)(p) + (at))
-#define CVT_ST_F16(v, p, at) vstore_half4_rte((v), 0, (global half *)(p) + (at))
-#define CVT_ST_BF16(v, p, at) vstore4(tl_bf16_bits4(v), 0, (global ushort *)(p) + (at))
 #define CVT_CASE(FROM, TO)                                                                                    \
     case TL_DT_##TO | TL_DT_##FROM << 4:                                                                      \
         for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                          \
             if (i < n4) {                                                                                     \
-                CVT_ST_##TO(CVT_LD_##FROM(a, L.off[1] + i), o, L.off[0] + i);                                 \
+                tl_st4(o, TL_DT_##TO, L.off[0] + i, tl_ld4(a, TL_DT_##FROM, L.off[1] + i));                   \
             } else if (i == n4) {                                                                             \
                 for (; i < L.n; i++) tl_st(o, TL_DT_##TO, L.off[0] + i, tl_ld(a, TL_DT_##FROM, L.off[1] + i));  \
             }                                                                                                 \
         }                                                                                                     \
         break;
-#define CVT_LD_RBF16(p, at) as_float4(convert_uint4(tl_bf16_bits4(CVT_LD_F32(p, at))) << 16)
-#define CVT_LD_RF16(p, at) tl_rnd4_f16(CVT_LD_F32(p, at))
+#define CVT_LD_RBF16(p, at) as_float4(convert_uint4(tl_bf16_bits4(tl_ld4(p, TL_DT_F32, at))) << 16)
+#define CVT_LD_RF16(p, at) tl_round_f16(tl_ld4(p, TL_DT_F32, at))
 #define CVT_RND_CASE(VIA)                                                                                     \
     case TL_DT_F32 | TL_DT_F32 << 4 | TL_DT_##VIA << 8:                                                       \
         for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                          \
             if (i < n4) {                                                                                     \
-                CVT_ST_F32(CVT_LD_R##VIA(a, L.off[1] + i), o, L.off[0] + i);                                  \
+                tl_st4(o, TL_DT_F32, L.off[0] + i, CVT_LD_R##VIA(a, L.off[1] + i));                                  \
             } else if (i == n4) {                                                                             \
                 for (; i < L.n; i++)                                                                          \
                     tl_st(o, TL_DT_F32, L.off[0] + i, tl_rnd(TL_DT_##VIA, tl_ld(a, TL_DT_F32, L.off[1] + i)));    \
             }                                                                                                 \
         }                                                                                                     \
         break;
-
-inline float4                                        /* tl_rnd(TL_DT_F16, .) of four values */
-tl_rnd4_f16(float4 v)
-{
-    ushort4 h;
-    vstore_half4_rte(v, 0, (private half *)&h);
-    return vload_half4(0, (const private half *)&h);
-}
 
 /* dts as tl_convert's, or float32 to float32 rounded through a half dtype (bits 8-11: bfloat16 or float16),
  * the pair of conversions autocast's float32 operands take (ops_convert.c, round_raw). */

@@ -8,24 +8,13 @@
 #include "dtype.h"
 #include "ew_apply.h"
 
-#define TL_FS(op, x, y, z)                                                                                 \
-    ((float4)(ew_apply(op, (x).s0, (y).s0, (z).s0), ew_apply(op, (x).s1, (y).s1, (z).s1),                 \
-              ew_apply(op, (x).s2, (y).s2, (z).s2), ew_apply(op, (x).s3, (y).s3, (z).s3)))
 #define TL_IS(op, x, y, z)                                                                                 \
     ((int4)(ew_apply_i32(op, (x).s0, (y).s0, (z).s0), ew_apply_i32(op, (x).s1, (y).s1, (z).s1),           \
             ew_apply_i32(op, (x).s2, (y).s2, (z).s2), ew_apply_i32(op, (x).s3, (y).s3, (z).s3)))
 
-/* What a store into the dtype and a load back give (tl_st, then tl_ld): a fused chain keeps its
- * intermediates in registers, rounded as if they had gone through memory. */
+/* What a store into the dtype and a load back give (tl_st, then tl_ld; float16: dtype.h's tl_round_f16): a fused
+ * chain keeps its intermediates in registers, rounded as if they had gone through memory. TL_FS: ew_apply.h. */
 #define TL_TO_I32(t) ((int4)((int)(t).s0, (int)(t).s1, (int)(t).s2, (int)(t).s3))
-
-inline float4
-tl_round_f16(float4 t)
-{
-    ushort4 h;
-    vstore_half4_rte(t, 0, (half *)&h);
-    return vload_half4(0, (const half *)&h);
-}
 
 inline float
 tl_round_bf16(float v)

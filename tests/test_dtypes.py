@@ -259,3 +259,33 @@ def test_module_to_half_converts_floating_parameters(dt):
         assert np.array_equal(p.numpy(), cast(before[name], dt).astype(np.float32))
     with pytest.raises(TypeError, match="floating"):
         m.to(tlgpu.uint8)
+
+
+@pytest.mark.parametrize("dt", HALVES, ids=str)
+def test_contiguous_half_elementwise_matches_strided(dt):
+    """Elementwise ops on contiguous half operands (CPU devices: a vector kernel, with loops of their own for the
+    hot ops) give the strided kernel's bits and the float32 result rounded once: each hot op, a transcendental,
+    a division, scalars, a float32 operand (float32 out), sizes around the groups of 4, views at an offset."""
+    rng = np.random.default_rng(9)
+    ops = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+           "relu": lambda x, y: x.relu(), "exp": lambda x, y: (x * 0.25).exp(), "div": lambda x, y: x / y,
+           "scalar": lambda x, y: 3.0 - x * 0.5, "relu_grad": None}
+    for n in (1, 5, 17, 1031):
+        a32, b32 = (cast(rng.standard_normal((2, n + 3)).astype(np.float32) * 4 + k, dt).astype(np.float32)
+                    for k in (0, 9))                           # b away from 0: a divisor
+        ta, tb = tlgpu.tensor(a32.astype(dt)), tlgpu.tensor(b32.astype(dt))
+        for name, fn in ops.items():
+            if fn is None:                                     # relu's backward: its mask times the gradient
+                x = tlgpu.tensor(a32.astype(dt)[1, 3:], requires_grad=True)
+                x.relu().backward(tb[0, 3:])
+                want = np.where(a32[1, 3:] > 0, b32[0, 3:], 0).astype(dt)
+                assert np.array_equal(bits(x.grad.numpy()), bits(want)), (name, n)
+                continue
+            got = fn(ta[1, 3:], tb[0, 3:])                     # contiguous, at an offset
+            strided = fn(ta.T[3:, 1], tb.T[3:, 0])             # the same values through the strided kernel
+            ref = fn(tlgpu.tensor(a32[1, 3:]), tlgpu.tensor(b32[0, 3:]))
+            assert got.dtype == dt and np.array_equal(bits(got.numpy()), bits(strided.numpy())), (name, n)
+            if name != "exp":                                  # exp: float32's kernel rounds its own way
+                assert np.array_equal(bits(got.numpy()), bits(cast(ref.numpy(), dt))), (name, n)
+        mixed = ta[1, 3:] * tlgpu.tensor(b32[0, 3:])           # half with float32: a float32 result
+        assert mixed.dtype == np.float32 and np.array_equal(mixed.numpy(), a32[1, 3:] * b32[0, 3:])

@@ -258,7 +258,8 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
 {
     static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32"),
                      ki = TL_KERNEL("elementwise", "tl_ew_i32"), kr = TL_KERNEL("elementwise", "tl_ew_rows_f32"),
-                     kh_hot = TL_KERNEL("elementwise", "tl_ew_hot_f32"), ka = TL_KERNEL("elementwise", "tl_ew_any");
+                     kh_hot = TL_KERNEL("elementwise", "tl_ew_hot_f32"), ka = TL_KERNEL("elementwise", "tl_ew_any"),
+                     kca = TL_KERNEL("elementwise", "tl_ew_contig_any");
     const int as_int = odt < 0;
     tl_tensor *ops[4], *out = NULL;
     tl_node *nd = NULL;
@@ -295,14 +296,17 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         int any = !as_int && out->dtype != TL_F32, dts = out->dtype;
         for (int i = 0; i < 3; i++)
             if (o[i].t != NULL) any |= !as_int && o[i].t->dtype != TL_F32, dts |= o[i].t->dtype << (4 + 4 * i);
-        int contig = !as_int && !any && L.ndim <= 1;
+        int contig = !as_int && L.ndim <= 1, floating = TL_IS_FLOAT(out->dtype);
         for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
-        const int cpu = as_int || any ? 0 : tl_device_is_cpu();   /* CPU devices only: GPUs keep their kernels */
-        if (cpu < 0) goto fail;
-        int rows = cpu && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's case */
+        for (int i = 0; i < 3; i++) floating &= o[i].t == NULL || TL_IS_FLOAT(o[i].t->dtype);
+        const int cpu = as_int || (any && !(contig && floating)) ? 0 : tl_device_is_cpu();   /* CPU devices only: */
+        if (cpu < 0) goto fail;                                                                /* GPUs keep theirs */
+        const int contig_any = any && contig && floating && cpu;    /* tl_ew_contig_any: floating dtypes */
+        contig &= !any;
+        int rows = cpu && !any && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's */
         for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
         int hot = cpu && contig && EW_HOT[op] && o[2].t == NULL;
-        tl_kernel *kh = as_int ? &ki : any ? &ka : hot ? &kh_hot : contig ? &kc : rows ? &kr : &ks;
+        tl_kernel *kh = as_int ? &ki : contig_any ? &kca : any ? &ka : hot ? &kh_hot : contig ? &kc : rows ? &kr : &ks;
         cl_kernel k = tl_kernel_py(kh);
         if (k == NULL) goto fail;
         const size_t sz[10] = {sizeof op, sizeof dts, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
@@ -312,7 +316,7 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
         if (as_int) for (int i = 0; i < 3; i++) v[7 + i] = &o[i].ivalue;
         tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
                              o[2].t ? o[2].t->storage : NULL};
-        size_t items = contig ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 float4s each */
+        size_t items = contig || contig_any ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 x 4 each */
         if (tl_set_args(k, 0, 1, sz, v) < 0 || tl_set_args(k, 1, 8 + any, sz + 2 - any, v + 2 - any) < 0) goto fail;
         int rc = rows ? launch_rows(kh, &L, st) : cpu ? tl_launch_flat(kh, items, st, 4)   /* small: groups of 16 */
                                                       : tl_launch_1d(kh, items, st, 4, 1u);
