@@ -140,10 +140,10 @@ tl_ew_any(int op, int dts, tl_layout L, global uchar *o, global const uchar *a, 
 
 /* tl_ew_any for contiguous same-shape operands of the floating dtypes on CPU devices: TL_EW_VEC groups of 4
  * elements a work-item through dtype.h's vector loads and stores (the strided kernel's index divisions and
- * scalar loads ran at a tenth of the float32 kernels' rate on PoCL). Each element is computed as the strided
- * kernel computes it: by ew_apply lane by lane (TL_FS, what tlgpu.jit's fused code computes too), except the
- * hot ops of a training step, whose float4 forms are exact IEEE operations like their scalar ones (the same
- * bits) and get a loop of their own, as in tl_ew_hot_f32. */
+ * scalar loads ran at a tenth of the float32 kernels' rate on PoCL), computed as float4 by ew_apply4 below
+ * n & ~3 as tl_ew_contig_f32 computes them (a builtin such as exp may round its float4 form unlike its scalar
+ * one; the launch is noted TL_EWM_VEC4, so tlgpu.jit's fused code does the same), the rest one by one. The hot
+ * ops of a training step get a loop of their own, as in tl_ew_hot_f32. */
 #define EW_ANY_LOOP(APPLY)                                                                                    \
     for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                              \
         if (i < n4) {                                                                                         \
@@ -170,7 +170,7 @@ tl_ew_contig_any(int op, int dts, tl_layout L, global uchar *o, global const uch
     case TL_EW_MUL: EW_ANY_LOOP(ew_apply4(TL_EW_MUL, x, y, z)) break;
     case TL_EW_RELU: EW_ANY_LOOP(ew_apply4(TL_EW_RELU, x, y, z)) break;
     case TL_EW_RELU_GRAD: EW_ANY_LOOP(ew_apply4(TL_EW_RELU_GRAD, x, y, z)) break;
-    default: EW_ANY_LOOP(TL_FS(op, x, y, z)) break;
+    default: EW_ANY_LOOP(ew_apply4(op, x, y, z)) break;
     }
 }
 

@@ -351,7 +351,10 @@ emit_op(sbuf *b, const tl_ew_note *nt, const char x[3][48], int var)
         else sb_printf(b, "    float4 v%d = as_float4(TL_IS(%s));\n", var, args);   /* a comparison's mask */
         return;
     }
-    sb_printf(b, "    float4 t%d = TL_FS(%s);\n", var, args);
+    if (nt->vec & (TL_EWM_VEC4 >> 2))                 /* tl_ew_contig_any: float4 below n & ~3 */
+        sb_printf(b, "    float4 t%d = full ? ew_apply4(%s) : TL_FS(%s);\n", var, args, args);
+    else
+        sb_printf(b, "    float4 t%d = TL_FS(%s);\n", var, args);
     switch (dt) {
     case TL_F32: sb_printf(b, "    float4 v%d = t%d;\n", var, var); break;
     case TL_I32: sb_printf(b, "    int4 v%d = TL_TO_I32(t%d);\n", var, var); break;

@@ -322,7 +322,7 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
                                                       : tl_launch_1d(kh, items, st, 4, 1u);
         if (rc < 0) goto fail;
         tl_capture_note_ew(k, op, (as_int ? TL_EWM_I32 : any ? TL_EWM_ANY : TL_EWM_F32) |   /* tlgpu.jit's fusion */
-                           (contig ? TL_EWM_VEC4 : rows ? TL_EWM_ROWS4 : 0), &L, dts, 2 + any, 6 + any);
+                           (contig || contig_any ? TL_EWM_VEC4 : rows ? TL_EWM_ROWS4 : 0), &L, dts, 2 + any, 6 + any);
     }
     if (nd != NULL) node_finish(nd, out);
     else if (into != NULL && (EW_SAVE[op] & ND) && record_overwrite(into, NULL) < 0) goto fail;  /* x //= 2 */
