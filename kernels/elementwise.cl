@@ -138,12 +138,13 @@ tl_ew_any(int op, int dts, tl_layout L, global uchar *o, global const uchar *a, 
     tl_st(o, dts & 15, ix.s0, ew_apply(op, x, y, z));
 }
 
-/* tl_ew_any for contiguous same-shape operands of the floating dtypes on CPU devices: TL_EW_VEC groups of 4
- * elements a work-item through dtype.h's vector loads and stores (the strided kernel's index divisions and
- * scalar loads ran at a tenth of the float32 kernels' rate on PoCL), computed as float4 by ew_apply4 below
- * n & ~3 as tl_ew_contig_f32 computes them (a builtin such as exp may round its float4 form unlike its scalar
- * one; the launch is noted TL_EWM_VEC4, so tlgpu.jit's fused code does the same), the rest one by one. The hot
- * ops of a training step get a loop of their own, as in tl_ew_hot_f32. */
+/* tl_ew_any for contiguous same-shape operands on CPU devices (a floating result; floating or uint8 operands:
+ * frames / 255 of a uint8 replay buffer): TL_EW_VEC groups of 4 elements a work-item through dtype.h's vector
+ * loads and stores (the strided kernel's index divisions and scalar loads ran at a tenth of the float32
+ * kernels' rate on PoCL), computed as float4 by ew_apply4 below n & ~3 as tl_ew_contig_f32 computes them (a
+ * builtin such as exp may round its float4 form unlike its scalar one; the launch is noted TL_EWM_VEC4, so
+ * tlgpu.jit's fused code does the same), the rest one by one. The hot ops of a training step get a loop of
+ * their own, as in tl_ew_hot_f32. */
 #define EW_ANY_LOOP(APPLY)                                                                                    \
     for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                              \
         if (i < n4) {                                                                                         \
@@ -168,6 +169,7 @@ tl_ew_contig_any(int op, int dts, tl_layout L, global uchar *o, global const uch
     case TL_EW_ADD: EW_ANY_LOOP(ew_apply4(TL_EW_ADD, x, y, z)) break;
     case TL_EW_SUB: EW_ANY_LOOP(ew_apply4(TL_EW_SUB, x, y, z)) break;
     case TL_EW_MUL: EW_ANY_LOOP(ew_apply4(TL_EW_MUL, x, y, z)) break;
+    case TL_EW_DIV: EW_ANY_LOOP(ew_apply4(TL_EW_DIV, x, y, z)) break;
     case TL_EW_RELU: EW_ANY_LOOP(ew_apply4(TL_EW_RELU, x, y, z)) break;
     case TL_EW_RELU_GRAD: EW_ANY_LOOP(ew_apply4(TL_EW_RELU_GRAD, x, y, z)) break;
     default: EW_ANY_LOOP(ew_apply4(op, x, y, z)) break;

@@ -265,7 +265,7 @@ def test_module_to_half_converts_floating_parameters(dt):
 def test_contiguous_half_elementwise_matches_strided(dt):
     """Elementwise ops on contiguous half operands (CPU devices: a vector kernel, with loops of their own for the
     hot ops) give the strided kernel's bits and the float32 result rounded once: each hot op, a division,
-    scalars, a float32 operand (float32 out), sizes around the groups of 4, views at an offset; a
+    scalars, a float32 operand (float32 out), uint8 operands, sizes around the groups of 4, views at an offset; a
     transcendental (exp) the contiguous float32 kernel's result rounded (both compute float4 builtins)."""
     rng = np.random.default_rng(9)
     ops = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
@@ -294,3 +294,8 @@ def test_contiguous_half_elementwise_matches_strided(dt):
                                            rtol=2 ** -7)
         mixed = ta[1, 3:] * tlgpu.tensor(b32[0, 3:])           # half with float32: a float32 result
         assert mixed.dtype == np.float32 and np.array_equal(mixed.numpy(), a32[1, 3:] * b32[0, 3:])
+        u8 = rng.integers(0, 256, (2, n + 3)).astype(np.uint8)  # frames / 255: uint8 in, float32 out
+        tu = tlgpu.tensor(u8)
+        for got, want in ((tu[1, 3:] / 255.0, u8[1, 3:] / np.float32(255.0)),
+                          (tu[1, 3:] * ta[0, 3:], cast(u8[1, 3:] * a32[0, 3:], dt))):
+            assert got.dtype == want.dtype and np.array_equal(bits(got.numpy()), bits(want)), n

@@ -298,10 +298,10 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
             if (o[i].t != NULL) any |= !as_int && o[i].t->dtype != TL_F32, dts |= o[i].t->dtype << (4 + 4 * i);
         int contig = !as_int && L.ndim <= 1, floating = TL_IS_FLOAT(out->dtype);
         for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
-        for (int i = 0; i < 3; i++) floating &= o[i].t == NULL || TL_IS_FLOAT(o[i].t->dtype);
+        for (int i = 0; i < 3; i++) floating &= o[i].t == NULL || TL_IS_FLOAT(o[i].t->dtype) || o[i].t->dtype == TL_U8;
         const int cpu = as_int || (any && !(contig && floating)) ? 0 : tl_device_is_cpu();   /* CPU devices only: */
         if (cpu < 0) goto fail;                                                                /* GPUs keep theirs */
-        const int contig_any = any && contig && floating && cpu;    /* tl_ew_contig_any: floating dtypes */
+        const int contig_any = any && contig && floating && cpu;    /* tl_ew_contig_any: floating out, uint8 in too */
         contig &= !any;
         int rows = cpu && !any && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's */
         for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
