@@ -2,6 +2,7 @@
 references, autocast's rules (result dtypes inside, float32 outside, float32 parameters' float32 gradients,
 per thread), a small MLP trained under autocast(bfloat16), and GradScaler (exact scaling, a skipped step on an
 inf gradient with the scale backing off, growth after growth_interval clean steps, state_dict)."""
+import sys
 import threading
 
 import numpy as np
@@ -211,6 +212,71 @@ def test_autocast_rounding_is_the_explicit_casts(rng, dt):
         for p, q in zip(auto, manual):
             assert p.grad is not None and p.grad.dtype == np.float32
             assert np.array_equal(p.grad.numpy(), q.grad.numpy())
+
+
+def _enqueued(fn):
+    tlgpu.synchronize()
+    tlgpu._C.reset_stream_stats()
+    out = fn()
+    return out, tlgpu._C.stream_stats()["enqueued"]
+
+
+def test_autocast_casts_a_parameter_once_a_region(rng):
+    """torch's cast cache: within the outermost region a parameter is cast once (one conversion command fewer
+    for each later use; its gradient the uses' sum rounded once); cache_enabled=False casts at every use; a nested
+    region's end keeps the casts, the outermost's drops them (the parameter's references come back)."""
+    w = tlgpu.tensor(rng.standard_normal((6, 9)).astype(np.float32), requires_grad=True)
+    xs = [tlgpu.tensor(rng.standard_normal((4, 9)).astype(np.float32)) for _ in range(3)]
+    refs = sys.getrefcount(w)
+    grads, launches = [], []
+    for cache in (True, False):
+        w.grad = None
+        with tlgpu.autocast(dtype=bfloat16, cache_enabled=cache):
+            first, n1 = _enqueued(lambda: F.linear(xs[0], w))
+            with tlgpu.autocast(dtype=bfloat16):
+                second, n2 = _enqueued(lambda: F.linear(xs[1], w))
+            third, n3 = _enqueued(lambda: F.linear(xs[2], w))
+        (first.float().sum() + (second.float() * 2).sum() + (third.float() * 3).sum()).backward()
+        grads.append(w.grad.numpy())
+        launches.append((n1, n2, n3))
+        del first, second, third
+        assert sys.getrefcount(w) == refs
+    assert launches[0][1] == launches[0][2] == launches[0][0] - 1, launches
+    assert launches[1][0] == launches[1][1] == launches[1][2], launches
+    # one cast node: the three uses' gradients summed in float32, then rounded once through bfloat16 (torch sums
+    # them in bfloat16 there); without the cache each is rounded, then summed
+    want = sum(k * xs[k - 1].numpy().astype(bfloat16).astype(np.float32).sum(0) for k in (1, 2, 3))
+    assert np.array_equal(grads[0], np.broadcast_to(want, (6, 9)).astype(bfloat16).astype(np.float32))
+    np.testing.assert_allclose(grads[1], np.broadcast_to(want, (6, 9)), rtol=2 ** -7, atol=2 ** -5)
+
+
+def test_autocast_cache_sees_in_place_updates_no_grad_and_jit(rng):
+    """A parameter written in place inside the region is cast again (its new values); a cast made under no_grad
+    is not kept (a later use still gets a gradient); tlgpu.jit's trace makes its own casts, so a replay inside
+    one long region follows the parameter's updates."""
+    w = tlgpu.tensor(rng.standard_normal((5, 7)).astype(np.float32), requires_grad=True)
+    x = tlgpu.tensor(rng.standard_normal((3, 7)).astype(np.float32))
+
+    def want():
+        return x.numpy().astype(bfloat16).astype(np.float32) @ w.numpy().astype(bfloat16).astype(np.float32).T
+
+    def f(x):
+        return F.linear(x, w)
+
+    jf = tlgpu.jit(f)
+    with tlgpu.autocast(dtype=bfloat16):
+        with tlgpu.no_grad():
+            np.testing.assert_allclose(F.linear(x, w).numpy().astype(np.float32), want(), rtol=1e-2, atol=1e-2)
+        y = F.linear(x, w)
+        y.float().sum().backward()
+        assert w.grad is not None                       # the no_grad cast was not reused
+        for step in range(4):
+            with tlgpu.no_grad():
+                w.add_(tlgpu.tensor(rng.standard_normal((5, 7)).astype(np.float32)))
+            got = [F.linear(x, w), jf(x)]
+            for g in got:
+                np.testing.assert_allclose(g.numpy().astype(np.float32), want(), rtol=1e-2, atol=1e-2)
+            assert np.array_equal(got[0].numpy().view(np.uint16), got[1].numpy().view(np.uint16)), step
 
 
 def test_autocast_float32_ops(rng):

@@ -4,13 +4,15 @@ autocast(dtype=tlgpu.bfloat16) is a context manager and decorator with torch.aut
 matmul/@/dot, addmm, linear and conv2d cast their floating operands to the autocast dtype and return it;
 sum/mean/prod/logsumexp, softmax/log_softmax, cross_entropy, mse_loss and layer_norm take float16/bfloat16
 inputs in float32 and return float32. The casts are recorded conversions, so float32 parameters stay float32
-and get float32 gradients. The state is per thread and kept in C beside grad mode (_C._set_autocast): the
-ops check it there, so the float32 paths pay one thread-local read. backward() runs with autocast off.
+and get float32 gradients; a parameter is cast once a region (torch's cast cache, cache_enabled). The state
+is per thread and kept in C beside grad mode (_C._set_autocast): the ops check it there, so the float32 paths
+pay one thread-local read. backward() runs with autocast off.
 
 GradScaler scales a float16 loss so small gradients survive, unscales the gradients before the optimizer
 step, skips the step when one of them is inf or NaN (found on the device: one host read per step) and
 adapts the scale, as torch.amp.GradScaler (docs/precision.md)."""
 import functools
+import threading
 
 import numpy as _np
 from ml_dtypes import bfloat16 as _bfloat16
@@ -18,6 +20,7 @@ from ml_dtypes import bfloat16 as _bfloat16
 from . import _C
 
 _HALVES = ("float16", "bfloat16")
+_nesting = threading.local()                               # autocast regions entered in this thread
 
 
 def _bf16():
@@ -45,8 +48,10 @@ def _to_float32(*xs):
 
 class autocast:
     """autocast(device_type=None, dtype=tlgpu.bfloat16, enabled=True, cache_enabled=None): mixed precision in
-    this thread, as torch.autocast (device_type and cache_enabled are accepted and ignored: tlgpu has one
-    device and no cast cache). A context manager and a decorator; enabled=False turns autocast off inside."""
+    this thread, as torch.autocast (device_type is accepted and ignored: tlgpu has one device). A context manager
+    and a decorator; enabled=False turns autocast off inside. cache_enabled (None: True, torch's default): within
+    the outermost region each parameter is cast once (while grad mode is on and it is not written in place),
+    the casts dropped when that region ends."""
 
     def __init__(self, device_type=None, dtype=None, enabled=True, cache_enabled=None):
         if device_type is not None and not isinstance(device_type, str) and dtype is None:
@@ -57,13 +62,20 @@ class autocast:
         self.device_type = device_type
         self.fast_dtype = dtype
         self._enabled = bool(enabled)
+        self._cache = True if cache_enabled is None else bool(cache_enabled)
 
     def __enter__(self):
+        _nesting.depth = getattr(_nesting, "depth", 0) + 1
+        self._prev_cache = _C._autocast_cache(self._cache)
         self._prev = _C._set_autocast(self.fast_dtype if self._enabled else None)
         return self
 
     def __exit__(self, *exc):
         _C._set_autocast(self._prev)
+        _C._autocast_cache(self._prev_cache)
+        _nesting.depth -= 1
+        if _nesting.depth == 0:                           # the outermost region ends: its casts go (torch)
+            _C._autocast_cache_clear()
         return False
 
     def __call__(self, fn):

@@ -36,6 +36,10 @@ PyObject *tl_convert(tl_tensor *x, int to);
 int       tl_convert_into(tl_tensor *dst, tl_tensor *src);   /* dst = src converted, broadcast; not recorded */
 PyObject *tl_convert_steal(PyObject *r, int to);             /* r (a new ref, or NULL) converted; r released */
 int       tl_check_float(const char *op, const tl_tensor *t); /* float32/16, bfloat16; else tl_check_dtype's error */
+/* t as autocast's operand in the half dtype dt: round 1, a float32 t rounded through dt and kept float32 (the
+ * float32 products' path), else converted to dt (recorded either way); a parameter cast once an autocast region
+ * (torch's cast cache). */
+PyObject *tl_autocast_operand(tl_tensor *t, int dt, int round);
 /* The families that compute in float32 run a float16/bfloat16 input as: the op on tl_convert(x, TL_F32) (a
  * recorded, exact widening), its result converted back with tl_convert_steal (docs/precision.md). */
 /* The float32 ops with autocast's low-precision rule (matmul, addmm, linear, conv2d): fn(in, ctx) runs the float32

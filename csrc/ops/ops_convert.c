@@ -145,10 +145,54 @@ fail:
     return -1;
 }
 
+/* torch.autocast's cast cache (cache_enabled): within the outermost autocast region a parameter (a float32 leaf
+ * that requires grad) is cast once while grad mode is on, its storage unchanged (its version: an optimizer
+ * step inside the region casts again) and no trace is being captured (tlgpu.jit replays casts as commands).
+ * Per thread; _autocast_cache_clear (amp.py, on leaving the outermost region) drops it. */
+#define CAST_CACHE 64
+typedef struct { PyObject *leaf, *val; uint64_t version; int dt, round; } cast_entry;
+static _Thread_local cast_entry cast_cache[CAST_CACHE];
+static _Thread_local int cast_cached, cast_cache_on = 1;
+
+static void
+cast_cache_clear(void)
+{
+    for (int i = 0; i < cast_cached; i++) {
+        Py_CLEAR(cast_cache[i].leaf);
+        Py_CLEAR(cast_cache[i].val);
+    }
+    cast_cached = 0;
+}
+
+PyObject *
+tl_autocast_operand(tl_tensor *t, int dt, int round)
+{
+    const int cacheable = cast_cache_on && t->dtype == TL_F32 && t->requires_grad && t->grad_fn == NULL &&
+                          t->storage != NULL && tl_grad_enabled() && tl_capture_current() == NULL;
+    const uint64_t version = cacheable ? tl_storage_version(t->storage) : 0;
+    cast_entry *e = NULL;
+    for (int i = 0; cacheable && i < cast_cached && e == NULL; i++)
+        if (cast_cache[i].leaf == (PyObject *)t && cast_cache[i].dt == dt && cast_cache[i].round == round)
+            e = &cast_cache[i];
+    if (e != NULL && e->version == version) return Py_NewRef(e->val);
+    PyObject *v = round && t->dtype == TL_F32 ? round_through(t, dt) : tl_convert(t, dt);
+    if (v == NULL || !cacheable) return v;
+    if (e == NULL && cast_cached < CAST_CACHE) {
+        e = &cast_cache[cast_cached++];
+        e->leaf = Py_NewRef((PyObject *)t), e->val = NULL, e->dt = dt, e->round = round;
+    }
+    if (e != NULL) {
+        Py_XSETREF(e->val, Py_NewRef(v));
+        e->version = version;
+    }
+    return v;
+}
+
 /* c[i] = in[i] (new refs), floating tensors cast to the autocast dtype when autocast is on: float32 ones rounded
  * through it and left float32 (round_through: what the cast and call_widened's widening would give, in one
- * launch), the others converted. Returns the result dtype (the autocast dtype once a tensor was cast, else
- * -1: the operands' promotion), or -2 with an exception set. */
+ * launch), the others converted; parameters through the cast cache (tl_autocast_operand). Returns the result
+ * dtype (the autocast dtype once a tensor was cast, else -1: the operands' promotion), or -2 with an exception
+ * set. */
 static int
 autocast_args(PyObject *const *in, PyObject **c, int n)
 {
@@ -158,7 +202,7 @@ autocast_args(PyObject *const *in, PyObject **c, int n)
     for (int i = 0; i < n; i++) {
         tl_tensor *t = in[i] != NULL && tl_tensor_check(in[i]) ? tl_tensor_CAST(in[i]) : NULL;
         const int cast = low >= 0 && t != NULL && TL_IS_FLOAT(t->dtype);
-        c[i] = !cast ? Py_XNewRef(in[i]) : t->dtype == TL_F32 ? round_through(t, low) : tl_convert(t, low);
+        c[i] = cast ? tl_autocast_operand(t, low, 1) : Py_XNewRef(in[i]);
         if (in[i] != NULL && c[i] == NULL) {
             for (int j = 0; j < i; j++) Py_CLEAR(c[j]);
             return -2;
@@ -244,6 +288,27 @@ static PyObject *m_bfloat16(PyObject *self, PyObject *Py_UNUSED(i))
 }
 static PyObject *m_byte(PyObject *self, PyObject *Py_UNUSED(i)) { return tl_convert(tl_tensor_CAST(self), TL_U8); }
 
+/* _autocast_cache(on or None): whether this thread's autocast casts parameters once a region (torch's
+ * cache_enabled); returns the previous setting; None only reports it. */
+static PyObject *
+fn_autocast_cache(PyObject *Py_UNUSED(m), PyObject *arg)
+{
+    const int prev = cast_cache_on;
+    if (arg != Py_None) {
+        const int on = PyObject_IsTrue(arg);
+        if (on < 0) return NULL;
+        cast_cache_on = on;
+    }
+    return PyBool_FromLong(prev);
+}
+
+static PyObject *
+fn_autocast_cache_clear(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a))
+{
+    cast_cache_clear();
+    Py_RETURN_NONE;
+}
+
 /* _convert(dtype): the conversion Tensor.to(dtype) runs (any numpy dtype spelling of the five). */
 static PyObject *
 m_convert(PyObject *self, PyObject *dtype)
@@ -273,5 +338,12 @@ static const tl_op_row ROW_ROUND = {"AutocastRoundBackward", round_backward};   
 static const tl_op_row *const convert_rows[] = {&ROW_CONVERT, &ROW_ROUND, NULL};
 static const tl_grad_prims convert_prims = {.convert = grad_convert};
 
-const tl_family tl_family_convert = {NULL, convert_methods, NULL, NULL, NULL, .rows = convert_rows,
+static const PyMethodDef convert_functions[] = {
+    {"_autocast_cache", fn_autocast_cache, METH_O, "_autocast_cache(on or None): torch's cache_enabled for this "
+     "thread (parameters cast once an autocast region); returns the previous setting."},
+    {"_autocast_cache_clear", fn_autocast_cache_clear, METH_NOARGS, "Drop this thread's autocast cast cache."},
+    {NULL, NULL, 0, NULL},
+};
+
+const tl_family tl_family_convert = {convert_functions, convert_methods, NULL, NULL, NULL, .rows = convert_rows,
                                      .grad_prims = &convert_prims};

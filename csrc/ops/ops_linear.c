@@ -79,7 +79,8 @@ linear_half(PyObject *const *in, linear_ctx *c)
     int i = 0;
     for (; i < 3; i++) {
         const int conv = in[i] != NULL && (i < 2 || c->bias_tensor) && tl_tensor_CAST(in[i])->dtype != dt;
-        if ((h[i] = conv ? tl_convert(tl_tensor_CAST(in[i]), dt) : Py_XNewRef(in[i])) == NULL && in[i] != NULL) break;
+        if ((h[i] = conv ? tl_autocast_operand(tl_tensor_CAST(in[i]), dt, 0) : Py_XNewRef(in[i])) == NULL && in[i])
+            break;
     }
     if (i == 3) r = linear_fn(h, c);
     for (int j = 0; j < 3; j++) Py_XDECREF(h[j]);
