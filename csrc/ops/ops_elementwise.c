@@ -2,12 +2,12 @@
  * views, Python scalars and numpy arrays on either side (numpy data is uploaded, never computed on the
  * host), comparisons as float32 masks, where/clamp/maximum/minimum, the in-place family (each bumps the
  * storage's version counter; recorded by autograd on non-leaf tensors), casts, and the number protocol.
- * Every op is one launch of tl_ew_f32 (or its contiguous twin) with an op code from kernels/ew_ops.h, or of
- * tl_ew_i32 when all its operands are int32 tensors and Python ints and the op has an int32 form. */
+ * Every op is one launch of kernels/elementwise.cl with an op code from kernels/ew_ops.h (ew_launch.c picks
+ * the kernel for the layout and dtypes). */
 #include "ops_common.h"
 #include "autograd.h"
-#include "capture.h"
 #include "ops.h"
+#include "ew_launch.h"
 #include <math.h>
 
 static const tl_op_row ROW_EW;   /* autograd rows (below) */
@@ -19,9 +19,7 @@ static const char *const EW_NAME[TL_EW_COUNT] = {
 };
 _Static_assert(sizeof EW_NAME / sizeof EW_NAME[0] == TL_EW_COUNT, "op table");
 
-/* An operand: a tensor (t != NULL) or a Python scalar (value; is_int for an int, which keeps int32 math in
- * int32, with ivalue its value and fits whether it is in int32's range). */
-typedef struct { tl_tensor *t; float value; int ivalue, is_int, fits; } operand;
+typedef tl_ew_operand operand;
 
 /* Ops with an int32 kernel (tl_ew_i32). Every other op computes in float32: int32 operands are cast first
  * (true division, pow, exp, ... of ints give float32, like torch). */
@@ -227,46 +225,18 @@ save_copies(int op, tl_tensor *into, operand *o, PyObject **held)
     return 0;
 }
 
-/* Ops tl_ew_hot_f32 takes (contiguous, two operands). It and tl_ew_rows_f32 run on CPU devices only (PoCL's
- * vectoriser is what they are for): other devices keep the kernels they had. */
-static const unsigned char EW_HOT[TL_EW_COUNT] = {
-    [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_DIV] = 1, [TL_EW_RELU] = 1, [TL_EW_RELU_GRAD] = 1,
-};
-
-/* tl_ew_rows_f32 over L's (up to) three dims: 16 columns per work-item along dim 0, rows along 1, the outer
- * dim along 2. Work-groups of 16 x 8 work-items (4 x 16 for rows of at most 64): on PoCL about 20 % faster
- * than one row per group, and few local sizes, since PoCL compiles a kernel per local size. */
-static int
-launch_rows(tl_kernel *kh, const tl_layout *L, tl_storage *const *st)
-{
-    tl_err err = {0};
-    const int last = L->ndim - 1;
-    size_t l0 = L->shape[last] <= 64 ? 4 : 16, l1 = 128 / l0;
-    if (l0 * l1 > kh->wg) l0 = kh->wg < l0 ? kh->wg : l0, l1 = kh->wg / l0;
-    size_t lws[3] = {l0, last >= 1 ? l1 : 1, 1};
-    size_t gws[3] = {tl_round_up(((size_t)L->shape[last] + 15) / 16, lws[0]),
-                     last >= 1 ? tl_round_up((size_t)L->shape[last - 1], lws[1]) : 1,
-                     last == 2 ? (size_t)L->shape[0] : 1};
-    if (tl_stream_launch(kh->k, (cl_uint)L->ndim, gws, lws, st, 4, 1u, kh->name, &err) != TL_OK) return tl_raise(&err);
-    return 0;
-}
-
 /* odt: the output's dtype, -1 for int32 math (tl_ew_i32). Float32 operands into a float32 output take the
- * float32 kernels; any other mix (float16, bfloat16, uint8, int32 read as float) takes tl_ew_any. */
+ * float32 kernels; any other mix (float16, bfloat16, uint8, int32 read as float) takes tl_ew_any or its
+ * contiguous twin (ew_launch.c). */
 static PyObject *
 ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o, int odt)
 {
-    static tl_kernel ks = TL_KERNEL("elementwise", "tl_ew_f32"), kc = TL_KERNEL("elementwise", "tl_ew_contig_f32"),
-                     ki = TL_KERNEL("elementwise", "tl_ew_i32"), kr = TL_KERNEL("elementwise", "tl_ew_rows_f32"),
-                     kh_hot = TL_KERNEL("elementwise", "tl_ew_hot_f32"), ka = TL_KERNEL("elementwise", "tl_ew_any"),
-                     kca = TL_KERNEL("elementwise", "tl_ew_contig_any");
     const int as_int = odt < 0;
-    tl_tensor *ops[4], *out = NULL;
+    tl_tensor *out = NULL;
     tl_node *nd = NULL;
     PyObject *copies[3] = {NULL, NULL, NULL};
     Py_ssize_t shape[TL_MAX_DIMS];
     int ndim, track = 0;
-    tl_layout L;
     tl_tensor *bc[4] = {into, o[0].t, o[1].t, o[2].t};
     if (tl_broadcast(name, bc + (into == NULL), 4 - (into == NULL), &ndim, shape) < 0) return NULL;
     if (into != NULL) {
@@ -289,41 +259,7 @@ ew_checked(int op, const char *name, PyObject **ins, tl_tensor *into, operand *o
     } else if (!(EW_SAVE[op] & ND) && tl_autograd_wanted(ins, 3) && (nd = node_make(op, ins, o)) == NULL) {
         goto fail;
     }
-    if (out->storage != NULL) {                      /* zero-size: enqueue nothing */
-        ops[0] = out;
-        for (int i = 0; i < 3; i++) ops[i + 1] = o[i].t;
-        tl_layout_make(&L, ndim, shape, ops, 4);
-        int any = !as_int && out->dtype != TL_F32, dts = out->dtype;
-        for (int i = 0; i < 3; i++)
-            if (o[i].t != NULL) any |= !as_int && o[i].t->dtype != TL_F32, dts |= o[i].t->dtype << (4 + 4 * i);
-        int contig = !as_int && L.ndim <= 1, floating = TL_IS_FLOAT(out->dtype);
-        for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
-        for (int i = 0; i < 3; i++) floating &= o[i].t == NULL || TL_IS_FLOAT(o[i].t->dtype) || o[i].t->dtype == TL_U8;
-        const int cpu = as_int || (any && !(contig && floating)) ? 0 : tl_device_is_cpu();   /* CPU devices only: */
-        if (cpu < 0) goto fail;                                                                /* GPUs keep theirs */
-        const int contig_any = any && contig && floating && cpu;    /* tl_ew_contig_any: floating out, uint8 in too */
-        contig &= !any;
-        int rows = cpu && !any && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;   /* tl_ew_rows_f32's */
-        for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
-        int hot = cpu && contig && EW_HOT[op] && o[2].t == NULL;
-        tl_kernel *kh = as_int ? &ki : contig_any ? &kca : any ? &ka : hot ? &kh_hot : contig ? &kc : rows ? &kr : &ks;
-        cl_kernel k = tl_kernel_py(kh);
-        if (k == NULL) goto fail;
-        const size_t sz[10] = {sizeof op, sizeof dts, sizeof L, sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
-                               sizeof(cl_mem), 4, 4, 4};
-        const void *v[10] = {&op, &dts, &L, TL_MEM(out), TL_MEM(o[0].t), TL_MEM(o[1].t), TL_MEM(o[2].t),
-                             &o[0].value, &o[1].value, &o[2].value};
-        if (as_int) for (int i = 0; i < 3; i++) v[7 + i] = &o[i].ivalue;
-        tl_storage *st[4] = {out->storage, o[0].t ? o[0].t->storage : NULL, o[1].t ? o[1].t->storage : NULL,
-                             o[2].t ? o[2].t->storage : NULL};
-        size_t items = contig || contig_any ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 x 4 each */
-        if (tl_set_args(k, 0, 1, sz, v) < 0 || tl_set_args(k, 1, 8 + any, sz + 2 - any, v + 2 - any) < 0) goto fail;
-        int rc = rows ? launch_rows(kh, &L, st) : cpu ? tl_launch_flat(kh, items, st, 4)   /* small: groups of 16 */
-                                                      : tl_launch_1d(kh, items, st, 4, 1u);
-        if (rc < 0) goto fail;
-        tl_capture_note_ew(k, op, (as_int ? TL_EWM_I32 : any ? TL_EWM_ANY : TL_EWM_F32) |   /* tlgpu.jit's fusion */
-                           (contig || contig_any ? TL_EWM_VEC4 : rows ? TL_EWM_ROWS4 : 0), &L, dts, 2 + any, 6 + any);
-    }
+    if (out->storage != NULL && tl_ew_launch(op, out, o, ndim, shape, as_int) < 0) goto fail;   /* zero-size: none */
     if (nd != NULL) node_finish(nd, out);
     else if (into != NULL && (EW_SAVE[op] & ND) && record_overwrite(into, NULL) < 0) goto fail;  /* x //= 2 */
     for (int i = 0; i < 3; i++) Py_XDECREF(copies[i]);
