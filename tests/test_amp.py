@@ -253,7 +253,7 @@ def test_autocast_casts_a_parameter_once_a_region(rng):
 def test_autocast_cache_sees_in_place_updates_no_grad_and_jit(rng):
     """A parameter written in place inside the region is cast again (its new values); a cast made under no_grad
     is not kept (a later use still gets a gradient); tlgpu.jit's trace makes its own casts, so a replay inside
-    one long region follows the parameter's updates."""
+    one long region follows the parameter's updates; a replayed update (no version bump) is seen too."""
     w = tlgpu.tensor(rng.standard_normal((5, 7)).astype(np.float32), requires_grad=True)
     x = tlgpu.tensor(rng.standard_normal((3, 7)).astype(np.float32))
 
@@ -263,16 +263,20 @@ def test_autocast_cache_sees_in_place_updates_no_grad_and_jit(rng):
     def f(x):
         return F.linear(x, w)
 
-    jf = tlgpu.jit(f)
+    def update(d):
+        with tlgpu.no_grad():
+            w.add_(d)
+
+    jf, jupdate = tlgpu.jit(f), tlgpu.jit(update)     # a replayed update bumps no version: the cache sees it
     with tlgpu.autocast(dtype=bfloat16):
         with tlgpu.no_grad():
             np.testing.assert_allclose(F.linear(x, w).numpy().astype(np.float32), want(), rtol=1e-2, atol=1e-2)
         y = F.linear(x, w)
         y.float().sum().backward()
         assert w.grad is not None                       # the no_grad cast was not reused
-        for step in range(4):
-            with tlgpu.no_grad():
-                w.add_(tlgpu.tensor(rng.standard_normal((5, 7)).astype(np.float32)))
+        for step in range(8):
+            d = tlgpu.tensor(rng.standard_normal((5, 7)).astype(np.float32))
+            update(d) if step % 2 else jupdate(d)
             got = [F.linear(x, w), jf(x)]
             for g in got:
                 np.testing.assert_allclose(g.numpy().astype(np.float32), want(), rtol=1e-2, atol=1e-2)
