@@ -286,7 +286,10 @@ def test_contiguous_half_elementwise_matches_strided(dt):
             strided = fn(ta.T[3:, 1], tb.T[3:, 0])             # the same values through the strided kernel
             ref = fn(tlgpu.tensor(a32[1, 3:]), tlgpu.tensor(b32[0, 3:]))
             assert got.dtype == dt, (name, n)
-            assert np.array_equal(bits(got.numpy()), bits(cast(ref.numpy(), dt))), (name, n)
+            if tlgpu.device().type == "cpu" or name not in ("exp", "div"):
+                assert np.array_equal(bits(got.numpy()), bits(cast(ref.numpy(), dt))), (name, n)
+            else:                                              # GPUs: the strided kernel's builtins, not float32's
+                np.testing.assert_allclose(got.numpy().astype(np.float32), ref.numpy(), rtol=2 ** -7)
             if name != "exp":                                  # exp's float4 form may round unlike its scalar one
                 assert np.array_equal(bits(got.numpy()), bits(strided.numpy())), (name, n)
             else:
