@@ -187,7 +187,7 @@ def test_autocast_low_precision_ops(rng, dt):
 def test_autocast_rounding_is_the_explicit_casts(rng, dt):
     """Under autocast a float32 operand is rounded through the low dtype in one step (one launch on CPU devices,
     its gradient rounded the same way): the same bits, forward and backward, as casting the operands to the
-    low dtype by hand outside autocast (two conversions each way)."""
+    low dtype by hand outside autocast (two conversions each way; on GPUs within half precision: same())."""
     def leaves(*arrays):
         return [tlgpu.tensor(a, requires_grad=True) for a in arrays]
 
@@ -208,10 +208,21 @@ def test_autocast_rounding_is_the_explicit_casts(rng, dt):
         ym = fn(*(t.to(dt) for t in manual))
         (ym.float() * grad).sum().backward()
         assert ya.dtype == ym.dtype == np.dtype(dt)
-        assert np.array_equal(ya.numpy().view(np.uint16), ym.numpy().view(np.uint16))
+        same(ya.numpy(), ym.numpy())
         for p, q in zip(auto, manual):
             assert p.grad is not None and p.grad.dtype == np.float32
-            assert np.array_equal(p.grad.numpy(), q.grad.numpy())
+            same(p.grad.numpy(), q.grad.numpy())
+
+
+def same(a, b):
+    """Bit for bit on CPU devices; on GPUs, where hand-cast half operands may take another product kernel (a
+    half weight read as stored) than autocast's float32 ones, within half precision."""
+    if tlgpu.device().type == "cpu":
+        assert np.array_equal(a.view(np.uint16 if a.itemsize == 2 else np.uint32),
+                              b.view(np.uint16 if b.itemsize == 2 else np.uint32))
+    else:
+        np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), rtol=2 ** -6,
+                                   atol=2 ** -6 * float(np.abs(b.astype(np.float32)).max()))
 
 
 def _enqueued(fn):
