@@ -22,24 +22,26 @@ tl_ew_f32(int op, tl_layout L, global float *o, global const float *a, global co
  * explicit SIMD, and a loop the compiler can unswitch on the uniform op, on CPUs). The host launches
  * ceil(n / (4 * TL_EW_VEC)) work-items; the ragged tail goes element by element. */
 #define TL_EW_VEC 4
+/* The contiguous kernels' walk (stride and n4 = L.n & ~3 in scope): VEC for the group of 4 elements from i,
+ * below n4; then TAIL for each element i past it. */
+#define EW_VEC_WALK(VEC, TAIL)                                                                                \
+    for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                              \
+        if (i < n4) {                                                                                         \
+            VEC;                                                                                              \
+        } else if (i == n4) {                                                                                 \
+            for (; i < L.n; i++) TAIL;                                                                        \
+        }                                                                                                     \
+    }
+#define EW_F32_OPND(p, k, s) ((p) ? vload4(0, (p) + L.off[k] + i) : (float4)(s))   /* an operand's group */
+#define EW_F32_ONE(p, k, s) ((p) ? (p)[L.off[k] + i] : (s))                         /* and its element i */
 kernel void
 tl_ew_contig_f32(int op, tl_layout L, global float *o, global const float *a, global const float *b,
                  global const float *c, float sa, float sb, float sc)
 {
     int stride = get_global_size(0) * 4, n4 = L.n & ~3;
-    for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {
-        if (i < n4) {
-            float4 x = a ? vload4(0, a + L.off[1] + i) : (float4)(sa);
-            float4 y = b ? vload4(0, b + L.off[2] + i) : (float4)(sb);
-            float4 z = c ? vload4(0, c + L.off[3] + i) : (float4)(sc);
-            vstore4(ew_apply4(op, x, y, z), 0, o + L.off[0] + i);
-        } else if (i == n4) {
-            for (; i < L.n; i++) {
-                float x = a ? a[L.off[1] + i] : sa, y = b ? b[L.off[2] + i] : sb, z = c ? c[L.off[3] + i] : sc;
-                o[L.off[0] + i] = ew_apply(op, x, y, z);
-            }
-        }
-    }
+    EW_VEC_WALK(vstore4(ew_apply4(op, EW_F32_OPND(a, 1, sa), EW_F32_OPND(b, 2, sb), EW_F32_OPND(c, 3, sc)), 0,
+                        o + L.off[0] + i),
+                o[L.off[0] + i] = ew_apply(op, EW_F32_ONE(a, 1, sa), EW_F32_ONE(b, 2, sb), EW_F32_ONE(c, 3, sc)))
 }
 
 /* tl_ew_contig_f32 for the hottest ops of a training step, on CPU devices: the op switch inside the float4
@@ -47,17 +49,10 @@ tl_ew_contig_f32(int op, tl_layout L, global float *o, global const float *a, gl
  * so each of these ops gets a copy of the loop where ew_apply4's switch folds away. A kernel of its own:
  * copies of the loop in tl_ew_contig_f32 made its other ops slower (exp 43 -> 63 us); every op copied added
  * 5 s to PoCL's cold build of this file (these six: 0.4 s). The host sends only these ops here. */
-#define EW_HOT_LOOP(OPC)                                                                             \
-    for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                     \
-        if (i < n4) {                                                                                \
-            float4 x = a ? vload4(0, a + L.off[1] + i) : (float4)(sa);                               \
-            float4 y = b ? vload4(0, b + L.off[2] + i) : (float4)(sb);                               \
-            vstore4(ew_apply4(OPC, x, y, (float4)(0.0f)), 0, o + L.off[0] + i);                      \
-        } else if (i == n4) {                                                                        \
-            for (; i < L.n; i++)                                                                     \
-                o[L.off[0] + i] = ew_apply(OPC, a ? a[L.off[1] + i] : sa, b ? b[L.off[2] + i] : sb, 0.0f); \
-        }                                                                                            \
-    }
+#define EW_HOT_LOOP(OPC)                                                                                      \
+    EW_VEC_WALK(vstore4(ew_apply4(OPC, EW_F32_OPND(a, 1, sa), EW_F32_OPND(b, 2, sb), (float4)(0.0f)), 0,        \
+                        o + L.off[0] + i),                                                                    \
+                o[L.off[0] + i] = ew_apply(OPC, EW_F32_ONE(a, 1, sa), EW_F32_ONE(b, 2, sb), 0.0f))
 kernel void
 tl_ew_hot_f32(int op, tl_layout L, global float *o, global const float *a, global const float *b,
               global const float *c, float sa, float sb, float sc)
@@ -145,20 +140,13 @@ tl_ew_any(int op, int dts, tl_layout L, global uchar *o, global const uchar *a, 
  * builtin such as exp may round its float4 form unlike its scalar one; the launch is noted TL_EWM_VEC4, so
  * tlgpu.jit's fused code does the same), the rest one by one. The hot ops of a training step get a loop of
  * their own, as in tl_ew_hot_f32. */
-#define EW_ANY_LOOP(APPLY)                                                                                    \
-    for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                              \
-        if (i < n4) {                                                                                         \
-            const float4 x = a ? tl_ld4(a, da, L.off[1] + i) : (float4)(sa);                                  \
-            const float4 y = b ? tl_ld4(b, db, L.off[2] + i) : (float4)(sb);                                  \
-            const float4 z = c ? tl_ld4(c, dc, L.off[3] + i) : (float4)(sc);                                  \
-            tl_st4(o, to, L.off[0] + i, APPLY);                                                               \
-        } else if (i == n4) {                                                                                 \
-            for (; i < L.n; i++) {                                                                            \
-                const float x = a ? tl_ld(a, da, L.off[1] + i) : sa, y = b ? tl_ld(b, db, L.off[2] + i) : sb; \
-                tl_st(o, to, L.off[0] + i, ew_apply(op, x, y, c ? tl_ld(c, dc, L.off[3] + i) : sc));          \
-            }                                                                                                 \
-        }                                                                                                     \
-    }
+#define EW_ANY_OPND(p, d, k, s) ((p) ? tl_ld4(p, d, L.off[k] + i) : (float4)(s))
+#define EW_ANY_ONE(p, d, k, s) ((p) ? tl_ld(p, d, L.off[k] + i) : (s))
+#define EW_ANY_LOOP(OPC)                                                                                      \
+    EW_VEC_WALK(tl_st4(o, to, L.off[0] + i, ew_apply4(OPC, EW_ANY_OPND(a, da, 1, sa), EW_ANY_OPND(b, db, 2, sb), \
+                                                      EW_ANY_OPND(c, dc, 3, sc))),                            \
+                tl_st(o, to, L.off[0] + i, ew_apply(OPC, EW_ANY_ONE(a, da, 1, sa), EW_ANY_ONE(b, db, 2, sb),  \
+                                                    EW_ANY_ONE(c, dc, 3, sc))))
 kernel void
 tl_ew_contig_any(int op, int dts, tl_layout L, global uchar *o, global const uchar *a, global const uchar *b,
                  global const uchar *c, float sa, float sb, float sc)
@@ -166,13 +154,13 @@ tl_ew_contig_any(int op, int dts, tl_layout L, global uchar *o, global const uch
     const int stride = get_global_size(0) * 4, n4 = L.n & ~3;
     const int to = dts & 15, da = dts >> 4 & 15, db = dts >> 8 & 15, dc = dts >> 12 & 15;
     switch (op) {
-    case TL_EW_ADD: EW_ANY_LOOP(ew_apply4(TL_EW_ADD, x, y, z)) break;
-    case TL_EW_SUB: EW_ANY_LOOP(ew_apply4(TL_EW_SUB, x, y, z)) break;
-    case TL_EW_MUL: EW_ANY_LOOP(ew_apply4(TL_EW_MUL, x, y, z)) break;
-    case TL_EW_DIV: EW_ANY_LOOP(ew_apply4(TL_EW_DIV, x, y, z)) break;
-    case TL_EW_RELU: EW_ANY_LOOP(ew_apply4(TL_EW_RELU, x, y, z)) break;
-    case TL_EW_RELU_GRAD: EW_ANY_LOOP(ew_apply4(TL_EW_RELU_GRAD, x, y, z)) break;
-    default: EW_ANY_LOOP(ew_apply4(op, x, y, z)) break;
+    case TL_EW_ADD: EW_ANY_LOOP(TL_EW_ADD) break;
+    case TL_EW_SUB: EW_ANY_LOOP(TL_EW_SUB) break;
+    case TL_EW_MUL: EW_ANY_LOOP(TL_EW_MUL) break;
+    case TL_EW_DIV: EW_ANY_LOOP(TL_EW_DIV) break;
+    case TL_EW_RELU: EW_ANY_LOOP(TL_EW_RELU) break;
+    case TL_EW_RELU_GRAD: EW_ANY_LOOP(TL_EW_RELU_GRAD) break;
+    default: EW_ANY_LOOP(op) break;
     }
 }
 
@@ -197,26 +185,15 @@ tl_convert(int dts, tl_layout L, global uchar *o, global const uchar *a)
  * and tl_bf16_bits4 as tl_bf16_bits. The host sends only these pairs here (ops_convert.c, convert_fast). */
 #define CVT_CASE(FROM, TO)                                                                                    \
     case TL_DT_##TO | TL_DT_##FROM << 4:                                                                      \
-        for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                          \
-            if (i < n4) {                                                                                     \
-                tl_st4(o, TL_DT_##TO, L.off[0] + i, tl_ld4(a, TL_DT_##FROM, L.off[1] + i));                   \
-            } else if (i == n4) {                                                                             \
-                for (; i < L.n; i++) tl_st(o, TL_DT_##TO, L.off[0] + i, tl_ld(a, TL_DT_##FROM, L.off[1] + i));  \
-            }                                                                                                 \
-        }                                                                                                     \
+        EW_VEC_WALK(tl_st4(o, TL_DT_##TO, L.off[0] + i, tl_ld4(a, TL_DT_##FROM, L.off[1] + i)),               \
+                    tl_st(o, TL_DT_##TO, L.off[0] + i, tl_ld(a, TL_DT_##FROM, L.off[1] + i)))                 \
         break;
 #define CVT_LD_RBF16(p, at) as_float4(convert_uint4(tl_bf16_bits4(tl_ld4(p, TL_DT_F32, at))) << 16)
 #define CVT_LD_RF16(p, at) tl_round_f16(tl_ld4(p, TL_DT_F32, at))
 #define CVT_RND_CASE(VIA)                                                                                     \
     case TL_DT_F32 | TL_DT_F32 << 4 | TL_DT_##VIA << 8:                                                       \
-        for (int i = get_global_id(0) * 4, j = 0; j < TL_EW_VEC; j++, i += stride) {                          \
-            if (i < n4) {                                                                                     \
-                tl_st4(o, TL_DT_F32, L.off[0] + i, CVT_LD_R##VIA(a, L.off[1] + i));                                  \
-            } else if (i == n4) {                                                                             \
-                for (; i < L.n; i++)                                                                          \
-                    tl_st(o, TL_DT_F32, L.off[0] + i, tl_rnd(TL_DT_##VIA, tl_ld(a, TL_DT_F32, L.off[1] + i)));    \
-            }                                                                                                 \
-        }                                                                                                     \
+        EW_VEC_WALK(tl_st4(o, TL_DT_F32, L.off[0] + i, CVT_LD_R##VIA(a, L.off[1] + i)),                       \
+                    tl_st(o, TL_DT_F32, L.off[0] + i, tl_rnd(TL_DT_##VIA, tl_ld(a, TL_DT_F32, L.off[1] + i))))  \
         break;
 
 /* dts as tl_convert's, or float32 to float32 rounded through a half dtype (bits 8-11: bfloat16 or float16),

@@ -79,7 +79,7 @@ NAME(int op, T x, T y, T z)                                                     
 EW_APPLY(ew_apply, float)
 
 /* ew_apply lane by lane of float4 operands: the scalar builtins' rounding (a device's float4 builtins need not
- * round like its scalar ones: PoCL's exp does not). */
+ * round like its scalar ones). */
 #define TL_FS(op, x, y, z)                                                                                 \
     ((float4)(ew_apply(op, (x).s0, (y).s0, (z).s0), ew_apply(op, (x).s1, (y).s1, (z).s1),                 \
               ew_apply(op, (x).s2, (y).s2, (z).s2), ew_apply(op, (x).s3, (y).s3, (z).s3)))

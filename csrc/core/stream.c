@@ -547,15 +547,15 @@ replay_cmd(const tl_runtime *rt, tl_cmd *m, tl_storage *const *slots, tl_rng_tak
     return clEnqueueNDRangeKernel(rt->q0, m->k, m->dim, NULL, m->gws, m->has_lws ? m->lws : NULL, 0, NULL, NULL);
 }
 
-/* The commands in order: a segment of the trace's command buffers (cmdbuf.h) where one starts, else one
- * command. n counts the enqueues (q0_seq, the stream's `enqueued`); the flush policy counts the commands
- * inside segments too, so q0 is flushed where the loop would flush it. */
 unsigned long
 tl_stream_replays(void)
 {
     return atomic_load(&n_replays);
 }
 
+/* The commands in order: a segment of the trace's command buffers (cmdbuf.h) where one starts, else one
+ * command. n counts the enqueues (q0_seq, the stream's `enqueued`); the flush policy counts the commands
+ * inside segments too, so q0 is flushed where the loop would flush it. */
 tl_status
 tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
 {

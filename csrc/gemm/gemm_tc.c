@@ -34,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 enum { TC_NN, TC_NT, TC_TN, TC_TT, TC_LAYOUTS };
 typedef struct {
     const char *tag;
