@@ -49,6 +49,14 @@ tl_ew_contig_f32(int op, tl_layout L, global float *o, global const float *a, gl
  * so each of these ops gets a copy of the loop where ew_apply4's switch folds away. A kernel of its own:
  * copies of the loop in tl_ew_contig_f32 made its other ops slower (exp 43 -> 63 us); every op copied added
  * 5 s to PoCL's cold build of this file (these six: 0.4 s). The host sends only these ops here. */
+/* The hot ops' cases of a switch on op, each running LOOP(its op code) (ew_launch.c's EW_HOT lists the same). */
+#define EW_HOT_CASES(LOOP)                                                                                    \
+    case TL_EW_ADD: LOOP(TL_EW_ADD) break;                                                                    \
+    case TL_EW_SUB: LOOP(TL_EW_SUB) break;                                                                    \
+    case TL_EW_MUL: LOOP(TL_EW_MUL) break;                                                                    \
+    case TL_EW_DIV: LOOP(TL_EW_DIV) break;                                                                    \
+    case TL_EW_RELU: LOOP(TL_EW_RELU) break;                                                                  \
+    case TL_EW_RELU_GRAD: LOOP(TL_EW_RELU_GRAD) break;
 #define EW_HOT_LOOP(OPC)                                                                                      \
     EW_VEC_WALK(vstore4(ew_apply4(OPC, EW_F32_OPND(a, 1, sa), EW_F32_OPND(b, 2, sb), (float4)(0.0f)), 0,        \
                         o + L.off[0] + i),                                                                    \
@@ -59,12 +67,7 @@ tl_ew_hot_f32(int op, tl_layout L, global float *o, global const float *a, globa
 {
     int stride = get_global_size(0) * 4, n4 = L.n & ~3;
     switch (op) {
-    case TL_EW_ADD: EW_HOT_LOOP(TL_EW_ADD) break;
-    case TL_EW_SUB: EW_HOT_LOOP(TL_EW_SUB) break;
-    case TL_EW_MUL: EW_HOT_LOOP(TL_EW_MUL) break;
-    case TL_EW_DIV: EW_HOT_LOOP(TL_EW_DIV) break;
-    case TL_EW_RELU: EW_HOT_LOOP(TL_EW_RELU) break;
-    case TL_EW_RELU_GRAD: EW_HOT_LOOP(TL_EW_RELU_GRAD) break;
+    EW_HOT_CASES(EW_HOT_LOOP)
     default: break;
     }
 }
@@ -154,12 +157,7 @@ tl_ew_contig_any(int op, int dts, tl_layout L, global uchar *o, global const uch
     const int stride = get_global_size(0) * 4, n4 = L.n & ~3;
     const int to = dts & 15, da = dts >> 4 & 15, db = dts >> 8 & 15, dc = dts >> 12 & 15;
     switch (op) {
-    case TL_EW_ADD: EW_ANY_LOOP(TL_EW_ADD) break;
-    case TL_EW_SUB: EW_ANY_LOOP(TL_EW_SUB) break;
-    case TL_EW_MUL: EW_ANY_LOOP(TL_EW_MUL) break;
-    case TL_EW_DIV: EW_ANY_LOOP(TL_EW_DIV) break;
-    case TL_EW_RELU: EW_ANY_LOOP(TL_EW_RELU) break;
-    case TL_EW_RELU_GRAD: EW_ANY_LOOP(TL_EW_RELU_GRAD) break;
+    EW_HOT_CASES(EW_ANY_LOOP)
     default: EW_ANY_LOOP(op) break;
     }
 }
