@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tlgpu
-from conftest import run_python
+from conftest import no_ray_under_sanitizer, patient_node_start, run_python
 from tlgpu.publish import Subscriber, WeightPublisher
 
 BF16, F16, F32 = np.dtype(tlgpu.bfloat16), np.dtype(np.float16), np.dtype(np.float32)
@@ -289,6 +289,7 @@ def test_bad_dtypes_raise_naming_dtype(rng, bad):
     assert WeightPublisher(params, dtype="bfloat16").dtype == BF16            # numpy's names are dtypes
 
 
+@no_ray_under_sanitizer
 def test_ray_route_bfloat16_zero_copy(rng):
     """A RaySink of a bfloat16 publisher: a Ray task in another process reads the version bit for bit, as
     read-only bfloat16 arrays (uint16 views in the object store: zero-copy both ways)."""
@@ -297,7 +298,8 @@ def test_ray_route_bfloat16_zero_copy(rng):
     from tlgpu.publish import RaySink, RaySubscriber
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20)
+        with patient_node_start():
+            ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20)
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
     @ray.remote(num_cpus=0)

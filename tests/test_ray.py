@@ -4,7 +4,6 @@ that the actors require). Delivery order, whole versions (every element of a ver
 random; compared with numpy), acks in stats()["subscribers"] beside a shared-memory subscriber, a killed
 actor, a killed learner, latest-only without leaking object refs, closing, the demo with --ray. One cluster
 for the module; Ray is an optional dependency, so the module is skipped (saying so) where it is absent."""
-import contextlib
 import os
 import re
 import subprocess
@@ -17,45 +16,15 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install tlgpu[ray]); the Ray sink tests need it")
-# make test-sanitize preloads libasan into every process, Ray's raylets and GCS server too: on a loaded 2-core
-# machine their startup then outran Ray's fixed 30 s (CI, stop 39) or the driver's connect to them hung (a local
-# run, 2026-11-29). The sink is Python over Ray; make test runs these tests, the sanitizer run leaves Ray out.
-pytestmark = pytest.mark.skipif(os.environ.get("TLGPU_SANITIZE") == "1",
-                                reason="Ray's own processes under a preloaded libasan (make test-sanitize)")
+from conftest import HANG_S, ROOT, no_ray_under_sanitizer, patient_node_start, run_python  # noqa: E402
+
+pytestmark = no_ray_under_sanitizer
 
 import tlgpu                                                   # noqa: E402
 from tlgpu.publish import (PublisherClosed, RaySink, RaySubscriber, ShmSink, Subscriber,  # noqa: E402
                            WeightPublisher)
 
-from conftest import HANG_S, ROOT, run_python                          # noqa: E402
-
 MB = 2 ** 20
-
-
-@contextlib.contextmanager
-def patient_node_start(timeout=600):
-    """Ray's Node gives its raylet a fixed 30 s to register with the GCS (a constant in ray/_private/node.py)
-    and raises "The current node timed out during startup" after it; a CI run of make test-sanitize (two loaded
-    cores, ASan preloaded into every process) once took longer. Node asks services.get_node until it answers,
-    so while this is active each ask waits up to `timeout` s itself: a hang guard, not a timing."""
-    services = ray._private.services
-    get_node = services.get_node
-
-    def patient(gcs_address, node_id):
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return get_node(gcs_address, node_id)
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-    services.get_node = patient
-    try:
-        yield
-    finally:
-        services.get_node = get_node
 
 
 @pytest.fixture(scope="module")
