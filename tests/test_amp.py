@@ -264,7 +264,7 @@ def test_autocast_casts_a_parameter_once_a_region(rng):
 def test_autocast_cache_sees_in_place_updates_no_grad_and_jit(rng):
     """A parameter written in place inside the region is cast again (its new values); a cast made under no_grad
     is not kept (a later use still gets a gradient); tlgpu.jit's trace makes its own casts, so a replay inside
-    one long region follows the parameter's updates; a replayed update (no version bump) is seen too."""
+    one long region follows the parameter's updates; a replayed update (which bumps the version) is seen too."""
     w = tlgpu.tensor(rng.standard_normal((5, 7)).astype(np.float32), requires_grad=True)
     x = tlgpu.tensor(rng.standard_normal((3, 7)).astype(np.float32))
 
@@ -278,7 +278,7 @@ def test_autocast_cache_sees_in_place_updates_no_grad_and_jit(rng):
         with tlgpu.no_grad():
             w.add_(d)
 
-    jf, jupdate = tlgpu.jit(f), tlgpu.jit(update)     # a replayed update bumps no version: the cache sees it
+    jf, jupdate = tlgpu.jit(f), tlgpu.jit(update)     # a replayed update bumps the version: the cache sees it
     with tlgpu.autocast(dtype=bfloat16):
         with tlgpu.no_grad():
             np.testing.assert_allclose(F.linear(x, w).numpy().astype(np.float32), want(), rtol=1e-2, atol=1e-2)

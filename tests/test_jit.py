@@ -128,6 +128,34 @@ def test_in_place_state_persists(rng):
     assert out is acc                                 # an output that is captured state comes back as itself
 
 
+def test_replayed_in_place_writes_bump_versions_as_eager(rng):
+    """A replay bumps the versions the call's eager run bumped (captured state and inputs written in place),
+    and no others: a forward that saved a parameter refuses to backward after a replayed optimizer step, as
+    after an eager one, naming the writer; a replay that only reads leaves every version alone."""
+    m, opt = _mlp(3, tlgpu.optim.SGD, lr=0.1)
+    x = tlgpu.tensor(rng.standard_normal((16, 8)).astype(np.float32))
+    m(x).sum().backward()
+    step, fwd = tlgpu.jit(opt.step), tlgpu.jit(lambda x: m(x) * 2.0)
+    scale = tlgpu.jit(lambda a, b: (a.mul_(b), b * 3.0)[1])
+    params = list(m.parameters())
+    for it in range(5):                                         # a jitted call runs eager, captures, then replays
+        before = [p._version for p in params]
+        with tlgpu.no_grad():
+            fwd(x)
+        assert [p._version for p in params] == before, it      # reads only
+        y = m(x)
+        step() if it else opt.step()                            # eager the first time (the trace's capture)
+        assert [p._version for p in params] == [v + 1 for v in before], it
+        with pytest.raises(RuntimeError, match=r"modified in place by tl_sgd"):
+            y.sum().backward()
+    assert step.traces() == fwd.traces() == 1
+    a, b = (tlgpu.tensor(rng.standard_normal(5).astype(np.float32)) for _ in range(2))
+    for _ in range(4):
+        va, vb = a._version, b._version
+        scale(a, b)
+        assert (a._version, b._version) == (va + 1, vb)        # the input written in place, the other read
+
+
 def test_outputs_that_are_inputs_or_views_of_them(rng):
     jf = tlgpu.jit(lambda x, y: (x[1:], y, x.T))
     for _ in range(4):

@@ -12,6 +12,7 @@
  * axes, reshape; and the conversion of an input's gradient to the input's dtype, optional) from the
  * primitives they register. */
 #include "autograd.h"
+#include "capture.h"
 #include "ops_common.h"
 #include <stdarg.h>
 
@@ -324,6 +325,7 @@ tl_mark_write(tl_tensor *t, const char *op)
     if (t->storage == NULL) return;
     t->storage->writer = op;
     tl_storage_bump_version(t->storage);
+    tl_capture_note_write(t->storage, op);            /* a tlgpu.jit replay bumps it again (a no-op otherwise) */
 }
 
 /* grad_acc += g, where acc may be NULL. A .grad must own its memory, contiguous from element 0 (optimizers

@@ -184,6 +184,30 @@ hold(capture *c, tl_storage *s)
 }
 
 void
+tl_capture_note_write(tl_storage *s, const char *op)
+{
+    tl_trace *tr = cur != NULL ? cur->tr : NULL;
+    if (tr == NULL || s == NULL || s->arena == tr->arena) return;   /* the arena's blocks are fresh each replay */
+    for (int i = 0; i < tr->nwrites; i++)
+        if (tr->writes[i].s == s) {
+            tr->writes[i].op = op;                     /* the last writer names it, as tl_mark_write's */
+            return;
+        }
+    if (tr->nwrites == tr->wroom) {
+        const int room = tr->wroom ? 2 * tr->wroom : 16;
+        tl_trace_write *grown = realloc(tr->writes, (size_t)room * sizeof *grown);
+        if (grown == NULL) {
+            tl_capture_fail("%s: out of host memory recording in-place writes", "tlgpu.jit");
+            return;
+        }
+        tr->writes = grown;
+        tr->wroom = room;
+    }
+    tl_storage_retain(s);
+    tr->writes[tr->nwrites++] = (tl_trace_write){s, -1, op};
+}
+
+void
 tl_capture_drop_last(void)
 {
     capture *c = cur;

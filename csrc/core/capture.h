@@ -74,6 +74,10 @@ void tl_cmd_clear(tl_cmd *m);     /* releases what one command holds (kernel, ar
 cl_mem tl_cmd_arg_mem(const tl_cmd *m, int arg);      /* the buffer of kernel argument `arg`, NULL: none */
 
 typedef struct { int slot; tl_storage *traced; } tl_slot_copy;   /* a slot copied in (input) or out (output) */
+/* A storage the call wrote in place (autograd's tl_mark_write): a replay bumps its version as the call did, so a
+ * graph that saved its old values refuses to backward through it as after an eager write. s: a held storage
+ * (retained here too), or NULL and slot: an input or output slot (the caller's buffer of each replay). */
+typedef struct { tl_storage *s; int slot; const char *op; } tl_trace_write;
 
 typedef struct tl_trace {
     tl_cmd *cmds;
@@ -85,6 +89,8 @@ typedef struct tl_trace {
     tl_slot_copy *copies;                              /* slots touched by native kernels */
     int ncopies;
     int *remap, nrecorded;                             /* after fusion: recorded index -> command, -1: fused */
+    tl_trace_write *writes;                            /* storages the call wrote in place (tl_stream_replay) */
+    int nwrites, wroom;
     int fused_away, dead_stores;                       /* the fusion pass's counts (csrc/jit/fuse.h) */
     struct tl_cmdbuf *cmdbuf;                          /* replay's command buffers (cmdbuf.h), NULL: the loop */
     char error[512];                                   /* the first recording failure; "" if none */
@@ -105,6 +111,7 @@ void tl_capture_arg(cl_kernel k, cl_uint idx, size_t size, const void *value);
 void tl_capture_rng(int seed_arg, int block_arg, uint64_t used);   /* tags the last command as a draw */
 int  tl_capture_last(void);                            /* index of the last recorded command, -1: none */
 void tl_capture_drop_last(void);       /* the last command needs no replay (a one-time setup of a buffer) */
+void tl_capture_note_write(tl_storage *s, const char *op);   /* s written in place by op (a static string) */
 /* Attaches elementwise metadata to the last command when it launched k (else nothing): buffers in
  * arguments out_arg .. out_arg + 3 (output, a, b, c), scalars in scalar_arg .. + 2 (-1: none), dtypes
  * packed 4 bits each (output in bits 0..3, a, b, c above: tl_ew_any's dts). */

@@ -31,7 +31,6 @@ typedef struct { pending *e; int cap, head, n; } fifo;  /* oldest first: both qu
 
 static pthread_mutex_t slock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_long n_enqueued, n_flushes, n_waits, n_bp_waits;
-static atomic_ulong n_replays;                       /* tl_stream_replays */
 static uint64_t q0_seq, mk_seq, up_seq;
 static cl_event mk_ev;
 static int per_flush = -1, max_inflight, sync_mode, debug;
@@ -547,12 +546,6 @@ replay_cmd(const tl_runtime *rt, tl_cmd *m, tl_storage *const *slots, tl_rng_tak
     return clEnqueueNDRangeKernel(rt->q0, m->k, m->dim, NULL, m->gws, m->has_lws ? m->lws : NULL, 0, NULL, NULL);
 }
 
-unsigned long
-tl_stream_replays(void)
-{
-    return atomic_load(&n_replays);
-}
-
 /* The commands in order: a segment of the trace's command buffers (cmdbuf.h) where one starts, else one
  * command. n counts the enqueues (q0_seq, the stream's `enqueued`); the flush policy counts the commands
  * inside segments too, so q0 is flushed where the loop would flush it. */
@@ -568,7 +561,6 @@ tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
     if (st != TL_OK) return st;
     if (tl_capture_current() != NULL)
         return tl_err_set(err, TL_E_STATE, "tlgpu.jit", "a trace cannot be replayed while another is captured");
-    atomic_fetch_add(&n_replays, 1);
     tl_rng_take_fn take = tl_capture_rng_source();
     pthread_mutex_lock(&slock);
     if (per_flush < 0) configure();

@@ -37,11 +37,9 @@ void      tl_stream_count_wait(const char *why);
 tl_status tl_stream_check_mem(const char *op, cl_mem *mem, int *op_id, tl_err *err);
 void      tl_stream_check_arm(void);
 /* Enqueues a captured trace (capture.h) with slots[] bound (its inputs, then fresh output storages); the
- * stream's per-buffer ordering, counts and flush policy as for the commands it recorded. */
+ * stream's per-buffer ordering, counts and flush policy as for the commands it recorded (tl_trace_bump_writes
+ * then bumps the versions the call bumped). */
 tl_status tl_stream_replay(struct tl_trace *tr, tl_storage *const *slots, tl_err *err);
-/* Replays started so far (any thread). A replay writes its outputs without bumping storages' versions, so a
- * cache keyed on a version (ops_convert.c's autocast casts) also checks this count. */
-unsigned long tl_stream_replays(void);
 void      tl_stream_set_block_hooks(tl_block_enter_fn enter, tl_block_leave_fn leave);   /* back-pressure */
 void      tl_stream_get_stats(tl_stream_stats *out);
 void      tl_stream_reset_stats(void);

@@ -15,12 +15,25 @@ tl_trace_free(tl_trace *tr)
     for (int i = 0; i < tr->ncopies; i++)
         if (tr->copies[i].slot >= tr->ninputs) tl_storage_release(tr->copies[i].traced);
     for (int i = 0; i < tr->nheld; i++) tl_storage_release(tr->held[i]);
+    for (int i = 0; i < tr->nwrites; i++) tl_storage_release(tr->writes[i].s);   /* NULL for slots: a no-op */
     free(tr->cmds);
     free(tr->held);
+    free(tr->writes);
     free(tr->copies);
     free(tr->remap);
     tl_arena_release(tr->arena);
     free(tr);
+}
+
+void
+tl_trace_bump_writes(const tl_trace *tr, tl_storage *const *slots)
+{
+    for (int i = 0; i < tr->nwrites; i++) {
+        tl_storage *w = tr->writes[i].slot >= 0 ? slots[tr->writes[i].slot] : tr->writes[i].s;
+        if (w == NULL) continue;
+        w->writer = tr->writes[i].op;
+        tl_storage_bump_version(w);
+    }
 }
 
 void
@@ -53,6 +66,28 @@ tl_trace_drop_gone(tl_trace *tr, tl_err *err)
     return TL_OK;
 }
 
+/* The in-place writes a replay repeats: a slot's storage becomes the slot (the caller's buffer of each replay);
+ * of the others only those a recorded command touched (held) stay: another write (a host upload, say) is not
+ * replayed, so neither is its version bump. */
+static void
+bind_writes(tl_trace *tr, tl_storage *const *slots, int nslots)
+{
+    int at = 0;
+    for (int i = 0; i < tr->nwrites; i++) {
+        tl_trace_write w = tr->writes[i];
+        int held = 0;
+        for (int s = 0; s < nslots && w.slot < 0; s++)
+            if (slots[s] == w.s) w.slot = s;
+        for (int h = 0; h < tr->nheld && w.slot < 0 && !held; h++) held = tr->held[h] == w.s;
+        if (w.slot >= 0 || !held) {
+            tl_storage_release(w.s);
+            w.s = NULL;
+        }
+        if (w.slot >= 0 || held) tr->writes[at++] = w;
+    }
+    tr->nwrites = at;
+}
+
 /* Slots: a cl_mem argument equal to a slot's buffer is rebound at each replay, unless a native kernel
  * touches that buffer: then the slot is copied in (inputs: the traced buffer, held, receives the new
  * input first) or out (outputs: the arena's block is copied to the fresh one last). */
@@ -79,6 +114,7 @@ tl_trace_bind(tl_trace *tr, tl_storage *const *slots, int nslots, int ninputs, t
             for (int s = 0; s < nslots; s++)
                 if (slots[s] != NULL && !copied[s] && m->mems[j].mem == slots[s]->mem) m->mems[j].slot = s;
     }
+    bind_writes(tr, slots, nslots);
     for (int s = 0; s < nslots; s++) {
         if (slots[s] == NULL) continue;
         if (copied[s]) {

@@ -10,6 +10,9 @@
 tl_status tl_trace_bind(tl_trace *tr, tl_storage *const *slots, int nslots, int ninputs, tl_err *err);
 tl_status tl_trace_set_arg(tl_trace *tr, int cmd, cl_uint idx, size_t size, const void *value, tl_err *err);
 void      tl_trace_free(tl_trace *tr);
+/* After a replay with slots bound: the storages the call wrote in place get their versions bumped (and their
+ * writer named) as the call's eager run did, so autograd refuses a graph that saved their old values. */
+void      tl_trace_bump_writes(const tl_trace *tr, tl_storage *const *slots);
 /* After a pass removed commands from tr (nold of them before it): remap[old] the new index, -1 removed.
  * tr->remap, from recorded indices, becomes its composition with remap (nrecorded stays the recording's
  * count). Takes remap (freed). */

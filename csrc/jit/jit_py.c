@@ -233,7 +233,9 @@ trace_replay(PyObject *self, PyObject *seq)
     for (int i = 0; i < t->ninputs; i++) slots[i] = tl_tensor_CAST(PySequence_Fast_GET_ITEM(ins, i))->storage;
     for (; made < t->nslots; made++)
         if (tl_storage_new(t->slot_bytes[made], &slots[made], &err) != TL_OK) { tl_raise(&err); goto done; }
-    if (tl_stream_replay(t->tr, slots, &err) != TL_OK) { tl_raise(&err); goto done; }
+    const tl_status st = tl_stream_replay(t->tr, slots, &err);
+    tl_trace_bump_writes(t->tr, slots);                 /* even a failed replay may have written some */
+    if (st != TL_OK) { tl_raise(&err); goto done; }
     t->replays++;
     if ((res = PyList_New(t->nouts)) == NULL) goto done;
     for (int i = 0; i < t->nouts; i++) {

@@ -147,11 +147,11 @@ fail:
 
 /* torch.autocast's cast cache (cache_enabled): within the outermost autocast region a parameter (a float32 leaf
  * that requires grad) is cast once while grad mode is on, its storage unchanged (its version: an optimizer
- * step inside the region casts again; no tlgpu.jit replay since, for a replay writes without bumping versions)
- * and no trace is being captured (tlgpu.jit replays casts as commands).
+ * step inside the region casts again, eager or a tlgpu.jit replay, which bumps versions as the call did) and no
+ * trace is being captured (tlgpu.jit replays casts as commands).
  * Per thread; _autocast_cache_clear (amp.py, on leaving the outermost region) drops it. */
 #define CAST_CACHE 64
-typedef struct { PyObject *leaf, *val; uint64_t version; unsigned long replays; int dt, round; } cast_entry;
+typedef struct { PyObject *leaf, *val; uint64_t version; int dt, round; } cast_entry;
 static _Thread_local cast_entry cast_cache[CAST_CACHE];
 static _Thread_local int cast_cached, cast_cache_on = 1;
 
@@ -171,12 +171,11 @@ tl_autocast_operand(tl_tensor *t, int dt, int round)
     const int cacheable = cast_cache_on && t->dtype == TL_F32 && t->requires_grad && t->grad_fn == NULL &&
                           t->storage != NULL && tl_grad_enabled() && tl_capture_current() == NULL;
     const uint64_t version = cacheable ? tl_storage_version(t->storage) : 0;
-    const unsigned long replays = tl_stream_replays();
     cast_entry *e = NULL;
     for (int i = 0; cacheable && i < cast_cached && e == NULL; i++)
         if (cast_cache[i].leaf == (PyObject *)t && cast_cache[i].dt == dt && cast_cache[i].round == round)
             e = &cast_cache[i];
-    if (e != NULL && e->version == version && e->replays == replays) return Py_NewRef(e->val);
+    if (e != NULL && e->version == version) return Py_NewRef(e->val);
     PyObject *v = round && t->dtype == TL_F32 ? round_through(t, dt) : tl_convert(t, dt);
     if (v == NULL || !cacheable) return v;
     if (e == NULL && cast_cached < CAST_CACHE) {
@@ -185,7 +184,7 @@ tl_autocast_operand(tl_tensor *t, int dt, int round)
     }
     if (e != NULL) {
         Py_XSETREF(e->val, Py_NewRef(v));
-        e->version = version, e->replays = replays;
+        e->version = version;
     }
     return v;
 }
