@@ -156,6 +156,26 @@ def test_replayed_in_place_writes_bump_versions_as_eager(rng):
         assert (a._version, b._version) == (va + 1, vb)        # the input written in place, the other read
 
 
+def test_input_read_by_blas_and_written_in_place_reaches_the_caller(rng):
+    """An input that a native BLAS call reads (CPU devices: copied into the traced buffer, not rebound) and that
+    the call then writes in place is copied back out at each replay: the caller's tensor gets the write."""
+    def f(a, b, s):
+        c = a @ b
+        a.mul_(s).add_(1.0)
+        return c
+
+    jf = tlgpu.jit(f)
+    b, s = (tlgpu.tensor(rng.standard_normal((24, 24)).astype(np.float32)) for _ in range(2))
+    for it in range(5):
+        an = rng.standard_normal((24, 24)).astype(np.float32)
+        a = tlgpu.tensor(an)
+        c = jf(a, b, s)
+        np.testing.assert_allclose(c.numpy(), an @ b.numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(a.numpy(), an * s.numpy() + 1.0, rtol=1e-6, atol=1e-6, err_msg=str(it))
+    plan = jf.memory_plan()
+    assert plan["slot_copies"] == (4 if plan["native"] else 0)       # a in and back out, b in, c out
+
+
 def test_outputs_that_are_inputs_or_views_of_them(rng):
     jf = tlgpu.jit(lambda x, y: (x[1:], y, x.T))
     for _ in range(4):

@@ -173,8 +173,8 @@ class Jitted:
         """The newest trace's plan: arena_bytes (intermediates and state the trace made, shared by liveness),
         arena_blocks, reused_blocks, held_bytes (buffers made before the trace that it touches: parameters,
         optimizer state), output_bytes (fresh blocks each replay returns), commands (kernels + copies + native
-        BLAS calls), slot_copies (inputs/outputs a native call touches, copied rather than rebound), inputs,
-        replays, fused_away (commands the fusion removed), dead_stores (intermediates it never writes back),
+        BLAS calls), slot_copies (a replay's copies of inputs/outputs a native call touches: copied, not rebound),
+        inputs, replays, fused_away (commands the fusion removed), dead_stores (intermediates it never writes back),
         command_buffer (None where the replay enqueues command by command, else a dict: segments and the commands
         inside them, planned at the first replay; enqueues of segments, records (a variant recorded for a new
         binding of its slots), hits, loop_runs (a segment run one command at a time), variants alive, record_s (host

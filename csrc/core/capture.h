@@ -73,7 +73,9 @@ typedef struct {
 void tl_cmd_clear(tl_cmd *m);     /* releases what one command holds (kernel, arrays) and zeroes it */
 cl_mem tl_cmd_arg_mem(const tl_cmd *m, int arg);      /* the buffer of kernel argument `arg`, NULL: none */
 
-typedef struct { int slot; tl_storage *traced; } tl_slot_copy;   /* a slot copied in (input) or out (output) */
+/* A slot copied in (an input, before the commands) or out (an output, after them; `back`: an input the call
+ * wrote in place, copied out too, or the caller's buffer would not see the write). */
+typedef struct { int slot, back; tl_storage *traced; } tl_slot_copy;
 /* A storage the call wrote in place (autograd's tl_mark_write): a replay bumps its version as the call did, so a
  * graph that saved its old values refuses to backward through it as after an eager write. s: a held storage
  * (retained here too), or NULL and slot: an input or output slot (the caller's buffer of each replay). */

@@ -590,11 +590,13 @@ tl_stream_replay(tl_trace *tr, tl_storage *const *slots, tl_err *err)
             if (tr->cmds[j].arms_check) check_seq = base + (uint64_t)n + 1;
         work += took > 1 ? took - 1 : 0;
     }
-    for (int i = 0; i < tr->ncopies && rc == CL_SUCCESS; i++) {          /* copied outputs */
+    for (int i = 0; i < tr->ncopies && rc == CL_SUCCESS; i++) {          /* outputs, inputs written in place */
         const tl_slot_copy *c = &tr->copies[i];
-        if (c->slot < tr->ninputs) continue;
+        const tl_storage *dst = slots[c->slot];
+        if ((c->slot < tr->ninputs && !c->back) || dst->mem == c->traced->mem) continue;
         routine = "clEnqueueCopyBuffer";
-        rc = clEnqueueCopyBuffer(rt->q0, c->traced->mem, slots[c->slot]->mem, 0, 0, c->traced->nbytes, 0, NULL, NULL);
+        rc = clEnqueueCopyBuffer(rt->q0, c->traced->mem, dst->mem, 0, 0,
+                                 dst->nbytes < c->traced->nbytes ? dst->nbytes : c->traced->nbytes, 0, NULL, NULL);
         n++;
     }
     q0_seq += (uint64_t)n;

@@ -90,7 +90,8 @@ bind_writes(tl_trace *tr, tl_storage *const *slots, int nslots)
 
 /* Slots: a cl_mem argument equal to a slot's buffer is rebound at each replay, unless a native kernel
  * touches that buffer: then the slot is copied in (inputs: the traced buffer, held, receives the new
- * input first) or out (outputs: the arena's block is copied to the fresh one last). */
+ * input first; and back out last where the call wrote it in place) or out (outputs: the arena's block is
+ * copied to the fresh one last). */
 tl_status
 tl_trace_bind(tl_trace *tr, tl_storage *const *slots, int nslots, int ninputs, tl_err *err)
 {
@@ -118,7 +119,9 @@ tl_trace_bind(tl_trace *tr, tl_storage *const *slots, int nslots, int ninputs, t
     for (int s = 0; s < nslots; s++) {
         if (slots[s] == NULL) continue;
         if (copied[s]) {
-            tr->copies[tr->ncopies++] = (tl_slot_copy){s, slots[s]};
+            int back = 0;                                    /* an input written in place goes back out */
+            for (int i = 0; i < tr->nwrites && s < ninputs; i++) back |= tr->writes[i].slot == s;
+            tr->copies[tr->ncopies++] = (tl_slot_copy){s, back, slots[s]};
             if (s >= ninputs) tl_storage_retain(slots[s]);   /* an output's traced block, read at each replay */
             continue;
         }

@@ -281,10 +281,12 @@ trace_memory_plan(PyObject *self, PyObject *Py_UNUSED(a))
     for (int i = 0; i < t->tr->nheld; i++) held += t->tr->held[i]->cap;
     for (int i = t->ninputs; i < t->nslots; i++) outs += t->slot_bytes[i];
     for (int i = 0; i < t->tr->ncmds; i++) kinds[t->tr->cmds[i].kind]++;
+    int slot_copies = t->tr->ncopies;                  /* a replay's: an input written in place also goes back */
+    for (int i = 0; i < t->tr->ncopies; i++) slot_copies += t->tr->copies[i].back;
     PyObject *d = Py_BuildValue("{s:n,s:n,s:n,s:n,s:n,s:i,s:i,s:i,s:i,s:i,s:i,s:l,s:i,s:i}", "arena_bytes", (Py_ssize_t)a.bytes,
                          "arena_blocks", (Py_ssize_t)a.blocks, "reused_blocks", (Py_ssize_t)a.reused,
                          "held_bytes", (Py_ssize_t)held, "output_bytes", (Py_ssize_t)outs, "commands", t->tr->ncmds,
-                         "kernels", kinds[TL_CMD_KERNEL], "copies", kinds[TL_CMD_COPY], "slot_copies", t->tr->ncopies,
+                         "kernels", kinds[TL_CMD_KERNEL], "copies", kinds[TL_CMD_COPY], "slot_copies", slot_copies,
                          "native", kinds[TL_CMD_NATIVE], "inputs", t->ninputs, "replays", t->replays,
                          "fused_away", t->tr->fused_away, "dead_stores", t->tr->dead_stores);
     PyObject *cb = command_buffer_stats(t->tr);
