@@ -176,6 +176,22 @@ def test_input_read_by_blas_and_written_in_place_reaches_the_caller(rng):
     assert plan["slot_copies"] == (4 if plan["native"] else 0)       # a in and back out, b in, c out
 
 
+def test_a_tensor_the_call_no_longer_reaches_is_traced_again(rng):
+    """A parameter reassigned (or a module replaced) after tracing: the trace still holds the old buffer, which
+    nothing else references, so the next call traces again and reads the new one, as the eager call does."""
+    x = tlgpu.tensor(rng.standard_normal((5, 6)).astype(np.float32))
+    m = nn.Linear(6, 4)
+    box = [nn.Linear(6, 4)]
+    jm, jb = tlgpu.jit(lambda x: m(x) * 2.0), tlgpu.jit(lambda x: box[0](x).relu())
+    for swap in range(3):
+        for _ in range(3):                              # eager, capture, replay
+            np.testing.assert_allclose(jm(x).numpy(), m(x).numpy() * 2.0, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(jb(x).numpy(), box[0](x).relu().numpy(), rtol=1e-6, atol=1e-6)
+        assert jm.traces() == jb.traces() == 1
+        m.weight = nn.Parameter(tlgpu.tensor(rng.standard_normal((4, 6)).astype(np.float32)))
+        box[0] = nn.Linear(6, 4)
+
+
 def test_outputs_that_are_inputs_or_views_of_them(rng):
     jf = tlgpu.jit(lambda x, y: (x[1:], y, x.T))
     for _ in range(4):

@@ -127,6 +127,9 @@ class Jitted:
             return self.fn(*args, **kwargs)
         key, tensors = self._key(args, kwargs)
         entry = self._entries.get(key)
+        if entry is not None and entry.trace.stale():  # a tensor it read is gone (reassigned): trace again
+            del self._entries[key]
+            return self._trace(key, args, kwargs, tensors)
         if entry is not None:
             self._entries.move_to_end(key)
             for hook in entry.hooks:

@@ -36,6 +36,19 @@ tl_trace_bump_writes(const tl_trace *tr, tl_storage *const *slots)
     }
 }
 
+int
+tl_trace_stale(const tl_trace *tr)
+{
+    for (int h = 0; h < tr->nheld; h++) {
+        const tl_storage *s = tr->held[h];
+        int own = 1, copy = 0;                         /* the trace's own references: held, and a write record */
+        for (int i = 0; i < tr->nwrites; i++) own += tr->writes[i].s == s;
+        for (int i = 0; i < tr->ncopies; i++) copy |= tr->copies[i].traced == s;
+        if (!copy && atomic_load(&s->refs) <= own) return 1;
+    }
+    return 0;
+}
+
 void
 tl_trace_compose_remap(tl_trace *tr, int *remap, int nold)
 {

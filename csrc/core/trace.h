@@ -13,6 +13,11 @@ void      tl_trace_free(tl_trace *tr);
 /* After a replay with slots bound: the storages the call wrote in place get their versions bumped (and their
  * writer named) as the call's eager run did, so autograd refuses a graph that saved their old values. */
 void      tl_trace_bump_writes(const tl_trace *tr, tl_storage *const *slots);
+/* Whether a storage the trace reads from outside (held: parameters, state, captured tensors) is referenced by
+ * nothing but the trace: the call can no longer reach it (a parameter reassigned, a module replaced), so it
+ * would read another buffer now, and a replay would read a stale one. The copied inputs' traced buffers are the
+ * trace's own. */
+int       tl_trace_stale(const tl_trace *tr);
 /* After a pass removed commands from tr (nold of them before it): remap[old] the new index, -1 removed.
  * tr->remap, from recorded indices, becomes its composition with remap (nrecorded stays the recording's
  * count). Takes remap (freed). */

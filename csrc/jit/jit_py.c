@@ -345,6 +345,12 @@ trace_rewritten_outputs(PyObject *self, PyObject *Py_UNUSED(a))
     return l;
 }
 
+static PyObject *
+trace_stale(PyObject *self, PyObject *Py_UNUSED(a))
+{
+    return PyBool_FromLong(tl_trace_stale(((const trace_obj *)self)->tr));
+}
+
 static PyMethodDef trace_methods[] = {
     {"replay", trace_replay, METH_O, "replay(inputs) -> list of output tensors: the recorded commands again."},
     {"memory_plan", trace_memory_plan, METH_NOARGS, "The trace's device memory and command counts."},
@@ -352,6 +358,8 @@ static PyMethodDef trace_methods[] = {
     {"set_arg", trace_set_arg, METH_VARARGS, "set_arg(command, index, value, kind): refresh a scalar argument."},
     {"rewritten_outputs", trace_rewritten_outputs, METH_NOARGS,
      "Indices of the outputs whose traced block every replay writes again (the traced call must copy them)."},
+    {"stale", trace_stale, METH_NOARGS,
+     "Whether a buffer the trace reads from outside is referenced by nothing else (the call would read another)."},
     {NULL},
 };
 
