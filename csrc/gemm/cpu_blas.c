@@ -21,6 +21,7 @@
  * group of images, writes im2col columns into a buffer that stays in cache and multiplies them by sgemm. */
 #include "cpu_blas.h"
 #include "cpu_native.h"
+#include "cpu_half.h"
 #include "state.h"
 #include "settings.h"
 #include <dlfcn.h>
@@ -57,6 +58,13 @@ static struct {
 } lib = {.enabled = 1};
 static atomic_long n_launches, n_convs;
 #define FP(c) ((float *)(c)->p)   /* a cell's host pointer as the floats it holds */
+/* Operand i's floats (0 C, 1 A, 2 B, 3 the residual): a half operand's float32 copy in the job's scratch while
+ * the job runs (run_job), else the buffer itself. */
+#define OPND(j, i, cell) ((j)->xp[i] != NULL ? (j)->xp[i] : FP((j)->cell))
+#define PC(j) OPND(j, 0, c)
+#define PA(j) OPND(j, 1, a)
+#define PB(j) OPND(j, 2, b)
+#define PR(j) OPND(j, 3, r)
 
 enum { RES_NONE, RES_FULL, RES_ROWS };   /* no residual; one of C's shape; a row [N] added to every row of C */
 
@@ -68,6 +76,9 @@ typedef struct {
     int relu;                         /* ReLU applied to each band after its product */
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff, soff;
     int conv, bands, group, g[TL_CONV_GEOM];   /* conv: a convolution (conv_part), g its geometry */
+    int dt[4], half;                  /* C, A, B, residual dtypes (TL_F32 or half); half: any is (s: scratch) */
+    long lo[4], hi[4];                /* the elements of each operand the product touches (offsets included) */
+    float *xp[4];                     /* set in run_job's copy: half operands' floats (OPND) */
 } job;
 
 /* C[m, n] = A[m, K] @ B[K, n] (+ C with beta 1), ldc between C's rows. A single row or column is a
@@ -101,10 +112,10 @@ static void
 preload(const job *j, ptrdiff_t oc, int r0, int r1, int c0, int c1)
 {
     const int full = j->res_mode == RES_FULL;
-    const float *src = FP(j->r) + j->roff + (full ? oc - j->off[0] : 0);
+    const float *src = PR(j) + j->roff + (full ? oc - j->off[0] : 0);
     const size_t n = (size_t)(c1 - c0) * sizeof(float);
     for (int r = r0; r < r1; r++)
-        memcpy(FP(j->c) + oc + (ptrdiff_t)r * j->N + c0, src + (full ? (ptrdiff_t)r * j->N : 0) + c0, n);
+        memcpy(PC(j) + oc + (ptrdiff_t)r * j->N + c0, src + (full ? (ptrdiff_t)r * j->N : 0) + c0, n);
 }
 
 /* S[m] = sum over k of op(A)[m, k] for rows m0..m1 (no batch dims): a linear layer's bias gradient, the
@@ -115,7 +126,7 @@ __attribute__((optimize("tree-loop-vectorize")))    /* -O2's cost model leaves t
 static void
 row_sums(const job *j, int m0, int m1)
 {
-    const float *restrict A = FP(j->a) + j->off[1];
+    const float *restrict A = PA(j) + j->off[1];
     float *restrict S = FP(j->s) + j->soff;
     if (j->ta == TRANS) {             /* op(A)[m, k] = A[k * lda + m]: add rows of A, a loop the compiler vectorises */
         for (int m = m0; m < m1; m++) S[m] = 0.0f;
@@ -157,7 +168,8 @@ run_part(const job *j, int part, int parts)
     const int by_batch = total >= (size_t)parts, by_rows = j->M >= j->N;
     size_t t0 = by_batch ? total * (size_t)part / (size_t)parts : 0;
     size_t t1 = by_batch ? total * (size_t)(part + 1) / (size_t)parts : total;
-    if (j->s != NULL) row_sums(j, (int)((long long)j->M * part / parts), (int)((long long)j->M * (part + 1) / parts));
+    if (j->s != NULL && !j->half)     /* (a job with half operands holds its scratch there) */
+        row_sums(j, (int)((long long)j->M * part / parts), (int)((long long)j->M * (part + 1) / parts));
     int ext = by_rows ? j->M : j->N;
     int lo = by_batch ? 0 : (int)((long long)ext * part / parts);
     int hi = by_batch ? ext : (int)((long long)ext * (part + 1) / parts);
@@ -175,13 +187,13 @@ run_part(const job *j, int part, int parts)
         if (by_rows) {                /* rows lo..hi of A and C */
             o[1] += (ptrdiff_t)lo * (j->ta == NO_TRANS ? j->lda : 1);
             o[0] += (ptrdiff_t)lo * j->N;
-            gemm(j, hi - lo, j->N, FP(j->a) + o[1], FP(j->b) + o[2], beta, FP(j->c) + o[0], j->N);
-            if (j->relu) relu_band(FP(j->c) + o[0], hi - lo, j->N, j->N);
+            gemm(j, hi - lo, j->N, PA(j) + o[1], PB(j) + o[2], beta, PC(j) + o[0], j->N);
+            if (j->relu) relu_band(PC(j) + o[0], hi - lo, j->N, j->N);
         } else {                      /* columns lo..hi of B and C */
             o[2] += (ptrdiff_t)lo * (j->tb == NO_TRANS ? 1 : j->ldb);
             o[0] += lo;
-            gemm(j, j->M, hi - lo, FP(j->a) + o[1], FP(j->b) + o[2], beta, FP(j->c) + o[0], j->N);
-            if (j->relu) relu_band(FP(j->c) + o[0], j->M, hi - lo, j->N);
+            gemm(j, j->M, hi - lo, PA(j) + o[1], PB(j) + o[2], beta, PC(j) + o[0], j->N);
+            if (j->relu) relu_band(PC(j) + o[0], j->M, hi - lo, j->N);
         }
     }
 }
@@ -337,10 +349,42 @@ part_fn(const void *j, int part, int parts)
     run_part(j, part, parts);
 }
 
+/* A job with half operands: each one's touched elements widened into the scratch (s), in operand order, and
+ * its offsets moved to index that copy; C's copy takes the product, narrowed into C after it (run_job). */
+static void
+widen_operands(job *h)
+{
+    tl_native_cell *const cell[4] = {h->c, h->a, h->b, h->r};
+    float *s = FP(h->s);
+    for (int i = 0; i < 4; i++) {
+        if (cell[i] == NULL || h->dt[i] == TL_F32) continue;
+        if (i > 0) tl_cpu_widen(h->dt[i], (const uint16_t *)cell[i]->p + h->lo[i], s, (size_t)(h->hi[i] - h->lo[i]));
+        h->xp[i] = s;
+        s += h->hi[i] - h->lo[i];
+        if (i == 3) h->roff -= (int)h->lo[3];
+        else h->off[i] -= (int)h->lo[i];
+    }
+}
+
+static void run_parts(const job *j);
+
 static void CL_CALLBACK
 run_job(void *args)
 {
     const job *j = args;
+    if (!j->half) {
+        run_parts(j);
+        return;
+    }
+    job h = *j;
+    widen_operands(&h);
+    run_parts(&h);
+    if (h.xp[0] != NULL) tl_cpu_narrow(h.dt[0], h.xp[0], (uint16_t *)j->c->p + j->lo[0], (size_t)(j->hi[0] - j->lo[0]));
+}
+
+static void
+run_parts(const job *j)
+{
     size_t total = j->conv ? (size_t)j->g[G_N] : 1;   /* products: batch dims; a convolution: its images */
     for (int d = 0; d < j->nbd; d++) total *= (size_t)j->bshape[d];
     int parts = j->split ? j->threads : 1;
@@ -420,6 +464,12 @@ layout(int rows, int cols, int sr, int sc, int *trans, int *ld)
     return 0;
 }
 
+int
+tl_cpu_blas_usable(void)
+{
+    return active(NULL, NULL);
+}
+
 /* Enqueues job j over storages st (C, A, B, residual or bias, sums or columns; NULL: absent), whose
  * written ones the mask names (by index in st), as one native command. 0, or -1 with an exception set. */
 static int
@@ -427,6 +477,29 @@ submit(job *j, tl_storage *const *st, unsigned wmask, const char *what)
 {
     tl_native_cell **const slot[5] = {&j->c, &j->a, &j->b, &j->r, &j->s};
     return tl_cpu_native_submit(run_job, j, sizeof *j, slot, j->mem, st, 5, wmask, what);
+}
+
+/* The element range [lo, hi) of each operand the product reads or writes (C at off[0], contiguous; A and B
+ * through their strides and batch strides; the residual a row of N or C's numel), and the floats a job with
+ * half operands needs for their copies. */
+static Py_ssize_t
+touched(job *j, const int *dims, tl_tensor *out, tl_tensor *res)
+{
+    Py_ssize_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        long lo = i == 3 ? j->roff : j->off[i], hi = lo + 1;
+        if (i == 0) hi = lo + (long)tl_tensor_numel(out);
+        else if (i == 3) hi = lo + (res != NULL ? (j->res_mode == RES_FULL ? (long)tl_tensor_numel(out) : j->N) : 0);
+        else {
+            const int r = i == 1 ? j->M : j->K, c = i == 1 ? j->K : j->N;
+            hi += (long)(r - 1) * dims[i == 1 ? 3 : 5] + (long)(c - 1) * dims[i == 1 ? 4 : 6];
+            for (int d = 0; d < j->nbd; d++) hi += (long)(j->bshape[d] - 1) * j->bst[i][d];
+        }
+        j->lo[i] = lo;
+        j->hi[i] = hi;
+        if (j->dt[i] != TL_F32 && (i != 3 || res != NULL)) n += hi - lo;
+    }
+    return n;
 }
 
 int
@@ -445,12 +518,26 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
     for (int r = 0; r < 3; r++) memcpy(j.bst[r], bst[r], sizeof(int) * (size_t)nbd);
     memcpy(j.off, off, sizeof j.off);
     if (sums != NULL && nbd != 0) return 0;
+    tl_tensor *const op[4] = {out, a, b, res}, *scratch = NULL;
+    for (int i = 0; i < 4; i++) {
+        j.dt[i] = op[i] != NULL ? op[i]->dtype : TL_F32;
+        if (!TL_IS_FLOAT(j.dt[i])) return 0;
+        j.half |= j.dt[i] != TL_F32;
+    }
+    if (j.half && sums != NULL) return 0;              /* the scratch takes the sums' place */
     tl_storage *st[5] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL,
                          sums != NULL ? sums->storage : NULL};
     j.res_mode = res == NULL ? RES_NONE : tl_tensor_numel(res) == tl_tensor_numel(out) ? RES_FULL : RES_ROWS;
     j.roff = res != NULL ? (int)res->offset : 0;
     j.soff = sums != NULL ? (int)sums->offset : 0;
-    if (submit(&j, st, 1u | 1u << 4, "cpu_blas_sgemm") < 0) return -1;
+    if (j.half) {                                      /* the floats of the half operands, in one scratch */
+        Py_ssize_t n = touched(&j, dims, out, res);
+        if ((scratch = tl_tensor_empty(TL_F32, 1, &n)) == NULL) return -1;
+        st[4] = scratch->storage;
+    }
+    const int rc = submit(&j, st, 1u | 1u << 4, j.half ? "cpu_blas_sgemm_half" : "cpu_blas_sgemm");
+    Py_XDECREF(scratch);                               /* the queue is in order: a later user runs after */
+    if (rc < 0) return -1;
     atomic_fetch_add(&n_launches, 1);
     return 1;
 }

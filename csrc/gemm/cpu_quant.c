@@ -17,6 +17,7 @@
  * every part reads. */
 #include "cpu_quant.h"
 #include "cpu_native.h"
+#include "cpu_half.h"
 #include "state.h"
 #include "settings.h"
 #include <math.h>
@@ -67,23 +68,6 @@ static size_t
 scratch_bytes(int R, int K, int prologue)
 {
     return off_at(R, K) + (size_t)R * (size_t)(K / 32) * 32 + (prologue ? sizeof(float) * (size_t)K : 0);
-}
-
-static float
-half_to_float(uint16_t h)             /* IEEE binary16, subnormals included */
-{
-    const uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-    uint32_t u;
-    if (e == 0x1F) u = s | 0x7F800000u | (m << 13);
-    else if (e != 0) u = s | ((e + 112u) << 23) | (m << 13);
-    else if (m == 0) u = s;
-    else {
-        float f = (float)m * (1.0f / 16777216.0f);   /* m * 2^-24 */
-        return s ? -f : f;
-    }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
 }
 
 static float
@@ -155,7 +139,7 @@ rows_scalar(const qjob *j, const uint8_t *s, int n0, int n1)
         float acc[8] = {0};
         for (int b = 0; b < nb; b++) {
             const size_t blk = (size_t)n * nb + b;
-            const float dw = half_to_float(dh[blk]);
+            const float dw = tl_half_to_float(dh[blk]);
             const uint8_t *w = qs + blk * bw;
             for (int r = 0; r < R; r++) {
                 const int8_t *q = qx + (size_t)r * K + b * 32;

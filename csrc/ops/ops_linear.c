@@ -3,13 +3,12 @@
  * fuses what its kernel can: the CPU BLAS path writes the bias into C before sgemm adds the product;
  * matmul.cl's kernels add the bias and apply relu/tanh as they store (nn.Sequential asks for the activation
  * of a Linear followed by ReLU or Tanh); elsewhere an add and the activation follow. Half operands and
- * autocast run in the half dtype where the tensor cores multiply it (linear_half), else through float32
+ * autocast run in the half dtype where the device multiplies it natively (linear_half), else through float32
  * (tl_call_f32). The backward starts from g * act'(out) when there is an
  * activation, then dx = g @ w, dw = g^T @ x and db = the column sums of g (one command on the BLAS path). */
 #include "ops_common.h"
 #include "autograd.h"
 #include "ops.h"
-#include "gemm_tc.h"
 #include "ops_mv_half.h"
 #include <string.h>
 
@@ -61,10 +60,11 @@ linear_fn(PyObject *const *in, void *ctx)                /* in: x, weight, bias 
     return out;
 }
 
-/* linear_fn in one half dtype where the device multiplies it on the tensor cores (gemm_tc.h): x and weight
- * both bfloat16 or both float16, or cast to the autocast dtype, a tensor bias cast to theirs (as torch's
- * autocast does); the product, the bias add and the activation in that dtype. NULL with no exception set when
- * that does not apply (the caller widens to float32 instead). */
+/* linear_fn in one half dtype where the device multiplies it natively (tl_matmul_half_native: the tensor cores,
+ * or the CPU BLAS command, which takes the bias and ReLU too): x and weight both bfloat16 or both float16, or
+ * cast to the autocast dtype, a tensor bias cast to theirs (as torch's autocast does); the product, the bias
+ * add and the activation in that dtype. NULL with no exception set when that does not apply (the caller widens
+ * to float32 instead). */
 static PyObject *
 linear_half(PyObject *const *in, linear_ctx *c)
 {
@@ -73,7 +73,7 @@ linear_half(PyObject *const *in, linear_ctx *c)
     if (!TL_IS_HALF(dt) || !TL_IS_FLOAT(x->dtype) || !TL_IS_FLOAT(w->dtype) || (low < 0 && w->dtype != dt) ||
         (c->bias_tensor && !TL_IS_FLOAT(tl_tensor_CAST(in[2])->dtype)) || x->ndim < 2 || w->ndim != 2)
         return NULL;
-    const int ok = tl_gemm_tc_half_usable();
+    const int ok = tl_matmul_half_native();
     if (ok <= 0) return NULL;                            /* (with the exception set when -1) */
     PyObject *h[3] = {NULL, NULL, NULL}, *r = NULL;
     int i = 0;

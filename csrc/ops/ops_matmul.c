@@ -373,12 +373,15 @@ static PyObject *
 mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int act, int *fused)
 {
     mm_problem p = {.act = act};
-    if (TL_IS_HALF(a->dtype) && a->dtype == b->dtype && a->ndim >= 2 && a->ndim <= 3 && b->ndim >= 2 && b->ndim <= 3)
-        return mm_half_plain(op, a, b);                  /* nothing fused: the caller adds res, applies act */
+    /* two operands of one half dtype: in the CPU BLAS command (it widens and rounds them; cpu_blas.h) where it
+     * runs, else mm_half_plain (nothing fused: the caller adds res, applies act) */
+    const int half = TL_IS_HALF(a->dtype) && a->dtype == b->dtype && a->ndim >= 2 && a->ndim <= 3 && b->ndim >= 2 &&
+                     b->ndim <= 3;
+    if (half && (tl_gemm_tc_half_usable() != 0 || !tl_cpu_blas_usable())) return mm_half_plain(op, a, b);   /* tc */
     Py_ssize_t shape[TL_MAX_DIMS + 2];
     int nshape = 0;
     tl_tensor *out = NULL;
-    if (tl_check_dtype(op, a, TL_F32) < 0 || tl_check_dtype(op, b, TL_F32) < 0) return NULL;
+    if (!half && (tl_check_dtype(op, a, TL_F32) < 0 || tl_check_dtype(op, b, TL_F32) < 0)) return NULL;
     if (a->ndim == 0 || b->ndim == 0) return shapes_error(op, a, b, "include a 0-d operand; use * for scalars");
     int av = a->ndim == 1, bv = b->ndim == 1;
     Py_ssize_t Ka = a->shape[a->ndim - 1], Kb = b->shape[bv ? 0 : b->ndim - 2];
@@ -392,10 +395,10 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int a
     p.sBn = bv ? 0 : to_int(b->strides[b->ndim - 1]);
     if (mm_batch(op, a, av ? 0 : a->ndim - 2, b, bv ? 0 : b->ndim - 2, &p, shape, &nshape) < 0) return NULL;
     tl_tensor *a2 = NULL, *b2 = NULL;                    /* TF32 on wgmma (gemm_tc.h): the packed rows */
-    int kc = av || bv ? 0 : tl_gemm_tc_packed(a, b, p.M, p.N, p.K, res, act, fused, &a2);   /* bias, act fused */
+    int kc = av || bv || half ? 0 : tl_gemm_tc_packed(a, b, p.M, p.N, p.K, res, act, fused, &a2);   /* bias, act */
     if (kc != 0) return kc < 0 ? NULL : (PyObject *)a2;
-    kc = av || bv ? 0 : tl_gemm_tc_kmajor(a, b, p.M, p.N, p.K, &a2, &b2);   /* ... or K-major copies */
-    if (kc == 0 && !av && !bv && (kc = tl_gemm_sg_copy_a(a, b, p.M, p.N, p.K, &a2)) > 0)
+    kc = av || bv || half ? 0 : tl_gemm_tc_kmajor(a, b, p.M, p.N, p.K, &a2, &b2);   /* ... or K-major copies */
+    if (kc == 0 && !av && !bv && !half && (kc = tl_gemm_sg_copy_a(a, b, p.M, p.N, p.K, &a2)) > 0)
         b2 = (tl_tensor *)Py_NewRef(b);                  /* NVIDIA float32: a @ b as tn (gemm_sg.h) */
     if (kc != 0) {
         PyObject *r = kc < 0 ? NULL : mm_forward_res(op, a2, b2, res, act, fused);
@@ -406,16 +409,24 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int a
     if (!av) shape[nshape++] = p.M;
     if (!bv) shape[nshape++] = p.N;
     if (nshape > TL_MAX_DIMS) return shapes_error(op, a, b, "give a result of too many dims");
-    if ((out = tl_tensor_empty(TL_F32, nshape, shape)) == NULL) return NULL;
+    if ((out = tl_tensor_empty(half ? a->dtype : TL_F32, nshape, shape)) == NULL) return NULL;
     if (out->storage == NULL) return (PyObject *)out;    /* zero-size: enqueue nothing */
     p.off[1] = to_int(a->offset);
     p.off[2] = to_int(b->offset);
     int row = res != NULL && !bv && res->ndim == 1 && res->shape[0] == p.N && (p.N == 1 || res->strides[0] == 1);
     int full = res != NULL && res->ndim == nshape && tl_tensor_is_contig(res) &&
                memcmp(res->shape, shape, sizeof(Py_ssize_t) * (size_t)nshape) == 0;
-    if (res != NULL && (!(row || full) || res->dtype != TL_F32 || res->storage == NULL)) {
+    if (res != NULL && (!(row || full) || (res->dtype != TL_F32 && res->dtype != out->dtype) || res->storage == NULL)) {
         res = NULL;                                      /* not in the store's layout: added separately, */
         p.act = 0;                                       /* ... and the activation after that add */
+    }
+    if (half) {                                          /* CPU devices: the BLAS command, ReLU after it */
+        const int r = tl_cpu_blas_mm((const int[]){p.M, p.N, p.K, p.sAm, p.sAk, p.sBk, p.sBn}, p.nbd, p.bshape, p.bst,
+                                     p.off, out, a, b, res, NULL, p.act == 1);
+        if (r > 0) *fused = (res != NULL) | (p.act == 1 ? 2 : 0);
+        if (r != 0) return r < 0 ? (Py_DECREF(out), NULL) : (PyObject *)out;
+        Py_DECREF(out);                                  /* strides no BLAS takes: through float32 */
+        return mm_half_plain(op, a, b);
     }
     if (mm_launch(&p, a, b, out, res, fused) < 0) Py_CLEAR(out);
     return (PyObject *)out;
@@ -457,9 +468,18 @@ mm_fn(PyObject *const *in, void *op)                     /* float32 operands: th
     return record(mm_forward((const char *)op, a, b), a, b, 0);
 }
 
-/* a @ b, recorded, on the tensor cores in the operands' half dtype (gemm_tc.h's tl_gemm_tc_half) when both
+/* ops.h: whether this device multiplies half operands as they are: the tensor cores (gemm_tc.h), or the CPU BLAS
+ * command, which widens and rounds them itself (cpu_blas.h); -1 with an exception set. */
+int
+tl_matmul_half_native(void)
+{
+    const int tc = tl_gemm_tc_half_usable();
+    return tc != 0 ? tc : tl_cpu_blas_usable();
+}
+
+/* a @ b, recorded, in the operands' half dtype (the tensor cores, or the CPU BLAS command: mm_forward) when both
  * are bfloat16 or both float16 (after the autocast cast, when user is set), they are matrices or batches of
- * them, and the device runs that path; else NULL with no exception set. */
+ * them, and the device multiplies them natively (tl_matmul_half_native); else NULL with no exception set. */
 static PyObject *
 mm_half(tl_tensor *a, tl_tensor *b, int user)
 {
@@ -468,14 +488,12 @@ mm_half(tl_tensor *a, tl_tensor *b, int user)
         (low < 0 && (a->dtype != b->dtype || !TL_IS_HALF(a->dtype))) || a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
         return NULL;
     if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0] && a->shape[0] != 1 && b->shape[0] != 1) return NULL;
-    int ok = tl_gemm_tc_half_usable();
+    int ok = tl_matmul_half_native();
     if (ok <= 0) return NULL;                            /* (with the exception set when -1) */
     PyObject *x = low >= 0 && a->dtype != low ? tl_convert(a, low) : Py_NewRef(a), *y = NULL;
     if (x != NULL) y = low >= 0 && b->dtype != low ? tl_convert(b, low) : Py_NewRef(b);
-    tl_tensor *out = NULL;
-    const int M = y != NULL ? to_int(a->shape[a->ndim - 2]) : 0, N = y != NULL ? to_int(b->shape[b->ndim - 1]) : 0;
-    ok = y != NULL ? tl_gemm_tc_half(tl_tensor_CAST(x), tl_tensor_CAST(y), M, N, to_int(a->shape[a->ndim - 1]), &out) : -1;
-    PyObject *r = ok > 0 ? record((PyObject *)out, tl_tensor_CAST(x), tl_tensor_CAST(y), 0) : NULL;
+    PyObject *r = y != NULL ? record(mm_forward("matmul", tl_tensor_CAST(x), tl_tensor_CAST(y)), tl_tensor_CAST(x),
+                                     tl_tensor_CAST(y), 0) : NULL;
     Py_XDECREF(x);
     Py_XDECREF(y);
     return r;
