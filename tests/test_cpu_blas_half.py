@@ -117,20 +117,27 @@ def test_half_linear_gradients(rng, dt, npdt):
         assert np.abs(f64(got.numpy()) - ref).max() <= 4 * eps(npdt) * np.abs(ref).max()
 
 
-def test_autocast_linear_takes_the_half_command(rng):
-    """Under autocast a float32 Linear runs as the bfloat16 product (x cast, the weight cast once a region): the
-    BLAS command's output is bfloat16 already, so no conversion follows it."""
-    x = tlgpu.tensor(rng.standard_normal((64, 32)).astype(np.float32))
-    w = tlgpu.tensor(rng.standard_normal((16, 32)).astype(np.float32), requires_grad=True)
-    b = tlgpu.tensor(rng.standard_normal(16).astype(np.float32), requires_grad=True)
-    with tlgpu.autocast(dtype=tlgpu.bfloat16):
-        F.linear(x, w, b)                              # the region's casts of w and b
-        y, n = enqueued_beyond_pointers(lambda: F.linear(x, w, b))
-        assert n == 2                                  # the cast of x, the product with its bias
-    bf = ml_dtypes.bfloat16
-    ref = f64(x.numpy().astype(bf)) @ f64(w.numpy().astype(bf)).T + f64(b.numpy().astype(bf))
-    assert y.dtype == np.dtype(bf)
-    assert np.abs(f64(y.numpy()) - ref).max() <= 2 ** -7 * np.abs(ref).max()
+@pytest.mark.parametrize("dt,npdt", DTS, ids=IDS)
+def test_half_sequential_is_one_command_a_layer(rng, dt, npdt):
+    """A half MLP (Linear, ReLU, Linear, ReLU, Linear): Sequential fuses each Linear + ReLU, one BLAS command a
+    layer, with the bits and gradients of the layers run one by one."""
+    from tlgpu import nn
+    model = nn.Sequential(nn.Linear(40, 32), nn.ReLU(), nn.Linear(32, 24), nn.ReLU(), nn.Linear(24, 5)).to(dt)
+    x = tlgpu.tensor(rng.standard_normal((64, 40)).astype(npdt))
+    with tlgpu.no_grad():
+        y, n = enqueued_beyond_pointers(lambda: model(x))
+    assert n == 3
+    g = tlgpu.tensor(rng.standard_normal((64, 5)).astype(np.float32))
+    (model(x).float() * g).sum().backward()
+    fused = [p.grad.numpy() for p in model.parameters()]
+    model.zero_grad()
+    h = x
+    for layer in model:                                 # the same layers, unfused
+        h = layer(h)
+    assert np.array_equal(bits(h.detach().numpy()), bits(y.numpy()))
+    (h.float() * g).sum().backward()
+    for got, want in zip(fused, [p.grad.numpy() for p in model.parameters()]):
+        assert np.array_equal(bits(got), bits(want))
 
 
 @pytest.mark.parametrize("dt,npdt", DTS, ids=IDS)

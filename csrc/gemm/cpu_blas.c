@@ -349,22 +349,37 @@ part_fn(const void *j, int part, int parts)
     run_part(j, part, parts);
 }
 
-/* A job with half operands: each one's touched elements widened into the scratch (s), in operand order, and
- * its offsets moved to index that copy; C's copy takes the product, narrowed into C after it (run_job). */
+/* A job with half operands: each one's touched elements get a float32 copy in the scratch (s), in operand order,
+ * and its offsets move to index that copy (scratch_plan); the parts widen their shares of the inputs (widen_part)
+ * before any product, and C's copy takes the product, narrowed into C after it (run_job). */
 static void
-widen_operands(job *h)
+scratch_plan(job *h)
 {
-    tl_native_cell *const cell[4] = {h->c, h->a, h->b, h->r};
     float *s = FP(h->s);
     for (int i = 0; i < 4; i++) {
-        if (cell[i] == NULL || h->dt[i] == TL_F32) continue;
-        if (i > 0) tl_cpu_widen(h->dt[i], (const uint16_t *)cell[i]->p + h->lo[i], s, (size_t)(h->hi[i] - h->lo[i]));
+        if (h->dt[i] == TL_F32 || (i == 3 && h->r == NULL)) continue;
         h->xp[i] = s;
         s += h->hi[i] - h->lo[i];
         if (i == 3) h->roff -= (int)h->lo[3];
         else h->off[i] -= (int)h->lo[i];
     }
 }
+
+static void
+convert_part(const job *h, int part, int parts, int narrow)
+{
+    tl_native_cell *const cell[4] = {h->c, h->a, h->b, h->r};
+    for (int i = narrow ? 0 : 1; i < (narrow ? 1 : 4); i++) {
+        if (h->xp[i] == NULL) continue;
+        const long n = h->hi[i] - h->lo[i], a = n * part / parts, b = n * (part + 1) / parts;
+        uint16_t *p = (uint16_t *)cell[i]->p + h->lo[i] + a;
+        if (narrow) tl_cpu_narrow(h->dt[i], h->xp[i] + a, p, (size_t)(b - a));
+        else tl_cpu_widen(h->dt[i], p, h->xp[i] + a, (size_t)(b - a));
+    }
+}
+
+static void widen_part(const void *h, int part, int parts) { convert_part(h, part, parts, 0); }
+static void narrow_part(const void *h, int part, int parts) { convert_part(h, part, parts, 1); }
 
 static void run_parts(const job *j);
 
@@ -377,9 +392,13 @@ run_job(void *args)
         return;
     }
     job h = *j;
-    widen_operands(&h);
+    long n = 0;                                        /* the elements converted: both cores from 64K */
+    for (int i = 0; i < 4; i++) n += h.dt[i] != TL_F32 && (i != 3 || h.r != NULL) ? h.hi[i] - h.lo[i] : 0;
+    const int parts = h.split && n >= (1 << 16) ? h.threads : 1;
+    scratch_plan(&h);
+    tl_cpu_native_parts(widen_part, &h, parts);
     run_parts(&h);
-    if (h.xp[0] != NULL) tl_cpu_narrow(h.dt[0], h.xp[0], (uint16_t *)j->c->p + j->lo[0], (size_t)(j->hi[0] - j->lo[0]));
+    if (h.xp[0] != NULL) tl_cpu_native_parts(narrow_part, &h, parts);
 }
 
 static void

@@ -60,8 +60,9 @@ PyObject *tl_matmul(tl_tensor *a, tl_tensor *b);                       /* a @ b,
 /* a @ b (+ res: out's shape, or a bias of N) (then TL_ACT_* act) where the kernel fuses them; bit 0 of *fused:
  * res added, bit 1: act applied (the caller does what is not). Not recorded. */
 PyObject *tl_matmul_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int act, int *fused);
-/* Whether products of half operands run in their dtype here (tensor cores, or the CPU BLAS command); -1: error. */
-int tl_matmul_half_native(void);
+/* Whether products of half operands run in their dtype here (tensor cores, or the CPU BLAS command; casts: some
+ * operand is float32 to be cast, tensor cores only); -1: error. */
+int tl_matmul_half_native(int casts);
 /* dw = g2^T @ x2 and db = column sums of g2 in one command on the CPU BLAS path: 1 done, 0 not there, -1 raised */
 int       tl_linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb);
 

@@ -73,7 +73,7 @@ linear_half(PyObject *const *in, linear_ctx *c)
     if (!TL_IS_HALF(dt) || !TL_IS_FLOAT(x->dtype) || !TL_IS_FLOAT(w->dtype) || (low < 0 && w->dtype != dt) ||
         (c->bias_tensor && !TL_IS_FLOAT(tl_tensor_CAST(in[2])->dtype)) || x->ndim < 2 || w->ndim != 2)
         return NULL;
-    const int ok = tl_matmul_half_native();
+    const int ok = tl_matmul_half_native(x->dtype != dt || w->dtype != dt);
     if (ok <= 0) return NULL;                            /* (with the exception set when -1) */
     PyObject *h[3] = {NULL, NULL, NULL}, *r = NULL;
     int i = 0;

@@ -469,12 +469,14 @@ mm_fn(PyObject *const *in, void *op)                     /* float32 operands: th
 }
 
 /* ops.h: whether this device multiplies half operands as they are: the tensor cores (gemm_tc.h), or the CPU BLAS
- * command, which widens and rounds them itself (cpu_blas.h); -1 with an exception set. */
+ * command, which widens and rounds them itself (cpu_blas.h); -1 with an exception set. With casts (autocast's
+ * float32 operands) the tensor cores only: on CPU devices rounding them in place and multiplying in float32
+ * (tl_call_f32) is fewer commands in a training step than casting them (benchmarks/NOTES.md, eleventh session). */
 int
-tl_matmul_half_native(void)
+tl_matmul_half_native(int casts)
 {
     const int tc = tl_gemm_tc_half_usable();
-    return tc != 0 ? tc : tl_cpu_blas_usable();
+    return tc != 0 || casts ? tc : tl_cpu_blas_usable();
 }
 
 /* a @ b, recorded, in the operands' half dtype (the tensor cores, or the CPU BLAS command: mm_forward) when both
@@ -488,7 +490,7 @@ mm_half(tl_tensor *a, tl_tensor *b, int user)
         (low < 0 && (a->dtype != b->dtype || !TL_IS_HALF(a->dtype))) || a->shape[a->ndim - 1] != b->shape[b->ndim - 2])
         return NULL;
     if (a->ndim == 3 && b->ndim == 3 && a->shape[0] != b->shape[0] && a->shape[0] != 1 && b->shape[0] != 1) return NULL;
-    int ok = tl_matmul_half_native();
+    int ok = tl_matmul_half_native(low >= 0 && (a->dtype != low || b->dtype != low));
     if (ok <= 0) return NULL;                            /* (with the exception set when -1) */
     PyObject *x = low >= 0 && a->dtype != low ? tl_convert(a, low) : Py_NewRef(a), *y = NULL;
     if (x != NULL) y = low >= 0 && b->dtype != low ? tl_convert(b, low) : Py_NewRef(b);

@@ -318,7 +318,7 @@ class Sequential(Module):
         while i < len(layers):
             layer, nxt = layers[i], layers[i + 1] if i + 1 < len(layers) else None
             act = _FUSED_ACTIVATIONS.get(type(nxt)) if type(layer) is Linear and isinstance(x, Tensor) else None
-            if act is not None and _fusable(x, layer):
+            if act is not None and _fusable(x, layer, act):
                 x = _C.linear(x, layer.weight, layer.bias, activation=act)
                 i += 2
             else:
@@ -327,11 +327,14 @@ class Sequential(Module):
         return x
 
 
-def _fusable(x, linear):
-    """The fused Linear + activation takes float32 operands and a bias of out_features elements or None."""
+def _fusable(x, linear, act):
+    """The fused Linear + activation takes operands of one dtype and a bias of out_features elements or None:
+    float32, or a half dtype with ReLU (which commutes with the rounding, so the fused op gives the two layers'
+    bits wherever the product runs; a tanh after an unrounded product would not)."""
     w, b = linear.weight, linear.bias                  # a quantized weight (tlgpu.quant) is not a Tensor
-    return (x.dtype == "float32" and isinstance(w, Tensor) and w.dtype == "float32" and
-            (b is None or b.dtype == "float32"))
+    dt = x.dtype
+    return ((dt == "float32" or (act == "relu" and dt in ("float16", "bfloat16"))) and isinstance(w, Tensor) and
+            w.dtype == dt and (b is None or b.dtype == dt))
 
 
 def _apply(fn, x, inplace):
