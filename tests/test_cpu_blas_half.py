@@ -108,13 +108,21 @@ def test_linear_bias_and_relu_in_the_one_command(rng, dt, npdt):
 
 @pytest.mark.parametrize("dt,npdt", DTS, ids=IDS)
 def test_half_linear_gradients(rng, dt, npdt):
+    """A half Linear's backward: dx one command, dw and db together another (the sums in the same command)."""
     x, w = rng.standard_normal((30, 20)).astype(npdt), (rng.standard_normal((12, 20)) * 0.3).astype(npdt)
-    g = rng.standard_normal((30, 12)).astype(np.float32)
-    tx, tw = tlgpu.tensor(x, requires_grad=True), tlgpu.tensor(w, requires_grad=True)
-    (F.linear(tx, tw).float() * tlgpu.tensor(g)).sum().backward()
-    assert tx.grad.dtype == tw.grad.dtype == np.dtype(npdt)
-    for got, ref in [(tx.grad, g @ f64(w)), (tw.grad, g.T @ f64(x))]:
-        assert np.abs(f64(got.numpy()) - ref).max() <= 4 * eps(npdt) * np.abs(ref).max()
+    b = rng.standard_normal(12).astype(npdt)
+    g = rng.standard_normal((30, 12)).astype(npdt)
+    tx, tw, tb = (tlgpu.tensor(a, requires_grad=True) for a in (x, w, b))
+    y, tg = F.linear(tx, tw, tb), tlgpu.tensor(g)
+    _, n = enqueued_beyond_pointers(lambda: y.backward(tg))
+    assert n == 2
+    assert tx.grad.dtype == tw.grad.dtype == tb.grad.dtype == np.dtype(npdt)
+    for got, ref in [(tx.grad, f64(g) @ f64(w)), (tw.grad, f64(g).T @ f64(x)), (tb.grad, f64(g).sum(0))]:
+        assert np.abs(f64(got.numpy()) - ref).max() <= 2 * eps(npdt) * np.abs(ref).max()
+    gi = ints(rng, npdt, 30, 12)                        # integers: the sums exact, rounded once
+    tb.grad = None
+    F.linear(tx, tw, tb).backward(tlgpu.tensor(gi))
+    assert np.array_equal(bits(tb.grad.numpy()), bits(f64(gi).sum(0).astype(npdt)))
 
 
 @pytest.mark.parametrize("dt,npdt", DTS, ids=IDS)

@@ -58,27 +58,28 @@ static struct {
 } lib = {.enabled = 1};
 static atomic_long n_launches, n_convs;
 #define FP(c) ((float *)(c)->p)   /* a cell's host pointer as the floats it holds */
-/* Operand i's floats (0 C, 1 A, 2 B, 3 the residual): a half operand's float32 copy in the job's scratch while
- * the job runs (run_job), else the buffer itself. */
+/* Operand i's floats (0 C, 1 A, 2 B, 3 the residual, 4 the row sums): a half operand's float32 copy in the
+ * job's scratch while the job runs (run_job), else the buffer itself. */
 #define OPND(j, i, cell) ((j)->xp[i] != NULL ? (j)->xp[i] : FP((j)->cell))
 #define PC(j) OPND(j, 0, c)
 #define PA(j) OPND(j, 1, a)
 #define PB(j) OPND(j, 2, b)
 #define PR(j) OPND(j, 3, r)
+#define PS(j) OPND(j, 4, s)
 
 enum { RES_NONE, RES_FULL, RES_ROWS };   /* no residual; one of C's shape; a row [N] added to every row of C */
 
 /* The args block of one product: the cells of C, A, B (and the residual), read when the job runs. */
 typedef struct {
-    tl_native_cell *c, *a, *b, *r, *s;   /* r only with a residual, s only with row sums */
+    tl_native_cell *c, *a, *b, *r, *s, *x;   /* r only with a residual, s only with row sums, x: half's scratch */
     cl_mem mem[TL_NATIVE_MAX];        /* the runtime's copies of these are not read (cpu_native.h) */
     int M, N, K, ta, tb, lda, ldb, res_mode, threads, split;   /* res_mode: RES_* */
     int relu;                         /* ReLU applied to each band after its product */
     int nbd, bshape[TL_MAX_DIMS], bst[3][TL_MAX_DIMS], off[3], roff, soff;
     int conv, bands, group, g[TL_CONV_GEOM];   /* conv: a convolution (conv_part), g its geometry */
-    int dt[4], half;                  /* C, A, B, residual dtypes (TL_F32 or half); half: any is (s: scratch) */
-    long lo[4], hi[4];                /* the elements of each operand the product touches (offsets included) */
-    float *xp[4];                     /* set in run_job's copy: half operands' floats (OPND) */
+    int dt[5], half;                  /* C, A, B, residual, sums dtypes (TL_F32 or half); half: any is */
+    long lo[5], hi[5];                /* the elements of each operand the product touches (offsets included) */
+    float *xp[5];                     /* set in run_job's copy: half operands' floats in x (OPND) */
 } job;
 
 /* C[m, n] = A[m, K] @ B[K, n] (+ C with beta 1), ldc between C's rows. A single row or column is a
@@ -127,7 +128,7 @@ static void
 row_sums(const job *j, int m0, int m1)
 {
     const float *restrict A = PA(j) + j->off[1];
-    float *restrict S = FP(j->s) + j->soff;
+    float *restrict S = PS(j) + j->soff;
     if (j->ta == TRANS) {             /* op(A)[m, k] = A[k * lda + m]: add rows of A, a loop the compiler vectorises */
         for (int m = m0; m < m1; m++) S[m] = 0.0f;
         for (int k = 0; k < j->K; k++) {
@@ -168,7 +169,7 @@ run_part(const job *j, int part, int parts)
     const int by_batch = total >= (size_t)parts, by_rows = j->M >= j->N;
     size_t t0 = by_batch ? total * (size_t)part / (size_t)parts : 0;
     size_t t1 = by_batch ? total * (size_t)(part + 1) / (size_t)parts : total;
-    if (j->s != NULL && !j->half)     /* (a job with half operands holds its scratch there) */
+    if (j->s != NULL)
         row_sums(j, (int)((long long)j->M * part / parts), (int)((long long)j->M * (part + 1) / parts));
     int ext = by_rows ? j->M : j->N;
     int lo = by_batch ? 0 : (int)((long long)ext * part / parts);
@@ -349,18 +350,26 @@ part_fn(const void *j, int part, int parts)
     run_part(j, part, parts);
 }
 
-/* A job with half operands: each one's touched elements get a float32 copy in the scratch (s), in operand order,
+/* A job with half operands: each one's touched elements get a float32 copy in the scratch (x), in operand order,
  * and its offsets move to index that copy (scratch_plan); the parts widen their shares of the inputs (widen_part)
- * before any product, and C's copy takes the product, narrowed into C after it (run_job). */
+ * before any product, and the copies of C and the sums take the results, narrowed after them (run_job). */
+static int
+present(const job *h, int i)
+{
+    tl_native_cell *const cell[5] = {h->c, h->a, h->b, h->r, h->s};
+    return cell[i] != NULL && h->dt[i] != TL_F32;
+}
+
 static void
 scratch_plan(job *h)
 {
-    float *s = FP(h->s);
-    for (int i = 0; i < 4; i++) {
-        if (h->dt[i] == TL_F32 || (i == 3 && h->r == NULL)) continue;
+    float *s = FP(h->x);
+    for (int i = 0; i < 5; i++) {
+        if (!present(h, i)) continue;
         h->xp[i] = s;
         s += h->hi[i] - h->lo[i];
         if (i == 3) h->roff -= (int)h->lo[3];
+        else if (i == 4) h->soff -= (int)h->lo[4];
         else h->off[i] -= (int)h->lo[i];
     }
 }
@@ -368,9 +377,9 @@ scratch_plan(job *h)
 static void
 convert_part(const job *h, int part, int parts, int narrow)
 {
-    tl_native_cell *const cell[4] = {h->c, h->a, h->b, h->r};
-    for (int i = narrow ? 0 : 1; i < (narrow ? 1 : 4); i++) {
-        if (h->xp[i] == NULL) continue;
+    tl_native_cell *const cell[5] = {h->c, h->a, h->b, h->r, h->s};
+    for (int i = 0; i < 5; i++) {
+        if (h->xp[i] == NULL || narrow != (i == 0 || i == 4)) continue;   /* C and the sums out, the rest in */
         const long n = h->hi[i] - h->lo[i], a = n * part / parts, b = n * (part + 1) / parts;
         uint16_t *p = (uint16_t *)cell[i]->p + h->lo[i] + a;
         if (narrow) tl_cpu_narrow(h->dt[i], h->xp[i] + a, p, (size_t)(b - a));
@@ -393,12 +402,12 @@ run_job(void *args)
     }
     job h = *j;
     long n = 0;                                        /* the elements converted: both cores from 64K */
-    for (int i = 0; i < 4; i++) n += h.dt[i] != TL_F32 && (i != 3 || h.r != NULL) ? h.hi[i] - h.lo[i] : 0;
+    for (int i = 0; i < 5; i++) n += present(&h, i) ? h.hi[i] - h.lo[i] : 0;
     const int parts = h.split && n >= (1 << 16) ? h.threads : 1;
     scratch_plan(&h);
     tl_cpu_native_parts(widen_part, &h, parts);
     run_parts(&h);
-    if (h.xp[0] != NULL) tl_cpu_native_parts(narrow_part, &h, parts);
+    tl_cpu_native_parts(narrow_part, &h, parts);
 }
 
 static void
@@ -494,21 +503,22 @@ tl_cpu_blas_usable(void)
 static int
 submit(job *j, tl_storage *const *st, unsigned wmask, const char *what)
 {
-    tl_native_cell **const slot[5] = {&j->c, &j->a, &j->b, &j->r, &j->s};
-    return tl_cpu_native_submit(run_job, j, sizeof *j, slot, j->mem, st, 5, wmask, what);
+    tl_native_cell **const slot[6] = {&j->c, &j->a, &j->b, &j->r, &j->s, &j->x};
+    return tl_cpu_native_submit(run_job, j, sizeof *j, slot, j->mem, st, 6, wmask, what);
 }
 
 /* The element range [lo, hi) of each operand the product reads or writes (C at off[0], contiguous; A and B
- * through their strides and batch strides; the residual a row of N or C's numel), and the floats a job with
- * half operands needs for their copies. */
+ * through their strides and batch strides; the residual a row of N or C's numel; the sums M), and the floats a
+ * job with half operands needs for their copies. */
 static Py_ssize_t
-touched(job *j, const int *dims, tl_tensor *out, tl_tensor *res)
+touched(job *j, const int *dims, tl_tensor *const *op)
 {
     Py_ssize_t n = 0;
-    for (int i = 0; i < 4; i++) {
-        long lo = i == 3 ? j->roff : j->off[i], hi = lo + 1;
-        if (i == 0) hi = lo + (long)tl_tensor_numel(out);
-        else if (i == 3) hi = lo + (res != NULL ? (j->res_mode == RES_FULL ? (long)tl_tensor_numel(out) : j->N) : 0);
+    for (int i = 0; i < 5; i++) {
+        long lo = i == 3 ? j->roff : i == 4 ? j->soff : j->off[i], hi = lo + 1;
+        if (i == 0) hi = lo + (long)tl_tensor_numel(op[0]);
+        else if (i == 3) hi = lo + (j->res_mode == RES_FULL ? (long)tl_tensor_numel(op[0]) : j->N);
+        else if (i == 4) hi = lo + j->M;
         else {
             const int r = i == 1 ? j->M : j->K, c = i == 1 ? j->K : j->N;
             hi += (long)(r - 1) * dims[i == 1 ? 3 : 5] + (long)(c - 1) * dims[i == 1 ? 4 : 6];
@@ -516,7 +526,7 @@ touched(job *j, const int *dims, tl_tensor *out, tl_tensor *res)
         }
         j->lo[i] = lo;
         j->hi[i] = hi;
-        if (j->dt[i] != TL_F32 && (i != 3 || res != NULL)) n += hi - lo;
+        if (op[i] != NULL && j->dt[i] != TL_F32) n += hi - lo;
     }
     return n;
 }
@@ -537,24 +547,23 @@ tl_cpu_blas_mm(const int *dims, int nbd, const int *bshape, const int (*bst)[TL_
     for (int r = 0; r < 3; r++) memcpy(j.bst[r], bst[r], sizeof(int) * (size_t)nbd);
     memcpy(j.off, off, sizeof j.off);
     if (sums != NULL && nbd != 0) return 0;
-    tl_tensor *const op[4] = {out, a, b, res}, *scratch = NULL;
-    for (int i = 0; i < 4; i++) {
+    tl_tensor *const op[5] = {out, a, b, res, sums}, *scratch = NULL;
+    for (int i = 0; i < 5; i++) {
         j.dt[i] = op[i] != NULL ? op[i]->dtype : TL_F32;
         if (!TL_IS_FLOAT(j.dt[i])) return 0;
         j.half |= j.dt[i] != TL_F32;
     }
-    if (j.half && sums != NULL) return 0;              /* the scratch takes the sums' place */
-    tl_storage *st[5] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL,
-                         sums != NULL ? sums->storage : NULL};
+    tl_storage *st[6] = {out->storage, a->storage, b->storage, res != NULL ? res->storage : NULL,
+                         sums != NULL ? sums->storage : NULL, NULL};
     j.res_mode = res == NULL ? RES_NONE : tl_tensor_numel(res) == tl_tensor_numel(out) ? RES_FULL : RES_ROWS;
     j.roff = res != NULL ? (int)res->offset : 0;
     j.soff = sums != NULL ? (int)sums->offset : 0;
     if (j.half) {                                      /* the floats of the half operands, in one scratch */
-        Py_ssize_t n = touched(&j, dims, out, res);
+        Py_ssize_t n = touched(&j, dims, op);
         if ((scratch = tl_tensor_empty(TL_F32, 1, &n)) == NULL) return -1;
-        st[4] = scratch->storage;
+        st[5] = scratch->storage;
     }
-    const int rc = submit(&j, st, 1u | 1u << 4, j.half ? "cpu_blas_sgemm_half" : "cpu_blas_sgemm");
+    const int rc = submit(&j, st, 1u | 1u << 4 | 1u << 5, j.half ? "cpu_blas_sgemm_half" : "cpu_blas_sgemm");
     Py_XDECREF(scratch);                               /* the queue is in order: a later user runs after */
     if (rc < 0) return -1;
     atomic_fetch_add(&n_launches, 1);
@@ -582,7 +591,7 @@ tl_cpu_blas_conv(const int *g, tl_tensor *x, tl_tensor *w, tl_tensor *bias, tl_t
                                                                &j.bands);
     const Py_ssize_t shape[4] = {g[GN], j.M, g[GOH], g[GOW]};
     if ((y = tl_tensor_empty(TL_F32, 4, shape)) == NULL || (cols = tl_tensor_empty(TL_F32, 1, &n)) == NULL) goto fail;
-    tl_storage *st[5] = {y->storage, w->storage, x->storage, bias != NULL ? bias->storage : NULL, cols->storage};
+    tl_storage *st[6] = {y->storage, w->storage, x->storage, bias != NULL ? bias->storage : NULL, cols->storage, NULL};
     if (submit(&j, st, 1u | 1u << 4, "cpu_blas_conv") < 0) goto fail;
     Py_DECREF(cols);                  /* the queue is in order: a later command that reuses it runs after */
     atomic_fetch_add(&n_convs, 1);

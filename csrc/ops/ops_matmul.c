@@ -661,11 +661,12 @@ tl_linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
     tl_tensor *w = NULL, *b = NULL;
     gemm_params q;
     int v, r, none[3][TL_MAX_DIMS] = {{0}};
-    if (rows == 0 || N == 0 || K == 0 || g2->dtype != TL_F32 || x2->dtype != TL_F32) return 0;
+    const int dt = g2->dtype;                           /* float32, or one half dtype (the command widens it) */
+    if (rows == 0 || N == 0 || K == 0 || x2->dtype != dt || (dt != TL_F32 && !TL_IS_HALF(dt))) return 0;
+    if (dt != TL_F32 && tl_gemm_tc_half_usable() != 0) return 0;   /* the tensor cores first, as mm_forward_res */
     if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     if (q.v[GP_DIRECT] == 0 || v != MM_GEMM) return 0;  /* a GPU, or TLGPU_MATMUL_KERNEL forced a kernel */
-    if ((w = tl_tensor_empty(TL_F32, 2, (Py_ssize_t[]){N, K})) == NULL ||
-        (b = tl_tensor_empty(TL_F32, 1, (Py_ssize_t[]){N})) == NULL)
+    if ((w = tl_tensor_empty(dt, 2, (Py_ssize_t[]){N, K})) == NULL || (b = tl_tensor_empty(dt, 1, (Py_ssize_t[]){N})) == NULL)
         r = -1;
     else
         r = tl_cpu_blas_mm((const int[]){N, K, rows, to_int(g2->strides[1]), to_int(g2->strides[0]),
