@@ -3,9 +3,45 @@
  * step's slice of a sequence projection, a transposed view or a bias (row stride 0) costs no copy; outputs are
  * new contiguous tensors. Gate blocks follow torch: GRU (r, z, n), LSTM (i, f, g, o), block j of hidden unit k
  * at column j * H + k. Optional operands are flagged in `mask` and never read when absent. The backward
- * kernels recompute the gates from the saved inputs instead of saving them forward. */
-#define M_ARGS(x) global const float *x, int x##_o, int x##_rs, int x##_cs
-#define AT(x, b, j) x[x##_o + (b) * x##_rs + (j) * x##_cs]
+ * kernels recompute the gates from the saved inputs instead of saving them forward.
+ * Families rnn_bf16 / rnn_f16 (-DRNN_HALF=1 / 2) build the step kernels over bfloat16 / float16 operands and
+ * outputs: loaded to float32, the math in float32, each output rounded once as stored. */
+#ifndef RNN_HALF
+#define RNN_HALF 0
+#endif
+#if RNN_HALF
+#include "dtype.h"
+#define RNN_T ushort
+/* 16-bit operands are gathered as the 32-bit words holding them (within the buffer: pool blocks are whole
+ * words): PoCL vectorises those gathers, and not 16-bit ones (the gate kernels ran 6x slower). */
+inline uint
+rnn_bits(global const ushort *p, int i)
+{
+    const uint w = ((global const uint *)p)[i >> 1];
+    return (i & 1) ? w >> 16 : w & 0xffffu;
+}
+
+inline float                                         /* float16 bits to float32 without a branch */
+rnn_f16(uint h)
+{
+    const uint s = (h & 0x8000u) << 16, em = h & 0x7fffu;
+    const float norm = as_float(s | ((em << 13) + 0x38000000u)), sub = as_float(s | as_uint((float)em * 0x1p-24f));
+    return em >= 0x7c00u ? as_float(s | 0x7f800000u | ((h & 0x3ffu) << 13)) : em < 0x400u ? sub : norm;
+}
+#endif
+#if RNN_HALF == 1
+#define LD(p, i) as_float(rnn_bits(p, i) << 16)
+#define ST(p, i, v) ((p)[i] = tl_bf16_bits(v))
+#elif RNN_HALF == 2
+#define LD(p, i) rnn_f16(rnn_bits(p, i))
+#define ST(p, i, v) vstore_half_rte(v, i, (global half *)(p))
+#else
+#define RNN_T float
+#define LD(p, i) (p)[i]
+#define ST(p, i, v) ((p)[i] = (v))
+#endif
+#define M_ARGS(x) global const RNN_T *x, int x##_o, int x##_rs, int x##_cs
+#define AT(x, b, j) LD(x, x##_o + (b) * x##_rs + (j) * x##_cs)
 #define OPT(x, bit, b, j) ((mask & (bit)) ? AT(x, b, j) : 0.0f)
 #define NOH(x, b, j) ((mask & 8) ? 0.0f : AT(x, b, j))          /* the sequence kernels' gh: none at h = 0 */
 
@@ -15,6 +51,7 @@ sig(float x)
     return 1.0f / (1.0f + exp(-x));
 }
 
+#if !RNN_HALF
 /* Four values of unit k into the four H-wide blocks of a row (a step's kept activations). */
 static void
 store4(global float *row, int H, int k, float a, float b, float c, float d)
@@ -24,6 +61,7 @@ store4(global float *row, int H, int k, float a, float b, float c, float d)
     row[2 * H + k] = c;
     row[3 * H + k] = d;
 }
+#endif
 
 /* GRU: the gradients of the pre-activations (a_r, a_z, a_n) from dh' and the gates; d gh_n = d a_n r. */
 static float3
@@ -36,13 +74,13 @@ gru_dpre(float dh, float r, float z, float n, float ghn, float hp)
 /* LSTM: the gradients of the four gate pre-activations into d[0 .. 4H) at unit k, from dc, dh' and the gates;
  * cp = c_{t-1}, tc = tanh(c_t). */
 static void
-lstm_store_dpre(global float *d, int H, int k, float dc, float dh, float i, float f, float gg, float o, float cp,
+lstm_store_dpre(global RNN_T *d, int H, int k, float dc, float dh, float i, float f, float gg, float o, float cp,
                 float tc)
 {
-    d[k] = dc * gg * i * (1.0f - i);
-    d[H + k] = dc * cp * f * (1.0f - f);
-    d[2 * H + k] = dc * i * (1.0f - gg * gg);
-    d[3 * H + k] = dh * tc * o * (1.0f - o);
+    ST(d, k, dc * gg * i * (1.0f - i));
+    ST(d, H + k, dc * cp * f * (1.0f - f));
+    ST(d, 2 * H + k, dc * i * (1.0f - gg * gg));
+    ST(d, 3 * H + k, dh * tc * o * (1.0f - o));
 }
 
 /* GRU: r = sig(gi_r + gh_r), z = sig(gi_z + gh_z), n = tanh(gi_n + r * gh_n), h' = n + z * (h - n), where
@@ -55,21 +93,21 @@ lstm_store_dpre(global float *d, int H, int k, float dc, float dh, float i, floa
     float n = tanh(AT(gi, b, 2 * H + k) + OPT(bi, 1, 0, 2 * H + k) + r * ghn)
 
 kernel void
-tl_gru_gates_f32(int B, int H, int mask, global float *out, M_ARGS(gi), M_ARGS(gh), M_ARGS(h), M_ARGS(bi),
+tl_gru_gates_f32(int B, int H, int mask, global RNN_T *out, M_ARGS(gi), M_ARGS(gh), M_ARGS(h), M_ARGS(bi),
                  M_ARGS(bh))
 {
     int id = get_global_id(0);
     if (id >= B * H) return;
     int b = id / H, k = id % H;
     GRU_GATES;
-    out[id] = n + z * (AT(h, b, k) - n);
+    ST(out, id, n + z * (AT(h, b, k) - n));
 }
 
 /* dh'/d(inputs) for upstream g: dn = g (1 - z), dz = g (h - n), dh = g z; through n's tanh to its
  * pre-activation a_n: d gi_n = a_n', d gh_n = a_n' r, dr = a_n' gh_n; r and z get the same gradient from gi
  * and gh. dgi and dgh are [B, 3H], dh [B, H], all contiguous. */
 kernel void
-tl_gru_gates_backward_f32(int B, int H, int mask, global float *dgi, global float *dgh, global float *dh,
+tl_gru_gates_backward_f32(int B, int H, int mask, global RNN_T *dgi, global RNN_T *dgh, global RNN_T *dh,
                           M_ARGS(g), M_ARGS(gi), M_ARGS(gh), M_ARGS(h), M_ARGS(bi), M_ARGS(bh))
 {
     int id = get_global_id(0);
@@ -79,11 +117,13 @@ tl_gru_gates_backward_f32(int B, int H, int mask, global float *dgi, global floa
     float up = AT(g, b, k);
     float3 d = gru_dpre(up, r, z, n, ghn, AT(h, b, k));
     int row = b * 3 * H;
-    dgi[row + k] = dgh[row + k] = d.x;
-    dgi[row + H + k] = dgh[row + H + k] = d.y;
-    dgi[row + 2 * H + k] = d.z;
-    dgh[row + 2 * H + k] = d.z * r;
-    dh[id] = up * z;
+    ST(dgi, row + k, d.x);
+    ST(dgh, row + k, d.x);
+    ST(dgi, row + H + k, d.y);
+    ST(dgh, row + H + k, d.y);
+    ST(dgi, row + 2 * H + k, d.z);
+    ST(dgh, row + 2 * H + k, d.z * r);
+    ST(dh, id, up * z);
 }
 
 /* LSTM: a = gates (+ gh, mask bit 0) (+ b_ih, bit 1) (+ b_hh, bit 2); i, f, o = sig, g = tanh;
@@ -92,7 +132,7 @@ tl_gru_gates_backward_f32(int B, int H, int mask, global float *dgi, global floa
                      OPT(bh, 4, 0, (j) * H + k))
 
 kernel void
-tl_lstm_gates_f32(int B, int H, int mask, global float *y, M_ARGS(ga), M_ARGS(gh), M_ARGS(c), M_ARGS(bi),
+tl_lstm_gates_f32(int B, int H, int mask, global RNN_T *y, M_ARGS(ga), M_ARGS(gh), M_ARGS(c), M_ARGS(bi),
                   M_ARGS(bh))
 {
     int id = get_global_id(0);
@@ -100,14 +140,14 @@ tl_lstm_gates_f32(int B, int H, int mask, global float *y, M_ARGS(ga), M_ARGS(gh
     int b = id / H, k = id % H;
     float i = sig(LSTM_PRE(0)), f = sig(LSTM_PRE(1)), gg = tanh(LSTM_PRE(2)), o = sig(LSTM_PRE(3));
     float c2 = f * AT(c, b, k) + i * gg;
-    y[id] = o * tanh(c2);
-    y[B * H + id] = c2;
+    ST(y, id, o * tanh(c2));
+    ST(y, B * H + id, c2);
 }
 
 /* From upstream dh' (dy_h) and dc' (dy_c): dc = dc' + dh' o (1 - tanh(c')^2), then each gate's gradient
  * through its activation; dga [B, 4H] serves gates, gh and the biases alike; dc_prev = dc f. */
 kernel void
-tl_lstm_gates_backward_f32(int B, int H, int mask, global float *dga, global float *dcp, M_ARGS(dyh),
+tl_lstm_gates_backward_f32(int B, int H, int mask, global RNN_T *dga, global RNN_T *dcp, M_ARGS(dyh),
                            M_ARGS(dyc), M_ARGS(ga), M_ARGS(gh), M_ARGS(c), M_ARGS(bi), M_ARGS(bh))
 {
     int id = get_global_id(0);
@@ -117,8 +157,10 @@ tl_lstm_gates_backward_f32(int B, int H, int mask, global float *dga, global flo
     float cp = AT(c, b, k), tc = tanh(f * cp + i * gg);
     float up = AT(dyh, b, k), dc = AT(dyc, b, k) + up * o * (1.0f - tc * tc);
     lstm_store_dpre(dga + b * 4 * H, H, k, dc, up, i, f, gg, o, cp, tc);
-    dcp[id] = dc * f;
+    ST(dcp, id, dc * f);
 }
+
+#if !RNN_HALF                                        /* the sequence kernels: float32 only */
 
 /* Whole-sequence GRU (gru_sequence): step t reads h_{t-1} from slot t of hs [T+1, B, H] (contiguous; slot 0 is
  * h0) at hp_o and writes h_t into slot t + 1, so the output needs no copy or stack. gh is the step's product
@@ -211,3 +253,4 @@ tl_lstm_seq_backward_f32(int B, int H, int mask, global float *dga, int d_o, glo
     lstm_store_dpre(dga + d_o + b * 4 * H, H, k, dc, dh, i, f, gg, o, cp, tc);
     carry[id] = dc * f;
 }
+#endif

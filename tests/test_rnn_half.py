@@ -84,6 +84,39 @@ def test_lstm_gates_half(rng, dt, extra):
 
 
 @pytest.mark.parametrize("dt", HALVES, ids=str)
+@pytest.mark.parametrize("op", ["gru", "lstm"])
+def test_gate_ops_on_one_half_dtype_are_one_kernel(rng, dt, op):
+    """Operands all of one half dtype run the half build of the gate kernel (rnn_bf16 / rnn_f16): one command
+    forward (the widening path takes 6 or more), with the bits of the float32 op on the widened values rounded
+    once (outputs; the operands' gradients too, the biases' summed over the rows in dt by the engine)."""
+    B, H, G = 6, 5, 3 if op == "gru" else 4
+    fn = tlgpu.gru_gates if op == "gru" else tlgpu.lstm_gates
+    shapes = [(B, G * H), (B, G * H), (B, H)] if op == "gru" else [(B, G * H), (B, H), (B, G * H)]
+    arrays = [(rng.standard_normal(s) * 1.5).astype(dt) for s in shapes + [(G * H,), (G * H,)]]
+    hs = [tlgpu.tensor(a, requires_grad=True) for a in arrays]
+    fs = [tlgpu.tensor(a.astype(np.float32), requires_grad=True) for a in arrays]
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    oh = fn(*hs)
+    assert tlgpu.stream_stats()["enqueued"] == 1
+    of = fn(*fs)
+    oh, of = (oh, of) if op == "lstm" else ((oh,), (of,))
+    w = (rng.standard_normal((B, H)) * 0.5).astype(dt)
+    for a, b in zip(oh, of):
+        assert a.dtype == dt and np.array_equal(a.numpy().view(np.uint16), b.numpy().astype(dt).view(np.uint16))
+    lh = sum((a * tlgpu.tensor(w)).float().sum() for a in oh)
+    lf = sum((b * tlgpu.tensor(w.astype(np.float32))).sum() for b in of)
+    lf.backward()
+    lh.backward()
+    for i, (a, b) in enumerate(zip(hs, fs)):
+        assert a.grad.dtype == dt
+        if i < 3:
+            assert np.array_equal(a.grad.numpy().view(np.uint16), b.grad.numpy().astype(dt).view(np.uint16)), i
+        else:
+            _grad_close(a.grad, b.grad, dt, f"{op} bias {i}")
+
+
+@pytest.mark.parametrize("dt", HALVES, ids=str)
 def test_gate_ops_half_strided_views(rng, dt):
     """Transposed and sliced half operands (the widening copies read their strides)."""
     B, H = 3, 4
