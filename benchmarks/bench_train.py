@@ -7,7 +7,9 @@ Where tlgpu has its TF32 tensor-core path (NVIDIA, compute capability >= 8.0) al
 tlgpu.set_matmul_precision("tf32") and PyTorch with allow_tf32.
 The `jit` rows run the same update through tlgpu.jit (docs/jit.md): one trace replayed from C.
 The `autocast bfloat16` rows run the forward under tlgpu.autocast(dtype=tlgpu.bfloat16) (float32 parameters,
-Adam in float32; docs/precision.md) beside PyTorch under torch.autocast(dtype=torch.bfloat16), same run.
+Adam in float32; docs/precision.md) beside PyTorch under torch.autocast(dtype=torch.bfloat16), same run. The
+`bfloat16 model` rows: the model and the batch in bfloat16 (`model.to(bfloat16)`, Adam on bfloat16
+parameters), beside PyTorch's `model.to(torch.bfloat16)`.
 Usage: python benchmarks/bench_train.py [--json] [--steps N]"""
 import os
 import sys
@@ -31,12 +33,14 @@ def data():
     return rng.standard_normal((BATCH, SIZES[0])).astype(np.float32), rng.integers(0, 10, BATCH).astype(np.int32)
 
 
-def make_update(autocast=False):
+def make_update(autocast=False, half=False):
     """(update, x, y): the benchmark's MLP, Adam and one batch; update(x, y) is one training step -> loss
-    (autocast: the forward and the loss under tlgpu.autocast(bfloat16))."""
+    (autocast: the forward and the loss under tlgpu.autocast(bfloat16); half: model and batch in bfloat16)."""
     x_np, y_np = data()
     x, y = tlgpu.tensor(x_np), tlgpu.tensor(y_np)
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    if half:
+        model, x = model.to(tlgpu.bfloat16), x.to(tlgpu.bfloat16)
     opt = tlgpu.optim.Adam(model.parameters(), lr=1e-3)
 
     def update(x, y):
@@ -49,8 +53,8 @@ def make_update(autocast=False):
     return update, x, y
 
 
-def bench_tlgpu(read_loss, jit=False, autocast=False):
-    update, x, y = make_update(autocast)
+def bench_tlgpu(read_loss, jit=False, autocast=False, half=False):
+    update, x, y = make_update(autocast, half)
     update = tlgpu.jit(update) if jit else update       # docs/jit.md: call 1 eager, 2 traced, then replays
 
     def step():
@@ -70,7 +74,7 @@ def bench_tlgpu(read_loss, jit=False, autocast=False):
     return dt, (s["waits"] - 1) / STEPS, s["enqueued"] / STEPS
 
 
-def bench_torch(read_loss, tf32=False, autocast=False):
+def bench_torch(read_loss, tf32=False, autocast=False, half=False):
     try:
         import torch
     except ImportError:
@@ -82,6 +86,8 @@ def bench_torch(read_loss, tf32=False, autocast=False):
     x, y = torch.tensor(x_np, device=dev), torch.tensor(y_np, device=dev).long()
     model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(),
                                 torch.nn.Linear(256, 10)).to(dev)
+    if half:
+        model, x = model.to(torch.bfloat16), x.to(torch.bfloat16)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def step():
@@ -128,6 +134,13 @@ def main():
     t = bench_torch(False, autocast=True)
     if t is not None:
         rows.append({"what": f"PyTorch {t[1]} autocast bfloat16, loss not read", "ms/step": t[0] * 1e3})
+    for jit in (False, True):                          # bfloat16 parameters and batch on both sides
+        dt, waits, enq = bench_tlgpu(False, jit, half=True)
+        rows.append({"what": f"tlgpu{', BLAS' if blas else ''}, bfloat16 model{', jit' if jit else ''}, loss not read",
+                     "ms/step": dt * 1e3, "waits/step": waits, "enqueues/step": enq})
+    t = bench_torch(False, half=True)
+    if t is not None:
+        rows.append({"what": f"PyTorch {t[1]} bfloat16 model, loss not read", "ms/step": t[0] * 1e3})
     if tlgpu._C._gemm_tc()["capability"] >= 80:         # the TF32 rows: tensor cores on both sides
         tlgpu.set_matmul_precision("tf32")
         for jit in (False, True):
