@@ -59,6 +59,25 @@ def pool_enabled():
 needs_pool = pytest.mark.skipif("not __import__('conftest').pool_enabled()",
                                 reason="the pool is bypassed (TLGPU_POOL=0 or a sanitizer build)")
 
+
+def _cpu_blas(enable):
+    """The CPU BLAS path (docs/cpu.md) on or off for a test, its whole state put back after."""
+    import tlgpu
+    before = tlgpu._C._cpu_blas()
+    tlgpu._C._cpu_blas(enable=enable)
+    yield
+    tlgpu._C._cpu_blas(enable=before["enabled"], threads=before["threads"], split=before["split"])
+
+
+@pytest.fixture
+def blas_on():
+    yield from _cpu_blas(True)
+
+
+@pytest.fixture
+def blas_off():
+    yield from _cpu_blas(False)
+
 # make test-sanitize preloads libasan into every process, Ray's raylets and GCS server too: on a loaded 2-core
 # machine their startup then outran Ray's fixed 30 s (CI, stops 39 and 40) or the driver's connect to them hung
 # (a local run, 2026-11-29). The sinks are Python over Ray: make test runs the Ray tests, the sanitizer run not.

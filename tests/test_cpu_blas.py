@@ -9,15 +9,8 @@ from tlgpu import _C
 from conftest import run_python
 
 state = _C._cpu_blas()
-pytestmark = pytest.mark.skipif(not state["loaded"], reason=f"no CPU BLAS path here: {state['reason']}")
-
-
-@pytest.fixture(autouse=True)
-def blas_on():
-    before = _C._cpu_blas()
-    _C._cpu_blas(enable=True)
-    yield
-    _C._cpu_blas(enable=before["enabled"], threads=before["threads"], split=before["split"])
+pytestmark = [pytest.mark.skipif(not state["loaded"], reason=f"no CPU BLAS path here: {state['reason']}"),
+              pytest.mark.usefixtures("blas_on")]
 
 
 def T(x):

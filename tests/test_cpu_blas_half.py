@@ -11,17 +11,10 @@ import tlgpu.nn.functional as F
 from tlgpu import _C
 
 state = _C._cpu_blas()
-pytestmark = pytest.mark.skipif(not state["loaded"], reason=f"no CPU BLAS path here: {state['reason']}")
+pytestmark = [pytest.mark.skipif(not state["loaded"], reason=f"no CPU BLAS path here: {state['reason']}"),
+              pytest.mark.usefixtures("blas_on")]
 DTS = [(tlgpu.bfloat16, ml_dtypes.bfloat16), (tlgpu.float16, np.float16)]
 IDS = ["bfloat16", "float16"]
-
-
-@pytest.fixture(autouse=True)
-def blas_on():
-    before = _C._cpu_blas()
-    _C._cpu_blas(enable=True)
-    yield
-    _C._cpu_blas(enable=before["enabled"], threads=before["threads"], split=before["split"])
 
 
 def launches():

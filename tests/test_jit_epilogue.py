@@ -12,11 +12,8 @@ from test_jit_fuse import same
 
 
 @pytest.fixture(autouse=True)
-def kernels_not_blas():
-    before = _C._cpu_blas()
-    _C._cpu_blas(enable=False)
-    yield
-    _C._cpu_blas(enable=before["enabled"], threads=before["threads"], split=before["split"])
+def kernels_not_blas(blas_off):
+    """The OpenCL kernels on every device: the epilogues are theirs."""
 
 
 @pytest.fixture
