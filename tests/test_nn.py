@@ -104,6 +104,31 @@ def test_load_state_dict_invalidates_saved_graph():
         y.backward()
 
 
+def test_state_dict_names_tied_weights_under_each_name(rng):
+    """As torch's: a tensor two modules share (an embedding tied to the head, nanoGPT-style) is in state_dict
+    under both names, in module order (each module's parameters, then its buffers, then its children's), and a
+    strict load of such a dict (torch's, or this one) writes the shared tensor."""
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(10, 4)
+            self.ln = nn.LayerNorm(4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.wte.weight
+
+    m = Tied()
+    sd = m.state_dict()
+    assert list(sd) == ["wte.weight", "ln.weight", "ln.bias", "head.weight"]
+    assert [n for n, _ in m.named_parameters()] == ["wte.weight", "ln.weight", "ln.bias"]   # listed once
+    w = rng.standard_normal((10, 4)).astype(np.float32)
+    sd["wte.weight"] = sd["head.weight"] = w
+    assert m.load_state_dict(sd) == ([], [])
+    assert m.head.weight is m.wte.weight
+    np.testing.assert_array_equal(m.head.weight.numpy(), w)
+    with pytest.raises(KeyError, match="missing keys \\['head.weight'\\]"):
+        m.load_state_dict({k: v for k, v in sd.items() if k != "head.weight"})
+
+
 def _np_adam(p, grads, lr, b1, b2, eps, wd, decoupled, amsgrad):
     m = np.zeros_like(p); v = np.zeros_like(p); vmax = np.zeros_like(p)
     for t, g in enumerate(grads, 1):

@@ -149,11 +149,18 @@ class Module:
     def buffers(self):
         return [b for _, b in self.named_buffers()]
 
-    def _persistent_buffers(self):
-        for mp, m in self.named_modules():
-            for name, b in m._buffers.items():
-                if b is not None and name not in m._non_persistent:
-                    yield (f"{mp}.{name}" if mp else name), b
+    def _state_items(self, prefix=""):
+        """(name, tensor) for state_dict, in torch's order and naming: each module's parameters, then its persistent
+        buffers, then its children's; a tensor shared by two modules (tied weights) under each of its names."""
+        for name, t in self._parameters.items():
+            if t is not None:
+                yield prefix + name, t
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent:
+                yield prefix + name, b
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m._state_items(f"{prefix}{name}.")
 
     def apply(self, fn):
         for m in self.children():
@@ -233,16 +240,14 @@ class Module:
         return self.to(_compat.float64)
 
     def state_dict(self):
-        """Name -> numpy array copy of every parameter and buffer (a sync point)."""
-        out = OrderedDict((k, v.numpy()) for k, v in self.named_parameters())
-        out.update((k, v.numpy()) for k, v in self._persistent_buffers())
-        return out
+        """Name -> numpy array copy of every parameter and persistent buffer (a sync point); tied weights under
+        each of their names, as torch's."""
+        return OrderedDict((k, v.numpy()) for k, v in self._state_items())
 
     def load_state_dict(self, state, strict=True):
         """Copy arrays (numpy or Tensor) into the parameters and buffers in place. strict: the keys must match
         exactly. Shapes must always match. Returns (missing_keys, unexpected_keys)."""
-        own = OrderedDict(self.named_parameters())
-        own.update(self._persistent_buffers())
+        own = OrderedDict(self._state_items())
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
         if strict and (missing or unexpected):
