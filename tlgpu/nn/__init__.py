@@ -246,9 +246,12 @@ class Module:
 
     def load_state_dict(self, state, strict=True):
         """Copy arrays (numpy or Tensor) into the parameters and buffers in place. strict: the keys must match
-        exactly. Shapes must always match. Returns (missing_keys, unexpected_keys)."""
+        exactly, except that a tied tensor given under one of its names is not missing under the others (a
+        file saved with one name for it: safetensors' save_model, tlgpu before it named every one). Shapes must
+        always match. Returns (missing_keys, unexpected_keys)."""
         own = OrderedDict(self._state_items())
-        missing = [k for k in own if k not in state]
+        given = {id(t) for k, t in own.items() if k in state}
+        missing = [k for k, t in own.items() if k not in state and id(t) not in given]
         unexpected = [k for k in state if k not in own]
         if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
