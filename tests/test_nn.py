@@ -107,7 +107,7 @@ def test_load_state_dict_invalidates_saved_graph():
 def test_state_dict_names_tied_weights_under_each_name(rng):
     """As torch's: a tensor two modules share (an embedding tied to the head, nanoGPT-style) is in state_dict
     under both names, in module order (each module's parameters, then its buffers, then its children's), and a
-    strict load of such a dict (torch's, or this one) writes the shared tensor."""
+    strict load of such a dict (torch's, this one, or one naming the tied tensor once) writes the shared tensor."""
     class Tied(nn.Module):
         def __init__(self):
             super().__init__()
