@@ -204,7 +204,7 @@ tl_capture_note_write(tl_storage *s, const char *op)
         tr->wroom = room;
     }
     tl_storage_retain(s);
-    tr->writes[tr->nwrites++] = (tl_trace_write){s, -1, op};
+    tr->writes[tr->nwrites++] = (tl_trace_write){s, -1, 1, op};
 }
 
 void

@@ -77,9 +77,10 @@ cl_mem tl_cmd_arg_mem(const tl_cmd *m, int arg);      /* the buffer of kernel ar
  * wrote in place, copied out too, or the caller's buffer would not see the write). */
 typedef struct { int slot, back; tl_storage *traced; } tl_slot_copy;
 /* A storage the call wrote in place (autograd's tl_mark_write): a replay bumps its version as the call did, so a
- * graph that saved its old values refuses to backward through it as after an eager write. s: a held storage
- * (retained here too), or NULL and slot: an input or output slot (the caller's buffer of each replay). */
-typedef struct { tl_storage *s; int slot; const char *op; } tl_trace_write;
+ * graph that saved its old values refuses to backward through it as after an eager write. s: the storage
+ * (retained while owned: until tl_trace_bind, which keeps held ones by the trace's hold), or NULL and slot: an
+ * input or output slot (the caller's buffer of each replay). */
+typedef struct { tl_storage *s; int slot, owned; const char *op; } tl_trace_write;
 
 typedef struct tl_trace {
     tl_cmd *cmds;

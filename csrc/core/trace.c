@@ -15,7 +15,8 @@ tl_trace_free(tl_trace *tr)
     for (int i = 0; i < tr->ncopies; i++)
         if (tr->copies[i].slot >= tr->ninputs) tl_storage_release(tr->copies[i].traced);
     for (int i = 0; i < tr->nheld; i++) tl_storage_release(tr->held[i]);
-    for (int i = 0; i < tr->nwrites; i++) tl_storage_release(tr->writes[i].s);   /* NULL for slots: a no-op */
+    for (int i = 0; i < tr->nwrites; i++)
+        if (tr->writes[i].owned) tl_storage_release(tr->writes[i].s);
     free(tr->cmds);
     free(tr->held);
     free(tr->writes);
@@ -39,12 +40,11 @@ tl_trace_bump_writes(const tl_trace *tr, tl_storage *const *slots)
 int
 tl_trace_stale(const tl_trace *tr)
 {
-    for (int h = 0; h < tr->nheld; h++) {
+    for (int h = 0; h < tr->nheld; h++) {                 /* the trace's own reference: its hold */
         const tl_storage *s = tr->held[h];
-        int own = 1, copy = 0;                         /* the trace's own references: held, and a write record */
-        for (int i = 0; i < tr->nwrites; i++) own += tr->writes[i].s == s;
-        for (int i = 0; i < tr->ncopies; i++) copy |= tr->copies[i].traced == s;
-        if (!copy && atomic_load(&s->refs) <= own) return 1;
+        int copy = 0;
+        for (int i = 0; i < tr->ncopies && !copy; i++) copy = tr->copies[i].traced == s;
+        if (!copy && atomic_load(&s->refs) <= 1) return 1;
     }
     return 0;
 }
@@ -80,7 +80,8 @@ tl_trace_drop_gone(tl_trace *tr, tl_err *err)
 }
 
 /* The in-place writes a replay repeats: a slot's storage becomes the slot (the caller's buffer of each replay);
- * of the others only those a recorded command touched (held) stay: another write (a host upload, say) is not
+ * of the others only those a recorded command touched (held) stay, by the trace's hold (the record's own
+ * reference dropped: tl_trace_stale counts the hold alone); another write (a host upload, say) is not
  * replayed, so neither is its version bump. */
 static void
 bind_writes(tl_trace *tr, tl_storage *const *slots, int nslots)
@@ -92,10 +93,9 @@ bind_writes(tl_trace *tr, tl_storage *const *slots, int nslots)
         for (int s = 0; s < nslots && w.slot < 0; s++)
             if (slots[s] == w.s) w.slot = s;
         for (int h = 0; h < tr->nheld && w.slot < 0 && !held; h++) held = tr->held[h] == w.s;
-        if (w.slot >= 0 || !held) {
-            tl_storage_release(w.s);
-            w.s = NULL;
-        }
+        tl_storage_release(w.s);
+        w.owned = 0;
+        if (w.slot >= 0 || !held) w.s = NULL;
         if (w.slot >= 0 || held) tr->writes[at++] = w;
     }
     tr->nwrites = at;
