@@ -154,8 +154,7 @@ def test_conversions_bit_for_bit(rng, dt, npdt):
     assert np.array_equal(bits(got), bits((f64(finite) @ f64(eye)).astype(npdt)))   # -0 + 0 is +0
     col = pats[rng.integers(0, 65536, 512)].reshape(512, 1)
     row = pats[rng.integers(0, 65536, 512)].reshape(1, 512)
-    col, row = np.where(np.isfinite(col.astype(np.float32)), col, 1), np.where(np.isfinite(row.astype(np.float32)), row, 1)
-    col, row = col.astype(npdt), row.astype(npdt)
+    col, row = (np.where(np.isfinite(v.astype(np.float32)), v, 1).astype(npdt) for v in (col, row))
     with np.errstate(all="ignore"):
         ref = (f64(col) @ f64(row)).astype(npdt)        # exact products (22 bits), rounded once
     got = (tlgpu.tensor(col) @ tlgpu.tensor(row)).numpy()

@@ -11,7 +11,8 @@ int tl_cpu_blas_usable(void);
 /* C[batch, M, N] = A @ B (+ res when given: contiguous of out's shape, or a contiguous row of N elements
  * added to every row of C, a linear layer's bias). Any of out, a, b, res, sums may be float16 or bfloat16: the
  * command widens the elements they touch into a float32 scratch, multiplies (and sums) in float32 and rounds C
- * once, after the residual and the ReLU, and the sums once (cpu_half.h's conversions). dims = {M, N, K, sAm, sAk, sBk, sBn};
+ * once, after the residual and the ReLU, and the sums once (cpu_half.h's conversions).
+ * dims = {M, N, K, sAm, sAk, sBk, sBn};
  * batch dims bshape[0..nbd) with element strides bst[0|1|2] of C, A, B; off = element offsets of C, A, B.
  * With sums (contiguous [M], no batch dims) the same command also writes sums[m] = sum over k of A[m, k]
  * (a linear layer's bias gradient beside its weight gradient). relu: max(C, 0) (NaN kept) after the product.

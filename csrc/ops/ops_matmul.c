@@ -666,7 +666,8 @@ tl_linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
     if (dt != TL_F32 && tl_gemm_tc_half_usable() != 0) return 0;   /* the tensor cores first, as mm_forward_res */
     if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     if (q.v[GP_DIRECT] == 0 || v != MM_GEMM) return 0;  /* a GPU, or TLGPU_MATMUL_KERNEL forced a kernel */
-    if ((w = tl_tensor_empty(dt, 2, (Py_ssize_t[]){N, K})) == NULL || (b = tl_tensor_empty(dt, 1, (Py_ssize_t[]){N})) == NULL)
+    if ((w = tl_tensor_empty(dt, 2, (Py_ssize_t[]){N, K})) == NULL ||
+        (b = tl_tensor_empty(dt, 1, (Py_ssize_t[]){N})) == NULL)
         r = -1;
     else
         r = tl_cpu_blas_mm((const int[]){N, K, rows, to_int(g2->strides[1]), to_int(g2->strides[0]),

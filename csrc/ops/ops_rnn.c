@@ -208,7 +208,8 @@ gru_gates_op(PyObject *const *o, void *Py_UNUSED(ctx))
     if ((out = tl_tensor_empty(t[0]->dtype, 2, t[2]->shape)) == NULL) return NULL;
     if (out->storage != NULL) {                               /* zero-size: enqueue nothing */
         int n = gather(t, gru_order, ms, st, out->storage->mem);
-        if (launch(RNN_AT(kh, out->dtype), (int)out->shape[0], (int)out->shape[1], present >> 3, &out, 1, ms, N_OPERANDS, st, n) < 0)
+        if (launch(RNN_AT(kh, out->dtype), (int)out->shape[0], (int)out->shape[1], present >> 3, &out, 1, ms,
+                   N_OPERANDS, st, n) < 0)
             goto fail;
     }
     if (record(o, t, present, &ROW_GRU_GATES, out) < 0) goto fail;
@@ -245,7 +246,8 @@ tl_gru_gates_backward(tl_node *nd, PyObject *grad, PyObject **gin)
         int n = gather(t, gru_order, ms + 1, st + 1, d[0]->storage->mem) + 1;
         ms[0] = tl_rnn_mat_of(g, 0, NULL);
         st[0] = g->storage;
-        if (launch(RNN_AT(kh, t[0]->dtype), (int)B, (int)H, nd->iarg[0] >> 3, d, 3, ms, 1 + N_OPERANDS, st, n) < 0) goto done;
+        if (launch(RNN_AT(kh, t[0]->dtype), (int)B, (int)H, nd->iarg[0] >> 3, d, 3, ms, 1 + N_OPERANDS, st, n) < 0)
+            goto done;
     }
     static const int from[N_OPERANDS] = {0, 1, 2, 0, 1};     /* which result each input's gradient is */
     for (int i = 0; i < N_OPERANDS; i++)
@@ -272,7 +274,8 @@ lstm_gates_op(PyObject *const *o, void *Py_UNUSED(ctx))
     if ((y = tl_tensor_empty(t[0]->dtype, 3, (Py_ssize_t[]){2, t[1]->shape[0], t[1]->shape[1]})) == NULL) return NULL;
     if (y->storage != NULL) {
         int n = gather(t, lstm_order, ms, st, y->storage->mem);
-        if (launch(RNN_AT(kh, y->dtype), (int)y->shape[1], (int)y->shape[2], present >> 2, &y, 1, ms, N_OPERANDS, st, n) < 0)
+        if (launch(RNN_AT(kh, y->dtype), (int)y->shape[1], (int)y->shape[2], present >> 2, &y, 1, ms, N_OPERANDS, st,
+                   n) < 0)
             goto fail;
     }
     if (record(o, t, present, &ROW_LSTM_GATES, y) < 0) goto fail;
