@@ -12,8 +12,8 @@
 #if RNN_HALF
 #include "dtype.h"
 #define RNN_T ushort
-/* 16-bit operands are gathered as the 32-bit words holding them (within the buffer: pool blocks are whole
- * words): PoCL vectorises those gathers, and not 16-bit ones (the gate kernels ran 6x slower). */
+/* 16-bit operands are gathered as the 32-bit words holding them (within the buffer: pool.c rounds every
+ * buffer to 256 bytes or a multiple of 16): PoCL vectorises those gathers, and not 16-bit ones (6x slower). */
 inline uint
 rnn_bits(global const ushort *p, int i)
 {

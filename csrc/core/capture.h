@@ -92,7 +92,7 @@ typedef struct tl_trace {
     tl_slot_copy *copies;                              /* slots touched by native kernels */
     int ncopies;
     int *remap, nrecorded;                             /* after fusion: recorded index -> command, -1: fused */
-    tl_trace_write *writes;                            /* storages the call wrote in place (tl_stream_replay) */
+    tl_trace_write *writes;                            /* storages the call wrote in place (bump_writes) */
     int nwrites, wroom;
     int fused_away, dead_stores;                       /* the fusion pass's counts (csrc/jit/fuse.h) */
     struct tl_cmdbuf *cmdbuf;                          /* replay's command buffers (cmdbuf.h), NULL: the loop */

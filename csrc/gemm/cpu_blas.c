@@ -353,6 +353,12 @@ part_fn(const void *j, int part, int parts)
 /* A job with half operands: each one's touched elements get a float32 copy in the scratch (x), in operand order,
  * and its offsets move to index that copy (scratch_plan); the parts widen their shares of the inputs (widen_part)
  * before any product, and the copies of C and the sums take the results, narrowed after them (run_job). */
+static int *
+offset_of(job *j, int i)                              /* operand i's element offset (OPND's numbering) */
+{
+    return i == 3 ? &j->roff : i == 4 ? &j->soff : &j->off[i];
+}
+
 static int
 present(const job *h, int i)
 {
@@ -368,9 +374,7 @@ scratch_plan(job *h)
         if (!present(h, i)) continue;
         h->xp[i] = s;
         s += h->hi[i] - h->lo[i];
-        if (i == 3) h->roff -= (int)h->lo[3];
-        else if (i == 4) h->soff -= (int)h->lo[4];
-        else h->off[i] -= (int)h->lo[i];
+        *offset_of(h, i) -= (int)h->lo[i];
     }
 }
 
@@ -515,7 +519,7 @@ touched(job *j, const int *dims, tl_tensor *const *op)
 {
     Py_ssize_t n = 0;
     for (int i = 0; i < 5; i++) {
-        long lo = i == 3 ? j->roff : i == 4 ? j->soff : j->off[i], hi = lo + 1;
+        long lo = *offset_of(j, i), hi = lo + 1;
         if (i == 0) hi = lo + (long)tl_tensor_numel(op[0]);
         else if (i == 3) hi = lo + (j->res_mode == RES_FULL ? (long)tl_tensor_numel(op[0]) : j->N);
         else if (i == 4) hi = lo + j->M;

@@ -1,6 +1,6 @@
 /* cpu_half.h: float16 and bfloat16 to and from float32 on the host, with the bits kernels/dtype.h gives on a
- * device (round to nearest even; inf kept; NaN kept a NaN: bfloat16 as sign | 0x7fc0, float16 as numpy's
- * astype). For the native commands of CPU devices: the BLAS path's half operands (cpu_blas.c) and the scales
+ * device (round to nearest even; inf kept; NaN kept a NaN: bfloat16 as sign | 0x7fc0, float16 with the top of
+ * its payload, quieted where F16C converts). For the native commands of CPU devices: the BLAS path's half operands (cpu_blas.c) and the scales
  * of the quantized blocks (cpu_quant.c). F16C where the CPU has it, plain C elsewhere. */
 #ifndef TL_CPU_HALF_H
 #define TL_CPU_HALF_H

@@ -369,15 +369,23 @@ mm_half_plain(const char *op, tl_tensor *a, tl_tensor *b)
     return tl_convert_steal(r, a->dtype);
 }
 
+/* Whether half products run in the CPU BLAS command (it widens and rounds them; cpu_blas.h): the BLAS path
+ * runs here and the tensor cores do not (they come first where usable, the emulated ones in tests too). */
+static int
+half_on_cpu_blas(void)
+{
+    return tl_gemm_tc_half_usable() == 0 && tl_cpu_blas_usable();
+}
+
 static PyObject *
 mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int act, int *fused)
 {
     mm_problem p = {.act = act};
-    /* two operands of one half dtype: in the CPU BLAS command (it widens and rounds them; cpu_blas.h) where it
-     * runs, else mm_half_plain (nothing fused: the caller adds res, applies act) */
+    /* two operands of one half dtype: the CPU BLAS command, else mm_half_plain (the tensor cores, or widened;
+     * nothing fused: the caller adds res, applies act) */
     const int half = TL_IS_HALF(a->dtype) && a->dtype == b->dtype && a->ndim >= 2 && a->ndim <= 3 && b->ndim >= 2 &&
                      b->ndim <= 3;
-    if (half && (tl_gemm_tc_half_usable() != 0 || !tl_cpu_blas_usable())) return mm_half_plain(op, a, b);   /* tc */
+    if (half && !half_on_cpu_blas()) return mm_half_plain(op, a, b);
     Py_ssize_t shape[TL_MAX_DIMS + 2];
     int nshape = 0;
     tl_tensor *out = NULL;
@@ -423,10 +431,12 @@ mm_forward_res(const char *op, tl_tensor *a, tl_tensor *b, tl_tensor *res, int a
     if (half) {                                          /* CPU devices: the BLAS command, ReLU after it */
         const int r = tl_cpu_blas_mm((const int[]){p.M, p.N, p.K, p.sAm, p.sAk, p.sBk, p.sBn}, p.nbd, p.bshape, p.bst,
                                      p.off, out, a, b, res, NULL, p.act == 1);
-        if (r > 0) *fused = (res != NULL) | (p.act == 1 ? 2 : 0);
-        if (r != 0) return r < 0 ? (Py_DECREF(out), NULL) : (PyObject *)out;
-        Py_DECREF(out);                                  /* strides no BLAS takes: through float32 */
-        return mm_half_plain(op, a, b);
+        if (r > 0) {
+            *fused = (res != NULL) | (p.act == 1 ? 2 : 0);
+            return (PyObject *)out;
+        }
+        Py_DECREF(out);
+        return r < 0 ? NULL : mm_half_plain(op, a, b);   /* 0: strides no BLAS takes, widened */
     }
     if (mm_launch(&p, a, b, out, res, fused) < 0) Py_CLEAR(out);
     return (PyObject *)out;
@@ -476,7 +486,7 @@ int
 tl_matmul_half_native(int casts)
 {
     const int tc = tl_gemm_tc_half_usable();
-    return tc != 0 || casts ? tc : tl_cpu_blas_usable();
+    return tc != 0 || casts ? tc : half_on_cpu_blas();
 }
 
 /* a @ b, recorded, in the operands' half dtype (the tensor cores, or the CPU BLAS command: mm_forward) when both
@@ -663,7 +673,7 @@ tl_linear_grads_blas(tl_tensor *g2, tl_tensor *x2, PyObject **gw, PyObject **gb)
     int v, r, none[3][TL_MAX_DIMS] = {{0}};
     const int dt = g2->dtype;                           /* float32, or one half dtype (the command widens it) */
     if (rows == 0 || N == 0 || K == 0 || x2->dtype != dt || (dt != TL_F32 && !TL_IS_HALF(dt))) return 0;
-    if (dt != TL_F32 && tl_gemm_tc_half_usable() != 0) return 0;   /* the tensor cores first, as mm_forward_res */
+    if (dt != TL_F32 && !half_on_cpu_blas()) return 0;
     if (gemm_check(0, &q) < 0 || (v = choose_tiled(&q)) < 0) return -1;
     if (q.v[GP_DIRECT] == 0 || v != MM_GEMM) return 0;  /* a GPU, or TLGPU_MATMUL_KERNEL forced a kernel */
     if ((w = tl_tensor_empty(dt, 2, (Py_ssize_t[]){N, K})) == NULL ||
