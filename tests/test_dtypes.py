@@ -301,4 +301,8 @@ def test_contiguous_half_elementwise_matches_strided(dt):
         tu = tlgpu.tensor(u8)
         for got, want in ((tu[1, 3:] / 255.0, u8[1, 3:] / np.float32(255.0)),
                           (tu[1, 3:] * ta[0, 3:], cast(u8[1, 3:] * a32[0, 3:], dt))):
-            assert got.dtype == want.dtype and np.array_equal(bits(got.numpy()), bits(want)), n
+            assert got.dtype == want.dtype, n
+            if tlgpu.device().type == "cpu" or want.dtype != np.float32:
+                assert np.array_equal(bits(got.numpy()), bits(want)), n
+            else:                                              # GPUs: OpenCL's division (2.5 ulp, NVIDIA's 1)
+                np.testing.assert_allclose(got.numpy(), want, rtol=3e-7, atol=0)
