@@ -1,7 +1,7 @@
 /* ew_launch.c: the launch of one elementwise op: the kernel of kernels/elementwise.cl for the operands'
  * layout, dtypes and device (int32 math: tl_ew_i32; float32: the strided tl_ew_f32 or, contiguous, its float4
- * twin; on CPU devices also the hot ops' own loops and the row kernel; any other dtype mix: tl_ew_any, or on
- * CPU devices tl_ew_contig_any for contiguous floating or uint8 operands), its arguments, and the note
+ * twin; on CPU devices also the hot ops' own loops and the row kernel; any other dtype mix: tl_ew_any, or
+ * tl_ew_contig_any for contiguous floating or uint8 operands), its arguments, and the note
  * tlgpu.jit's fusion reads (capture.h: the math, and which elements the kernel computed as float4). */
 #include "ew_launch.h"
 #include "capture.h"
@@ -46,9 +46,9 @@ tl_ew_launch(int op, tl_tensor *out, const tl_ew_operand *o, int ndim, const Py_
     int contig = !as_int && L.ndim <= 1, floating = TL_IS_FLOAT(out->dtype);   /* floating out, uint8 in too */
     for (int i = 0; contig && i < 4; i++) contig = ops[i] == NULL || L.ndim == 0 || L.st[i][0] == 1;
     for (int i = 0; i < 3; i++) floating &= o[i].t == NULL || TL_IS_FLOAT(o[i].t->dtype) || o[i].t->dtype == TL_U8;
-    const int cpu = as_int || (any && !(contig && floating)) ? 0 : tl_device_is_cpu();   /* CPU devices only: */
-    if (cpu < 0) return -1;                                                                /* GPUs keep theirs */
-    const int contig_any = any && contig && floating && cpu;                           /* tl_ew_contig_any */
+    const int cpu = as_int || any ? 0 : tl_device_is_cpu();      /* the rows and hot kernels: CPU devices only */
+    if (cpu < 0) return -1;
+    const int contig_any = any && contig && floating;                                  /* tl_ew_contig_any */
     contig &= !any;
     int rows = cpu && !any && !contig && L.ndim <= 3 && L.st[0][L.ndim - 1] == 1;      /* tl_ew_rows_f32's */
     for (int i = 1; rows && i < 4; i++) rows = ops[i] == NULL || (unsigned)L.st[i][L.ndim - 1] <= 1u;
@@ -65,8 +65,8 @@ tl_ew_launch(int op, tl_tensor *out, const tl_ew_operand *o, int ndim, const Py_
                          o[2].t ? o[2].t->storage : NULL};
     size_t items = contig || contig_any ? ((size_t)L.n + 15) / 16 : (size_t)L.n;  /* contiguous: 4 x 4 each */
     if (tl_set_args(k, 0, 1, sz, v) < 0 || tl_set_args(k, 1, 8 + any, sz + 2 - any, v + 2 - any) < 0) return -1;
-    int rc = rows ? launch_rows(kh, &L, st) : cpu ? tl_launch_flat(kh, items, st, 4)   /* small: groups of 16 */
-                                                  : tl_launch_1d(kh, items, st, 4, 1u);
+    int rc = rows ? launch_rows(kh, &L, st) : cpu || contig_any ? tl_launch_flat(kh, items, st, 4)  /* small: */
+                                                                : tl_launch_1d(kh, items, st, 4, 1u);   /* groups of 16 */
     if (rc < 0) return -1;
     tl_capture_note_ew(k, op, (as_int ? TL_EWM_I32 : any ? TL_EWM_ANY : TL_EWM_F32) |   /* tlgpu.jit's fusion */
                        (contig || contig_any ? TL_EWM_VEC4 : rows ? TL_EWM_ROWS4 : 0), &L, dts, 2 + any, 6 + any);

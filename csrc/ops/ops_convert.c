@@ -20,9 +20,8 @@ convert_fast(int from, int to)
 }
 
 /* x converted to dtype `to` (a new contiguous tensor; x itself when it has that dtype), not recorded; via >= 0
- * (x and to float32): x rounded through the half dtype via instead (round_raw). On CPU devices a contiguous x
- * between the pairs of convert_fast takes tl_convert_contig (vector loops; GPUs keep tl_convert until that
- * kernel has run on one). */
+ * (x and to float32): x rounded through the half dtype via instead (round_raw). A contiguous x between the
+ * pairs of convert_fast takes tl_convert_contig (vector loops, 16 elements a work-item), any other tl_convert. */
 static tl_tensor *
 convert_via(tl_tensor *x, int to, int via)
 {
@@ -40,10 +39,6 @@ convert_via(tl_tensor *x, int to, int via)
     tl_layout_make(&L, x->ndim, x->shape, ops, 2);
     int contig = (via >= 0 || convert_fast(x->dtype, to)) &&
                  (L.ndim == 0 || (L.ndim == 1 && L.st[0][0] == 1 && L.st[1][0] == 1));
-    if (contig && (contig = tl_device_is_cpu()) < 0) {
-        Py_DECREF(out);
-        return NULL;
-    }
     if (via >= 0 && !contig) {                       /* the two conversions the rounding stands for */
         Py_DECREF(out);
         tl_tensor *h = convert_via(x, via, -1);
