@@ -48,6 +48,47 @@ TL_SGD(f32, float)
 TL_SGD(f16, ushort)
 TL_SGD(bf16, ushort)
 
+/* One element of RMSprop (torch.optim.RMSprop's formulation): g += weight_decay * p; sq = alpha sq + (1 - alpha)
+ * g^2; centered: ga += (1 - alpha) (g - ga) (torch's lerp) and the denominator sqrt(sq - ga^2) + eps, else
+ * sqrt(sq) + eps; with momentum b = momentum b + g / den and p -= lr b, else p -= lr g / den. *sq, *ga, *b: the
+ * state's values (ga and b read and written only when centered / momentum); returns p. */
+static float
+rmsprop_el(float p, float g, float *sq, float *ga, float *b, float lr, float alpha, float eps, float weight_decay,
+           float momentum, int centered)
+{
+    g += weight_decay * p;
+    *sq = alpha * *sq + (1.0f - alpha) * (g * g);
+    float den = *sq;
+    if (centered) {
+        *ga += (1.0f - alpha) * (g - *ga);
+        den -= *ga * *ga;
+    }
+    den = sqrt(den) + eps;
+    if (momentum > 0.0f) {
+        *b = momentum * *b + g / den;
+        return p - lr * *b;
+    }
+    return p - lr * (g / den);
+}
+
+#define TL_RMSPROP(D, T)                                                                                      \
+    kernel void tl_rmsprop_##D(int n, global T *p, global const T *g, global T *sq, global T *ga, global T *buf,\
+                               float lr, float alpha, float eps, float weight_decay, float momentum,          \
+                               int centered)                                                                  \
+    {                                                                                                         \
+        int i = get_global_id(0);                                                                             \
+        if (i >= n) return;                                                                                   \
+        float s = LD_##D(sq, i), a = centered ? LD_##D(ga, i) : 0.0f, b = momentum > 0.0f ? LD_##D(buf, i) : 0.0f; \
+        ST_##D(p, i, rmsprop_el(LD_##D(p, i), LD_##D(g, i), &s, &a, &b, lr, alpha, eps, weight_decay, momentum, \
+                                centered));                                                                   \
+        ST_##D(sq, i, s);                                                                                     \
+        if (centered) ST_##D(ga, i, a);                                                                       \
+        if (momentum > 0.0f) ST_##D(buf, i, b);                                                               \
+    }
+TL_RMSPROP(f32, float)
+TL_RMSPROP(f16, ushort)
+TL_RMSPROP(bf16, ushort)
+
 /* Adam's weight decay and moments for one element: decoupled (AdamW) shrinks *p by lr * weight_decay * p,
  * else weight_decay * p joins the gradient; then m and v. */
 static void

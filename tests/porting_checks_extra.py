@@ -471,6 +471,46 @@ def _():
         assert sd["param_groups"][0]["params"] == [0] and sd["param_groups"][0]["decoupled_weight_decay"] == decoupled
 
 
+@row('`optim.RMSprop(params, lr, alpha, eps, weight_decay, momentum, centered)`')
+def _():
+    r = rng()
+    a, grads = r.standard_normal(6), [r.standard_normal(6) for _ in range(12)]
+    lr, alpha, eps = 0.01, 0.9, 1e-5
+    for wd, momentum, centered in ((0.0, 0.0, False), (0.1, 0.9, False), (0.0, 0.5, True), (0.05, 0.0, True)):
+        p, sq, ga, buf = a.copy(), np.zeros(6), np.zeros(6), np.zeros(6)   # torch's RMSprop, in float64
+        for g in grads:
+            g = g + wd * p
+            sq = alpha * sq + (1 - alpha) * g * g
+            den = sq
+            if centered:
+                ga = ga + (1 - alpha) * (g - ga)
+                den = sq - ga * ga
+            den = np.sqrt(den) + eps
+            if momentum:
+                buf = momentum * buf + g / den
+                p = p - lr * buf
+            else:
+                p = p - lr * g / den
+        w = T(a, requires_grad=True)
+        opt = tlgpu.optim.RMSprop([w], lr=lr, alpha=alpha, eps=eps, weight_decay=wd, momentum=momentum,
+                                  centered=centered)
+        for g in grads:
+            w.grad = T(g)
+            opt.step()
+        close(w, p, 1e-5, 1e-6)
+        st = opt.state_dict()["state"][0]
+        want = {"step", "square_avg"} | ({"momentum_buffer"} if momentum else set()) | \
+            ({"grad_avg"} if centered else set())
+        assert set(st) == want and st["step"] == 12, st.keys()
+        close(st["square_avg"], sq, 1e-5, 1e-6)
+        if centered:
+            close(st["grad_avg"], ga, 1e-5, 1e-6)
+        opt2 = tlgpu.optim.RMSprop([T(a, requires_grad=True)], lr=lr)     # a resumed run continues alike
+        opt2.load_state_dict(opt.state_dict())
+        assert opt2.param_groups[0]["centered"] == centered and opt2.state_dict()["state"][0]["step"] == 12
+    raises(ValueError, "alpha", lambda: tlgpu.optim.RMSprop([T(a, requires_grad=True)], alpha=1.5))
+
+
 # ---- indexing (tlgpu/_indexing.py) and the distributions' submodule paths ----
 
 @row('`x[1:3, :, None]`, `x[i]`, `x[idx_list]`, `x[int_tensor]`')

@@ -55,7 +55,8 @@ def _step(model, opt, clip=0.5):
 
 @pytest.mark.parametrize("opt_cls,kw", [(tlgpu.optim.Adam, dict(lr=1e-2)), (tlgpu.optim.AdamW, dict(lr=1e-2)),
                                         (tlgpu.optim.SGD, dict(lr=0.1, momentum=0.9)),
-                                        (tlgpu.optim.RAdam, dict(lr=1e-2))])
+                                        (tlgpu.optim.RAdam, dict(lr=1e-2)),
+                                        (tlgpu.optim.RMSprop, dict(lr=1e-2, momentum=0.5, centered=True))])
 def test_training_replays_equal_eager(rng, opt_cls, kw):
     m1, o1 = _mlp(3, opt_cls, **kw)
     m2, o2 = _mlp(3, opt_cls, **kw)

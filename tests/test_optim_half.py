@@ -1,4 +1,4 @@
-"""Optimizers on float16/bfloat16 parameters (issue 26): SGD, Adam, AdamW and RAdam keep their state in the
+"""Optimizers on float16/bfloat16 parameters (issue 26): SGD, Adam, AdamW, RAdam and RMSprop keep their state in the
 parameter's dtype and compute in float32, rounding each stored value once (torch's fused optimizers). Each is
 checked over several steps on random parameters and gradients against a float64 numpy reference of the
 algorithm that rounds the state and the parameters to the half dtype after every step: nearly every element
@@ -113,6 +113,26 @@ def ref_radam(p, g, st, dt, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, 
     return _r(p - step_size * m / (np.sqrt(v) + eps) if rho_t > 5 else p - step_size * m, dt)
 
 
+def ref_rmsprop(p, g, st, dt, lr, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False):
+    """torch.optim.RMSprop's formulas (grad_avg by torch's lerp), each stored value rounded to dt."""
+    lr, alpha, eps, weight_decay, momentum = map(_f, (lr, alpha, eps, weight_decay, momentum))
+    g = g + weight_decay * p
+    sq = alpha * st.get("sq", 0.0) + (1 - alpha) * g * g
+    den = sq
+    if centered:
+        ga = st.get("ga", 0.0)
+        ga = ga + (1 - alpha) * (g - ga)
+        st["ga"] = _r(ga, dt)
+        den = sq - ga * ga
+    st["sq"] = _r(sq, dt)
+    den = np.sqrt(den) + eps
+    if momentum:
+        b = momentum * st.get("buf", 0.0) + g / den
+        st["buf"] = _r(b, dt)
+        return _r(p - lr * b, dt)
+    return _r(p - lr * g / den, dt)
+
+
 def _run(rng, dt, make, ref, kw, steps, shapes=SHAPES, lr=0.03):
     vals, ts = _params(rng, dt, shapes)
     opt = make(ts, lr=lr, **kw)
@@ -178,8 +198,33 @@ def test_radam_half_matches_rounded_reference(rng, dt, kw):
         _close(opt.state[t]["exp_avg_sq"], st["v"], dt, f"exp_avg_sq {i}")
 
 
-@pytest.mark.parametrize("cls", [tlgpu.optim.Adam, tlgpu.optim.AdamW, tlgpu.optim.SGD, tlgpu.optim.RAdam],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize("dt", HALVES + [np.dtype(np.float32)], ids=str)
+@pytest.mark.parametrize("kw", [dict(), dict(alpha=0.9, eps=1e-5, weight_decay=0.05), dict(momentum=0.9),
+                                dict(centered=True, momentum=0.5)], ids=lambda k: ",".join(k) or "plain")
+def test_rmsprop_matches_rounded_reference(rng, dt, kw):
+    """RMSprop in each dtype (float32 too: one fused kernel per parameter on every device, so no other test
+    covers its float32 build), each state buffer against the reference."""
+    ts, vals, states, opt, first = _run(rng, dt, tlgpu.optim.RMSprop, ref_rmsprop, kw, steps=6, lr=0.01)
+
+    def close(got, ref, what):                     # float32: the momentum sum of O(10) steps cancels to ~1e-3
+        if dt != np.float32:
+            return _close(got, ref, dt, what)
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=2e-6 * (1 + np.sqrt(np.mean(ref * ref))),
+                                   err_msg=what)
+    for i, (t, v, st) in enumerate(zip(ts, vals, states)):
+        close(t, v, f"param {i}")
+        assert np.abs(v - first[i]).max() > 8 * ULP[dt]
+        s = opt.state[t]
+        assert s["step"] == 6 and s["square_avg"].dtype == t.dtype
+        close(s["square_avg"], st["sq"], f"square_avg {i}")
+        if kw.get("centered"):
+            close(s["grad_avg"], st["ga"], f"grad_avg {i}")
+        if kw.get("momentum"):
+            close(s["momentum_buffer"], st["buf"], f"momentum_buffer {i}")
+
+
+@pytest.mark.parametrize("cls", [tlgpu.optim.Adam, tlgpu.optim.AdamW, tlgpu.optim.SGD, tlgpu.optim.RAdam,
+                                 tlgpu.optim.RMSprop], ids=lambda c: c.__name__)
 def test_mixed_dtypes_in_one_optimizer(rng, cls):
     """float32, float16 and bfloat16 parameters in one optimizer (Adam: 11 parameters, so the fused launches
     take 8 of one dtype at most and the groups split by dtype); each follows its own dtype's reference."""
@@ -193,6 +238,7 @@ def test_mixed_dtypes_in_one_optimizer(rng, cls):
     kw = dict(momentum=0.9) if cls is tlgpu.optim.SGD else dict(weight_decay=0.02)
     opt = cls(ts, lr=0.03, **kw)
     ref = {tlgpu.optim.SGD: ref_sgd, tlgpu.optim.RAdam: ref_radam, tlgpu.optim.Adam: ref_adam,
+           tlgpu.optim.RMSprop: ref_rmsprop,
            tlgpu.optim.AdamW: lambda *a, **k: ref_adam(*a, decoupled=True, **k)}[cls]
     states = [{} for _ in ts]
     for _ in range(4):

@@ -1,5 +1,5 @@
-/* ops_optim.c: fused optimizer steps (kernels/optim.cl): one kernel launch per parameter, Adam over up to 8
- * parameters a launch (tl_adam8, GPUs), or Adam, SGD and RAdam over up to 8 parameters a launch in chunks
+/* ops_optim.c: fused optimizer steps (kernels/optim.cl): one kernel launch per parameter (RMSprop always),
+ * Adam over up to 8 parameters a launch (tl_adam8, GPUs), or Adam, SGD and RAdam over up to 8 a launch in chunks
  * (tl_*c, CPU devices; launch_chunked). The Python optimizers (tlgpu/optim) hold hyperparameters and state
  * tensors and choose the launches.
  * Steps write parameters in place: they bump the version counter (a graph that saved the old values will
@@ -93,6 +93,27 @@ fn_sgd_step(PyObject *Py_UNUSED(m), PyObject *args)
     const size_t sz[6] = {4, 4, 4, 4, 4, 4};
     const void *v[6] = {&lr, &momentum, &dampening, &wd, &nesterov, &first};
     if (launch(kh, ts, 3, sz, v, 6, 4) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _rmsprop_step(p, g, square_avg, grad_avg or None, momentum_buffer or None, lr, alpha, eps, weight_decay,
+ * momentum, centered): one parameter's RMSprop step (tl_rmsprop_*). */
+static PyObject *
+fn_rmsprop_step(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_rmsprop");
+    PyObject *ts[5];
+    float lr, alpha, eps, wd, momentum;
+    int centered;
+    if (!PyArg_ParseTuple(args, "OOOOOfffffp:_rmsprop_step", &ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &lr, &alpha, &eps,
+                          &wd, &momentum, &centered))
+        return NULL;
+    if (check_group("rmsprop", ts, 5, 24u) < 0) return NULL;
+    if ((centered && ts[3] == Py_None) || (momentum > 0.0f && ts[4] == Py_None))
+        return PyErr_Format(PyExc_ValueError, "rmsprop: centered needs grad_avg and momentum a buffer");
+    const size_t sz[6] = {4, 4, 4, 4, 4, 4};
+    const void *v[6] = {&lr, &alpha, &eps, &wd, &momentum, &centered};
+    if (launch(kh, ts, 5, sz, v, 6, 6) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -383,6 +404,9 @@ static const PyMethodDef optim_functions[] = {
     {"_radam_chunked", fn_radam_chunked, METH_VARARGS,
      "_radam_chunked(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, "
      "step_size, adaptive): RAdam over up to 8 parameters of one dtype at one step, one launch in chunks."},
+    {"_rmsprop_step", fn_rmsprop_step, METH_VARARGS,
+     "_rmsprop_step(p, g, square_avg, grad_avg|None, momentum_buffer|None, lr, alpha, eps, weight_decay, momentum, "
+     "centered): one fused RMSprop step."},
     {"_radam_step", fn_radam_step, METH_VARARGS,
      "_radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, adaptive)."},
     {NULL, NULL, 0, NULL},

@@ -409,3 +409,51 @@ class RAdam(Optimizer):
     def _complete_state(self, entry, p):
         entry["step"] = int(entry.get("step", 0))
         return entry
+
+
+class RMSprop(Optimizer):
+    """RMSprop as torch.optim.RMSprop (Stable-Baselines3's A2C default: alpha=0.99, eps=1e-5): square_avg =
+    alpha * square_avg + (1 - alpha) * g^2 (g with weight_decay * p added), the step g / (sqrt(square_avg) + eps),
+    centered subtracting the running mean of g squared under the root, momentum accumulating the steps in a
+    buffer. One fused kernel per parameter per step on every device (tl_rmsprop_*); state as torch's: step,
+    square_avg, momentum_buffer (momentum > 0), grad_avg (centered), in the parameter's dtype."""
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False):
+        if lr < 0 or eps < 0 or weight_decay < 0 or momentum < 0 or not 0 <= alpha <= 1:
+            raise ValueError(f"RMSprop: invalid lr={lr}, alpha={alpha}, eps={eps}, weight_decay={weight_decay} or "
+                             f"momentum={momentum}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                                      centered=centered))
+
+    # tl_rmsprop_f32's scalars (csrc/ops/ops_optim.c): lr, alpha, eps, weight_decay, momentum at 6-10
+    _ARGS = {"lr": 6, "alpha": 7, "eps": 8, "weight_decay": 9, "momentum": 10}
+
+    @classmethod
+    def _scalars(cls, group, st):
+        return {i: group[k] for k, i in cls._ARGS.items()}
+
+    def step(self):
+        rec = _recorder(self._scalars)
+        for group in self.param_groups:
+            for p, g in self._grads(group):
+                st = self.state.get(p)
+                if st is None:
+                    st = self.state[p] = self._complete_state({}, p, group)
+                st["step"] += 1
+                before = _C._jit_last_command() if rec else None
+                _C._rmsprop_step(p, g, st["square_avg"], st.get("grad_avg"), st.get("momentum_buffer"), group["lr"],
+                                 group["alpha"], group["eps"], group["weight_decay"], group["momentum"],
+                                 group["centered"])
+                if rec:
+                    rec.launched(before, [st], group)
+
+    def _complete_state(self, entry, p, group=None):
+        group = group if group is not None else next(g for g in self.param_groups if any(q is p for q in g["params"]))
+        entry["step"] = int(entry.get("step", 0))
+        entry.setdefault("square_avg", _zeros_like(p))
+        if group["momentum"] > 0:
+            entry.setdefault("momentum_buffer", _zeros_like(p))
+        if group["centered"]:
+            entry.setdefault("grad_avg", _zeros_like(p))
+        return entry
+
