@@ -511,6 +511,59 @@ def _():
     raises(ValueError, "alpha", lambda: tlgpu.optim.RMSprop([T(a, requires_grad=True)], alpha=1.5))
 
 
+@row('`x.amax(dim, keepdim)`, `x.amin(...)`, `torch.amax(x, dim)`')
+def _():
+    a = f32(rng().standard_normal((3, 4, 5)))
+    a[1, 2, :2] = 2.5                                                 # a tie in one row
+    x = T(a, requires_grad=True)
+    close(x.amax(1), a.max(1), 0, 0)
+    close(x.amin((0, 2), keepdim=True), a.min((0, 2), keepdims=True), 0, 0)
+    close(tlgpu.amax(x, -1), a.max(-1), 0, 0)
+    assert x.amax().shape == () and x.amax().item() == a.max()
+    g = f32(rng().standard_normal((3, 5)))
+    (x.amax(1) * T(g)).sum().backward()
+    hit = (a == a.max(1, keepdims=True)).astype(np.float64)
+    close(x.grad, g[:, None, :] * hit / hit.sum(1, keepdims=True))    # split evenly between ties
+
+
+@row('`x.any(dim)`, `x.all(dim)`, `torch.isnan(x)`, `isinf`, `isfinite`')
+def _():
+    a = f32(rng().standard_normal((3, 4, 5)))
+    a[0, 1, 2], a[1, 2, 3], a[2, 0, 0], a[2, 3] = np.nan, np.inf, -np.inf, 0
+    x = T(a)
+    for got, want in ((x.isnan(), np.isnan(a)), (tlgpu.isinf(x), np.isinf(a)), (x.isfinite(), np.isfinite(a)),
+                      (x.any(), np.any(a)), (x.all(), np.all(a)), ((x > 1).any(1), (a > 1).any(1)),
+                      (tlgpu.all(x, 2, keepdim=True), np.all(a, 2, keepdims=True)), ((x > -9).all(), (a > -9).all()),
+                      ((x == x).any(), True)):
+        assert got.dtype == tlgpu.float32
+        close(got, f32(want), 0, 0)
+    assert bool(x.isnan().any()) and not bool(tlgpu.tensor(np.array([1, 2], np.int32)).isnan().any())
+    e = T(np.zeros((0, 3)))
+    assert bool(e.all()) and not bool(e.any()) and e.any(0).shape == (3,)
+
+
+@row('`x.flip(dims)`, `torch.flip(x, dims)`')
+def _():
+    a = f32(rng().standard_normal((3, 4, 5)))
+    x = T(a, requires_grad=True)
+    close(x.flip(0), a[::-1], 0, 0)
+    close(x.flip((0, -1)), a[::-1, :, ::-1], 0, 0)
+    close(tlgpu.flip(x, [1, 2]), a[:, ::-1, ::-1], 0, 0)
+    g = f32(rng().standard_normal((3, 4, 5)))
+    (x.flip((0, 2)) * T(g)).sum().backward()
+    close(x.grad, g[::-1, :, ::-1], 0, 0)
+    close(tlgpu.tensor(a.astype(np.int32)).flip(1), a.astype(np.int32)[:, ::-1], 0, 0)
+    raises(IndexError, "out of range", lambda: x.flip(3))
+    raises(ValueError, "repeat", lambda: x.flip((1, -2)))
+
+
+@row('`x.element_size()`, `x.nbytes`')
+def _():
+    for dt, size in ((tlgpu.float32, 4), (tlgpu.int32, 4), (tlgpu.float16, 2), (tlgpu.bfloat16, 2), (tlgpu.uint8, 1)):
+        x = tlgpu.zeros((3, 5), dtype=dt)
+        assert x.element_size() == size and x.nbytes == 15 * size, dt
+
+
 # ---- indexing (tlgpu/_indexing.py) and the distributions' submodule paths ----
 
 @row('`x[1:3, :, None]`, `x[i]`, `x[idx_list]`, `x[int_tensor]`')

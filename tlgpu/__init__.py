@@ -120,6 +120,7 @@ from ._torch_compat import (FloatTensor, IntTensor, LongTensor, as_tensor, equal
                             float32, int32, float16, bfloat16, uint8, float64)
 globals().update(_torch_compat.CREATORS)
 globals().update(_torch_compat.LIKE)
+globals().update(_torch_compat.REDUCING)         # tlgpu.flip(x, dims), amax, any, isnan, ...: the methods
 _torch_compat.install()
 from . import _indexing  # noqa: E402
 _indexing.install()
@@ -133,4 +134,4 @@ half, double, bool = float16, float64, _torch_compat.bool_
 long = int64 = int = int32
 float = float32
 # `from tlgpu import *` must not shadow the caller's builtins
-__all__ = [_n for _n in globals() if not _n.startswith("_") and _n not in ("float", "int", "bool")]
+__all__ = [_n for _n in globals() if not _n.startswith("_") and _n not in ("float", "int", "bool", "any", "all")]

@@ -385,6 +385,81 @@ def clamp_max_(self, max):
     return self.clamp_(max=max)
 
 
+def _dims(dims, ndim, op):
+    """torch's dims (an int, or a tuple / list of ints, negative from the end) as sorted non-negative ints."""
+    dims = (dims,) if _is_int(dims) else tuple(dims)
+    out = []
+    for d in dims:
+        if not _is_int(d) or not -max(ndim, 1) <= d < max(ndim, 1):
+            raise IndexError(f"{op}: dim {d!r} out of range for a {ndim}-d tensor")
+        out.append(int(d) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: dims {dims} repeat a dim")
+    return sorted(out)
+
+
+def flip(self, dims):
+    """The elements in reverse order along each of dims (torch.flip): a copy (one gather a dim), differentiable."""
+    out = self
+    for d in _dims(dims, self.ndim, "flip"):
+        n = self.shape[d] if self.ndim else 1
+        if n > 1:
+            out = out.index_select(d, np.arange(n - 1, -1, -1, dtype=np.int32))
+    return out.clone() if out is self else out
+
+
+def amax(self, dim=(), keepdim=False):
+    """The maximum over dim (an int or a tuple; () or None: every dim), values only (torch.amax); the gradient is
+    split evenly between tied maxima, as torch's."""
+    return self.max(axis=None if dim in ((), None) else dim, keepdims=keepdim)
+
+
+def amin(self, dim=(), keepdim=False):
+    """The minimum over dim, as amax."""
+    return self.min(axis=None if dim in ((), None) else dim, keepdims=keepdim)
+
+
+def any_(self, dim=None, keepdim=False):
+    """1.0 where any element over dim (None: all) is non-zero (NaN counts), else 0.0: a float32 mask, as tlgpu's
+    comparisons give (torch: bool); `if t.any():` reads it (a sync point)."""
+    return (self != 0).sum(axis=dim, keepdims=keepdim) > 0
+
+
+def all_(self, dim=None, keepdim=False):
+    """1.0 where every element over dim (None: all) is non-zero, else 0.0 (a float32 mask; over none: 1.0)."""
+    return (self == 0).sum(axis=dim, keepdims=keepdim) == 0
+
+
+def isnan(self):
+    """1.0 where the element is NaN, else 0.0 (a float32 mask; torch: bool)."""
+    return self != self
+
+
+def isinf(self):
+    """1.0 where the element is +inf or -inf, else 0.0 (a float32 mask)."""
+    return self.abs() == float("inf") if self.dtype != "int32" else self != self
+
+
+def isfinite(self):
+    """1.0 where the element is neither NaN nor infinite, else 0.0 (a float32 mask)."""
+    return (self - self) == 0
+
+
+_ITEMSIZE = {"float32": 4, "int32": 4, "float16": 2, "bfloat16": 2, "uint8": 1}
+
+
+def element_size(self):
+    """Bytes an element takes in device memory (float32 / int32 4, float16 / bfloat16 2, uint8 1)."""
+    return _ITEMSIZE[str(self.dtype)]
+
+
+def _nbytes(self):
+    return self.numel() * _ITEMSIZE[str(self.dtype)]
+
+
+REDUCING = dict(flip=flip, amax=amax, amin=amin, any=any_, all=all_, isnan=isnan, isinf=isinf, isfinite=isfinite)
+
+
 def install():
     """Attach the methods to the C Tensor type and give it torch's legacy constructor."""
     methods = dict(to=to, cpu=cpu, cuda=cuda, pin_memory=pin_memory, type=type_, long=long, view_as=view_as,
@@ -396,6 +471,7 @@ def install():
         methods["clip_"] = Tensor.clamp_
     methods["clamp_min_"] = clamp_min_
     methods["clamp_max_"] = clamp_max_
+    methods.update(REDUCING, element_size=element_size, nbytes=property(_nbytes, doc="numel() * element_size()"))
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.__new__ = staticmethod(_tensor_new)   # C makes tensors with tp_alloc, never through this
