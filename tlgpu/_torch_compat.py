@@ -457,6 +457,8 @@ def _nbytes(self):
     return self.numel() * _ITEMSIZE[str(self.dtype)]
 
 
+any_.__name__ = any_.__qualname__ = "any"
+all_.__name__ = all_.__qualname__ = "all"
 REDUCING = dict(flip=flip, amax=amax, amin=amin, any=any_, all=all_, isnan=isnan, isinf=isinf, isfinite=isfinite)
 
 
