@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _C
 from ._device import Device, check_device, device as _the_device
-from .autograd import _is_int  # an int or a numpy integer (anything with __index__), not a tensor
+from .autograd import _dims, _is_int  # _is_int: an int or a numpy integer (anything with __index__), not a tensor
 
 Tensor = _C.Tensor
 float32 = np.dtype("float32")
@@ -385,23 +385,10 @@ def clamp_max_(self, max):
     return self.clamp_(max=max)
 
 
-def _dims(dims, ndim, op):
-    """torch's dims (an int, or a tuple / list of ints, negative from the end) as sorted non-negative ints."""
-    dims = (dims,) if _is_int(dims) else tuple(dims)
-    out = []
-    for d in dims:
-        if not _is_int(d) or not -max(ndim, 1) <= d < max(ndim, 1):
-            raise IndexError(f"{op}: dim {d!r} out of range for a {ndim}-d tensor")
-        out.append(int(d) % max(ndim, 1))
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op}: dims {dims} repeat a dim")
-    return sorted(out)
-
-
 def flip(self, dims):
     """The elements in reverse order along each of dims (torch.flip): a copy (one gather a dim), differentiable."""
     out = self
-    for d in _dims(dims, self.ndim, "flip"):
+    for d in _dims("flip", dims, self.ndim):
         n = self.shape[d] if self.ndim else 1
         if n > 1:
             out = out.index_select(d, np.arange(n - 1, -1, -1, dtype=np.int32))
