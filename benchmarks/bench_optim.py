@@ -27,7 +27,8 @@ CASES = [("Adam", lambda ps: optim.Adam(ps, lr=1e-3), ("chunked", "multi", "per_
          ("Adam amsgrad", lambda ps: optim.Adam(ps, lr=1e-3, amsgrad=True), ("chunked", "per_param")),
          ("AdamW", lambda ps: optim.AdamW(ps, lr=1e-3), ("chunked", "multi", "per_param")),
          ("SGD momentum", lambda ps: optim.SGD(ps, lr=1e-2, momentum=0.9), ("chunked", "per_param")),
-         ("RAdam", lambda ps: optim.RAdam(ps, lr=1e-3), ("chunked", "per_param"))]
+         ("RAdam", lambda ps: optim.RAdam(ps, lr=1e-3), ("chunked", "per_param")),
+         ("RMSprop (A2C's)", lambda ps: optim.RMSprop(ps, lr=7e-4, alpha=0.99, eps=1e-5), ("per_param",))]
 
 
 def run(make, mode, dtype, shapes):
