@@ -564,6 +564,85 @@ def _():
         assert x.element_size() == size and x.nbytes == 15 * size, dt
 
 
+@row('`x.t()`, `x.mT`, `x.swapaxes(a, b)`, `x.movedim(src, dst)`')
+def _():
+    a = f32(rng().standard_normal((2, 3, 4)))
+    x = T(a, requires_grad=True)
+    close(x[0].t(), a[0].T, 0, 0)
+    close(x.mT, np.swapaxes(a, -2, -1), 0, 0)
+    close(x.swapaxes(0, 2), np.swapaxes(a, 0, 2), 0, 0)
+    close(x.swapdims(-1, 0), np.swapaxes(a, -1, 0), 0, 0)
+    close(x.movedim(0, -1), np.moveaxis(a, 0, -1), 0, 0)
+    close(tlgpu.movedim(x, (0, 1), (2, 0)), np.moveaxis(a, (0, 1), (2, 0)), 0, 0)
+    close(x.moveaxis(-1, 1), np.moveaxis(a, -1, 1), 0, 0)
+    g = f32(rng().standard_normal((4, 2, 3)))
+    (x.movedim(2, 0) * T(g)).sum().backward()
+    close(x.grad, np.moveaxis(g, 0, 2), 0, 0)
+    raises(ValueError, "at most 2", lambda: x.t())
+    raises(ValueError, "distinct", lambda: x.movedim((0, 1), (1, 1)))
+
+
+@row('`x.narrow(dim, start, length)`, `x.select(dim, i)`, `x.unbind(dim)`')
+def _():
+    a = f32(rng().standard_normal((3, 5, 2)))
+    x = T(a, requires_grad=True)
+    close(x.narrow(1, 1, 3), a[:, 1:4], 0, 0)
+    close(x.narrow(-2, -2, 2), a[:, -2:], 0, 0)
+    close(x.select(2, -1), a[..., -1], 0, 0)
+    parts = tlgpu.unbind(x, 1)
+    assert isinstance(parts, tuple) and len(parts) == 5
+    for i, p in enumerate(parts):
+        close(p, a[:, i], 0, 0)
+    (x.narrow(1, 1, 3).sum() + parts[4].sum() * 2).backward()
+    want = np.zeros_like(a)
+    want[:, 1:4] = 1
+    want[:, 4] += 2
+    close(x.grad, want, 0, 0)
+    raises(IndexError, "out of range", lambda: x.narrow(1, 3, 3))
+    raises(IndexError, "out of range", lambda: x.select(0, 3))
+
+
+@row('`x.nonzero()`, `x.nonzero(as_tuple=True)`, `torch.argwhere(x)`')
+def _():
+    a = f32(rng().standard_normal((4, 6)))
+    m = T(a) > 0.3
+    close(m.nonzero(), np.argwhere(a > 0.3), 0, 0)
+    assert m.nonzero().dtype == tlgpu.int32 and tlgpu.argwhere(m).shape == (int((a > 0.3).sum()), 2)
+    rows, cols = m.nonzero(as_tuple=True)
+    close(rows, np.nonzero(a > 0.3)[0], 0, 0)
+    close(cols, np.nonzero(a > 0.3)[1], 0, 0)
+    assert T(np.zeros((2, 3))).nonzero().shape == (0, 2)
+
+
+@row('`torch.bmm(a, b)`, `torch.lerp(a, b, w)`, `torch.addcmul(x, a, b, value=v)`, `addcdiv`')
+def _():
+    r = rng()
+    a, b = f32(r.standard_normal((3, 4, 5))), f32(r.standard_normal((3, 5, 2)))
+    close(tlgpu.bmm(T(a), T(b)), a @ b, 1e-5, 1e-5)
+    raises(ValueError, "bmm", lambda: T(a).bmm(T(b[0])))
+    x, y, w = (f32(r.standard_normal((4, 3))) for _ in range(3))
+    close(T(x).lerp(T(y), 0.3), x + f32(0.3) * (y - x))
+    close(tlgpu.lerp(T(x), T(y), T(w)), x + w * (y - x))
+    close(T(x).addcmul(T(y), T(w), value=0.5), x + 0.5 * y * w)
+    close(tlgpu.addcdiv(T(x), T(y), T(np.abs(w) + 1), value=-2), x - 2 * y / (np.abs(w) + 1))
+    tx = T(x, requires_grad=True)
+    tx.lerp(T(y), 0.25).sum().backward()
+    close(tx.grad, np.full_like(x, 0.75))
+
+
+@row('`torch.isclose(a, b, rtol, atol, equal_nan)`, `torch.allclose(...)`')
+def _():
+    a = f32(rng().standard_normal((5, 4)))
+    b = a + f32(rng().standard_normal((5, 4))) * f32(1e-6)
+    a[0, :3], b[0, :3] = [np.nan, np.inf, -np.inf], [np.nan, np.inf, np.inf]
+    for kw in ({}, {"equal_nan": True}, {"rtol": 0, "atol": 1e-7}):
+        got = T(a).isclose(T(b), **kw)
+        assert got.dtype == tlgpu.float32
+        close(got, f32(np.isclose(a, b, **kw)), 0, 0)
+    assert tlgpu.allclose(T(a[1:]), T(b[1:])) and not T(a[1:]).allclose(T(b[1:] + 1e-3))
+    assert T(a).allclose(T(a), equal_nan=True) and not T(a).allclose(T(a))
+
+
 # ---- indexing (tlgpu/_indexing.py) and the distributions' submodule paths ----
 
 @row('`x[1:3, :, None]`, `x[i]`, `x[idx_list]`, `x[int_tensor]`')

@@ -120,7 +120,7 @@ from ._torch_compat import (FloatTensor, IntTensor, LongTensor, as_tensor, equal
                             float32, int32, float16, bfloat16, uint8, float64)
 globals().update(_torch_compat.CREATORS)
 globals().update(_torch_compat.LIKE)
-globals().update(_torch_compat.REDUCING)         # tlgpu.flip(x, dims), amax, any, isnan, ...: the methods
+globals().update(_torch_compat.PORTED)           # tlgpu.flip(x, dims), amax, any, isnan, bmm, ...: the methods
 _torch_compat.install()
 from . import _indexing  # noqa: E402
 _indexing.install()

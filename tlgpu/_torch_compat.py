@@ -406,14 +406,23 @@ def amin(self, dim=(), keepdim=False):
     return self.min(axis=None if dim in ((), None) else dim, keepdims=keepdim)
 
 
-def any_(self, dim=None, keepdim=False):
+def _np_reduction(op, dim, keepdim, axis, keepdims, out):
+    """torch's (dim, keepdim) or numpy's (axis, keepdims: np.any(t) calls t.any(axis=..., out=...))."""
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported")
+    return (dim if axis is None else axis), bool(keepdim if keepdims is None else keepdims)
+
+
+def any_(self, dim=None, keepdim=False, *, axis=None, keepdims=None, out=None):
     """1.0 where any element over dim (None: all) is non-zero (NaN counts), else 0.0: a float32 mask, as tlgpu's
     comparisons give (torch: bool); `if t.any():` reads it (a sync point)."""
+    dim, keepdim = _np_reduction("any", dim, keepdim, axis, keepdims, out)
     return (self != 0).sum(axis=dim, keepdims=keepdim) > 0
 
 
-def all_(self, dim=None, keepdim=False):
+def all_(self, dim=None, keepdim=False, *, axis=None, keepdims=None, out=None):
     """1.0 where every element over dim (None: all) is non-zero, else 0.0 (a float32 mask; over none: 1.0)."""
+    dim, keepdim = _np_reduction("all", dim, keepdim, axis, keepdims, out)
     return (self == 0).sum(axis=dim, keepdims=keepdim) == 0
 
 
@@ -444,9 +453,127 @@ def _nbytes(self):
     return self.numel() * _ITEMSIZE[str(self.dtype)]
 
 
+def _axis(op, dim, ndim):
+    """One dim (an int, negative from the end) as a non-negative int."""
+    if not _is_int(dim):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    return _dims(op, dim, ndim)[0]
+
+
+def t(self):
+    """The transpose of a matrix (0-d and 1-d tensors as they are), torch's t(); more dims raise ValueError."""
+    if self.ndim > 2:
+        raise ValueError(f"t: expected a tensor of at most 2 dims, got {self.ndim} (use transpose or mT)")
+    return self.transpose(0, 1) if self.ndim == 2 else self
+
+
+def _mT(self):
+    if self.ndim < 2:
+        raise ValueError(f"mT: expected a tensor of at least 2 dims, got {self.ndim}")
+    return self.transpose(-2, -1)
+
+
+def movedim(self, source, destination):
+    """Dims source moved to positions destination (ints or equal-length sequences), the others in order: a
+    view (torch.movedim)."""
+    src = [_axis("movedim", s, self.ndim) for s in ((source,) if _is_int(source) else source)]
+    dst = [_axis("movedim", d, self.ndim) for d in ((destination,) if _is_int(destination) else destination)]
+    if len(src) != len(dst) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: source {source} and destination {destination} must name as many distinct dims")
+    order, rest = [None] * self.ndim, iter(d for d in range(self.ndim) if d not in src)
+    for s_, d_ in zip(src, dst):
+        order[d_] = s_
+    return self.permute(*[o if o is not None else next(rest) for o in order])
+
+
+def swapaxes(self, axis0, axis1):
+    """transpose(axis0, axis1) under numpy's and torch's other names (swapaxes, swapdims)."""
+    return self.transpose(axis0, axis1)
+
+
+def narrow(self, dim, start, length):
+    """Elements start .. start + length - 1 along dim: a view (torch.narrow); start may count from the end."""
+    d = _axis("narrow", dim, self.ndim)
+    n = self.shape[d]
+    start = start + n if -n <= start < 0 else start
+    if not (0 <= start <= n and 0 <= length <= n - start):
+        raise IndexError(f"narrow: start {start} and length {length} out of range for dim {d} of size {n}")
+    return self[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def select(self, dim, index):
+    """The slice at index along dim, that dim removed: a view (torch.select)."""
+    d = _axis("select", dim, self.ndim)
+    n = self.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select: index {index} out of range for dim {d} of size {n}")
+    return self[(slice(None),) * d + (int(index) % n,)]
+
+
+def unbind(self, dim=0):
+    """The slices along dim, each a view without it (torch.unbind): a tuple."""
+    d = _axis("unbind", dim, self.ndim)
+    return tuple(select(self, d, i) for i in range(self.shape[d]))
+
+
+def bmm(self, other):
+    """Batched matrix product of two 3-D tensors [b, n, m] @ [b, m, p] (torch.bmm: no broadcasting)."""
+    if self.ndim != 3 or other.ndim != 3 or self.shape[0] != other.shape[0] or self.shape[2] != other.shape[1]:
+        raise ValueError(f"bmm: expected [b, n, m] and [b, m, p], got {tuple(self.shape)} and {tuple(other.shape)}")
+    return self @ other
+
+
+def lerp(self, end, weight):
+    """self + weight * (end - self) (torch.lerp; weight a number or a tensor)."""
+    return self + weight * (end - self)
+
+
+def addcmul(self, tensor1, tensor2, value=1):
+    """self + value * tensor1 * tensor2 (torch.addcmul)."""
+    return self + value * (tensor1 * tensor2)
+
+
+def addcdiv(self, tensor1, tensor2, value=1):
+    """self + value * tensor1 / tensor2 (torch.addcdiv)."""
+    return self + value * (tensor1 / tensor2)
+
+
+def isclose(self, other, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """1.0 where |self - other| <= atol + rtol |other| or the two are equal (infinities of one sign too), else 0.0:
+    a float32 mask (torch.isclose gives bool); NaNs match each other with equal_nan."""
+    other = other if isinstance(other, Tensor) else _C.tensor(np.asarray(other, np.float32))
+    diff = (self - other).abs()
+    near = (diff <= atol + rtol * other.abs()) * ((diff - diff) == 0) + (self == other)   # a finite difference
+    if equal_nan:
+        near = near + (self != self) * (other != other)
+    return near > 0
+
+
+def allclose(self, other, rtol=1e-5, atol=1e-8, equal_nan=False):
+    """True when every element is close (isclose): a Python bool, so a sync point."""
+    return bool(all_(isclose(self, other, rtol, atol, equal_nan)))
+
+
+def nonzero(self, as_tuple=False):
+    """The indices of the non-zero elements, [n, ndim] int32 (torch: int64), in row-major order; as_tuple: one
+    int32 vector a dim. The count decides the shape, so this reads the tensor (a sync point), as torch's does."""
+    idx = np.argwhere(self.numpy()).astype(np.int32)
+    if as_tuple:
+        return tuple(_C.tensor(np.ascontiguousarray(idx[:, d])) for d in range(max(self.ndim, 1)))
+    return _C.tensor(idx)
+
+
+def argwhere(self):
+    """nonzero(self) (torch.argwhere)."""
+    return nonzero(self)
+
+
 any_.__name__ = any_.__qualname__ = "any"
 all_.__name__ = all_.__qualname__ = "all"
-REDUCING = dict(flip=flip, amax=amax, amin=amin, any=any_, all=all_, isnan=isnan, isinf=isinf, isfinite=isfinite)
+PORTED = dict(flip=flip, amax=amax, amin=amin, any=any_, all=all_, isnan=isnan, isinf=isinf, isfinite=isfinite,
+              t=t, movedim=movedim, moveaxis=movedim, swapaxes=swapaxes, swapdims=swapaxes, narrow=narrow,
+              select=select, unbind=unbind, bmm=bmm, lerp=lerp, addcmul=addcmul, addcdiv=addcdiv, isclose=isclose,
+              allclose=allclose, nonzero=nonzero, argwhere=argwhere)
 
 
 def install():
@@ -460,7 +587,8 @@ def install():
         methods["clip_"] = Tensor.clamp_
     methods["clamp_min_"] = clamp_min_
     methods["clamp_max_"] = clamp_max_
-    methods.update(REDUCING, element_size=element_size, nbytes=property(_nbytes, doc="numel() * element_size()"))
+    methods.update(PORTED, element_size=element_size, nbytes=property(_nbytes, doc="numel() * element_size()"),
+                   mT=property(_mT, doc="The last two dims swapped (a view)."))
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.__new__ = staticmethod(_tensor_new)   # C makes tensors with tp_alloc, never through this
