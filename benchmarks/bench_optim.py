@@ -28,7 +28,7 @@ CASES = [("Adam", lambda ps: optim.Adam(ps, lr=1e-3), ("chunked", "multi", "per_
          ("AdamW", lambda ps: optim.AdamW(ps, lr=1e-3), ("chunked", "multi", "per_param")),
          ("SGD momentum", lambda ps: optim.SGD(ps, lr=1e-2, momentum=0.9), ("chunked", "per_param")),
          ("RAdam", lambda ps: optim.RAdam(ps, lr=1e-3), ("chunked", "per_param")),
-         ("RMSprop (A2C's)", lambda ps: optim.RMSprop(ps, lr=7e-4, alpha=0.99, eps=1e-5), ("per_param",))]
+         ("RMSprop (A2C's)", lambda ps: optim.RMSprop(ps, lr=7e-4, alpha=0.99, eps=1e-5), ("chunked", "per_param"))]
 
 
 def run(make, mode, dtype, shapes):

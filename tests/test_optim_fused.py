@@ -1,7 +1,7 @@
-"""Optimizers in chunked launches (kernels/optim.cl's tl_adamc, tl_sgdc and tl_radamc, the CPU devices' path):
-every parameter of a step in one launch (8 a launch, 6 for Adam with amsgrad), bit for bit what the
-per-parameter kernels compute. Odd sizes (1, 3, 1000, 4097, 8193: chunk edges and tails), zero-size
-parameters, parameters without a gradient at some steps (other step counts, so other launches), weight decay,
+"""Optimizers in chunked launches (kernels/optim.cl's tl_adamc, tl_sgdc, tl_radamc and tl_rmspropc, the CPU
+devices' path): every parameter of a step in one launch (8 a launch, 6 for Adam with amsgrad and for RMSprop
+centered with momentum), bit for bit what the per-parameter kernels compute. Odd sizes (1, 3, 1000, 4097, 8193:
+chunk edges and tails), zero-size parameters, parameters without a gradient at some steps (other step counts, so other launches), weight decay,
 amsgrad, momentum, nesterov, RAdam's both steps, and float16/bfloat16 parameters; launch counts; argument
 errors. tlgpu.jit replays of the chunked steps: tests/test_jit.py."""
 import ml_dtypes
@@ -36,7 +36,11 @@ CASES = [(tlgpu.optim.Adam, dict(lr=0.05, weight_decay=0.03)),
          (tlgpu.optim.SGD, dict(lr=0.05, momentum=0.9, nesterov=True)),
          (tlgpu.optim.SGD, dict(lr=0.05, weight_decay=0.03)),
          (tlgpu.optim.RAdam, dict(lr=0.05, weight_decay=0.03)),
-         (tlgpu.optim.RAdam, dict(lr=0.05, weight_decay=0.03, decoupled_weight_decay=True))]
+         (tlgpu.optim.RAdam, dict(lr=0.05, weight_decay=0.03, decoupled_weight_decay=True)),
+         (tlgpu.optim.RMSprop, dict(lr=0.01, weight_decay=0.03)),
+         (tlgpu.optim.RMSprop, dict(lr=0.01, momentum=0.9)),
+         (tlgpu.optim.RMSprop, dict(lr=0.01, centered=True)),
+         (tlgpu.optim.RMSprop, dict(lr=0.01, alpha=0.9, centered=True, momentum=0.5))]
 IDS = [f"{c.__name__}-{'-'.join(f'{k}={v}' for k, v in kw.items() if k != 'lr')}" for c, kw in CASES]
 
 
@@ -107,7 +111,8 @@ def _enqueued(opt):
 
 @pytest.mark.parametrize("cls,kw,per", [(tlgpu.optim.Adam, {}, 8), (tlgpu.optim.AdamW, dict(amsgrad=True), 6),
                                         (tlgpu.optim.SGD, dict(momentum=0.9), 8), (tlgpu.optim.SGD, {}, 8),
-                                        (tlgpu.optim.RAdam, {}, 8)])
+                                        (tlgpu.optim.RAdam, {}, 8), (tlgpu.optim.RMSprop, {}, 8),
+                                        (tlgpu.optim.RMSprop, dict(centered=True, momentum=0.9), 6)])
 def test_chunked_launch_counts(rng, monkeypatch, cls, kw, per):
     """One launch for up to 8 parameters at one step and dtype (6 for Adam with amsgrad), zero-size ones left
     out; the default on CPU devices. An MLP's six parameters: one launch."""

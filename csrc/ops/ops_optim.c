@@ -1,5 +1,5 @@
-/* ops_optim.c: fused optimizer steps (kernels/optim.cl): one kernel launch per parameter (RMSprop always),
- * Adam over up to 8 parameters a launch (tl_adam8, GPUs), or Adam, SGD and RAdam over up to 8 a launch in chunks
+/* ops_optim.c: fused optimizer steps (kernels/optim.cl): one kernel launch per parameter, Adam over up to 8
+ * parameters a launch (tl_adam8, GPUs), or Adam, SGD, RAdam and RMSprop over up to 8 a launch in chunks
  * (tl_*c, CPU devices; launch_chunked). The Python optimizers (tlgpu/optim) hold hyperparameters and state
  * tensors and choose the launches.
  * Steps write parameters in place: they bump the version counter (a graph that saved the old values will
@@ -217,11 +217,11 @@ enum { CK = 8, CHUNK = 4096, MAXB = 5 };   /* optim.cl's TL_CK; elements a work-
 
 /* One launch of a chunked kernel over up to CK parameters of one dtype: lists[0..nb) are parallel sequences
  * (the parameters, their gradients, then the state the kernel writes in place); list j may be None where bit j
- * of `optional` is set (its slots then alias the parameter's buffer j - 1, which the kernel never reads for
- * it). Arguments: cend, nel (int8: running chunk totals, element counts), chunk (elements a work-item: 4096;
- * 1024 and 16384 measured the same on PoCL, the step being bound by memory), CK x nb buffers, then the nscal
- * scalars. The stream's written mask has 32 bits, so a launch holds at most 32 buffers (8 parameters of
- * Adam, 6 with amsgrad's max): the Python side splits longer lists. */
+ * of `optional` is set (its slots then alias the nearest given buffer before j, which the kernel never
+ * touches for it). Arguments: cend, nel (int8: running chunk totals, element
+ * counts), chunk (elements a work-item: 4096; 1024 and 16384 measured the same on PoCL, the step being bound by
+ * memory), CK x nb buffers, then the nscal scalars. The stream's written mask has 32 bits, so a launch holds
+ * at most 32 buffers (8 parameters of Adam, 6 with amsgrad's max): the Python side splits longer lists. */
 static int
 launch_chunked(tl_kernel *kh3, const char *op, PyObject *const *lists, int nb, unsigned optional, int nscal,
                const size_t *ssz, const void *const *sval)
@@ -277,7 +277,8 @@ launch_chunked(tl_kernel *kh3, const char *op, PyObject *const *lists, int nb, u
         const int use = k < n && nel[k] > 0 ? k : real;
         if (k >= n) { cend[k] = chunks; nel[k] = 0; }
         for (int j = 0; j < nb; j++) {
-            const tl_tensor *tj = t[use][j] != NULL ? t[use][j] : t[use][j - 1];
+            const tl_tensor *tj = t[use][j];
+            for (int i = j - 1; tj == NULL; i--) tj = t[use][i];     /* the nearest given buffer before j */
             mem[nb * k + j] = tj->storage->mem;
         }
     }
@@ -368,6 +369,29 @@ fn_radam_chunked(PyObject *Py_UNUSED(m), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _rmsprop_chunked(params, grads, square_avgs, grad_avgs|None, momentum_buffers|None, lr, alpha, eps, weight_decay,
+ * momentum, centered): RMSprop over up to 8 parameters of one dtype (6 with both optional states: the stream's
+ * 32 buffers), one launch of tl_rmspropc. */
+static PyObject *
+fn_rmsprop_chunked(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_rmspropc");
+    PyObject *lists[5];
+    float lr, alpha, eps, wd, momentum;
+    int centered;
+    if (!PyArg_ParseTuple(args, "OOOOOfffffp:_rmsprop_chunked", &lists[0], &lists[1], &lists[2], &lists[3], &lists[4],
+                          &lr, &alpha, &eps, &wd, &momentum, &centered))
+        return NULL;
+    if ((centered && lists[3] == Py_None) || (momentum > 0.0f && lists[4] == Py_None))
+        return PyErr_Format(PyExc_ValueError, "rmsprop: centered needs grad_avgs and momentum the buffers");
+    if (!centered) lists[3] = Py_None;                 /* never touched */
+    if (momentum <= 0.0f) lists[4] = Py_None;
+    const size_t sz[6] = {4, 4, 4, 4, 4, 4};
+    const void *v[6] = {&lr, &alpha, &eps, &wd, &momentum, &centered};
+    if (launch_chunked(kh, "rmsprop", lists, 5, 24u, 6, sz, v) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* RAdam: the step's scalars (step_size, adaptive: rho_t > 5) come from the host (tlgpu/optim). */
 static PyObject *
 fn_radam_step(PyObject *Py_UNUSED(m), PyObject *args)
@@ -404,6 +428,10 @@ static const PyMethodDef optim_functions[] = {
     {"_radam_chunked", fn_radam_chunked, METH_VARARGS,
      "_radam_chunked(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, "
      "step_size, adaptive): RAdam over up to 8 parameters of one dtype at one step, one launch in chunks."},
+    {"_rmsprop_chunked", fn_rmsprop_chunked, METH_VARARGS,
+     "_rmsprop_chunked(params, grads, square_avgs, grad_avgs|None, momentum_buffers|None, lr, alpha, eps, "
+     "weight_decay, momentum, centered): RMSprop over up to 8 parameters of one dtype (6 with both optional states), "
+     "one launch in chunks (CPU devices)."},
     {"_rmsprop_step", fn_rmsprop_step, METH_VARARGS,
      "_rmsprop_step(p, g, square_avg, grad_avg|None, momentum_buffer|None, lr, alpha, eps, weight_decay, momentum, "
      "centered): one fused RMSprop step."},

@@ -1,7 +1,8 @@
 """Optimizers: hyperparameters and state tensors here; every step() runs fused C kernels (kernels/optim.cl)
 and never waits for the device. On CPU devices a step is one launch per 8 parameters at the same step count
-and dtype (the chunked kernels: Adam/AdamW 6 with amsgrad); on GPUs Adam/AdamW without amsgrad take one launch
-per 8 parameters (tl_adam8), the others one a parameter (_launch_mode says why).
+and dtype (the chunked kernels: 6 for Adam/AdamW with amsgrad and RMSprop centered with momentum); on GPUs
+Adam/AdamW without amsgrad take one launch per 8 parameters (tl_adam8), the others one a parameter
+(_launch_mode says why).
 
 Parameters may be float32, float16 or bfloat16 (mixed in one optimizer). As torch's fused optimizers, the
 state (momentum_buffer, exp_avg, exp_avg_sq, max_exp_avg_sq) has its parameter's dtype and the kernels
@@ -48,9 +49,9 @@ _FLOATS = ("float32", "float16", "bfloat16")
 
 
 def _launch_mode():
-    """How the optimizers launch a step. "chunked" on CPU devices: SGD, Adam/AdamW and RAdam put every parameter
-    of a step in one launch, 8 a launch (6 for Adam with amsgrad), each work-item looping over 4096 elements of
-    one parameter, which PoCL vectorises (tl_sgdc, tl_adamc, tl_radamc). "multi" on GPUs: Adam/AdamW without
+    """How the optimizers launch a step. "chunked" on CPU devices: SGD, Adam/AdamW, RAdam and RMSprop put every
+    parameter of a step in one launch, 8 a launch (6 for Adam with amsgrad), each work-item looping over 4096
+    elements of one parameter, which PoCL vectorises (tl_sgdc, tl_adamc, tl_radamc, tl_rmspropc). "multi" on GPUs: Adam/AdamW without
     amsgrad take 8 parameters a launch, an element a work-item (tl_adam8), which saves ~9 us a launch; the
     others take one a parameter. "per_param": one launch a parameter. tl_adam8 is not used on PoCL because its
     per-element branch is never vectorised there: 5.7x the per-parameter kernel's time on one parameter of
@@ -415,8 +416,9 @@ class RMSprop(Optimizer):
     """RMSprop as torch.optim.RMSprop (Stable-Baselines3's A2C default: alpha=0.99, eps=1e-5): square_avg =
     alpha * square_avg + (1 - alpha) * g^2 (g with weight_decay * p added), the step g / (sqrt(square_avg) + eps),
     centered subtracting the running mean of g squared under the root, momentum accumulating the steps in a
-    buffer. One fused kernel per parameter per step on every device (tl_rmsprop_*); state as torch's: step,
-    square_avg, momentum_buffer (momentum > 0), grad_avg (centered), in the parameter's dtype."""
+    buffer. Fused kernels: 8 parameters a launch on CPU devices (tl_rmspropc_*), one elsewhere (tl_rmsprop_*);
+    state as torch's: step, square_avg, momentum_buffer (momentum > 0), grad_avg (centered), in the parameter's
+    dtype."""
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False):
         if lr < 0 or eps < 0 or weight_decay < 0 or momentum < 0 or not 0 <= alpha <= 1:
@@ -425,25 +427,47 @@ class RMSprop(Optimizer):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
                                       centered=centered))
 
-    # tl_rmsprop_f32's scalars (csrc/ops/ops_optim.c): lr, alpha, eps, weight_decay, momentum at 6-10
+    # tl_rmsprop_f32's scalars (csrc/ops/ops_optim.c): lr, alpha, eps, weight_decay, momentum at 6-10;
+    # tl_rmspropc_f32's after cend, nel, chunk and 8 x 5 buffers: at 43-47
     _ARGS = {"lr": 6, "alpha": 7, "eps": 8, "weight_decay": 9, "momentum": 10}
 
     @classmethod
     def _scalars(cls, group, st):
         return {i: group[k] for k, i in cls._ARGS.items()}
 
+    @classmethod
+    def _chunked_scalars(cls, group, st):
+        return {i + 37: group[k] for k, i in cls._ARGS.items()}
+
     def step(self):
-        rec = _recorder(self._scalars)
+        """On CPU devices every parameter of a dtype in one launch, 8 a launch (6 when centered with momentum:
+        the stream's 32 buffers); elsewhere one launch a parameter."""
+        chunked = _launch_mode() == "chunked"
+        rec = _recorder(self._chunked_scalars if chunked else self._scalars)
         for group in self.param_groups:
+            items = []
             for p, g in self._grads(group):
                 st = self.state.get(p)
                 if st is None:
                     st = self.state[p] = self._complete_state({}, p, group)
                 st["step"] += 1
+                items.append((p, g, st))
+            scal = (group["lr"], group["alpha"], group["eps"], group["weight_decay"], group["momentum"],
+                    group["centered"])
+            if chunked:
+                both = group["centered"] and group["momentum"] > 0
+                for _, chunk in _grouped(items, lambda it: 0, 6 if both else 8):
+                    sts = [c[2] for c in chunk]
+                    before = _C._jit_last_command() if rec else None
+                    _C._rmsprop_chunked([c[0] for c in chunk], [c[1] for c in chunk], [s["square_avg"] for s in sts],
+                                        [s["grad_avg"] for s in sts] if group["centered"] else None,
+                                        [s["momentum_buffer"] for s in sts] if group["momentum"] > 0 else None, *scal)
+                    if rec:
+                        rec.launched(before, sts, group)
+                continue
+            for p, g, st in items:
                 before = _C._jit_last_command() if rec else None
-                _C._rmsprop_step(p, g, st["square_avg"], st.get("grad_avg"), st.get("momentum_buffer"), group["lr"],
-                                 group["alpha"], group["eps"], group["weight_decay"], group["momentum"],
-                                 group["centered"])
+                _C._rmsprop_step(p, g, st["square_avg"], st.get("grad_avg"), st.get("momentum_buffer"), *scal)
                 if rec:
                     rec.launched(before, [st], group)
 
