@@ -96,27 +96,6 @@ fn_sgd_step(PyObject *Py_UNUSED(m), PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* _rmsprop_step(p, g, square_avg, grad_avg or None, momentum_buffer or None, lr, alpha, eps, weight_decay,
- * momentum, centered): one parameter's RMSprop step (tl_rmsprop_*). */
-static PyObject *
-fn_rmsprop_step(PyObject *Py_UNUSED(m), PyObject *args)
-{
-    static tl_kernel kh[3] = VARIANTS("tl_rmsprop");
-    PyObject *ts[5];
-    float lr, alpha, eps, wd, momentum;
-    int centered;
-    if (!PyArg_ParseTuple(args, "OOOOOfffffp:_rmsprop_step", &ts[0], &ts[1], &ts[2], &ts[3], &ts[4], &lr, &alpha, &eps,
-                          &wd, &momentum, &centered))
-        return NULL;
-    if (check_group("rmsprop", ts, 5, 24u) < 0) return NULL;
-    if ((centered && ts[3] == Py_None) || (momentum > 0.0f && ts[4] == Py_None))
-        return PyErr_Format(PyExc_ValueError, "rmsprop: centered needs grad_avg and momentum a buffer");
-    const size_t sz[6] = {4, 4, 4, 4, 4, 4};
-    const void *v[6] = {&lr, &alpha, &eps, &wd, &momentum, &centered};
-    if (launch(kh, ts, 5, sz, v, 6, 6) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
 static PyObject *
 fn_adam_step(PyObject *Py_UNUSED(m), PyObject *args)
 {
@@ -351,6 +330,34 @@ fn_sgd_chunked(PyObject *Py_UNUSED(m), PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _rmsprop(p, g, square_avg, grad_avg or None, momentum_buffer or None, lr, alpha, eps, weight_decay, momentum,
+ * centered, chunked): one parameter's RMSprop step (tl_rmsprop_*), or with chunked lists of up to 8 parameters of
+ * one dtype and their state (6 with both optional states: the stream's 32 buffers) in one launch of tl_rmspropc
+ * (CPU devices). */
+static PyObject *
+fn_rmsprop(PyObject *Py_UNUSED(m), PyObject *args)
+{
+    static tl_kernel kh[3] = VARIANTS("tl_rmsprop"), kc[3] = VARIANTS("tl_rmspropc");
+    PyObject *o[5];
+    float f[5];
+    int centered, chunked;
+    if (!PyArg_ParseTuple(args, "OOOOOfffffpp:_rmsprop", &o[0], &o[1], &o[2], &o[3], &o[4], &f[0], &f[1], &f[2],
+                          &f[3], &f[4], &centered, &chunked))
+        return NULL;
+    if ((centered && o[3] == Py_None) || (f[4] > 0.0f && o[4] == Py_None))
+        return PyErr_Format(PyExc_ValueError, "rmsprop: centered needs grad_avg and momentum a buffer");
+    const size_t sz[6] = {4, 4, 4, 4, 4, 4};
+    const void *v[6] = {&f[0], &f[1], &f[2], &f[3], &f[4], &centered};
+    if (chunked) {
+        if (!centered) o[3] = Py_None;                 /* never touched */
+        if (f[4] <= 0.0f) o[4] = Py_None;
+        if (launch_chunked(kc, "rmsprop", o, 5, 24u, 6, sz, v) < 0) return NULL;
+    } else if (check_group("rmsprop", o, 5, 24u) < 0 || launch(kh, o, 5, sz, v, 6, 6) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* _radam_chunked(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled,
  * step_size, adaptive): RAdam over up to 8 parameters of one dtype at one step, one launch of tl_radamc. */
 static PyObject *
@@ -366,29 +373,6 @@ fn_radam_chunked(PyObject *Py_UNUSED(m), PyObject *args)
     const size_t sz[8] = {4, 4, 4, 4, 4, 4, 4, 4};
     const void *v[8] = {&lr, &b1, &b2, &eps, &wd, &decoupled, &step_size, &adaptive};
     if (launch_chunked(kh, "radam", lists, 4, 0u, 8, sz, v) < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-/* _rmsprop_chunked(params, grads, square_avgs, grad_avgs|None, momentum_buffers|None, lr, alpha, eps, weight_decay,
- * momentum, centered): RMSprop over up to 8 parameters of one dtype (6 with both optional states: the stream's
- * 32 buffers), one launch of tl_rmspropc. */
-static PyObject *
-fn_rmsprop_chunked(PyObject *Py_UNUSED(m), PyObject *args)
-{
-    static tl_kernel kh[3] = VARIANTS("tl_rmspropc");
-    PyObject *lists[5];
-    float lr, alpha, eps, wd, momentum;
-    int centered;
-    if (!PyArg_ParseTuple(args, "OOOOOfffffp:_rmsprop_chunked", &lists[0], &lists[1], &lists[2], &lists[3], &lists[4],
-                          &lr, &alpha, &eps, &wd, &momentum, &centered))
-        return NULL;
-    if ((centered && lists[3] == Py_None) || (momentum > 0.0f && lists[4] == Py_None))
-        return PyErr_Format(PyExc_ValueError, "rmsprop: centered needs grad_avgs and momentum the buffers");
-    if (!centered) lists[3] = Py_None;                 /* never touched */
-    if (momentum <= 0.0f) lists[4] = Py_None;
-    const size_t sz[6] = {4, 4, 4, 4, 4, 4};
-    const void *v[6] = {&lr, &alpha, &eps, &wd, &momentum, &centered};
-    if (launch_chunked(kh, "rmsprop", lists, 5, 24u, 6, sz, v) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -428,13 +412,10 @@ static const PyMethodDef optim_functions[] = {
     {"_radam_chunked", fn_radam_chunked, METH_VARARGS,
      "_radam_chunked(params, grads, exp_avgs, exp_avg_sqs, lr, beta1, beta2, eps, weight_decay, decoupled, "
      "step_size, adaptive): RAdam over up to 8 parameters of one dtype at one step, one launch in chunks."},
-    {"_rmsprop_chunked", fn_rmsprop_chunked, METH_VARARGS,
-     "_rmsprop_chunked(params, grads, square_avgs, grad_avgs|None, momentum_buffers|None, lr, alpha, eps, "
-     "weight_decay, momentum, centered): RMSprop over up to 8 parameters of one dtype (6 with both optional states), "
-     "one launch in chunks (CPU devices)."},
-    {"_rmsprop_step", fn_rmsprop_step, METH_VARARGS,
-     "_rmsprop_step(p, g, square_avg, grad_avg|None, momentum_buffer|None, lr, alpha, eps, weight_decay, momentum, "
-     "centered): one fused RMSprop step."},
+    {"_rmsprop", fn_rmsprop, METH_VARARGS,
+     "_rmsprop(p, g, square_avg, grad_avg|None, momentum_buffer|None, lr, alpha, eps, weight_decay, momentum, "
+     "centered, chunked): one fused RMSprop step; chunked: lists of up to 8 parameters (6 with both optional "
+     "states) in one launch (CPU devices)."},
     {"_radam_step", fn_radam_step, METH_VARARGS,
      "_radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, adaptive)."},
     {NULL, NULL, 0, NULL},

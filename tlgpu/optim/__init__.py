@@ -51,11 +51,11 @@ _FLOATS = ("float32", "float16", "bfloat16")
 def _launch_mode():
     """How the optimizers launch a step. "chunked" on CPU devices: SGD, Adam/AdamW, RAdam and RMSprop put every
     parameter of a step in one launch, 8 a launch (6 for Adam with amsgrad), each work-item looping over 4096
-    elements of one parameter, which PoCL vectorises (tl_sgdc, tl_adamc, tl_radamc, tl_rmspropc). "multi" on GPUs: Adam/AdamW without
-    amsgrad take 8 parameters a launch, an element a work-item (tl_adam8), which saves ~9 us a launch; the
-    others take one a parameter. "per_param": one launch a parameter. tl_adam8 is not used on PoCL because its
-    per-element branch is never vectorised there: 5.7x the per-parameter kernel's time on one parameter of
-    200,704 floats (1099 against 193 us). Tests force a mode with _MODE, or with the older _PER_PARAM switch
+    elements of one parameter, which PoCL vectorises (tl_sgdc, tl_adamc, tl_radamc, tl_rmspropc). "multi" on
+    GPUs: Adam/AdamW without amsgrad take 8 parameters a launch, an element a work-item (tl_adam8), which saves
+    ~9 us a launch; the others take one a parameter. "per_param": one launch a parameter. tl_adam8 is not used
+    on PoCL because its per-element branch is never vectorised there: 5.7x the per-parameter kernel's time on
+    one parameter of 200,704 floats (1099 against 193 us). Tests force a mode with _MODE, or with the older _PER_PARAM switch
     (True: "per_param", False: "multi")."""
     global _MODE
     if _PER_PARAM is not None:
@@ -459,15 +459,15 @@ class RMSprop(Optimizer):
                 for _, chunk in _grouped(items, lambda it: 0, 6 if both else 8):
                     sts = [c[2] for c in chunk]
                     before = _C._jit_last_command() if rec else None
-                    _C._rmsprop_chunked([c[0] for c in chunk], [c[1] for c in chunk], [s["square_avg"] for s in sts],
-                                        [s["grad_avg"] for s in sts] if group["centered"] else None,
-                                        [s["momentum_buffer"] for s in sts] if group["momentum"] > 0 else None, *scal)
+                    _C._rmsprop([c[0] for c in chunk], [c[1] for c in chunk], [s["square_avg"] for s in sts],
+                                [s["grad_avg"] for s in sts] if group["centered"] else None,
+                                [s["momentum_buffer"] for s in sts] if group["momentum"] > 0 else None, *scal, True)
                     if rec:
                         rec.launched(before, sts, group)
                 continue
             for p, g, st in items:
                 before = _C._jit_last_command() if rec else None
-                _C._rmsprop_step(p, g, st["square_avg"], st.get("grad_avg"), st.get("momentum_buffer"), *scal)
+                _C._rmsprop(p, g, st["square_avg"], st.get("grad_avg"), st.get("momentum_buffer"), *scal, False)
                 if rec:
                     rec.launched(before, [st], group)
 
