@@ -55,8 +55,8 @@ def _launch_mode():
     GPUs: Adam/AdamW without amsgrad take 8 parameters a launch, an element a work-item (tl_adam8), which saves
     ~9 us a launch; the others take one a parameter. "per_param": one launch a parameter. tl_adam8 is not used
     on PoCL because its per-element branch is never vectorised there: 5.7x the per-parameter kernel's time on
-    one parameter of 200,704 floats (1099 against 193 us). Tests force a mode with _MODE, or with the older _PER_PARAM switch
-    (True: "per_param", False: "multi")."""
+    one parameter of 200,704 floats (1099 against 193 us). Tests force a mode with _MODE, or with the older
+    _PER_PARAM switch (True: "per_param", False: "multi")."""
     global _MODE
     if _PER_PARAM is not None:
         return "per_param" if _PER_PARAM else "multi"
