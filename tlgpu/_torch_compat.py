@@ -478,7 +478,7 @@ def movedim(self, source, destination):
     view (torch.movedim)."""
     src = [_axis("movedim", s, self.ndim) for s in ((source,) if _is_int(source) else source)]
     dst = [_axis("movedim", d, self.ndim) for d in ((destination,) if _is_int(destination) else destination)]
-    if len(src) != len(dst) or len(set(dst)) != len(dst):
+    if len(src) != len(dst) or len(set(dst)) != len(dst) or len(set(src)) != len(src):
         raise ValueError(f"movedim: source {source} and destination {destination} must name as many distinct dims")
     order, rest = [None] * self.ndim, iter(d for d in range(self.ndim) if d not in src)
     for s_, d_ in zip(src, dst):
