@@ -73,6 +73,9 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_ROUND: return rint(x);                   /* halves to even, like torch.round */       \
     case TL_EW_LEAKY_RELU: return select(x * y, x, x > zero);                                        \
     case TL_EW_LEAKY_RELU_GRAD: return select(y * z, y, x > zero);                                   \
+    case TL_EW_LOG1P: return log1p(x);                                                               \
+    case TL_EW_EXPM1: return expm1(x);                                                               \
+    case TL_EW_ERF: return erf(x);                                                                   \
     default: return (T)(NAN);                                                                        \
     }                                                                                                \
 }

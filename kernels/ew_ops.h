@@ -12,7 +12,8 @@
     /* backward helpers: (x or out, upstream grad) */                                                  \
     X(RELU_GRAD, 2) X(SILU_GRAD, 2) X(GELU_GRAD, 2) X(TANH_GRAD, 2) X(SIGMOID_GRAD, 2) X(INRANGE, 3)     \
     /* rounding (zero gradient); leaky_relu(x, slope) and its backward helper (x, upstream grad, slope) */ \
-    X(CEIL, 1) X(FLOOR, 1) X(ROUND, 1) X(LEAKY_RELU, 2) X(LEAKY_RELU_GRAD, 3)
+    X(CEIL, 1) X(FLOOR, 1) X(ROUND, 1) X(LEAKY_RELU, 2) X(LEAKY_RELU_GRAD, 3)                          \
+    X(LOG1P, 1) X(EXPM1, 1) X(ERF, 1)
 
 #define TL_EW_ENUM(name, arity) TL_EW_##name,
 enum { TL_EW_OPS(TL_EW_ENUM) TL_EW_COUNT };

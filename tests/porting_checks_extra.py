@@ -643,6 +643,27 @@ def _():
     assert T(a).allclose(T(a), equal_nan=True) and not T(a).allclose(T(a))
 
 
+@row('`torch.log1p(x)`, `torch.expm1(x)`, `torch.erf(x)`, `x.log1p()` ...')
+def _():
+    r = rng()
+    small = f32(r.standard_normal(500) * 1e-4)                         # where log(1 + x) loses every digit
+    a = f32(r.standard_normal((6, 7)))
+    erf = np.vectorize(math.erf)
+    for fn, ref in ((lambda t: t.log1p(), np.log1p), (tlgpu.expm1, np.expm1), (tlgpu.erf, erf)):
+        for v in (small, a if ref is not np.log1p else np.abs(a)):
+            close(fn(T(v)), ref(v.astype(np.float64)), 2e-6, 0)
+    x = T(a, requires_grad=True)
+    (x.abs().log1p() * 2 + x.expm1() + x.erf()).sum().backward()
+    b = a.astype(np.float64)
+    close(x.grad, 2 * np.sign(b) / (1 + np.abs(b)) + np.exp(b) + 2 / math.sqrt(math.pi) * np.exp(-b * b), 1e-5, 1e-6)
+    h = tlgpu.tensor(a.astype(np.float16))
+    assert h.erf().dtype == tlgpu.float16 and h.T.log1p().dtype == tlgpu.float16
+    f = tlgpu.jit(lambda t: (t.abs().log1p() + t.erf()) * 0.5 + t.expm1())
+    want = (np.log1p(np.abs(b)) + erf(b)) * 0.5 + np.expm1(b)
+    for _ in range(3):                                                 # eager, trace, replays (fused)
+        close(f(T(a)), want, 2e-6, 1e-6)
+
+
 # ---- indexing (tlgpu/_indexing.py) and the distributions' submodule paths ----
 
 @row('`x[1:3, :, None]`, `x[i]`, `x[idx_list]`, `x[int_tensor]`')

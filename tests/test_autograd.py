@@ -23,7 +23,8 @@ UNARY = [
     ("silu", lambda x: x / (1 + np.exp(-x)), None),
     ("gelu", lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))), None),
     ("log", np.log, (0.5, 3.0)), ("sqrt", np.sqrt, (0.5, 3.0)), ("rsqrt", lambda x: 1 / np.sqrt(x), (0.5, 3.0)),
-    ("reciprocal", lambda x: 1 / x, (0.5, 3.0)),
+    ("reciprocal", lambda x: 1 / x, (0.5, 3.0)), ("log1p", np.log1p, (-0.5, 3.0)), ("expm1", np.expm1, None),
+    ("erf", np.vectorize(math.erf), None),
 ]
 
 

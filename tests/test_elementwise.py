@@ -13,8 +13,10 @@ UNARY = {
     "relu": lambda x: np.maximum(x, 0),
     "silu": lambda x: x / (1 + np.exp(-x)),
     "gelu": lambda x: 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2))),
+    "expm1": np.expm1, "erf": np.vectorize(__import__("math").erf),
 }
-POSITIVE = {"log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x}
+POSITIVE = {"log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x,
+            "log1p": np.log1p}
 BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
     "maximum": np.maximum, "minimum": np.minimum,

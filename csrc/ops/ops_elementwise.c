@@ -105,6 +105,7 @@ static const unsigned char EW_SAVE[TL_EW_COUNT] = {
     [TL_EW_WHERE] = SA, [TL_EW_CLAMP] = SA | SB | SC, [TL_EW_RELU_GRAD] = ND, [TL_EW_SILU_GRAD] = ND,
     [TL_EW_GELU_GRAD] = ND, [TL_EW_TANH_GRAD] = ND, [TL_EW_SIGMOID_GRAD] = ND, [TL_EW_INRANGE] = ND,
     [TL_EW_FLOORDIV] = ND, [TL_EW_MOD] = SA | SB, [TL_EW_LEAKY_RELU] = SA | SB, [TL_EW_LEAKY_RELU_GRAD] = ND,
+    [TL_EW_LOG1P] = SA, [TL_EW_EXPM1] = SO, [TL_EW_ERF] = SA,
 };
 
 /* A graph node for out = OP(ins) that saves the operands EW_SAVE asks for (not the output: that is saved by
@@ -441,6 +442,15 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
             gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
         break;
     case TL_EW_SQUARE: if ((t = ews(TL_EW_MUL, a, 2.0)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
+    case TL_EW_LOG1P: if ((t = ews(TL_EW_ADD, a, 1.0)) != NULL) gin[0] = ew2(TL_EW_DIV, g, t); break;
+    case TL_EW_EXPM1: if ((t = ews(TL_EW_ADD, out, 1.0)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
+    case TL_EW_ERF:                                   /* 2 / sqrt(pi) exp(-a^2) */
+        if ((t = ew2(TL_EW_MUL, a, a)) != NULL && (u = ews(TL_EW_MUL, t, -1.0)) != NULL) {
+            Py_SETREF(t, ew(TL_EW_EXP, "backward", u, NULL, NULL, NULL));
+            Py_SETREF(u, t != NULL ? ews(TL_EW_MUL, t, 1.1283791670955126) : NULL);
+            gin[0] = ew2(TL_EW_MUL, g, u);
+        }
+        break;
     case TL_EW_RECIPROCAL:                            /* -out^2 */
         if ((t = ew2(TL_EW_MUL, out, out)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
             gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
@@ -474,7 +484,7 @@ fail:
 UNARY(neg, NEG) UNARY(exp, EXP) UNARY(log, LOG) UNARY(sqrt, SQRT) UNARY(rsqrt, RSQRT) UNARY(tanh, TANH)
 UNARY(sigmoid, SIGMOID) UNARY(relu, RELU) UNARY(silu, SILU) UNARY(gelu, GELU) UNARY(abs, ABS) UNARY(sin, SIN)
 UNARY(cos, COS) UNARY(clone, COPY) UNARY(square, SQUARE) UNARY(reciprocal, RECIPROCAL) UNARY(sign, SIGN)
-UNARY(ceil, CEIL) UNARY(floor, FLOOR) UNARY(round, ROUND)
+UNARY(ceil, CEIL) UNARY(floor, FLOOR) UNARY(round, ROUND) UNARY(log1p, LOG1P) UNARY(expm1, EXPM1) UNARY(erf, ERF)
 #undef UNARY
 
 #define BINARY(pyname, OP)                                                                     \
@@ -678,6 +688,7 @@ static const PyMethodDef ew_methods[] = {
     U(reciprocal, "1/x"), U(sign, "-1, 0 or 1"), U(clone, "a contiguous copy (differentiable)"),
     U(ceil, "round up (int32: unchanged; zero gradient)"), U(floor, "round down (int32: unchanged; zero gradient)"),
     U(round, "round half to even (int32: unchanged; zero gradient)"),
+    U(log1p, "log(1 + x), accurate near 0"), U(expm1, "e**x - 1, accurate near 0"), U(erf, "the error function"),
     {"leaky_relu", (PyCFunction)(void (*)(void))m_leaky_relu, METH_VARARGS | METH_KEYWORDS,
      "leaky_relu(negative_slope=0.01): x if x > 0 else negative_slope * x"},
     B(add, "self + other"), B(sub, "self - other"), B(mul, "self * other"), B(div, "self / other"),
@@ -736,5 +747,5 @@ static const tl_grad_prims ew_prims = {.add_ = tl_add_};
 const tl_family tl_family_elementwise = {
     ew_functions, ew_methods, ew_slots, NULL,
     "neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign add sub mul div pow "
-    "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu",
+    "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu log1p expm1 erf",
     .rows = elementwise_rows, .grad_prims = &ew_prims};
