@@ -93,6 +93,26 @@ def test_spellings_and_module_functions(rng):
         tlgpu.sum(x)
 
 
+def test_numpy_reductions_on_a_tensor(rng):
+    """np.sum(t), np.mean(t, axis=1), np.std(t, ddof=...) ... call the tensor's own method with numpy's keywords
+    (out=None, dtype=None, ddof): device tensors come back, numpy's values; a real out= or dtype= is refused."""
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    t = tlgpu.tensor(x)
+    for fn, kw in ((np.sum, dict(axis=1)), (np.mean, dict(axis=(0, 2), keepdims=True)), (np.max, {}),
+                   (np.min, dict(axis=-1)), (np.amax, dict(axis=0)), (np.prod, dict(axis=2)),
+                   (np.std, dict(axis=1)), (np.var, dict(axis=0, ddof=1)), (np.std, dict(ddof=1))):
+        got = fn(t, **kw)
+        assert isinstance(got, tlgpu.Tensor), fn.__name__
+        np.testing.assert_allclose(got.numpy(), fn(x.astype(np.float64), **kw), rtol=2e-5, atol=2e-5,
+                                   err_msg=f"{fn.__name__} {kw}")
+    with pytest.raises(TypeError, match="out= and dtype="):
+        t.sum(out=t)
+    with pytest.raises(TypeError, match="out= and dtype="):
+        t.var(dtype=np.float64)
+    with pytest.raises(TypeError, match="ddof or correction"):
+        t.var(ddof=0, correction=1)
+
+
 def test_zero_d():
     t = tlgpu.tensor(np.float32(2.5))
     for op in ("sum", "mean", "max", "min", "logsumexp"):

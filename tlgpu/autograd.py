@@ -132,9 +132,17 @@ def _dims(op, dim, ndim):
     return tuple(sorted(out))
 
 
-def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None,
+        dtype=None, out=None):
     """Variance over dim (None: all elements), dividing by N - correction: 1 by default (unbiased, like
-    torch), 0 with unbiased=False or correction=0. axis=/keepdims= are numpy's spellings of the same."""
+    torch), 0 with unbiased=False or correction=0. axis=/keepdims=/ddof= are numpy's spellings of the same
+    (np.var(t) passes ddof=0: numpy's population variance; its dtype=None and out=None are accepted)."""
+    if dtype is not None or out is not None:
+        raise TypeError("var: out= and dtype= are not supported (convert the result instead)")
+    if ddof is not None:
+        if correction is not None:
+            raise TypeError("var: give ddof or correction, not both")
+        correction = ddof
     if isinstance(dim, bool):                      # torch's var(unbiased) form
         dim, unbiased = None, dim
     if axis is not None:
@@ -156,9 +164,11 @@ def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=N
     return v._convert(self.dtype) if self.dtype in (_np.float16, _np.dtype(_bf16)) else v   # float16 in: float16 out
 
 
-def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None, ddof=None,
+        dtype=None, out=None):
     """sqrt(var(...)) with var's arguments (unbiased by default)."""
-    return var(self, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims).sqrt()
+    return var(self, dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims, ddof=ddof,
+               dtype=dtype, out=out).sqrt()
 
 
 def _torch_reduction(args, kwargs):

@@ -104,16 +104,21 @@ fail:
     return -1;
 }
 
-/* (axis=..., keepdims=False) with dim= and keepdim= accepted as synonyms (PyTorch spelling). */
+/* (axis=..., keepdims=False) with dim= and keepdim= accepted as synonyms (PyTorch spelling); out= and dtype= only
+ * as None, which numpy's np.sum(t), np.mean(t), np.max(t) ... pass to the tensor's method. */
 static int
 parse_args(const char *op, PyObject *args, PyObject *kwargs, PyObject *dflt, PyObject **axis, int *keepdims)
 {
-    static char *kw[] = {"axis", "keepdims", "dim", "keepdim", NULL};
-    PyObject *ax = NULL, *dim = NULL;
+    static char *kw[] = {"axis", "keepdims", "dim", "keepdim", "out", "dtype", NULL};
+    PyObject *ax = NULL, *dim = NULL, *out = Py_None, *dtype = Py_None;
     int kd = 0, kd2 = 0;
     char fmt[48];
-    snprintf(fmt, sizeof fmt, "|OpOp:%s", op);
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kw, &ax, &kd, &dim, &kd2)) return -1;
+    snprintf(fmt, sizeof fmt, "|OpOp$OO:%s", op);
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, fmt, kw, &ax, &kd, &dim, &kd2, &out, &dtype)) return -1;
+    if (out != Py_None || dtype != Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s: out= and dtype= are not supported (convert the result instead)", op);
+        return -1;
+    }
     if (ax != NULL && dim != NULL) {
         PyErr_Format(PyExc_TypeError, "%s: give axis or dim, not both", op);
         return -1;
