@@ -71,6 +71,8 @@ rmsprop_el(float p, float g, float *sq, float *ga, float *b, float lr, float alp
     return p - lr * (g / den);
 }
 
+/* A parameter a launch (GPUs; CPU devices take tl_rmspropc below): the optional state read and written under its
+ * flag. */
 #define TL_RMSPROP(D, T)                                                                                      \
     kernel void tl_rmsprop_##D(int n, global T *p, global const T *g, global T *sq, global T *ga, global T *buf,\
                                float lr, float alpha, float eps, float weight_decay, float momentum,          \
@@ -78,30 +80,13 @@ rmsprop_el(float p, float g, float *sq, float *ga, float *b, float lr, float alp
     {                                                                                                         \
         int i = get_global_id(0);                                                                             \
         if (i >= n) return;                                                                                   \
-        RMSPROP_STATE(D, T)                                                                                   \
+        float s = LD_##D(sq, i), a = centered ? LD_##D(ga, i) : 0.0f, b = momentum > 0.0f ? LD_##D(buf, i) : 0.0f; \
         ST_##D(p, i, rmsprop_el(LD_##D(p, i), LD_##D(g, i), &s, &a, &b, lr, alpha, eps, weight_decay, momentum, \
                                 centered, momentum > 0.0f));                                                  \
         ST_##D(sq, i, s);                                                                                     \
-        RMSPROP_STORE(D)                                                                                      \
+        if (centered) ST_##D(ga, i, a);                                                                       \
+        if (momentum > 0.0f) ST_##D(buf, i, b);                                                               \
     }
-/* The optional state (grad_avg when centered, the buffer with momentum). On PoCL (which defines the macro) an absent
- * one is square_avg itself, read and rewritten with square_avg's new value, so every access is unconditional and
- * the kernel vectorises (the loads under their conditions kept it scalar: 8.6x Adam's time); elsewhere the
- * branches. */
-#ifdef POCL_DEVICE_ADDRESS_BITS
-#define RMSPROP_STATE(D, T)                                                                                   \
-    global T *ga_ = centered ? ga : sq, *buf_ = momentum > 0.0f ? buf : sq;                                   \
-    float s = LD_##D(sq, i), a = LD_##D(ga_, i), b = LD_##D(buf_, i);
-#define RMSPROP_STORE(D)                                                                                      \
-    ST_##D(ga_, i, centered ? a : s);                                                                         \
-    ST_##D(buf_, i, momentum > 0.0f ? b : s);
-#else
-#define RMSPROP_STATE(D, T)                                                                                   \
-    float s = LD_##D(sq, i), a = centered ? LD_##D(ga, i) : 0.0f, b = momentum > 0.0f ? LD_##D(buf, i) : 0.0f;
-#define RMSPROP_STORE(D)                                                                                      \
-    if (centered) ST_##D(ga, i, a);                                                                           \
-    if (momentum > 0.0f) ST_##D(buf, i, b);
-#endif
 TL_RMSPROP(f32, float)
 TL_RMSPROP(f16, ushort)
 TL_RMSPROP(bf16, ushort)

@@ -196,10 +196,10 @@ enum { CK = 8, CHUNK = 4096, MAXB = 5 };   /* optim.cl's TL_CK; elements a work-
 
 /* One launch of a chunked kernel over up to CK parameters of one dtype: lists[0..nb) are parallel sequences
  * (the parameters, their gradients, then the state the kernel writes in place); list j may be None where bit j
- * of `optional` is set (its slots then alias the nearest given buffer before j, which the kernel never
- * touches for it). Arguments: cend, nel (int8: running chunk totals, element
- * counts), chunk (elements a work-item: 4096; 1024 and 16384 measured the same on PoCL, the step being bound by
- * memory), CK x nb buffers, then the nscal scalars. The stream's written mask has 32 bits, so a launch holds
+ * of `optional` is set (its slots then alias the nearest given buffer before j, which the kernel never touches
+ * for it). Arguments: cend, nel (int8: running chunk totals, element counts), chunk (elements a work-item: 4096;
+ * 1024 and 16384 measured the same on PoCL, the step being bound by memory), CK x nb buffers, then the nscal
+ * scalars. The stream's written mask has 32 bits, so a launch holds
  * at most 32 buffers (8 parameters of Adam, 6 with amsgrad's max): the Python side splits longer lists. */
 static int
 launch_chunked(tl_kernel *kh3, const char *op, PyObject *const *lists, int nb, unsigned optional, int nscal,

@@ -447,9 +447,11 @@ class RMSprop(Optimizer):
         for group in self.param_groups:
             items = []
             for p, g in self._grads(group):
-                st = self.state.get(p)
-                if st is None:
-                    st = self.state[p] = self._complete_state({}, p, group)
+                st = self.state.setdefault(p, {"step": 0})
+                for key, on in (("square_avg", True), ("momentum_buffer", group["momentum"] > 0),
+                                ("grad_avg", group["centered"])):
+                    if on and key not in st:               # first step, or a flag turned on since (loaded state)
+                        st[key] = _zeros_like(p)
                 st["step"] += 1
                 items.append((p, g, st))
             scal = (group["lr"], group["alpha"], group["eps"], group["weight_decay"], group["momentum"],
@@ -471,13 +473,7 @@ class RMSprop(Optimizer):
                 if rec:
                     rec.launched(before, [st], group)
 
-    def _complete_state(self, entry, p, group=None):
-        group = group if group is not None else next(g for g in self.param_groups if any(q is p for q in g["params"]))
-        entry["step"] = int(entry.get("step", 0))
-        entry.setdefault("square_avg", _zeros_like(p))
-        if group["momentum"] > 0:
-            entry.setdefault("momentum_buffer", _zeros_like(p))
-        if group["centered"]:
-            entry.setdefault("grad_avg", _zeros_like(p))
+    def _complete_state(self, entry, p):
+        entry["step"] = int(entry.get("step", 0))         # the buffers a flag needs: made at the next step
         return entry
 
