@@ -9,7 +9,8 @@ phase's end and after each grid barrier): eight distinct medium layers run in tu
 weights do not stay in L2; "+" joins build options in a case, e.g. "0:-DDEC_UQ=4+-DDEC_UF=8"), and the
 last launch's stamps give, in us from the first work-group's start, the
 median over repeats of the slowest work-group's end of each phase and of each barrier, at positions DIAG_POS,
-and the launch's whole time; DIAG_STACKED=stacked runs the eight layers in one launch (decode_layer_(...,
+and the launch's whole time, and the staging of x before each product (its end less the phase's start, the slowest
+work-group's); DIAG_STACKED=stacked runs the eight layers in one launch (decode_layer_(...,
 layers=8)) and gives the last layer's phases; DIAG_STACKED=same runs one layer eight times (its weights in L2 from
 the second launch: what the phases cost without memory's latency and bandwidth).
 DIAG_FORCED="<model> ..." (tiny, medium): teacher-forced decode of bench_decode's model, Decoder(fuse="layer")
@@ -88,7 +89,7 @@ if stacked:                                          # the 8 layers in one launc
     kv8, n18, n28 = tlgpu.stack([kv] * 8), tlgpu.stack([n1] * 8), tlgpu.stack([n2] * 8)
     del layers[1:]
 for pos in [int(p) for p in sys.argv[3].split(",")]:
-    rows, whole = [], []
+    rows, whole, stg = [], [], []
     for rep in range(12):
         if stacked:
             tlgpu.decode_layer_(x, pos, kv8, n18, st8[0], st8[1], n28, st8[2], st8[3], nq, groups=g, layers=8)
@@ -98,6 +99,9 @@ for pos in [int(p) for p in sys.argv[3].split(",")]:
         st = np.array(tlgpu._C._decode_stamps(), dtype=np.uint32)
         if rep >= 2:
             whole.append((st[:, 11] - st[:, 10].min()).astype(np.int64).max() / 1e3)
+        if rep >= 2:                                  # the staging of x before each product (stamps 12-15)
+            pairs = ((12, 0), (14, 4), (15, 6), (13, 8))
+            stg.append([(st[:, a] - st[:, b]).astype(np.int32).max() / 1e3 for a, b in pairs])
         st = st[:, :10]
         if rep >= 2:
             rel = (st - st[:, :1].min()).astype(np.int64)  # uint32 differences: the stamps lie within a few ms
@@ -107,7 +111,9 @@ for pos in [int(p) for p in sys.argv[3].split(",")]:
     bar = tlgpu._C._decode_barrier()
     print(f"groups={bar['groups']} x {bar['local_size']} {fmt} pos {pos}: start spread {r[0]:.2f} us; " +
           " ".join(f"{n} {v:.2f}" for n, v in zip(names, r[1:])) + f"; total {r.sum():.2f} us; the launch "
-          f"{np.median(whole):.2f} us ({'8 layers' if stacked else 'the last of 8'}); gave_up {bar['gave_up']}",
+          f"{np.median(whole):.2f} us ({'8 layers' if stacked else 'the last of 8'}); gave_up {bar['gave_up']}; "
+          "staging " +
+          " ".join(f"{n} {v:.2f}" for n, v in zip(("qkv", "wo", "w13", "w2"), np.median(np.array(stg), axis=0))),
           flush=True)
 '''
 

@@ -118,8 +118,8 @@ wg_reduce(float v, int is_max, local float *red)
     v = is_max ? warp_max(v) : warp_sum(v);          /* each warp, then its lane 0's partial in red */
     if (lid % 32 == 0) red[lid / 32] = v;
     barrier(CLK_LOCAL_MEM_FENCE);
-    float r = red[0];
-    for (int i = 1; i < nw; i++) r = is_max ? fmax(r, red[i]) : r + red[i];
+    float r = lid % 32 < nw ? red[lid % 32] : is_max ? -INFINITY : 0.0f;   /* every warp: the partials' total */
+    r = is_max ? warp_max(r) : warp_sum(r);          /* (a butterfly: the same bits in every lane) */
     barrier(CLK_LOCAL_MEM_FENCE);                    /* red is free again */
     return r;
 }
@@ -327,6 +327,83 @@ wg_argbest(float bv, int bi, local float *red)
 /* Quantized formats: h's blocks of 32 as int8 as the quantized matrix-vector kernels round x (mvq_quant4: q =
  * rint(h / dx), dx = amax / 127), in xq (lo: elements 0-15, hi: 16-31, a uint4 each) and xs (dx's bits, sum q);
  * the products are then integer dot products (dp4a on NVIDIA), the float dequantization's conversions gone. */
+#if TL_NV_PTX
+inline void                                          /* 8 lanes a block, a float4 each; the same words */
+stage_q8(int K, local const float *h, local uint4 *xq, local int2 *xs)
+{
+    const int lid = get_local_id(0), L = get_local_size(0), nb = K / 32, i = lid % 8;
+    local const float4 *h4 = (local const float4 *)h;
+    local uint *xw = (local uint *)xq;               /* block b's word i: xq[2 b + i / 4]'s element i % 4 */
+    for (int b0 = 0; b0 < nb; b0 += L / 8) {         /* the same trips in every lane (the shuffles) */
+        const int b = b0 + lid / 8, ok = b < nb;
+        const float4 v = ok ? h4[8 * b + i] : (float4)0.0f;
+        float amax = max4(v);
+        for (int m = 1; m < 8; m <<= 1) amax = fmax(amax, shfl_xor(amax, m));
+        int t;
+        const uint q = mvq_quant4(v, amax, &t);
+        const int qsum = (int)lanes8_fsum((float)t); /* |sum| <= 32 * 127: exact in a float */
+        if (ok) {
+            xw[8 * b + i] = q;
+            if (i == 0) xs[b] = (int2)(as_int(amax / 127.0f), qsum);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+/* Quantized formats on NVIDIA: src (K floats) * rsqrt(mean(src^2) + eps) * g (g NULL: no norm) straight into its
+ * int8 blocks, as stage() then stage_q8() make them (the same words) without the float copy in local memory and
+ * its barrier: work-item lid keeps float4s lid, lid + L, ... (at most SQ_MAX; 8 neighbours a block) in registers
+ * across the norm's reduction. */
+#ifndef SQ_MAX
+#define SQ_MAX 3
+#endif
+#ifndef DEC_QX
+#define DEC_QX 1                                     /* 0: stage() then stage_q8() (a diagnostic) */
+#endif
+#define SQ_FITS(K) (DEC_QX && (K) / 4 <= SQ_MAX * (int)get_local_size(0))
+inline void
+stage_qx(volatile global const float *src, global const float *g, float eps, int K, local uint4 *xq, local int2 *xs,
+         local float *red)
+{
+    const int lid = get_local_id(0), L = get_local_size(0), K4 = K / 4, i = lid % 8;
+    volatile global const float4 *s4 = (volatile global const float4 *)src;
+    global const float4 *g4 = (global const float4 *)g;
+    local uint *xw = (local uint *)xq;
+    float4 v[SQ_MAX], gw[SQ_MAX];
+    float ss = 0.0f;
+    MVQ_UNROLL
+    for (int u = 0; u < SQ_MAX; u++) {               /* every load issued before its use */
+        const int k = lid + u * L;
+        v[u] = k < K4 ? s4[k] : (float4)0.0f;
+        gw[u] = g != 0 && k < K4 ? g4[k] : (float4)0.0f;
+    }
+    MVQ_UNROLL
+    for (int u = 0; u < SQ_MAX; u++) ss += dot(v[u], v[u]);
+    if (g != 0) {
+        const float sc = rsqrt(wg_reduce(ss, 0, red) / (float)K + eps);
+        MVQ_UNROLL
+        for (int u = 0; u < SQ_MAX; u++) v[u] *= sc * gw[u];
+    }
+    MVQ_UNROLL
+    for (int u = 0; u < SQ_MAX; u++) {
+        const int k = lid + u * L;
+        if (u * L < K4) {                            /* the same in every lane (the shuffles) */
+            float amax = max4(v[u]);
+            for (int m = 1; m < 8; m <<= 1) amax = fmax(amax, shfl_xor(amax, m));
+            int t;
+            const uint q = mvq_quant4(v[u], amax, &t);
+            const int qsum = (int)lanes8_fsum((float)t);
+            if (k < K4) {
+                xw[k] = q;
+                if (i == 0) xs[k / 8] = (int2)(as_int(amax / 127.0f), qsum);
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+#else                                                /* a work-item a block */
+#define SQ_FITS(K) 0
+#define stage_qx(src, g, eps, K, xq, xs, red)
 inline void
 stage_q8(int K, local const float *h, local uint4 *xq, local int2 *xs)
 {
@@ -352,8 +429,8 @@ stage_q8(int K, local const float *h, local uint4 *xq, local int2 *xs)
         xq[2 * b + 1] = (uint4)(q[4], q[5], q[6], q[7]);
         xs[b] = (int2)(as_int(amax / 127.0f), qsum);
     }
-    LBAR(CLK_LOCAL_MEM_FENCE);
 }
+#endif
 
 /* y[n] (+)= row n of W . h for n < N (glu: y[n] = silu(W[n] . h) * (W[N + n] . h)); add: y[n] += instead. best
  * (not NULL, plain products): the work-group's argmax candidate of its rows' y, (value, index bits), at
@@ -531,7 +608,8 @@ DEC_UNROLL(4)
 /* x (dim floats) is updated in place; logits (vocab floats, vocab > 0) written. scr: (nq + 2 nkv) * D + dim +
  * hidden + 2 nwg floats (qkv, att, g, the argmax's candidates). bar: 4 words, zero at first use (the barrier leaves
  * bar[0]'s low 31 bits as it found them, its top bit flipped a barrier, and advances the generation bar[1]), then
- * 16 stamps a work-group (DEC_STAMPS: 0-9 the last layer's phases, 10 and 11 the launch's start and end). lm:
+ * 16 stamps a work-group (DEC_STAMPS: 0-9 the last layer's phases, 10 and 11 the launch's start and end, 12-15
+ * the ends of the stagings before the qkv, w2, wo and w13 products). lm:
  * max(dim, hidden, 2 D + max_len) floats rounded up to float4s, and for q4_0 / q8_0 10 words a block of 32 of
  * max(dim, hidden) (x's int8 blocks and scales); red: L floats. Position p = pbuf[offp] + pos0 (pbuf NULL: pos0);
  * the cache starts kvo elements into kv. emb (erows rows of dim, the weights' format; NULL: none): layer 0 starts
@@ -546,6 +624,18 @@ DEC_UNROLL(4)
 #define W_AT(FMT, M, N, K)                                                                                    \
     (M + (long)LAYER * (N) * (K) / (FMT == DEC_F32 ? 4 : FMT <= DEC_BF16 ? 8 : FMT == DEC_Q4_0 ? 32 : 16))
 #define D_AT(FMT, M, N, K) (M + (FMT >= DEC_Q4_0 ? (long)LAYER * (N) * (K) / 32 : 0L))
+/* x's staging before a product: src * rsqrt(mean(src^2) + eps) * NORM (NORM NULL: src), K floats, into lm, and for
+ * the quantized formats into x's int8 blocks (xq, xs), straight there by stage_qx where it fits (NVIDIA). */
+#define QX(FMT, K) (FMT >= DEC_Q4_0 && SQ_FITS(K))
+#define STAGE(FMT, SRC, NORM, K)                                                                               \
+    do {                                                                                                      \
+        if (QX(FMT, K)) {                                                                                     \
+            stage_qx(SRC, NORM, eps, K, xq, xs, red);                                                         \
+        } else {                                                                                              \
+            stage(SRC, NORM, eps, K, lm, red);                                                                \
+            if (FMT >= DEC_Q4_0) stage_q8(K, lm, xq, xs);                                                     \
+        }                                                                                                     \
+    } while (0)
 /* The layer, read back from local memory in each phase (volatile): the layer's pointers then live in their phase
  * alone. Kept in registers across the layer loop they cost the float16 kernel a third of its speed (57 us a
  * medium layer against 38: past 128 registers, spills; benchmarks/NOTES.md, seventh session). */
@@ -579,11 +669,16 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         LBAR(CLK_LOCAL_MEM_FENCE);                                                                            \
         STAMP(0);                                                                                             \
         if (DEC_PHASES & 1) {                        /* layer 0 with emb: x = the token's row */              \
-            const float ss = emb != 0 && l == 0 ? embed_load(FMT, emb, demb, tok, erows, dim, lm, x,          \
-                                                             get_group_id(0) == 0)                            \
-                                                : stage_load(vx, dim, lm);                                    \
-            stage_norm(ss, attn_norm + LAYER * dim, eps, dim, lm, red);                                       \
-            if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
+            if (QX(FMT, dim) && !(emb != 0 && l == 0)) {                                                           \
+                stage_qx(vx, attn_norm + LAYER * dim, eps, dim, xq, xs, red);                                 \
+            } else {                                                                                          \
+                const float ss = emb != 0 && l == 0 ? embed_load(FMT, emb, demb, tok, erows, dim, lm, x,      \
+                                                                 get_group_id(0) == 0)                        \
+                                                    : stage_load(vx, dim, lm);                                \
+                stage_norm(ss, attn_norm + LAYER * dim, eps, dim, lm, red);                                   \
+                if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                               \
+            }                                                                                                 \
+            STAMP(12);                                                                                        \
             products(FMT, W_AT(FMT, wqkv, nqkv, dim), D_AT(FMT, dqkv, nqkv, dim), nqkv, dim, lm, xq, xs, qkv, \
                      0, 0, red, 0);                                                                           \
         }                                                                                                     \
@@ -597,8 +692,8 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         grid_sync(bar, nwg);                                                                                  \
         STAMP(4);                                                                                             \
         if (DEC_PHASES & 4) {                                                                                 \
-            stage(att, 0, eps, dim, lm, red);                                                                 \
-            if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
+            STAGE(FMT, att, 0, dim);                                                                            \
+            STAMP(14);                                                                                        \
             products(FMT, W_AT(FMT, wo, dim, dim), D_AT(FMT, dwo, dim, dim), dim, dim, lm, xq, xs, vx, 1, 0,  \
                      red, 0);                                                                                 \
         }                                                                                                     \
@@ -606,8 +701,8 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         grid_sync(bar, nwg);                                                                                  \
         STAMP(6);                                                                                             \
         if (DEC_PHASES & 8) {                                                                                 \
-            stage(vx, mlp_norm + LAYER * dim, eps, dim, lm, red);                                             \
-            if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                   \
+            STAGE(FMT, vx, mlp_norm + LAYER * dim, dim);                                                      \
+            STAMP(15);                                                                                        \
             products(FMT, W_AT(FMT, w13, 2 * hidden, dim), D_AT(FMT, d13, 2 * hidden, dim), hidden, dim, lm,  \
                      xq, xs, g, 0, 1, red, 0);                                                                \
         }                                                                                                     \
@@ -615,8 +710,8 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         grid_sync(bar, nwg);                                                                                  \
         STAMP(8);                                                                                             \
         if (DEC_PHASES & 16) {                                                                                \
-            stage(g, 0, eps, hidden, lm, red);                                                                \
-            if (FMT >= DEC_Q4_0) stage_q8(hidden, lm, xq, xs);                                                \
+            STAGE(FMT, g, 0, hidden);                                                                         \
+            STAMP(13);                                                                                        \
             products(FMT, W_AT(FMT, w2, dim, hidden), D_AT(FMT, d2, dim, hidden), dim, hidden, lm, xq, xs, vx, \
                      1, 0, red, 0);                                                                           \
         }                                                                                                     \
@@ -624,8 +719,7 @@ NAME(int dim, int nq, int nkv, int D, int hidden, int max_len, float eps, float 
         if (l + 1 < nl || vocab > 0) grid_sync(bar, nwg);   /* x whole before it is staged again */           \
     }                                                                                                         \
     if (vocab > 0) {                                 /* the head: logits = head @ rms_norm(x) * head_norm */  \
-        stage(vx, head_norm, eps, dim, lm, red);                                                              \
-        if (FMT >= DEC_Q4_0) stage_q8(dim, lm, xq, xs);                                                       \
+        STAGE(FMT, vx, head_norm, dim);                                                                       \
         products(FMT, head, dhead, vocab, dim, lm, xq, xs, logits, 0, 0, red, next != 0 ? wbest : 0);         \
     }                                                                                                         \
     if (next != 0 || advance) {                      /* the greedy token: every logit written first */        \
