@@ -1,13 +1,16 @@
 """docs/porting.md's tables, row by row: each row's claim checked against numpy on random inputs. The rows are
 read from the page, so a row without a check fails (a new row comes with its check) and so does a check
-whose row is gone. The checks live in porting_checks.py, porting_checks_more.py and porting_checks_extra.py,
+whose row is gone. The checks live in porting_checks.py and the porting_checks_*.py files it imports below,
 keyed by a row's first cell (its PyTorch column, verbatim)."""
 import os
 
 import pytest
 
 import porting_checks_extra  # noqa: F401  registers its rows
+import porting_checks_math  # noqa: F401  registers its rows
 import porting_checks_more  # noqa: F401  registers its rows
+import porting_checks_names  # noqa: F401  registers its rows
+import porting_checks_nn  # noqa: F401  registers its rows
 from porting_checks import CHECKS
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "porting.md")
