@@ -493,3 +493,6 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     if ceil_mode or divisor_override is not None:
         raise NotImplementedError("avg_pool2d: ceil_mode and divisor_override are not supported")
     return _C.avg_pool2d(input, kernel_size, stride, padding, count_include_pad)
+
+
+from ._functional_more import *  # noqa: E402,F401,F403  more torch names, composed of the ops above
