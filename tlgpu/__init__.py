@@ -124,6 +124,8 @@ globals().update(_torch_compat.PORTED)           # tlgpu.flip(x, dims), amax, an
 _torch_compat.install()
 from . import _indexing  # noqa: E402
 _indexing.install()
+from . import _torch_more  # noqa: E402
+globals().update(_torch_more.install())         # randperm, einsum, scatter, median, ...; their methods on Tensor
 from . import backends  # noqa: E402,F401
 norm = _method_alias("norm")
 clip = _method_alias("clip")
