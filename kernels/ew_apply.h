@@ -76,6 +76,27 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_LOG1P: return log1p(x);                                                               \
     case TL_EW_EXPM1: return expm1(x);                                                               \
     case TL_EW_ERF: return erf(x);                                                                   \
+    case TL_EW_ATAN: return atan(x);                                                                 \
+    case TL_EW_ASIN: return asin(x);                                                                 \
+    case TL_EW_ACOS: return acos(x);                                                                 \
+    case TL_EW_TAN: return tan(x);                                                                   \
+    case TL_EW_LOG2: return log2(x);                                                                 \
+    case TL_EW_LOG10: return log10(x);                                                               \
+    case TL_EW_EXP2: return exp2(x);                                                                 \
+    case TL_EW_SINH: return sinh(x);                                                                 \
+    case TL_EW_COSH: return cosh(x);                                                                 \
+    case TL_EW_ASINH: return asinh(x);                                                               \
+    case TL_EW_ACOSH: return acosh(x);                                                               \
+    case TL_EW_ATANH: return atanh(x);                                                               \
+    case TL_EW_TRUNC: return trunc(x);                                                               \
+    case TL_EW_FRAC: return x - trunc(x);         /* torch's: inf gives NaN */                       \
+    case TL_EW_ERFC: return erfc(x);                                                                 \
+    case TL_EW_ATAN2: return atan2(x, y);                                                            \
+    case TL_EW_HYPOT: return hypot(x, y);                                                            \
+    case TL_EW_FMOD: return fmod(x, y);                                                              \
+    case TL_EW_LOGADDEXP:       /* stable; equal infinities give themselves (not NaN), like torch */ \
+        return select(EW_MAX(x, y) + log1p(exp(-fabs(x - y))), x, isinf(x) & (x == y));              \
+    case TL_EW_XLOGY: return select(x * log(y), zero, (x == zero) & !isnan(y)); /* NaN y wins */     \
     default: return (T)(NAN);                                                                        \
     }                                                                                                \
 }
@@ -89,9 +110,9 @@ EW_APPLY(ew_apply, float)
 EW_APPLY(ew_apply4, float4)
 
 /* int32 arithmetic. Wrapping like numpy's int32 (done on uint, where overflow is defined); // and % round
- * toward minus infinity like Python and numpy; x // 0 == x % 0 == 0 (numpy's result, without its warning:
- * an integer division by zero traps on CPU devices, so it is never executed). Comparisons store float32
- * masks through the same 32-bit slots. */
+ * toward minus infinity like Python and numpy, fmod toward 0 like C; x // 0 == x % 0 == fmod(x, 0) == 0
+ * (numpy's result, without its warning: an integer division by zero traps on CPU devices, so it is never
+ * executed). Comparisons store float32 masks through the same 32-bit slots. */
 inline int
 ew_apply_i32(int op, int x, int y, int z)
 {
@@ -130,7 +151,8 @@ ew_apply_i32(int op, int x, int y, int z)
     case TL_EW_RELU: return max(x, 0);
     case TL_EW_SQUARE: return as_int(ux * ux);
     case TL_EW_CLAMP: return min(max(x, y), z);
-    case TL_EW_COPY: case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND: return x;
+    case TL_EW_COPY: case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND: case TL_EW_TRUNC: return x;
+    case TL_EW_FMOD: return y == 0 || y == -1 ? 0 : x % y;     /* C's: the dividend's sign */
     default: return 0;
     }
 }

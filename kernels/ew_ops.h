@@ -13,7 +13,12 @@
     X(RELU_GRAD, 2) X(SILU_GRAD, 2) X(GELU_GRAD, 2) X(TANH_GRAD, 2) X(SIGMOID_GRAD, 2) X(INRANGE, 3)     \
     /* rounding (zero gradient); leaky_relu(x, slope) and its backward helper (x, upstream grad, slope) */ \
     X(CEIL, 1) X(FLOOR, 1) X(ROUND, 1) X(LEAKY_RELU, 2) X(LEAKY_RELU_GRAD, 3)                          \
-    X(LOG1P, 1) X(EXPM1, 1) X(ERF, 1)
+    X(LOG1P, 1) X(EXPM1, 1) X(ERF, 1)                                                                  \
+    /* torch's math: inverse trig, hyperbolics, log2/log10/exp2, trunc/frac (x - trunc(x)), erfc */    \
+    X(ATAN, 1) X(ASIN, 1) X(ACOS, 1) X(TAN, 1) X(LOG2, 1) X(LOG10, 1) X(EXP2, 1) X(SINH, 1) X(COSH, 1) \
+    X(ASINH, 1) X(ACOSH, 1) X(ATANH, 1) X(TRUNC, 1) X(FRAC, 1) X(ERFC, 1)                              \
+    /* fmod: C's (the dividend's sign); logaddexp: max + log1p(exp(-|a-b|)); xlogy: 0 where x == 0 */  \
+    X(ATAN2, 2) X(HYPOT, 2) X(FMOD, 2) X(LOGADDEXP, 2) X(XLOGY, 2)
 
 #define TL_EW_ENUM(name, arity) TL_EW_##name,
 enum { TL_EW_OPS(TL_EW_ENUM) TL_EW_COUNT };

@@ -3,11 +3,12 @@
  * host), comparisons as float32 masks, where/clamp/maximum/minimum, the in-place family (each bumps the
  * storage's version counter; recorded by autograd on non-leaf tensors), casts, and the number protocol.
  * Every op is one launch of kernels/elementwise.cl with an op code from kernels/ew_ops.h (ew_launch.c picks
- * the kernel for the layout and dtypes). */
+ * the kernel for the layout and dtypes; ops_elementwise_operand.c reads the operands and the result dtype). */
 #include "ops_common.h"
 #include "autograd.h"
 #include "ops.h"
 #include "ew_launch.h"
+#include "ops_elementwise_operand.h"
 #include <math.h>
 
 static const tl_op_row ROW_EW;   /* autograd rows (below) */
@@ -21,77 +22,8 @@ _Static_assert(sizeof EW_NAME / sizeof EW_NAME[0] == TL_EW_COUNT, "op table");
 
 typedef tl_ew_operand operand;
 
-/* Ops with an int32 kernel (tl_ew_i32). Every other op computes in float32: int32 operands are cast first
- * (true division, pow, exp, ... of ints give float32, like torch). */
-static const unsigned char EW_INT[TL_EW_COUNT] = {
-    [TL_EW_ADD] = 1, [TL_EW_SUB] = 1, [TL_EW_MUL] = 1, [TL_EW_FLOORDIV] = 1, [TL_EW_MOD] = 1, [TL_EW_MAXIMUM] = 1,
-    [TL_EW_MINIMUM] = 1, [TL_EW_LT] = 1, [TL_EW_LE] = 1, [TL_EW_GT] = 1, [TL_EW_GE] = 1, [TL_EW_EQ] = 1,
-    [TL_EW_NE] = 1, [TL_EW_NEG] = 1, [TL_EW_ABS] = 1, [TL_EW_SIGN] = 1, [TL_EW_RELU] = 1, [TL_EW_SQUARE] = 1,
-    [TL_EW_CLAMP] = 1, [TL_EW_COPY] = 1, [TL_EW_POW] = 1, [TL_EW_CEIL] = 1, [TL_EW_FLOOR] = 1, [TL_EW_ROUND] = 1,
-};
 #define IS_CMP(op) ((op) >= TL_EW_LT && (op) <= TL_EW_NE)
-
-/* x as an operand. A numpy array or numpy scalar is uploaded (float64 -> float32, int64 -> int32) into a new
- * tensor returned in *held, so numpy data on either side of an operator stays on the device. */
-static int
-to_operand(PyObject *x, const char *op, operand *out, PyObject **held)
-{
-    *out = (operand){NULL, 0.0f, 0, 1, 1};
-    *held = NULL;
-    if (x == NULL) return 0;
-    if (tl_tensor_check(x)) {
-        out->t = tl_tensor_CAST(x);
-        return 0;
-    }
-    if (PyLong_Check(x)) {
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(x, &overflow);
-        if (v == -1 && PyErr_Occurred()) return -1;
-        out->fits = !overflow && v >= INT32_MIN && v <= INT32_MAX;
-        out->ivalue = out->fits ? (int)v : 0;
-        double d = PyLong_AsDouble(x);
-        if (d == -1.0 && PyErr_Occurred()) return -1;
-        out->value = (float)d;
-        return 0;
-    }
-    if (PyFloat_Check(x)) {
-        out->is_int = 0;
-        out->value = (float)PyFloat_AS_DOUBLE(x);
-        return 0;
-    }
-    if (tl_is_numpy(x)) {
-        if ((out->t = tl_tensor_from_operand(x, op)) == NULL) return -1;
-        *held = (PyObject *)out->t;
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "%s: expected a Tensor, a numpy array or a Python number, got %s", op,
-                 Py_TYPE(x)->tp_name);
-    return -1;
-}
-
-static int
-is_operand(PyObject *x)
-{
-    return tl_tensor_check(x) || PyFloat_Check(x) || PyLong_Check(x) || tl_is_numpy(x);
-}
-
-/* PyTorch's result dtype: floating tensors win over integer ones (float16 with float16 stays float16; two
- * floating dtypes that differ give float32), uint8 with int32 gives int32; Python scalars do not promote
- * a tensor's dtype within its kind, a float scalar makes integer tensors float32; ops without an integer
- * form give float32 for integer tensors. */
-static int
-result_dtype(int op, const operand *o, int n)
-{
-    int fl = -1, in = -1, fscalar = 0;
-    for (int i = op == TL_EW_WHERE; i < n; i++) {    /* where's condition (a mask) does not promote */
-        const int dt = o[i].t != NULL ? o[i].t->dtype : -1;
-        if (dt < 0) fscalar |= !o[i].is_int;
-        else if (TL_IS_FLOAT(dt)) fl = fl < 0 || fl == dt ? dt : TL_F32;
-        else in = in < 0 || in == dt ? dt : TL_I32;
-    }
-    if (fl >= 0) return fl;
-    return in < 0 || fscalar || !EW_INT[op] ? TL_F32 : in;
-}
+#define IS_DIVISION(op) ((op) == TL_EW_FLOORDIV || (op) == TL_EW_MOD || (op) == TL_EW_FMOD)
 
 /* What each op's backward needs: bit 0..2 = operands a, b, c; bit 3 = the output. 0 = not differentiable
  * or needs nothing; ND marks ops whose outputs never require grad (comparisons, sign, backward helpers). */
@@ -106,6 +38,10 @@ static const unsigned char EW_SAVE[TL_EW_COUNT] = {
     [TL_EW_GELU_GRAD] = ND, [TL_EW_TANH_GRAD] = ND, [TL_EW_SIGMOID_GRAD] = ND, [TL_EW_INRANGE] = ND,
     [TL_EW_FLOORDIV] = ND, [TL_EW_MOD] = SA | SB, [TL_EW_LEAKY_RELU] = SA | SB, [TL_EW_LEAKY_RELU_GRAD] = ND,
     [TL_EW_LOG1P] = SA, [TL_EW_EXPM1] = SO, [TL_EW_ERF] = SA,
+    [TL_EW_ATAN] = SA, [TL_EW_ASIN] = SA, [TL_EW_ACOS] = SA, [TL_EW_TAN] = SO, [TL_EW_LOG2] = SA, [TL_EW_LOG10] = SA,
+    [TL_EW_EXP2] = SO, [TL_EW_SINH] = SA, [TL_EW_COSH] = SA, [TL_EW_ASINH] = SA, [TL_EW_ACOSH] = SA,
+    [TL_EW_ATANH] = SA, [TL_EW_ERFC] = SA, [TL_EW_ATAN2] = SA | SB, [TL_EW_HYPOT] = SA | SB | SO,
+    [TL_EW_FMOD] = SA | SB, [TL_EW_LOGADDEXP] = SA | SB, [TL_EW_XLOGY] = SA | SB,
 };
 
 /* A graph node for out = OP(ins) that saves the operands EW_SAVE asks for (not the output: that is saved by
@@ -150,15 +86,15 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
     PyObject *ins[3] = {x, y, z}, *held[3] = {NULL, NULL, NULL}, *unaliased[3] = {NULL, NULL, NULL}, *res = NULL;
     int n = 0;
     for (int i = 0; i < 3; i++) {
-        if (to_operand(ins[i], name, &o[i], &held[i]) < 0) goto done;
+        if (tl_ew_operand_from(ins[i], name, &o[i], &held[i]) < 0) goto done;
         if (held[i] != NULL) ins[i] = held[i];
         if (ins[i] != NULL) n = i + 1;
     }
     tl_tensor *bc[4] = {into, o[0].t, o[1].t, o[2].t};      /* shapes first: a failed op enqueues no cast */
     Py_ssize_t shape[TL_MAX_DIMS];
-    int nd_bc, rdt = result_dtype(op, o, n), as_int = rdt == TL_I32 && EW_INT[op];
+    int nd_bc, rdt = tl_ew_result_dtype(op, o, n), as_int = rdt == TL_I32 && tl_ew_op_has_i32(op);
     if (tl_broadcast(name, bc + (into == NULL), 4 - (into == NULL), &nd_bc, shape) < 0) goto done;
-    if (rdt == TL_U8 && (op == TL_EW_FLOORDIV || op == TL_EW_MOD || op == TL_EW_POW)) {
+    if (rdt == TL_U8 && (IS_DIVISION(op) || op == TL_EW_POW)) {
         char s[128];
         tl_shape_str(shape, nd_bc, s, sizeof s);
         PyErr_Format(PyExc_TypeError, "%s: not supported for uint8 tensors (shape %s); convert with .int() first",
@@ -170,7 +106,7 @@ ew(int op, const char *name, PyObject *x, PyObject *y, PyObject *z, tl_tensor *i
             PyErr_Format(PyExc_OverflowError, "%s: Python int operand does not fit int32", name);
             goto done;
         }
-        if ((op == TL_EW_FLOORDIV || op == TL_EW_MOD) && i == 1 && o[i].t == NULL && o[i].ivalue == 0) {
+        if (IS_DIVISION(op) && i == 1 && o[i].t == NULL && o[i].ivalue == 0) {
             PyErr_Format(PyExc_ZeroDivisionError, "%s: integer division by zero", name);
             goto done;
         }
@@ -286,7 +222,7 @@ static PyObject *
 nb(int op, PyObject *a, PyObject *b)
 {
     char name[16];
-    if (!is_operand(a) || !is_operand(b)) Py_RETURN_NOTIMPLEMENTED;
+    if (!tl_ew_operand_check(a) || !tl_ew_operand_check(b)) Py_RETURN_NOTIMPLEMENTED;
     return ew(op, lower(EW_NAME[op], name, sizeof name), a, b, NULL, NULL);
 }
 
@@ -294,7 +230,7 @@ static PyObject *
 nb_inplace(int op, PyObject *a, PyObject *b)
 {
     char name[16];
-    if (!is_operand(b)) Py_RETURN_NOTIMPLEMENTED;
+    if (!tl_ew_operand_check(b)) Py_RETURN_NOTIMPLEMENTED;
     return ew(op, lower(EW_NAME[op], name, sizeof name), a, b, NULL, tl_tensor_CAST(a));
 }
 
@@ -352,6 +288,12 @@ ew2(int op, PyObject *x, PyObject *y)
 }
 
 static PyObject *
+ew1(int op, PyObject *x)
+{
+    return x != NULL ? ew(op, "backward", x, NULL, NULL, NULL) : NULL;
+}
+
+static PyObject *
 ews(int op, PyObject *x, double v)
 {
     PyObject *s = PyFloat_FromDouble(v), *r = s != NULL ? ew2(op, x, s) : NULL;
@@ -359,7 +301,15 @@ ews(int op, PyObject *x, double v)
     return r;
 }
 
-/* grad_in[i] for out = OP(a, b, c), from the upstream gradient g; every result is one or two kernels. */
+static PyObject *
+rsub(double v, PyObject *x)                          /* v - x */
+{
+    PyObject *s = PyFloat_FromDouble(v), *r = s != NULL ? ew2(TL_EW_SUB, s, x) : NULL;
+    Py_XDECREF(s);
+    return r;
+}
+
+/* grad_in[i] for out = OP(a, b, c), from the upstream gradient g; every result is a few kernels. */
 static int
 tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
 {
@@ -422,7 +372,7 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_SIGMOID: gin[0] = ew2(TL_EW_SIGMOID_GRAD, out, g); break;
     case TL_EW_RELU: gin[0] = ew2(TL_EW_RELU_GRAD, a, g); break;
     case TL_EW_LEAKY_RELU: gin[0] = ew(TL_EW_LEAKY_RELU_GRAD, "backward", a, g, b, NULL); break;
-    case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND: {  /* zeros, like torch (not g * 0: inf * 0 is NaN) */
+    case TL_EW_CEIL: case TL_EW_FLOOR: case TL_EW_ROUND: case TL_EW_TRUNC: {   /* zeros, like torch (not g * 0) */
         const tl_tensor *gt = tl_tensor_CAST(g);
         if ((t = (PyObject *)tl_tensor_empty(gt->dtype, gt->ndim, gt->shape)) != NULL &&
             tl_tensor_fill(tl_tensor_CAST(t), 0.0) == 0)
@@ -444,12 +394,68 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_SQUARE: if ((t = ews(TL_EW_MUL, a, 2.0)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
     case TL_EW_LOG1P: if ((t = ews(TL_EW_ADD, a, 1.0)) != NULL) gin[0] = ew2(TL_EW_DIV, g, t); break;
     case TL_EW_EXPM1: if ((t = ews(TL_EW_ADD, out, 1.0)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
-    case TL_EW_ERF:                                   /* 2 / sqrt(pi) exp(-a^2) */
+    case TL_EW_ERF: case TL_EW_ERFC:                  /* +-2 / sqrt(pi) exp(-a^2) */
         if ((t = ew2(TL_EW_MUL, a, a)) != NULL && (u = ews(TL_EW_MUL, t, -1.0)) != NULL) {
             Py_SETREF(t, ew(TL_EW_EXP, "backward", u, NULL, NULL, NULL));
-            Py_SETREF(u, t != NULL ? ews(TL_EW_MUL, t, 1.1283791670955126) : NULL);
+            Py_SETREF(u, t != NULL ? ews(TL_EW_MUL, t, (op == TL_EW_ERF ? 1 : -1) * 1.1283791670955126) : NULL);
             gin[0] = ew2(TL_EW_MUL, g, u);
         }
+        break;
+    case TL_EW_ATAN: case TL_EW_ATANH: case TL_EW_ASIN: case TL_EW_ACOS: case TL_EW_ASINH: case TL_EW_ACOSH: {
+        /* 1 / (1 + a^2), 1 / (1 - a^2), +-rsqrt(1 - a^2), rsqrt(a^2 + 1), rsqrt(a^2 - 1) */
+        if ((t = ew2(TL_EW_MUL, a, a)) == NULL) goto fail;
+        if (op == TL_EW_ATANH || op == TL_EW_ASIN || op == TL_EW_ACOS) u = rsub(1.0, t);
+        else u = ews(TL_EW_ADD, t, op == TL_EW_ACOSH ? -1.0 : 1.0);
+        if (op == TL_EW_ATAN || op == TL_EW_ATANH) { gin[0] = ew2(TL_EW_DIV, g, u); break; }
+        Py_XSETREF(t, ew1(TL_EW_RSQRT, u));
+        Py_XSETREF(u, ew2(TL_EW_MUL, g, t));
+        gin[0] = op == TL_EW_ACOS ? ew1(TL_EW_NEG, u) : Py_XNewRef(u);
+        break;
+    }
+    case TL_EW_FRAC: gin[0] = Py_NewRef(g); break;
+    case TL_EW_TAN:                                   /* 1 + out^2 */
+        if ((t = ew2(TL_EW_MUL, out, out)) != NULL && (u = ews(TL_EW_ADD, t, 1.0)) != NULL)
+            gin[0] = ew2(TL_EW_MUL, g, u);
+        break;
+    case TL_EW_LOG2: case TL_EW_LOG10:                /* 1 / (a ln 2), 1 / (a ln 10) */
+        if ((t = ews(TL_EW_MUL, a, op == TL_EW_LOG2 ? 0.6931471805599453 : 2.302585092994046)) != NULL)
+            gin[0] = ew2(TL_EW_DIV, g, t);
+        break;
+    case TL_EW_EXP2: if ((t = ews(TL_EW_MUL, out, 0.6931471805599453)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
+    case TL_EW_SINH: case TL_EW_COSH:
+        if ((t = ew1(op == TL_EW_SINH ? TL_EW_COSH : TL_EW_SINH, a)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
+        break;
+    case TL_EW_ATAN2:                                 /* (b, -a) / (a^2 + b^2), a^2 + b^2 as hypot(a, b)^2 */
+        if ((t = ew2(TL_EW_HYPOT, a, b)) == NULL) goto fail;
+        Py_XSETREF(t, ew2(TL_EW_MUL, t, t));
+        Py_XSETREF(t, ew2(TL_EW_DIV, g, t));
+        if (want_a) gin[0] = ew2(TL_EW_MUL, t, b);
+        if (want_b && !PyErr_Occurred() && (u = ew2(TL_EW_MUL, t, a)) != NULL) gin[1] = ew1(TL_EW_NEG, u);
+        break;
+    case TL_EW_HYPOT:                                 /* (a, b) / out */
+        if ((t = ew2(TL_EW_DIV, g, out)) == NULL) goto fail;
+        if (want_a) gin[0] = ew2(TL_EW_MUL, t, a);
+        if (want_b && !PyErr_Occurred()) gin[1] = ew2(TL_EW_MUL, t, b);
+        break;
+    case TL_EW_FMOD:                                  /* a - trunc(a/b)*b: d/da = g, d/db = -g*trunc(a/b) */
+        gin[0] = Py_NewRef(g);
+        if (want_b && (t = ew2(TL_EW_DIV, a, b)) != NULL && (u = ew1(TL_EW_TRUNC, t)) != NULL) {
+            Py_SETREF(t, ew2(TL_EW_MUL, g, u));
+            gin[1] = ew1(TL_EW_NEG, t);
+        }
+        break;
+    case TL_EW_LOGADDEXP:                             /* sigmoid(a - b), sigmoid(b - a) */
+        for (int i = 0; i < 2 && !PyErr_Occurred(); i++) {
+            if (!(i ? want_b : want_a)) continue;
+            Py_XSETREF(t, ew2(TL_EW_SUB, i ? b : a, i ? a : b));
+            Py_XSETREF(u, ew1(TL_EW_SIGMOID, t));
+            gin[i] = ew2(TL_EW_MUL, g, u);
+        }
+        break;
+    case TL_EW_XLOGY:                                 /* xlogy(x != 0, y) (torch's), x / y */
+        if (want_a && (t = ews(TL_EW_NE, a, 0.0)) != NULL && (u = ew2(TL_EW_XLOGY, t, b)) != NULL)
+            gin[0] = ew2(TL_EW_MUL, g, u);
+        if (want_b && !PyErr_Occurred()) { Py_XSETREF(t, ew2(TL_EW_MUL, g, a)); gin[1] = ew2(TL_EW_DIV, t, b); }
         break;
     case TL_EW_RECIPROCAL:                            /* -out^2 */
         if ((t = ew2(TL_EW_MUL, out, out)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
@@ -485,13 +491,18 @@ UNARY(neg, NEG) UNARY(exp, EXP) UNARY(log, LOG) UNARY(sqrt, SQRT) UNARY(rsqrt, R
 UNARY(sigmoid, SIGMOID) UNARY(relu, RELU) UNARY(silu, SILU) UNARY(gelu, GELU) UNARY(abs, ABS) UNARY(sin, SIN)
 UNARY(cos, COS) UNARY(clone, COPY) UNARY(square, SQUARE) UNARY(reciprocal, RECIPROCAL) UNARY(sign, SIGN)
 UNARY(ceil, CEIL) UNARY(floor, FLOOR) UNARY(round, ROUND) UNARY(log1p, LOG1P) UNARY(expm1, EXPM1) UNARY(erf, ERF)
+UNARY(atan, ATAN) UNARY(asin, ASIN) UNARY(acos, ACOS) UNARY(tan, TAN) UNARY(log2, LOG2) UNARY(log10, LOG10)
+UNARY(exp2, EXP2) UNARY(sinh, SINH) UNARY(cosh, COSH) UNARY(asinh, ASINH) UNARY(acosh, ACOSH) UNARY(atanh, ATANH)
+UNARY(trunc, TRUNC) UNARY(frac, FRAC) UNARY(erfc, ERFC)
 #undef UNARY
 
 #define BINARY(pyname, OP)                                                                     \
     static PyObject *m_##pyname(PyObject *self, PyObject *other)                               \
     { return ew(TL_EW_##OP, #pyname, self, other, NULL, NULL); }
 BINARY(add, ADD) BINARY(sub, SUB) BINARY(mul, MUL) BINARY(div, DIV) BINARY(pow, POW) BINARY(maximum, MAXIMUM)
-BINARY(minimum, MINIMUM) BINARY(floor_divide, FLOORDIV) BINARY(remainder, MOD) BINARY(lt, LT) BINARY(le, LE) BINARY(gt, GT) BINARY(ge, GE) BINARY(eq, EQ) BINARY(ne, NE)
+BINARY(minimum, MINIMUM) BINARY(floor_divide, FLOORDIV) BINARY(remainder, MOD) BINARY(lt, LT) BINARY(le, LE)
+BINARY(gt, GT) BINARY(ge, GE) BINARY(eq, EQ) BINARY(ne, NE)
+BINARY(atan2, ATAN2) BINARY(hypot, HYPOT) BINARY(fmod, FMOD) BINARY(logaddexp, LOGADDEXP) BINARY(xlogy, XLOGY)
 #undef BINARY
 #define INPLACE(pyname, OP, OTHER)                                                             \
     static PyObject *m_##pyname##_(PyObject *self, PyObject *other)                            \
@@ -553,7 +564,8 @@ m_leaky_relu(PyObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:leaky_relu", kw, &o)) return NULL;
     double slope = o != NULL ? PyFloat_AsDouble(o) : 0.01;
     if (slope == -1.0 && PyErr_Occurred())
-        return PyErr_Format(PyExc_TypeError, "leaky_relu: negative_slope must be a number, got %s", Py_TYPE(o)->tp_name);
+        return PyErr_Format(PyExc_TypeError, "leaky_relu: negative_slope must be a number, got %s",
+                            Py_TYPE(o)->tp_name);
     PyObject *s = PyFloat_FromDouble(slope), *res = s ? ew(TL_EW_LEAKY_RELU, "leaky_relu", self, s, NULL, NULL) : NULL;
     Py_XDECREF(s);
     return res;
@@ -591,8 +603,13 @@ fn_binary(int op, const char *name, PyObject *args)
     return ew(op, name, a, b, NULL, NULL);
 }
 
-static PyObject *fn_maximum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MAXIMUM, "maximum", args); }
-static PyObject *fn_minimum(PyObject *m, PyObject *args) { (void)m; return fn_binary(TL_EW_MINIMUM, "minimum", args); }
+/* tlgpu.<name>(a, b): a Tensor on either side, the other a Tensor, a number or a numpy array. */
+#define FN_BINARY(pyname, OP)                                                                      \
+    static PyObject *fn_##pyname(PyObject *Py_UNUSED(m), PyObject *args)                           \
+    { return fn_binary(TL_EW_##OP, #pyname, args); }
+FN_BINARY(maximum, MAXIMUM) FN_BINARY(minimum, MINIMUM) FN_BINARY(atan2, ATAN2) FN_BINARY(hypot, HYPOT)
+FN_BINARY(fmod, FMOD) FN_BINARY(logaddexp, LOGADDEXP) FN_BINARY(xlogy, XLOGY)
+#undef FN_BINARY
 
 /* After an in-place write that replaced t's values: when autograd records it, t's grad_fn becomes a copy of
  * `src` (when src requires grad) or a node that passes a zero gradient to t's old graph (PyTorch's
@@ -689,13 +706,24 @@ static const PyMethodDef ew_methods[] = {
     U(ceil, "round up (int32: unchanged; zero gradient)"), U(floor, "round down (int32: unchanged; zero gradient)"),
     U(round, "round half to even (int32: unchanged; zero gradient)"),
     U(log1p, "log(1 + x), accurate near 0"), U(expm1, "e**x - 1, accurate near 0"), U(erf, "the error function"),
+    U(atan, "arctangent"), U(asin, "arcsine (NaN outside [-1, 1])"), U(acos, "arccosine (NaN outside [-1, 1])"),
+    U(tan, "tangent"), U(log2, "base-2 log"), U(log10, "base-10 log"), U(exp2, "2**x"), U(sinh, "hyperbolic sine"),
+    U(cosh, "hyperbolic cosine"), U(asinh, "inverse hyperbolic sine"), U(acosh, "inverse hyperbolic cosine (x >= 1)"),
+    U(atanh, "inverse hyperbolic tangent (|x| <= 1)"), U(trunc, "round toward 0 (int32: unchanged; zero gradient)"),
+    U(frac, "x - trunc(x), the sign of x"), U(erfc, "1 - erf(x), accurate where erf(x) is near 1"),
     {"leaky_relu", (PyCFunction)(void (*)(void))m_leaky_relu, METH_VARARGS | METH_KEYWORDS,
      "leaky_relu(negative_slope=0.01): x if x > 0 else negative_slope * x"},
     B(add, "self + other"), B(sub, "self - other"), B(mul, "self * other"), B(div, "self / other"),
     B(pow, "self ** other"), B(floor_divide, "self // other (rounds toward -inf, like Python)"),
-    B(remainder, "self % other (the divisor's sign, like Python)"), B(maximum, "elementwise max (NaN propagates)"), B(minimum, "elementwise min"),
+    B(remainder, "self % other (the divisor's sign, like Python)"), B(maximum, "elementwise max (NaN propagates)"),
+    B(minimum, "elementwise min"),
     B(lt, "self < other as a float32 mask"), B(le, "<= mask"), B(gt, "> mask"), B(ge, ">= mask"),
     B(eq, "== mask"), B(ne, "!= mask"),
+    B(atan2, "atan2(self, other): the angle of the point (other, self), in [-pi, pi]"),
+    B(hypot, "sqrt(self**2 + other**2) without overflow"),
+    B(fmod, "C's fmod: the dividend's sign (remainder takes the divisor's); int32 stays int32"),
+    B(logaddexp, "log(exp(self) + exp(other)), stable: max + log1p(exp(-|self - other|))"),
+    B(xlogy, "self * log(other); 0 where self == 0 unless other is NaN"),
     B(add_, "in place +="), B(sub_, "in place -="), B(mul_, "in place *="), B(div_, "in place /="),
     UI(relu), UI(sigmoid), UI(tanh), UI(exp), UI(neg), UI(abs), UI(sqrt),
     U(zero_, "in place: set to 0"), B(fill_, "in place: set to a value"),
@@ -712,6 +740,11 @@ static const PyMethodDef ew_functions[] = {
     {"where", fn_where, METH_VARARGS, "where(cond, x, y): x where cond != 0 else y (broadcasting)."},
     {"maximum", fn_maximum, METH_VARARGS, "maximum(a, b) elementwise (NaN propagates)."},
     {"minimum", fn_minimum, METH_VARARGS, "minimum(a, b) elementwise (NaN propagates)."},
+    {"atan2", fn_atan2, METH_VARARGS, "atan2(a, b): the angle of the point (b, a), in [-pi, pi] (broadcasting)."},
+    {"hypot", fn_hypot, METH_VARARGS, "hypot(a, b): sqrt(a**2 + b**2) without overflow (broadcasting)."},
+    {"fmod", fn_fmod, METH_VARARGS, "fmod(a, b): C's fmod, the dividend's sign (remainder: the divisor's)."},
+    {"logaddexp", fn_logaddexp, METH_VARARGS, "logaddexp(a, b): log(exp(a) + exp(b)), computed stably."},
+    {"xlogy", fn_xlogy, METH_VARARGS, "xlogy(x, y): x * log(y); 0 where x == 0 unless y is NaN."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -747,5 +780,6 @@ static const tl_grad_prims ew_prims = {.add_ = tl_add_};
 const tl_family tl_family_elementwise = {
     ew_functions, ew_methods, ew_slots, NULL,
     "neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign add sub mul div pow "
-    "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu log1p expm1 erf",
+    "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu log1p expm1 erf "
+    "atan asin acos tan log2 log10 exp2 sinh cosh asinh acosh atanh trunc frac erfc",
     .rows = elementwise_rows, .grad_prims = &ew_prims};
