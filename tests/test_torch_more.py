@@ -183,7 +183,8 @@ def test_trace_and_errors(r):
 EQS = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("i,j->ij", [(3,), (4,)]),
        ("ii->", [(4, 4)]), ("ii", [(4, 4)]), ("ii->i", [(3, 3)]), ("ij->ji", [(3, 4)]), ("ij", [(3, 4)]),
        ("ba", [(3, 4)]), ("...ij,...jk", [(2, 3, 4), (4, 5)]), ("ij,ij->", [(3, 4), (3, 4)]), ("i,i", [(5,), (5,)]),
-       ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("ijk->", [(2, 3, 4)]), ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
+       ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("ijk->", [(2, 3, 4)]),
+       ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 5)]),
        ("ba,ca", [(3, 4), (5, 4)]), ("i...->...", [(3, 4, 5)]), ("iij->j", [(3, 3, 4)]), ("...ii->...i", [(2, 3, 3)]),
        ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]), ("ij,j->i", [(3, 4), (4,)]), ("i,ij,j", [(3,), (3, 4), (4,)]),
        ("bij,bj->bi", [(2, 3, 4), (1, 4)]), ("...i,...i->...", [(2, 1, 3), (4, 3)]), ("Ab,bC->CA", [(2, 3), (3, 4)])]
@@ -213,7 +214,8 @@ def test_einsum_gradients_and_forms(r):
 
 
 @pytest.mark.parametrize("eq,shapes,match", [
-    ("ij,jk->ik", [(3, 4)], "operand"), ("ij->i", [(3, 4, 5)], "do not match"), ("ij,jk->iz", [(2, 3), (3, 4)], "output"),
+    ("ij,jk->ik", [(3, 4)], "operand"), ("ij->i", [(3, 4, 5)], "do not match"),
+    ("ij,jk->iz", [(2, 3), (3, 4)], "output"),
     ("ij->ii", [(3, 3)], "output"), ("ij,jk", [(2, 3), (4, 5)], "sizes"), ("i1", [(2, 2)], "invalid"),
     ("ij->i->j", [(2, 2)], "->"), ("ii", [(1, 3)], "repeats"), ("ii", [(2, 3)], "sizes")])
 def test_einsum_errors(eq, shapes, match):
@@ -354,7 +356,9 @@ def test_count_nonzero_diff_var_mean(r):
     y = T(b, requires_grad=True)
     close(y.diff(), np.diff(f32(b)), 1e-5, 1e-6)
     close(tlgpu.diff(y, 2, 0), np.diff(f32(b), 2, 0), 1e-5, 1e-6)
-    close(y.diff(3, -1, prepend=T(b[:, :2]), append=1.5), np.diff(f32(b), 3, -1, prepend=b[:, :2], append=1.5), 1e-5, 1e-5)
+    close(y.diff(3, -1, prepend=T(b[:, :2]), append=1.5), np.diff(f32(b), 3, -1, prepend=b[:, :2], append=1.5),
+          1e-5, 1e-5)
+    close(y.diff(1, 0, append=b[:1]), np.diff(f32(b), 1, 0, append=f32(b[:1])), 1e-5, 1e-6)   # a numpy array
     assert y.diff(9).shape == (3, 0) and I([1, 4, 9]).diff().tolist() == [3, 5]
     w = r.standard_normal((3, 5))
     (y.diff() * T(w)).sum().backward()
@@ -556,3 +560,20 @@ def test_module_forms_and_namespace():
     ns = {}
     exec("from tlgpu import *", ns)
     assert ns.get("diff") is tlgpu.diff and "any" not in ns
+
+
+def test_device_side_names_do_not_wait_for_the_device(r):
+    """Only the documented sync points read back: the rest enqueue and return (DESIGN: lazy synchronization)."""
+    x, idx = T(r.standard_normal((4, 6)), requires_grad=True), I(r.integers(0, 4, (2, 6)))
+    seq, v = T(np.sort(r.standard_normal(50))), T(r.standard_normal(7))
+    tlgpu.synchronize()
+    tlgpu.reset_stream_stats()
+    outs = [tlgpu.randperm(9), x.scatter(0, idx, x[:2] * 2), x.scatter_add(0, idx, x), x.scatter(0, idx, 1.0),
+            x.cumprod(1), tlgpu.einsum("ij,kj->ik", x, x), tlgpu.searchsorted(seq, v), x.take_along_dim(idx[:, :1], 0),
+            x.median(1).values, x.quantile(0.3, 1), x.kthvalue(2, 0).values, x.diag(1) if x.ndim == 1 else x.diagonal(),
+            x.roll(2, 1), x.repeat_interleave(2, 0), x.count_nonzero(0), x.diff(), x.nan_to_num(), x.trace()]
+    sum(o.float().sum() for o in outs).backward()
+    assert tlgpu.stream_stats()["waits"] == 0
+    tlgpu.reset_stream_stats()
+    x.masked_select(x > 0)
+    assert tlgpu.stream_stats()["waits"] >= 1                          # the documented sync point

@@ -1,20 +1,15 @@
 """More of PyTorch's tensor-level names (issue 24: RL and nanoGPT ports), composed from tlgpu's C ops so that
-autograd works where torch has a gradient; nothing is computed on the host except where the result's shape
-depends on the values (a sync point, as in torch):
-
-- creation and shape: randperm (two stable argsorts of tlgpu.rand: seeded by manual_seed), repeat_interleave,
-  tile, new_zeros/ones/full/empty/tensor, type_as, roll, tensor_split, diag, diagonal, trace, meshgrid,
-  cartesian_prod, einsum (lowered to diagonal / sum / permute / reshape / matmul);
-- indexing: scatter, scatter_add (and the in-place forms) as index_add over linear positions, take_along_dim
-  (gather), masked_select (sync point);
-- scans and reductions: cumprod (a log2(n)-step product scan of multiplies: exact with zeros and negatives, no
-  log/exp), count_nonzero, diff, std_mean, var_mean, median, kthvalue, quantile (on sort's values),
-  unique (sync point), bincount (sync point for the length), searchsorted / bucketize (a binary search of
-  gathers on the device);
-- elementwise: sgn, logit, heaviside, nan_to_num, deg2rad, rad2deg.
-
-tlgpu's index dtype is int32 (torch's int64). Where a C op takes only float32 (sort, sum, index_add), int32
-data goes through float32 and back: exact while values (and positions) stay below 2**24 in magnitude.
+autograd works where torch has a gradient. Nothing runs on the host except where the result's shape depends on
+the values (a sync point, as in torch: masked_select, unique, bincount's length, a tensor of repeats or of
+quantiles). Creation and shape: randperm (stable argsorts of tlgpu.rand: manual_seed applies), repeat_interleave,
+tile, new_*, type_as, roll, tensor_split, diag, diagonal, trace, meshgrid, cartesian_prod, einsum (diagonal /
+sum / permute / reshape / matmul). Indexing: scatter / scatter_add (index_add over flat positions; scatter finds
+the last writer of each target by a stable argsort and gathers it), take_along_dim, masked_select. Scans and
+order statistics: cumprod (a log2(n)-round product scan of multiplies, no log/exp, so zeros and negatives are
+right), count_nonzero, diff, std_mean, var_mean, median, kthvalue, quantile (sort's values), unique, bincount,
+searchsorted / bucketize (a binary search of gathers). Elementwise: sgn, logit, heaviside, nan_to_num, deg2rad,
+rad2deg. tlgpu's index dtype is int32 (torch's int64); where a C op takes only float32 (sort, sum, index_add),
+int32 data goes through float32 and back: exact while values (and positions) stay below 2**24 in magnitude.
 """
 import collections
 import math
@@ -61,7 +56,7 @@ def _back(r, dtype):
     return r if r.dtype == dtype else r._convert(dtype)
 
 
-def _along(nd, d, s):
+def _along(d, s):
     """A key applying slice or int s along dim d."""
     return (slice(None),) * d + (s,)
 
@@ -189,8 +184,7 @@ def roll(self, shifts, dims=None):
         n = self.shape[d] if self.ndim else 1
         s = int(s) % n if n else 0
         if s:
-            out = _C.cat([out[_along(self.ndim, d, slice(n - s, None))], out[_along(self.ndim, d, slice(0, n - s))]],
-                         d)
+            out = _C.cat([out[_along(d, slice(n - s, None))], out[_along(d, slice(0, n - s))]], d)
     return out.clone() if out is self else out
 
 
@@ -212,13 +206,12 @@ def tensor_split(self, indices_or_sections=None, dim=0, *, sections=None, indice
         q, r = divmod(n, int(ios))
         ios = list(np.cumsum([q + 1] * r + [q] * (int(ios) - r))[:-1])
     bounds = [None] + [int(i) for i in ios] + [None]
-    return tuple(self[_along(self.ndim, d, slice(a, b))] for a, b in zip(bounds[:-1], bounds[1:]))
+    return tuple(self[_along(d, slice(a, b))] for a, b in zip(bounds[:-1], bounds[1:]))
 
 
 def diagonal(self, offset=0, dim1=0, dim2=1):
-    """The diagonal of dims dim1, dim2 (offset > 0 above, < 0 below) as the last dim: a strided slice of the
-    two dims flattened (a view when they are already the last two of a contiguous tensor, else a copy; torch:
-    always a view)."""
+    """The diagonal of dims dim1, dim2 (offset > 0 above) as the last dim: a strided slice of the two dims flattened
+    (a view when they are the last two of a contiguous tensor, else a copy; torch: always a view)."""
     d1, d2 = _axis("diagonal", dim1, self.ndim), _axis("diagonal", dim2, self.ndim)
     if d1 == d2:
         raise ValueError(f"diagonal: dim1 and dim2 cannot be the same dim ({dim1}, {dim2})")
@@ -287,10 +280,9 @@ def _parse(term, ndim, k, E=None):
 
 
 def einsum(equation, *operands):
-    """einsum(equation, *operands) or the sublist form: implicit output (labels seen once, sorted; '...' first)
-    or explicit '->'; '...' broadcasting; repeated labels in a term take diagonals (traces); size-1 dims
-    broadcast. Lowered to diagonal / sum / permute / reshape / broadcast multiply / matmul, left to right, so
-    autograd works."""
+    """einsum(equation, *operands) or the sublist form: implicit (labels seen once, sorted, '...' first) or explicit
+    output, '...', repeated labels (diagonals, traces), size-1 broadcasting. Lowered to diagonal / sum / permute /
+    reshape / broadcast multiply / matmul, operands left to right, so autograd works."""
     if not isinstance(equation, str):
         equation, operands = _einsum_terms(equation, operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
@@ -402,7 +394,8 @@ def _scatter_positions(self, dim, index, src, op):
     pos = idx * strides[d]
     for k, n in enumerate(ish):
         if k != d and n > 1:
-            pos = pos + (_C.arange(n, dtype=i32) * strides[k]).reshape(tuple(n if j == k else 1 for j in range(len(ish))))
+            pos = pos + (_C.arange(n, dtype=i32) * strides[k]).reshape(
+                tuple(n if j == k else 1 for j in range(len(ish))))
     bad = ((idx < 0) + (idx >= shape[d])).int()                 # to numel: index_add wraps -1 but refuses numel
     return d, ish, (pos + bad * (int(np.prod(shape)) - pos)).reshape(-1)
 
@@ -460,16 +453,6 @@ def scatter(self, dim, index, src=None, *, value=None, reduce=None):
     return _blend(won.reshape(tuple(self.shape)) > 0, put.reshape(tuple(self.shape)), self, self.dtype)
 
 
-def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
-    """In-place scatter (recorded like copy_); returns self."""
-    return self.copy_(scatter(self, dim, index, src, value=value, reduce=reduce))
-
-
-def scatter_add_(self, dim, index, src):
-    """In-place scatter_add (recorded like copy_); returns self."""
-    return self.copy_(scatter_add(self, dim, index, src))
-
-
 def take_along_dim(self, indices, dim=None):
     """gather along dim with self and indices broadcast over the other dims (dim=None: the flattened tensor)."""
     indices = _int_tensor(indices, "take_along_dim", "indices")
@@ -505,9 +488,9 @@ def masked_select(self, mask):
 # ---- scans and reductions ----
 
 def cumprod(self, dim, *, dtype=None):
-    """Inclusive products along dim: a Hillis-Steele scan (log2(n) rounds of one multiply and one cat), exact in
-    meaning with zeros, negatives, inf and NaN (the products of the same elements, grouped differently:
-    float32 rounding differs from a sequential product by a few ulp). Differentiable (also through zeros)."""
+    """Inclusive products along dim: a Hillis-Steele scan (log2(n) rounds of a multiply and a cat): the products of
+    the same elements grouped otherwise (right with zeros, negatives, inf, NaN; a few ulp from a sequential
+    product). Differentiable, through zeros too."""
     x = _to_dtype(self, as_dtype(dtype, "cumprod"), False) if dtype is not None else self
     back = x.dtype
     if x.dtype not in (f32, i32):                          # uint8 gives int32 (torch: int64); halves in float32
@@ -516,9 +499,8 @@ def cumprod(self, dim, *, dtype=None):
     flat = x.reshape(1) if x.ndim == 0 else x
     n, step = flat.shape[d], 1
     while step < n:
-        flat = _C.cat([flat[_along(flat.ndim, d, slice(0, step))],
-                       flat[_along(flat.ndim, d, slice(step, None))] * flat[_along(flat.ndim, d, slice(0, n - step))]],
-                      d)
+        head, rest = flat[_along(d, slice(0, step))], flat[_along(d, slice(step, None))]
+        flat = _C.cat([head, rest * flat[_along(d, slice(0, n - step))]], d)
         step *= 2
     out = _back(flat.reshape(()) if x.ndim == 0 else flat, back)
     return out.clone() if out is self else out
@@ -530,7 +512,7 @@ def count_nonzero(self, dim=None):
 
 
 def diff(self, n=1, dim=-1, prepend=None, append=None):
-    """The n-th forward difference along dim, after prepend/append (tensors, or numbers: one slice) are joined."""
+    """The n-th forward difference along dim, after prepend/append (tensors or arrays; a number: one slice) join."""
     if self.ndim == 0:
         raise ValueError("diff: expected a tensor of at least one dim, got a 0-d tensor")
     if not _is_int(n) or n < 0:
@@ -540,7 +522,7 @@ def diff(self, n=1, dim=-1, prepend=None, append=None):
     parts = []
     for v in (prepend, self, append):
         if v is not None and not isinstance(v, Tensor):
-            v = _C.full(one, v, dtype=self.dtype)
+            v = _C.full(one, v, dtype=self.dtype) if np.ndim(v) == 0 else _C.tensor(np.asarray(v), dtype=self.dtype)
         if v is not None:
             if v.ndim != self.ndim:
                 raise ValueError(f"diff: prepend/append {tuple(v.shape)} must have the input's {self.ndim} dims")
@@ -549,7 +531,7 @@ def diff(self, n=1, dim=-1, prepend=None, append=None):
     for _ in range(int(n)):
         if x.shape[d] == 0:
             break
-        x = x[_along(x.ndim, d, slice(1, None))] - x[_along(x.ndim, d, slice(0, -1))]
+        x = x[_along(d, slice(1, None))] - x[_along(d, slice(0, -1))]
     return x.clone() if x is self else x
 
 
@@ -761,11 +743,6 @@ def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
     return _back(out, self.dtype)
 
 
-def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
-    """In-place nan_to_num; returns self."""
-    return self.copy_(nan_to_num(self, nan, posinf, neginf))
-
-
 def deg2rad(self):
     """Degrees to radians (int32 gives float32)."""
     return _f32(self) * (math.pi / 180.0) if self.dtype == i32 else self * (math.pi / 180.0)
@@ -774,6 +751,17 @@ def deg2rad(self):
 def rad2deg(self):
     """Radians to degrees (int32 gives float32)."""
     return _f32(self) * (180.0 / math.pi) if self.dtype == i32 else self * (180.0 / math.pi)
+
+
+def _in_place(fn):
+    def method(self, *args, **kwargs):
+        return self.copy_(fn(self, *args, **kwargs))
+    method.__name__ = method.__qualname__ = fn.__name__ + "_"
+    method.__doc__ = f"In-place {fn.__name__} (recorded like copy_); returns self."
+    return method
+
+
+scatter_, scatter_add_, nan_to_num_ = _in_place(scatter), _in_place(scatter_add), _in_place(nan_to_num)
 
 
 def _module_form(fn):
