@@ -425,12 +425,16 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_SINH: case TL_EW_COSH:
         if ((t = ew1(op == TL_EW_SINH ? TL_EW_COSH : TL_EW_SINH, a)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
         break;
-    case TL_EW_ATAN2:                                 /* (b, -a) / (a^2 + b^2), a^2 + b^2 as hypot(a, b)^2 */
-        if ((t = ew2(TL_EW_HYPOT, a, b)) == NULL) goto fail;
-        Py_XSETREF(t, ew2(TL_EW_MUL, t, t));
-        Py_XSETREF(t, ew2(TL_EW_DIV, g, t));
-        if (want_a) gin[0] = ew2(TL_EW_MUL, t, b);
-        if (want_b && !PyErr_Occurred() && (u = ew2(TL_EW_MUL, t, a)) != NULL) gin[1] = ew1(TL_EW_NEG, u);
+    case TL_EW_ATAN2:         /* (b, -a) g / (a^2 + b^2) as (g / h) (b / h), h = hypot(a, b): a^2 + b^2 and
+                               * g / h^2 would overflow or underflow in float32 where the gradient does not */
+        if ((u = ew2(TL_EW_HYPOT, a, b)) == NULL || (t = ew2(TL_EW_DIV, g, u)) == NULL) goto fail;
+        for (int i = 0; i < 2 && !PyErr_Occurred(); i++) {
+            if (!(i ? want_b : want_a)) continue;
+            PyObject *q = ew2(TL_EW_DIV, i ? a : b, u), *r = ew2(TL_EW_MUL, t, q);
+            gin[i] = i && r != NULL ? ew1(TL_EW_NEG, r) : Py_XNewRef(r);
+            Py_XDECREF(q);
+            Py_XDECREF(r);
+        }
         break;
     case TL_EW_HYPOT:                                 /* (a, b) / out */
         if ((t = ew2(TL_EW_DIV, g, out)) == NULL) goto fail;
