@@ -14,7 +14,7 @@ import numpy as np
 from .. import _C
 from ..amp import _to_float32
 from ..autograd import _is_int, no_grad
-from .functional import _check_tensor, _reduce, _reduction, softmax
+from ._fbase import _UNSET, _check_tensor, _dim, _float_dtype, _reduce, _reduction
 
 __all__ = ["one_hot", "softplus", "logsigmoid", "mish", "elu", "selu", "celu", "hardtanh", "relu6", "hardswish",
            "hardsigmoid", "softsign", "tanhshrink", "threshold", "glu", "softmin", "prelu", "normalize", "pad",
@@ -155,7 +155,8 @@ def glu(input, dim=-1):
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     """softmax(-x) along dim (the last dim when None, as functional.softmax)."""
-    return softmax(-_check_tensor(input, "softmin"), dim, _stacklevel, dtype)
+    _float_dtype(dtype, "softmin")
+    return (-_check_tensor(input, "softmin")).softmax(_dim(dim, _UNSET, "softmin"))
 
 
 def prelu(input, weight):

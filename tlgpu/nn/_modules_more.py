@@ -8,7 +8,7 @@ import numpy as np
 from .. import _C
 from ..autograd import _is_int, no_grad
 from . import Module, Parameter, functional as F
-from .functional import _reduction
+from ._fbase import _reduction
 
 __all__ = ["Sigmoid", "Softplus", "LogSigmoid", "Mish", "ELU", "SELU", "CELU", "Hardtanh", "ReLU6", "Hardswish",
            "Hardsigmoid", "Softsign", "Tanhshrink", "Threshold", "GLU", "Softmax", "LogSoftmax", "Softmin", "PReLU",

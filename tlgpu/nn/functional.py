@@ -10,42 +10,13 @@ from .. import _C
 from .. import quant as _quant
 from ..amp import _to_float32  # autocast's float32 ops: half inputs widened (tlgpu/amp.py)
 from ..autograd import _is_int  # an int or a numpy integer (anything with __index__), not a tensor
+from ._fbase import _UNSET, _check_tensor, _dim, _float_dtype, _reduce, _reduction  # noqa: F401
 
 tanh = _C.Tensor.tanh
 sigmoid = _C.Tensor.sigmoid
 
 def _recording(*ts):
     return _C.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
-
-
-def _check_tensor(x, op, name="input"):
-    if not isinstance(x, _C.Tensor):
-        raise TypeError(f"{op}: {name} must be a tlgpu Tensor, not {type(x).__name__}")
-    return x
-
-
-def _float_dtype(dtype, op):
-    """torch's dtype= of softmax / log_softmax: only float32 exists here, so anything else is refused."""
-    if dtype is None:
-        return
-    try:
-        ok = np.dtype(dtype) == np.float32
-    except TypeError:
-        ok = False
-    if not ok:
-        raise TypeError(f"{op}: dtype={dtype!r}; tlgpu computes in float32 only (pass dtype=None or float32)")
-
-
-_UNSET = object()
-
-
-def _dim(dim, axis, op):
-    """dim (torch) or axis (numpy; axis=None is every element, as Tensor.softmax(None)); neither: the last dim."""
-    if axis is _UNSET:
-        return -1 if dim is None else dim
-    if dim is not None:
-        raise TypeError(f"{op}: got both dim={dim} and axis={axis}; pass one")
-    return axis
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None, *, axis=_UNSET):
@@ -117,26 +88,6 @@ def linear(input, weight, bias=None):
     if _quant.is_quantized(weight):
         return _quant.linear(input, weight, bias)
     return _C.linear(input, weight, bias)
-
-
-def _reduction(size_average, reduce, reduction, op):
-    """torch's legacy size_average / reduce pair, mapped as torch maps it (reduce=False wins: 'none')."""
-    if size_average is None and reduce is None:
-        return reduction
-    warnings.warn(f"{op}: size_average and reduce are deprecated (as in torch); use reduction=", stacklevel=3)
-    if reduce is False:
-        return "none"
-    return "sum" if size_average is False else "mean"
-
-
-def _reduce(x, reduction, op):
-    if reduction == "mean":
-        return x.mean()
-    if reduction == "sum":
-        return x.sum()
-    if reduction == "none":
-        return x
-    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
 
 
 def mse_loss(input, target, reduction="mean", *, size_average=None, reduce=None):
