@@ -425,6 +425,9 @@ def test_quantile(r, interp):
     b = r.standard_normal((3, 9))                                      # positions 2.5, 3.5: halves to even
     close(T(b).quantile(T([0.3125, 0.4375]), -1, interpolation=interp),
           np.quantile(f32(b), [0.3125, 0.4375], axis=-1, method=interp), 1e-5, 1e-6)
+    c = r.standard_normal((2, 6))                                      # float32 0.1 * 5 is 0.5 exactly, as in torch
+    close(T(c).quantile(T([0.1, 0.7]), 1, interpolation=interp),
+          np.quantile(f32(c), [0.1, 0.7], axis=1, method=interp), 1e-5, 1e-6)
 
 
 def test_quantile_gradient_nan_and_errors(r):

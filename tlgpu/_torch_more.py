@@ -602,7 +602,7 @@ def quantile(self, q, dim=None, keepdim=False, *, interpolation="linear"):
         raise TypeError(f"quantile: input must be float32, got {self.dtype}")
     if interpolation not in _INTERP:
         raise ValueError(f"quantile: interpolation must be one of {_INTERP}, got {interpolation!r}")
-    qa = np.asarray(q.numpy() if isinstance(q, Tensor) else q, dtype=np.float64)
+    qa = np.asarray(q.numpy() if isinstance(q, Tensor) else q, dtype=np.float32)   # torch's ranks: in float32
     if qa.ndim > 1 or not ((qa >= 0) & (qa <= 1)).all():
         raise ValueError(f"quantile: q must be a number or a 1-d sequence of values in [0, 1], got {q!r}")
     x, d = (self.reshape(-1), 0) if dim is None else (self, _axis("quantile", dim, self.ndim))
@@ -612,7 +612,7 @@ def quantile(self, q, dim=None, keepdim=False, *, interpolation="linear"):
     if n == 0:
         raise ValueError(f"quantile: dim {d} of {tuple(self.shape)} is empty")
     qs = qa.reshape(-1)
-    pos = qs * (n - 1)
+    pos = qs * np.float32(n - 1)
     lo, hi = np.floor(pos), np.ceil(pos)
     if interpolation == "lower":
         hi = lo
