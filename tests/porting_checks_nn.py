@@ -208,3 +208,196 @@ def _():
     close(net2.ps[0], f32(a), 0, 0)
     close(net2.pd["b"], f32(a[0]), 0, 0)
     assert repr(pd) == "ParameterDict(\n    (scale): Parameter containing: [tlgpu.float32 of size 1]\n)"
+
+
+# ---- nn/_layers_more.py and nn/_functional_layers.py: normalization, conv1d, pooling, attention, RNN ----
+
+def _bn_np(x, w, b, mean, var, eps):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * w.reshape(shape) + b.reshape(shape)
+
+
+@row('`F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps)`, '
+     '`nn.BatchNorm1d/2d/3d(num_features, eps, momentum, affine, track_running_stats)`')
+def _():
+    r = rng()
+    m = nn.BatchNorm2d(3, momentum=None)
+    w, b = r.standard_normal(3), r.standard_normal(3)
+    m.load_state_dict({**m.state_dict(), "weight": w, "bias": b})
+    wf, bf = f32(w).astype(np.float64), f32(b).astype(np.float64)
+    xs = []
+    for _ in range(2):
+        x = f32(r.standard_normal((4, 3, 2, 5)) * 2 + 1).astype(np.float64)
+        xs.append(x)
+        close(m(T(x)), _bn_np(x, wf, bf, x.mean((0, 2, 3)), x.var((0, 2, 3)), 1e-5), 1e-4, 2e-5)
+    close(m.running_mean, np.mean([x.mean((0, 2, 3)) for x in xs], 0), 1e-5, 1e-6)   # momentum=None: average
+    close(m.running_var, np.mean([x.var((0, 2, 3), ddof=1) for x in xs], 0), 1e-5, 1e-6)
+    assert m.num_batches_tracked.item() == 2
+    x = r.standard_normal((4, 3, 2, 5))
+    close(m.eval()(T(x)), _bn_np(f32(x).astype(np.float64), wf, bf, m.running_mean.numpy().astype(np.float64),
+                                  m.running_var.numpy().astype(np.float64), 1e-5), 1e-4, 2e-5)
+    assert list(m.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+    rm, rv = T(np.zeros(4)), T(np.ones(4))
+    x1 = r.standard_normal((6, 4))
+    F.batch_norm(T(x1), rm, rv, training=True, momentum=0.25)
+    close(rv, 0.75 + 0.25 * f32(x1).astype(np.float64).var(0, ddof=1), 1e-5, 1e-6)
+    raises(ValueError, "2D or 3D", lambda: nn.BatchNorm1d(3)(T(r.standard_normal((2, 3, 2, 2)))))
+
+
+@row('`F.group_norm(x, num_groups, weight, bias, eps)`, `nn.GroupNorm(num_groups, num_channels, eps, affine)`')
+def _():
+    x = f32(rng().standard_normal((2, 6, 5)) * 3).astype(np.float64)
+    xr = x.reshape(2, 2, -1)
+    want = ((xr - xr.mean(-1, keepdims=True)) / np.sqrt(xr.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)
+    close(nn.GroupNorm(2, 6)(T(x)), want, 1e-4, 2e-5)
+    x3 = x.reshape(2, 3, -1)
+    want3 = ((x3 - x3.mean(-1, keepdims=True)) / np.sqrt(x3.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)
+    close(F.group_norm(T(x), 3, T(np.arange(6.0)), None), want3 * np.arange(6.0).reshape(1, 6, 1), 1e-4, 2e-5)
+    raises(ValueError, "divisible", lambda: nn.GroupNorm(4, 6))
+
+
+def _conv1d_np(x, w, s, lo, hi, d, g):
+    xp = np.pad(x, ((0, 0), (0, 0), (lo, hi)))
+    o, cg, k = w.shape
+    lout = (xp.shape[2] - d * (k - 1) - 1) // s + 1
+    y = np.zeros((x.shape[0], o, lout))
+    for oc in range(o):
+        grp = oc // (o // g)
+        for t in range(lout):
+            y[:, oc, t] = (xp[:, grp * cg:(grp + 1) * cg, t * s: t * s + d * (k - 1) + 1: d] * w[oc]).sum((1, 2))
+    return y
+
+
+@row('`F.conv1d(x, w, b, stride, padding, dilation, groups)`, '
+     '`nn.Conv1d(in, out, k, stride, padding, dilation, groups, bias, padding_mode)`')
+def _():
+    r = rng()
+    x = f32(r.standard_normal((2, 4, 9))).astype(np.float64)
+    for s, p, d, g, k in ((2, 1, 1, 1, 3), (1, "same", 1, 1, 4), (1, 2, 2, 2, 3), (1, "same", 1, 4, 3)):
+        w = f32(r.standard_normal((4, 4 // g, k))).astype(np.float64)
+        lo, hi = ((k - 1) // 2, k - 1 - (k - 1) // 2) if p == "same" else (p, p)
+        close(F.conv1d(T(x), T(w), None, s, p, d, g), _conv1d_np(x, w, s, lo, hi, d, g), 1e-4, 2e-5)
+    m = nn.Conv1d(4, 2, 3, padding=1, padding_mode="circular", bias=False)
+    close(m(T(x)), _conv1d_np(np.pad(x, ((0, 0), (0, 0), (1, 1)), mode="wrap"),
+                              m.weight.numpy().astype(np.float64), 1, 0, 0, 1, 1), 1e-4, 2e-5)
+    assert repr(m) == "Conv1d(4, 2, kernel_size=(3,), stride=(1,), padding=(1,), bias=False, padding_mode=circular)"
+    raises(ValueError, "strided", lambda: F.conv1d(T(x), T(np.ones((2, 4, 3))), stride=2, padding="same"))
+
+
+@row('`F.max_pool1d(x, k, stride, padding)`, `F.avg_pool1d(x, k, stride, padding, count_include_pad=)`, '
+     '`nn.MaxPool1d`, `nn.AvgPool1d`')
+def _():
+    x = rng().standard_normal((2, 3, 10))
+    xf = f32(x)
+    xp = np.pad(xf, ((0, 0), (0, 0), (1, 1)), constant_values=-np.inf)
+    close(nn.MaxPool1d(3, 2, 1)(T(x)), np.stack([xp[..., 2 * t: 2 * t + 3].max(-1) for t in range(5)], -1), 0, 0)
+    xz = np.pad(xf.astype(np.float64), ((0, 0), (0, 0), (1, 1)))
+    close(F.avg_pool1d(T(x), 3, 2, 1), np.stack([xz[..., 2 * t: 2 * t + 3].mean(-1) for t in range(5)], -1))
+    close(nn.AvgPool1d(2)(T(x[0])), xf[0].reshape(3, 5, 2).mean(-1))
+    raises(NotImplementedError, "ceil_mode", lambda: F.max_pool1d(T(x), 2, ceil_mode=True))
+
+
+@row('`F.adaptive_avg_pool2d(x, output_size)`, `nn.AdaptiveAvgPool2d((1, 1))`, `F.adaptive_avg_pool1d`, '
+     '`nn.AdaptiveAvgPool1d`')
+def _():
+    x = f32(rng().standard_normal((2, 3, 6, 7))).astype(np.float64)
+    close(nn.AdaptiveAvgPool2d((1, 1))(T(x)), x.mean((2, 3), keepdims=True), 1e-5, 1e-6)
+    close(F.adaptive_avg_pool2d(T(x), (3, None)), x.reshape(2, 3, 3, 2, 7).mean(3), 1e-5, 1e-6)
+    win = [(0, 2), (1, 4), (3, 6), (5, 7)]                       # torch's windows for 7 -> 4
+    close(F.adaptive_avg_pool1d(T(x[0, 0]), 4), np.stack([x[0, 0, :, a:b].mean(-1) for a, b in win], -1), 1e-5, 1e-6)
+    close(nn.AdaptiveAvgPool2d(4)(T(x))[:, :, :, 1], np.stack([x[..., 1:4].mean(-1)[..., a:b].mean(-1) for a, b in
+                                                               [(0, 2), (1, 3), (3, 5), (4, 6)]], -1), 1e-5, 1e-6)
+
+
+def _mha_np(x, sd, h, kpm):
+    """torch's algorithm for self-attention on (L, N, E) x with a bool key_padding_mask (True = masked out)."""
+    lq, n, e = x.shape
+    hd = e // h
+    q, k, v = (x @ w.T + b for w, b in zip(np.split(sd["in_proj_weight"], 3), np.split(sd["in_proj_bias"], 3)))
+    q, k, v = (a.reshape(lq, n * h, hd).transpose(1, 0, 2) for a in (q, k, v))
+    mask = np.repeat(np.where(kpm, -np.inf, 0.0)[:, None, None, :], h, 1).reshape(n * h, 1, lq)
+    sc = q @ k.transpose(0, 2, 1) / math.sqrt(hd) + mask
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    o = (p @ v).transpose(1, 0, 2).reshape(lq, n, e)
+    return o @ sd["out_proj.weight"].T + sd["out_proj.bias"], p.reshape(n, h, lq, lq).mean(1)
+
+
+def _random_state(m, r):
+    sd = {k: f32(r.standard_normal(v.shape) * 0.5).astype(np.float64) for k, v in m.state_dict().items()}
+    m.load_state_dict(sd)
+    return sd
+
+
+@row('`nn.MultiheadAttention(embed_dim, num_heads, dropout, batch_first=True)(q, k, v, key_padding_mask=, '
+     'attn_mask=, need_weights=, average_attn_weights=)`')
+def _():
+    r = rng()
+    m = nn.MultiheadAttention(8, 2, dropout=0.3, batch_first=True).eval()
+    assert list(m.state_dict()) == ["in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+    sd = _random_state(m, r)
+    x = f32(r.standard_normal((2, 4, 8))).astype(np.float64)
+    kpm = np.array([[False, False, True, False], [False, True, True, False]])
+    want, ww = _mha_np(x.transpose(1, 0, 2), sd, 2, kpm)
+    out, w = m(T(x), T(x), T(x), key_padding_mask=kpm)
+    close(out, want.transpose(1, 0, 2), 1e-4, 2e-5)
+    close(w, ww, 1e-4, 2e-5)
+    out2, w2 = m(T(x), T(x), T(x), key_padding_mask=tlgpu.tensor(kpm.astype(np.int32)), need_weights=False)
+    close(out2, want.transpose(1, 0, 2), 1e-4, 2e-5)
+    assert w2 is None
+    raises(TypeError, "mask_kind", lambda: m(T(x), T(x), T(x), key_padding_mask=T(kpm)))
+    close(m(T(x), T(x), T(x), key_padding_mask=T(kpm), mask_kind="bool")[0], want.transpose(1, 0, 2), 1e-4, 2e-5)
+
+
+@row('`nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first, '
+     'norm_first)`, `nn.TransformerEncoder(layer, num_layers, norm)`')
+def _():
+    r = rng()
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, norm_first=True)
+    enc = nn.TransformerEncoder(layer, 2).eval()
+    assert list(enc.state_dict())[:4] == ["layers.0.self_attn.in_proj_weight", "layers.0.self_attn.in_proj_bias",
+                                          "layers.0.self_attn.out_proj.weight", "layers.0.self_attn.out_proj.bias"]
+    assert len(enc.state_dict()) == 24
+    np.testing.assert_array_equal(enc.layers[1].linear1.weight.numpy(), layer.linear1.weight.numpy())
+    sd = _random_state(enc, r)
+    x = f32(r.standard_normal((4, 2, 8))).astype(np.float64)
+    kpm = np.array([[False, False, False, True], [False] * 4])
+
+    def ln(y, p):
+        return (y - y.mean(-1, keepdims=True)) / np.sqrt(y.var(-1, keepdims=True) + 1e-5) * sd[p + ".weight"] + \
+            sd[p + ".bias"]
+
+    y = x
+    for i in range(2):
+        p = f"layers.{i}."
+        sub = {k[len(p) + 10:]: v for k, v in sd.items() if k.startswith(p + "self_attn.")}
+        y = y + _mha_np(ln(y, p + "norm1"), sub, 2, kpm)[0]
+        hdn = np.maximum(ln(y, p + "norm2") @ sd[p + "linear1.weight"].T + sd[p + "linear1.bias"], 0)
+        y = y + hdn @ sd[p + "linear2.weight"].T + sd[p + "linear2.bias"]
+    close(enc(T(x), src_key_padding_mask=kpm), y, 1e-4, 3e-5)
+
+
+@row('`nn.RNN(input_size, hidden_size, num_layers, nonlinearity, bias, batch_first, dropout)`, `nn.RNNCell`')
+def _():
+    r = rng()
+    m = nn.RNN(3, 4, num_layers=2, nonlinearity="relu", batch_first=True)
+    assert list(m.state_dict()) == [f"{a}_{b}_l{i}" for i in range(2) for a in ("weight", "bias") for b in ("ih", "hh")]
+    sd = _random_state(m, r)
+    x = f32(r.standard_normal((2, 5, 3))).astype(np.float64)
+    y = x.transpose(1, 0, 2)
+    finals = []
+    for i in range(2):
+        h, outs = np.zeros((2, 4)), []
+        for t in range(5):
+            h = np.maximum(y[t] @ sd[f"weight_ih_l{i}"].T + sd[f"bias_ih_l{i}"] + h @ sd[f"weight_hh_l{i}"].T +
+                           sd[f"bias_hh_l{i}"], 0)
+            outs.append(h)
+        y = np.stack(outs)
+        finals.append(h)
+    out, hn = m(T(x))
+    close(out, y.transpose(1, 0, 2), 1e-4, 2e-5)
+    close(hn, np.stack(finals), 1e-4, 2e-5)
+    c = nn.RNNCell(3, 4)
+    sdc = _random_state(c, r)
+    close(c(T(x[:, 0])), np.tanh(x[:, 0] @ sdc["weight_ih"].T + sdc["bias_ih"] + sdc["bias_hh"]), 1e-4, 2e-5)
+    raises(NotImplementedError, "bidirectional", lambda: nn.RNN(3, 4, bidirectional=True))

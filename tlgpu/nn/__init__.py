@@ -593,3 +593,4 @@ class LayerNorm(Module):
 from .loss import CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, SmoothL1Loss  # noqa: E402,F401
 from .conv import AvgPool2d, Conv2d, MaxPool2d; from .rnn import GRU, LSTM, GRUCell, LSTMCell  # noqa: E402,F401,E702
 from ._modules_more import *  # noqa: E402,F401,F403  activations, losses, PReLU, Parameter{List,Dict}
+from ._layers_more import *  # noqa: E402,F401,F403  BatchNorm, GroupNorm, Conv1d, 1-d/adaptive pools, attention, RNN
