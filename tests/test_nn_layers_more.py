@@ -122,6 +122,8 @@ def test_batchnorm_state_dict_repr_and_errors():
         nn.BatchNorm1d(3)(T(R.standard_normal((1, 3))))
     with pytest.raises(ValueError, match="running_mean"):
         F.batch_norm(T(R.standard_normal((2, 3))), None, None)
+    with pytest.raises(TypeError, match="momentum"):
+        F.batch_norm(T(R.standard_normal((2, 3))), None, None, training=True, momentum=None)
 
 
 # ---- GroupNorm ----
@@ -355,7 +357,12 @@ def test_mha_against_numpy_with_masks_and_weights():
         out2, w2 = m(T(q), T(k), T(v), key_padding_mask=c.get("kpm"), attn_mask=c.get("am"), need_weights=False)
         assert w2 is None
         close(out2, want)
-    want, _ = mha_ref(q, k, v, sd, h, kpm, am_bool)               # the same masks as tlgpu tensors
+    want, _ = mha_ref(q, k, v, sd, h, kpm, am_bool)
+    close(m(T(q), T(k), T(v), kpm, False, am_bool)[0], want)     # numpy bool masks given positionally stay bool
+    close(m(q, k, v, kpm, True, am_bool)[0], want)                 # numpy q, k, v are uploaded
+    with pytest.raises(TypeError, match="multiple values"):
+        m(T(q), T(k), T(v), kpm, key_padding_mask=kpm)
+    # the same masks as tlgpu tensors
     close(m(T(q), T(k), T(v), key_padding_mask=tlgpu.tensor(kpm.astype(np.int32)),
             attn_mask=T(am_bool), mask_kind="bool")[0], want)
     close(m(T(q), T(k), T(v), key_padding_mask=T(canon(kpm)), attn_mask=T(canon(am_bool)),
@@ -482,6 +489,8 @@ def test_transformer_encoder_layer(norm_first, act, batch_first):
         want = tel_ref(x, sd, 2, norm_first, act, 1e-4, c.get("src_key_padding_mask"), c.get("src_mask"))
         out = m(T(xin), **c)
         close(out, want.transpose(1, 0, 2) if batch_first else want)
+        if c:
+            close(m(T(xin), causal, kpm), want.transpose(1, 0, 2) if batch_first else want)     # positional masks
     m.train()
     a, b = m(T(xin)).numpy(), m(T(xin)).numpy()
     assert not np.allclose(a, b)                                  # dropout in training

@@ -55,8 +55,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     weight, bias = _channel_param(weight, c, op, "weight"), _channel_param(bias, c, op, "bias")
     if not training and (running_mean is None or running_var is None):
         raise ValueError(f"{op}: running_mean and running_var must be given when not training")
-    if not isinstance(momentum, _C.Tensor) and not isinstance(momentum, (int, float)):
-        raise TypeError(f"{op}: momentum must be a number, got {type(momentum).__name__}")
+    if not isinstance(momentum, _C.Tensor):
+        try:
+            momentum = float(momentum)
+        except (TypeError, ValueError):
+            raise TypeError(f"{op}: momentum must be a number, got {type(momentum).__name__}") from None
     input, weight, bias = _to_float32(input, weight, bias)
     shape = (1, c) + (1,) * (input.ndim - 2)
     if not training:

@@ -255,11 +255,28 @@ def _additive_mask(mask, kind, what, op="MultiheadAttention"):
     return _C.zeros(*mask.shape).masked_fill(mask != 0, _NEG_INF)
 
 
+class _MasksAsGiven(Module):
+    """Module.__call__ uploads numpy positional arguments (a numpy bool array becoming a float32 1/0 tensor, which
+    would lose its bool meaning here): arguments after the first _n_inputs go to forward by keyword, as given."""
+    _n_inputs, _later = 1, ()
+
+    def __call__(self, *args, **kwargs):
+        name = type(self).__name__
+        if len(args) > self._n_inputs + len(self._later):
+            raise TypeError(f"{name}: forward takes at most {self._n_inputs + len(self._later)} positional arguments, "
+                            f"got {len(args)}")
+        for key, a in zip(self._later, args[self._n_inputs:]):
+            if key in kwargs:
+                raise TypeError(f"{name}: got multiple values for argument {key!r}")
+            kwargs[key] = a
+        return Module.__call__(self, *args[:self._n_inputs], **kwargs)
+
+
 class NonDynamicallyQuantizableLinear(Linear):
     """MultiheadAttention.out_proj: a Linear under torch's class name (so the module prints as torch's)."""
 
 
-class MultiheadAttention(Module):
+class MultiheadAttention(_MasksAsGiven):
     """torch's nn.MultiheadAttention: parameters in_proj_weight (3E, E) (or q/k/v_proj_weight when kdim or vdim
     differs from embed_dim), in_proj_bias (3E,), out_proj (Linear E -> E), bias_k / bias_v (1, 1, E) with
     add_bias_kv; init as torch's (xavier-uniform projections, zero biases). forward(query, key, value,
@@ -270,6 +287,8 @@ class MultiheadAttention(Module):
     hint: attn_mask must be given and is what is used. need_weights=False runs
     F.scaled_dot_product_attention (a query whose keys are all masked gives 0); need_weights=True computes the
     weights itself (such a query gives NaN, as torch's)."""
+    _n_inputs = 3
+    _later = ("key_padding_mask", "need_weights", "attn_mask", "average_attn_weights", "is_causal")
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False):
@@ -395,12 +414,13 @@ class MultiheadAttention(Module):
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
-class TransformerEncoderLayer(Module):
+class TransformerEncoderLayer(_MasksAsGiven):
     """torch's nn.TransformerEncoderLayer: self_attn (MultiheadAttention), linear1 / linear2 (the feed-forward),
     norm1 / norm2 (LayerNorm, eps=layer_norm_eps), dropout / dropout1 / dropout2; post-norm
     (x = norm1(x + sa(x)); x = norm2(x + ff(x))) or norm_first (x = x + sa(norm1(x)); x = x + ff(norm2(x))).
     activation 'relu', 'gelu' or a callable. forward(src, src_mask=None, src_key_padding_mask=None,
     is_causal=False, *, mask_kind=None): masks as MultiheadAttention's."""
+    _later = ("src_mask", "src_key_padding_mask", "is_causal")
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True):
@@ -441,11 +461,12 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._ff_block(x))
 
 
-class TransformerEncoder(Module):
+class TransformerEncoder(_MasksAsGiven):
     """torch's nn.TransformerEncoder(encoder_layer, num_layers, norm=None): layers.0 .. layers.{num_layers - 1},
     copies of encoder_layer (the same initial values, as torch's deepcopy), then norm. forward(src, mask=None,
     src_key_padding_mask=None, is_causal=None, *, mask_kind=None). Padded positions are computed like any other
     (torch's nested-tensor fast path in eval mode returns 0 there)."""
+    _later = ("mask", "src_key_padding_mask", "is_causal")
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
