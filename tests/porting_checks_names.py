@@ -216,3 +216,35 @@ def _():
     close(tlgpu.searchsorted(T(rows), T(q), side="right"), np.stack([np.searchsorted(rows[i], q[i], "right")
                                                                        for i in range(2)]))
     assert waits(lambda: tlgpu.searchsorted(T(seq), T(vals))) == 0
+
+
+@row('`copy.deepcopy(module)`, `copy.deepcopy(t)`, `pickle.dumps(t)`')
+def _():
+    import copy
+    import pickle
+    from tlgpu import nn
+    r = rng()
+    m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+    c = copy.deepcopy(m)
+    pm, pc = list(m.parameters()), list(c.parameters())
+    assert len(pc) == len(pm) == 4 and all(p.requires_grad and p.is_leaf for p in pc)
+    for a, b in zip(pm, pc):
+        close(b, a.numpy(), 0, 0)
+    x = T(r.standard_normal((5, 3)))
+    c(x).sum().backward()                                                 # the copy trains on its own
+    assert all(p.grad is not None for p in pc) and all(p.grad is None for p in pm)
+    with tlgpu.no_grad():
+        pc[0].add_(1.0)
+    assert np.abs(pc[0].numpy() - pm[0].numpy() - 1.0).max() < 1e-6      # no shared storage
+    t = T(r.standard_normal(4), requires_grad=True)
+    (t * 3).sum().backward()
+    u = copy.deepcopy(t)
+    assert u.requires_grad and u.is_leaf
+    close(u.grad, np.full(4, 3.0), 0, 0)
+    raises(RuntimeError, "leaves", lambda: copy.deepcopy(t * 2))
+    v = pickle.loads(pickle.dumps(t))
+    assert v.requires_grad
+    close(v, t.numpy(), 0, 0)
+    h = pickle.loads(pickle.dumps(T(r.standard_normal(3)).half()))
+    assert h.dtype == np.float16 and not h.requires_grad
+

@@ -9,7 +9,8 @@ tlgpu). Argument sugar over the C ops, nothing computed here:
   silently;
 - legacy constructors Tensor(data_or_sizes), FloatTensor, LongTensor, IntTensor;
 - normal(mean, std, size) in torch's forms;
-- Tensor methods: to, cpu, cuda, device, pin_memory, type, long, view_as, ravel, clip, norm, data; and equal.
+- Tensor methods: to, cpu, cuda, device, pin_memory, type, long, view_as, ravel, clip, norm, data; and equal;
+  copy.deepcopy and pickle keeping requires_grad.
 """
 import math
 
@@ -576,6 +577,32 @@ PORTED = dict(flip=flip, amax=amax, amin=amin, any=any_, all=all_, isnan=isnan, 
               allclose=allclose, nonzero=nonzero, argwhere=argwhere)
 
 
+def _deepcopy(self, memo):
+    """copy.deepcopy(t), as torch's: a device copy (no trip through the host) that keeps requires_grad and copies
+    .grad; a non-leaf that requires grad is refused (detach it first). A module's deepcopy (a DQN's target network)
+    then has parameters, as torch's does."""
+    if self.requires_grad and not self.is_leaf:
+        raise RuntimeError("deepcopy: only tensors created explicitly by the user (graph leaves) can be deep-copied; "
+                           "detach() first")
+    new = self.detach().clone()
+    if self.requires_grad:
+        new.requires_grad_(True)
+    memo[id(self)] = new
+    if self.grad is not None:
+        new.grad = _deepcopy(self.grad, memo)
+    return new
+
+
+def _rebuild(arr, requires_grad):
+    """pickle's rebuild of a tensor: its data and requires_grad (torch keeps the flag through pickle too)."""
+    return _C.from_numpy(arr).requires_grad_(True) if requires_grad else _C.from_numpy(arr)
+
+
+def _reduce(self):
+    """Pickle through numpy (a sync point), keeping requires_grad; a non-leaf pickles as its detached data."""
+    return _rebuild, (self.numpy(), bool(self.requires_grad and self.is_leaf))
+
+
 def install():
     """Attach the methods to the C Tensor type and give it torch's legacy constructor."""
     methods = dict(to=to, cpu=cpu, cuda=cuda, pin_memory=pin_memory, type=type_, long=long, view_as=view_as,
@@ -587,6 +614,7 @@ def install():
         methods["clip_"] = Tensor.clamp_
     methods["clamp_min_"] = clamp_min_
     methods["clamp_max_"] = clamp_max_
+    methods.update(__deepcopy__=_deepcopy, __reduce__=_reduce)
     methods.update(PORTED, element_size=element_size, nbytes=property(_nbytes, doc="numel() * element_size()"),
                    mT=property(_mT, doc="The last two dims swapped (a view)."))
     for name, fn in methods.items():
