@@ -401,3 +401,60 @@ def _():
     sdc = _random_state(c, r)
     close(c(T(x[:, 0])), np.tanh(x[:, 0] @ sdc["weight_ih"].T + sdc["bias_ih"] + sdc["bias_hh"]), 1e-4, 2e-5)
     raises(NotImplementedError, "bidirectional", lambda: nn.RNN(3, 4, bidirectional=True))
+
+
+# ---- distributions beyond Categorical / Normal (tlgpu/distributions/*.py) ----
+
+@row('`Bernoulli(probs=p)` / `Bernoulli(logits=l)`: `sample()`, `log_prob(a)`, `entropy()`, `mean`, `mode`')
+def _():
+    import tlgpu.distributions as D
+    r = rng()
+    lg = f32(r.standard_normal((3, 4)) * 3).astype(np.float64)
+    lg[0, 0] = 60.0
+    a = f32(r.integers(0, 2, (3, 4)))
+    p = _sig(lg)
+    d = D.Bernoulli(logits=T(lg))
+    close(d.log_prob(T(a)), a * lg - _sp(lg), 1e-5, 1e-5)
+    close(d.entropy(), _sp(lg) - lg * p, 1e-5, 1e-5)
+    close(d.mean, p, 1e-5, 1e-7)
+    close(d.mode, (p > 0.5).astype(np.float64), 0, 0)
+    q = f32(r.uniform(0.1, 0.9, 3)).astype(np.float64)
+    close(D.Bernoulli(probs=T(q)).log_prob(T([1.0, 0.0, 1.0])), np.log([q[0], 1 - q[1], q[2]]), 1e-5, 1e-6)
+    tlgpu.manual_seed(2)
+    s = D.Bernoulli(probs=T(np.full(20000, 0.3))).sample().numpy()
+    assert s.dtype == np.float32 and abs(s.mean() - 0.3) < 0.02
+    from tlgpu.distributions.bernoulli import Bernoulli
+    assert Bernoulli is D.Bernoulli
+    raises(ValueError, "expected probs", lambda: D.Bernoulli(probs=T([2.0]), validate_args=True))
+
+
+@row('`Independent(Normal(mu, std), 1)`: `log_prob(a)`, `entropy()`, `rsample()`')
+def _():
+    import tlgpu.distributions as D
+    r = rng()
+    mu, sd, a = f32(r.standard_normal((4, 3))), f32(r.random((4, 3)) + 0.5), f32(r.standard_normal((4, 3)))
+    d = D.Independent(D.Normal(T(mu), T(sd)), 1)
+    assert d.batch_shape == (4,) and d.event_shape == (3,) and d.has_rsample
+    mu64, sd64, a64 = (x.astype(np.float64) for x in (mu, sd, a))
+    close(d.log_prob(T(a)), (-(a64 - mu64) ** 2 / (2 * sd64 ** 2) - np.log(sd64) - 0.5 * np.log(2 * np.pi)).sum(1),
+          1e-5, 1e-5)
+    close(d.entropy(), (0.5 + 0.5 * np.log(2 * np.pi) + np.log(sd64)).sum(1), 1e-5, 1e-5)
+    assert d.rsample((2,)).shape == (2, 4, 3)
+    raises(ValueError, "reinterpreted_batch_ndims", lambda: D.Independent(D.Normal(T(mu), T(sd)), 3))
+
+
+@row('`Uniform(low, high)`: `rsample()`, `log_prob(x)`, `entropy()`, `cdf`/`icdf`')
+def _():
+    import tlgpu.distributions as D
+    r = rng()
+    lo = f32(r.standard_normal(4)).astype(np.float64)
+    hi = lo + f32(r.uniform(0.5, 2, 4))
+    d = D.Uniform(T(lo), T(hi))
+    x = np.array([lo[0] + 0.1, lo[1] - 0.1, hi[2], (lo[3] + hi[3]) / 2])
+    close(d.log_prob(T(x)), [-np.log(hi[0] - lo[0]), -np.inf, -np.inf, -np.log(hi[3] - lo[3])], 1e-5, 1e-6)
+    close(d.entropy(), np.log(hi - lo), 1e-5, 1e-6)
+    close(d.cdf(T(x)), np.clip((x - lo) / (hi - lo), 0, 1), 1e-5, 1e-6)
+    close(d.icdf(T([0.25] * 4)), lo + 0.25 * (hi - lo), 1e-5, 1e-6)
+    tlgpu.manual_seed(3)
+    s = D.Uniform(T(np.full(20000, -1.0)), 3.0).rsample().numpy()
+    assert s.min() >= -1 and s.max() < 3 and abs(s.mean() - 1) < 0.05

@@ -11,67 +11,15 @@ differentiable wrt loc and scale); sample() is the same draw outside the graph.
 kl_divergence(p, q) dispatches on the pair of types like torch.distributions.kl_divergence (register_kl adds
 pairs); Categorical-Categorical and Normal-Normal are torch's formulas, differentiable wrt both arguments.
 """
-import math
-
 import numpy as np
 
 from .. import _C
-from ..autograd import _is_int, no_grad
-
-Tensor = _C.Tensor
-
-_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-_F32_MIN = float(np.finfo(np.float32).min)
-_F32_EPS = float(np.finfo(np.float32).eps)
-
-
-def _as_tensor(v, name, dist):
-    if isinstance(v, Tensor):
-        if v.dtype != np.float32:
-            raise TypeError(f"{dist}: {name} must be float32, got {v.dtype}")
-        return v
-    if isinstance(v, (int, float)):
-        return _C.tensor(float(v))
-    return _C.tensor(np.asarray(v, dtype=np.float32))
-
-
-def _shape(sample_shape):
-    if _is_int(sample_shape):
-        return (sample_shape,)
-    return tuple(sample_shape)
-
-
-def _broadcast_shape(*shapes):
-    return tuple(np.broadcast_shapes(*shapes))
-
-
-class Distribution:
-    """The shared face: batch_shape, event_shape, sample/rsample with a sample_shape prefix."""
-    has_rsample = False
-
-    def __init__(self, batch_shape=(), event_shape=()):
-        self._batch_shape, self._event_shape = tuple(batch_shape), tuple(event_shape)
-
-    @property
-    def batch_shape(self):
-        return self._batch_shape
-
-    @property
-    def event_shape(self):
-        return self._event_shape
-
-    def _extended_shape(self, sample_shape=()):
-        return _shape(sample_shape) + self._batch_shape + self._event_shape
-
-    def sample(self, sample_shape=()):
-        with no_grad():
-            return self.rsample(sample_shape)
-
-    def rsample(self, sample_shape=()):
-        raise NotImplementedError(f"{type(self).__name__} has no reparameterised sampler (rsample)")
-
-    def __repr__(self):
-        return f"{type(self).__name__}(batch_shape={self._batch_shape})"
+from ..autograd import no_grad
+from .distribution import (_F32_EPS, _F32_MIN, _LOG_SQRT_2PI, Distribution, Tensor, _as_tensor,  # noqa: F401
+                           _broadcast_shape, _kl_categorical, _shape, kl_divergence, register_kl)
+from .bernoulli import Bernoulli  # noqa: F401
+from .independent import Independent  # noqa: F401
+from .uniform import Uniform  # noqa: F401
 
 
 class Categorical(Distribution):
@@ -117,6 +65,12 @@ class Categorical(Distribution):
     @property
     def mode(self):
         return self.probs.argmax(-1)
+
+    def expand(self, batch_shape):
+        shape = tuple(batch_shape) + (self._num_events,)
+        if self._logits is not None:
+            return Categorical(logits=self._logits.expand(*shape))
+        return Categorical(probs=self._probs.expand(*shape))
 
     def sample(self, sample_shape=()):
         """int32 indices of shape sample_shape + batch_shape, by Gumbel-max on the device (no host wait)."""
@@ -177,6 +131,10 @@ class Normal(Distribution):
     def variance(self):
         return self.scale.square()
 
+    def expand(self, batch_shape):
+        shape = tuple(batch_shape)
+        return Normal(self.loc.expand(*shape), self.scale.expand(*shape))
+
     def rsample(self, sample_shape=()):
         """loc + eps * scale with eps ~ N(0, 1) from the device RNG: differentiable wrt loc and scale."""
         eps = _C.randn(*self._extended_shape(sample_shape))
@@ -193,50 +151,9 @@ class Normal(Distribution):
         return f"Normal(batch_shape={self._batch_shape})"
 
 
-
-_KL = {}
-
-
-def register_kl(type_p, type_q):
-    """Decorator registering fn(p, q) as KL(p || q) for instances of type_p and type_q (torch's register_kl)."""
-    def deco(fn):
-        _KL[type_p, type_q] = fn
-        return fn
-    return deco
-
-
-def _kl_fn(tp, tq):
-    """The registered pair nearest to (tp, tq) in both MROs (exact match first), or None."""
-    best, rank = None, None
-    for (p, q), fn in _KL.items():
-        if issubclass(tp, p) and issubclass(tq, q):
-            r = (tp.__mro__.index(p), tq.__mro__.index(q))
-            if rank is None or r < rank:
-                best, rank = fn, r
-    return best
-
-
-def kl_divergence(p, q):
-    """KL(p || q) over the event, of shape batch_shape; NotImplementedError for pairs with no formula."""
-    fn = _kl_fn(type(p), type(q))
-    if fn is None:
-        raise NotImplementedError(f"No KL(p || q) is implemented for p type {type(p).__name__} and q type "
-                                  f"{type(q).__name__}")
-    return fn(p, q)
-
-
 @register_kl(Categorical, Categorical)
 def _kl_categorical_categorical(p, q):
-    """sum p (log p - log q): +inf where q has a zero that p does not, 0 where p is 0 (torch's rule). Logits are
-    clamped to the finite range before the difference, so masked (-inf) logits give no NaN, not even in the
-    gradient."""
-    if p.param_shape[-1] != q.param_shape[-1]:
-        raise ValueError(f"kl_divergence: Categoricals over {p.param_shape[-1]} and {q.param_shape[-1]} "
-                         "categories")
-    pp = p.probs
-    t = pp * (p.logits.clamp(_F32_MIN) - q.logits.clamp(_F32_MIN))
-    t = _C.where(q.probs == 0, float("inf"), t)
-    return _C.where(pp == 0, 0.0, t).sum(-1)
+    return _kl_categorical(p, q)
 
 
 @register_kl(Normal, Normal)
