@@ -458,3 +458,87 @@ def _():
     tlgpu.manual_seed(3)
     s = D.Uniform(T(np.full(20000, -1.0)), 3.0).rsample().numpy()
     assert s.min() >= -1 and s.max() < 3 and abs(s.mean() - 1) < 0.05
+
+
+@row('`OneHotCategorical(logits=l)`, `OneHotCategoricalStraightThrough(logits=l).rsample()` (Dreamer)')
+def _():
+    import tlgpu.distributions as D
+    r = rng()
+    lg = f32(r.standard_normal((3, 4))).astype(np.float64)
+    lp = lg - lg.max(-1, keepdims=True)
+    lp = lp - np.log(np.exp(lp).sum(-1, keepdims=True))
+    v = np.eye(4)[[1, 3, 0]]
+    d = D.OneHotCategorical(logits=T(lg))
+    close(d.log_prob(T(v)), (lp * v).sum(-1), 1e-5, 1e-6)
+    close(d.entropy(), -(np.exp(lp) * lp).sum(-1), 1e-5, 1e-6)
+    s = d.sample((2,))
+    assert s.dtype == np.float32 and s.shape == (2, 3, 4) and (s.numpy().sum(-1) == 1).all()
+    L = T(lg, requires_grad=True)
+    y = D.OneHotCategoricalStraightThrough(logits=L).rsample()
+    close(y, np.eye(4)[y.numpy().argmax(-1)], 0, 1e-6)
+    (y * T(v)).sum().backward()
+    p = np.exp(lp)
+    close(L.grad, p * (v - (v * p).sum(-1, keepdims=True)), 1e-4, 1e-6)
+
+
+@row('`TransformedDistribution(Normal(mu, std), [TanhTransform(cache_size=1)])` (SAC), `AffineTransform`, '
+     '`ExpTransform`, `SigmoidTransform`')
+def _():
+    import tlgpu.distributions as D
+    from tlgpu.distributions.transforms import AffineTransform, ExpTransform, SigmoidTransform, TanhTransform
+    r = rng()
+    mu, sd = f32(r.standard_normal(4)).astype(np.float64), f32(r.random(4) + 0.5).astype(np.float64)
+
+    def nlp(x):
+        return -((x - mu) ** 2) / (2 * sd ** 2) - np.log(sd) - 0.5 * np.log(2 * np.pi)
+    d = D.TransformedDistribution(D.Normal(T(mu), T(sd)), [TanhTransform(cache_size=1)])
+    a = d.rsample()
+    u = np.arctanh(a.numpy().astype(np.float64))
+    close(d.log_prob(a), nlp(u) - np.log1p(-a.numpy().astype(np.float64) ** 2), 1e-3, 1e-3)
+    y = f32([0.5, 2.0, 0.3, 4.0]).astype(np.float64)
+    e = D.TransformedDistribution(D.Normal(T(mu), T(sd)), [AffineTransform(0.5, 2.0), ExpTransform()])
+    close(e.log_prob(T(y)), nlp((np.log(y) - 0.5) / 2) - np.log(2) - np.log(y), 1e-5, 1e-5)
+    q = f32([0.1, 0.5, 0.7, 0.9]).astype(np.float64)
+    g = D.TransformedDistribution(D.Normal(T(mu), T(sd)), SigmoidTransform())
+    close(g.log_prob(T(q)), nlp(np.log(q / (1 - q))) - np.log(q * (1 - q)), 1e-4, 1e-5)
+
+
+@row('`Laplace(loc, scale)`: `rsample()`, `log_prob(x)`, `entropy()`')
+def _():
+    import tlgpu.distributions as D
+    r = rng()
+    m, b = f32(r.standard_normal(5)).astype(np.float64), f32(r.random(5) + 0.5).astype(np.float64)
+    x = f32(r.standard_normal(5) * 2).astype(np.float64)
+    d = D.Laplace(T(m), T(b))
+    close(d.log_prob(T(x)), -np.log(2 * b) - np.abs(x - m) / b, 1e-5, 1e-6)
+    close(d.entropy(), 1 + np.log(2 * b), 1e-5, 1e-6)
+    tlgpu.manual_seed(4)
+    s = D.Laplace(T(np.full(20000, 1.0)), 2.0).rsample().numpy()
+    assert abs(np.median(s) - 1) < 0.1 and abs(s.var() - 8) < 0.8
+
+
+@row('`kl_divergence` of `Bernoulli`, `Independent`, `Uniform`, `OneHotCategorical`, `Laplace` pairs')
+def _():
+    import tlgpu.distributions as D
+    p, q = f32([0.2, 0.6]).astype(np.float64), f32([0.5, 0.3]).astype(np.float64)
+    close(D.kl_divergence(D.Bernoulli(probs=T(p)), D.Bernoulli(probs=T(q))),
+          p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q)), 1e-4, 1e-6)
+    close(D.kl_divergence(D.Uniform(0.0, 1.0), D.Uniform(-1.0, 2.0)), np.log(3.0), 1e-6)
+    close(D.kl_divergence(D.Uniform(0.0, 1.0), D.Uniform(0.5, 2.0)), np.inf, 0, 0)
+    lp, lq = D.Independent(D.Laplace(T([0.0, 1.0]), 1.0), 1), D.Independent(D.Laplace(0.0, T([1.0, 2.0])), 1)
+    close(D.kl_divergence(lp, lq), np.log(2) + 0.5 + 0.5 * np.exp(-1) - 1, 1e-5, 1e-6)   # the first pair is equal
+    close(D.kl_divergence(D.OneHotCategorical(probs=T([0.5, 0.5])), D.OneHotCategorical(probs=T([0.25, 0.75]))),
+          0.5 * np.log(2) + 0.5 * np.log(0.5 / 0.75), 1e-5, 1e-6)
+    raises(NotImplementedError, "Uniform", lambda: D.kl_divergence(D.Uniform(0.0, 1.0), D.Laplace(0.0, 1.0)))
+
+
+@row('`torch.nn.utils.parameters_to_vector(params)`, `vector_to_parameters(vec, params)`')
+def _():
+    from tlgpu.nn.utils import parameters_to_vector, vector_to_parameters
+    m = nn.Linear(3, 2)
+    v = parameters_to_vector(m.parameters())
+    close(v, np.concatenate([m.weight.numpy().ravel(), m.bias.numpy()]), 0, 0)
+    w = f32(rng().standard_normal(8))
+    vector_to_parameters(T(w), m.parameters())
+    close(m.weight, w[:6].reshape(2, 3), 0, 0)
+    close(m.bias, w[6:], 0, 0)

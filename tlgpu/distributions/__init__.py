@@ -1,11 +1,13 @@
-"""tlgpu.distributions: the torch.distributions that RL policies use, Categorical and Normal, with torch's
-names, shapes and differentiability. Everything stays on the device: sampling draws from the device RNG
-(tlgpu.manual_seed makes it repeatable) and never waits for the host.
+"""tlgpu.distributions: the torch.distributions that RL policies use, with torch's names, shapes and
+differentiability: Categorical and Normal here; Bernoulli, Independent, Uniform, OneHotCategorical(StraightThrough),
+Laplace, TransformedDistribution and .transforms in their own files (torch's module names), which import the
+Distribution base and the KL registry from distribution.py, never from here. Everything stays on the device:
+sampling draws from the device RNG (tlgpu.manual_seed makes it repeatable) and never waits for the host.
 
 Categorical samples by Gumbel-max (argmax of logits - log(-log(U)), one uniform per category), which is
-exact (up to the uniforms' 2**-24 grid) and needs no cumulative sum. log_prob picks the action's log-probability with a one-hot mask built
-on the device (arange == action) and where(), so masked logits of -inf give no NaN and the gradient wrt
-the logits is the usual onehot - softmax. Normal.rsample is loc + eps * scale (reparameterised:
+exact (up to the uniforms' 2**-24 grid) and needs no cumulative sum. log_prob picks the action's log-probability
+with a one-hot mask built on the device (arange == action) and where(), so masked logits of -inf give no NaN and
+the gradient wrt the logits is the usual onehot - softmax. Normal.rsample is loc + eps * scale (reparameterised:
 differentiable wrt loc and scale); sample() is the same draw outside the graph.
 
 kl_divergence(p, q) dispatches on the pair of types like torch.distributions.kl_divergence (register_kl adds
@@ -19,7 +21,11 @@ from .distribution import (_F32_EPS, _F32_MIN, _LOG_SQRT_2PI, Distribution, Tens
                            _broadcast_shape, _kl_categorical, _shape, kl_divergence, register_kl)
 from .bernoulli import Bernoulli  # noqa: F401
 from .independent import Independent  # noqa: F401
+from .laplace import Laplace  # noqa: F401
+from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough  # noqa: F401
+from .transformed_distribution import TransformedDistribution  # noqa: F401
 from .uniform import Uniform  # noqa: F401
+from . import transforms  # noqa: F401
 
 
 class Categorical(Distribution):

@@ -48,3 +48,24 @@ class _GradOff:
 
     def __exit__(self, *exc):
         _C._set_grad_enabled(self.prev)
+
+
+def parameters_to_vector(parameters):
+    """The parameters flattened and concatenated into one 1-d tensor (a new tensor, in the graph)."""
+    return _C.cat([p.reshape(-1) for p in parameters])
+
+
+def vector_to_parameters(vec, parameters):
+    """Copy consecutive slices of the 1-d tensor vec into the parameters, in place and outside the graph."""
+    if not isinstance(vec, _C.Tensor) or vec.ndim != 1:
+        raise TypeError(f"vector_to_parameters: expected a 1-d Tensor, got {type(vec).__name__}"
+                        f"{' of shape ' + str(vec.shape) if isinstance(vec, _C.Tensor) else ''}")
+    params, i = list(parameters), 0
+    total = sum(p.numel() for p in params)
+    if total != vec.shape[0]:
+        raise ValueError(f"vector_to_parameters: vec has {vec.shape[0]} elements, the parameters {total}")
+    with _GradOff():
+        for p in params:
+            n = p.numel()
+            p.copy_(vec[i:i + n].reshape(*p.shape))
+            i += n
