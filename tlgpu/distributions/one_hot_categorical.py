@@ -1,12 +1,13 @@
-"""torch.distributions.one_hot_categorical: OneHotCategorical(probs=None, logits=None), Categorical's
-distribution with one-hot float32 samples over the last dim (event_shape (K,)), as Dreamer's discrete latents
-and actions use it; OneHotCategoricalStraightThrough adds rsample = sample + probs - probs.detach() (the
-value of the sample, the gradient of the probabilities). Sampling is Gumbel-max on the device, as Categorical's.
-log_prob picks the logit where the value is nonzero (torch reads the argmax), so masked -inf logits elsewhere
-give no NaN."""
+"""torch.distributions.one_hot_categorical: OneHotCategorical(probs=None, logits=None), a Categorical (held as
+torch holds one: its logits and probs) with one-hot float32 samples over the last dim (event_shape (K,)), as
+Dreamer's discrete latents and actions use it; OneHotCategoricalStraightThrough adds rsample = sample + probs -
+probs.detach() (the value of the sample, the gradient of the probabilities). Sampling is Gumbel-max on the
+device, as Categorical's. log_prob picks the logit where the value is nonzero (torch reads the argmax), so masked
+-inf logits elsewhere give no NaN."""
 from .. import _C
 from ..autograd import no_grad
-from .distribution import _F32_EPS, _F32_MIN, Distribution, _as_tensor, _kl_categorical, register_kl
+from .categorical import Categorical
+from .distribution import _F32_MIN, Distribution, _as_tensor, _kl_categorical, register_kl
 
 
 class OneHotCategorical(Distribution):
@@ -18,28 +19,21 @@ class OneHotCategorical(Distribution):
         p = _as_tensor(probs if probs is not None else logits, which, name)
         if p.ndim < 1 or p.shape[-1] == 0:
             raise ValueError(f"{name}: {which} must have a last dim of categories, got shape {p.shape}")
-        if probs is not None:
-            self._probs, self._logits = p / p.sum(-1, keepdims=True), None
-        else:
-            self._logits, self._probs = p - p.logsumexp(-1, keepdims=True), None
+        self._categorical = Categorical(probs=p) if probs is not None else Categorical(logits=p)
         self._num_events = p.shape[-1]
         super().__init__(p.shape[:-1], p.shape[-1:], validate_args)
 
     @property
     def logits(self):
-        if self._logits is None:
-            self._logits = self._probs.clamp(_F32_EPS, 1.0 - _F32_EPS).log()
-        return self._logits
+        return self._categorical.logits
 
     @property
     def probs(self):
-        if self._probs is None:
-            self._probs = self._logits.softmax(-1)
-        return self._probs
+        return self._categorical.probs
 
     @property
     def param_shape(self):
-        return self._batch_shape + (self._num_events,)
+        return self._categorical.param_shape
 
     @property
     def mean(self):
@@ -54,10 +48,8 @@ class OneHotCategorical(Distribution):
         return self.probs * (1.0 - self.probs)
 
     def expand(self, batch_shape):
-        shape = tuple(batch_shape) + (self._num_events,)
-        if self._logits is not None:
-            return type(self)(logits=self._logits.expand(*shape))
-        return type(self)(probs=self._probs.expand(*shape))
+        c = self._categorical.expand(batch_shape)
+        return type(self)(logits=c.logits) if c._probs is None else type(self)(probs=c.probs)
 
     def sample(self, sample_shape=()):
         """float32 one-hot vectors of shape sample_shape + batch_shape + (K,), outside the graph."""
