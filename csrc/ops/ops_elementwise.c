@@ -322,9 +322,9 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     if ((EW_SAVE[op] & SO) && (out = saved(nd, 3)) == NULL) goto fail;
     switch (op) {
     case TL_EW_ADD: gin[0] = Py_NewRef(g); gin[1] = Py_NewRef(g); break;
-    case TL_EW_SUB: gin[0] = Py_NewRef(g); if (want_b) gin[1] = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL); break;
+    case TL_EW_SUB: gin[0] = Py_NewRef(g); if (want_b) gin[1] = ew1(TL_EW_NEG, g); break;
     case TL_EW_COPY: gin[0] = Py_NewRef(g); break;
-    case TL_EW_NEG: gin[0] = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL); break;
+    case TL_EW_NEG: gin[0] = ew1(TL_EW_NEG, g); break;
     case TL_EW_MUL:
         if (want_a) gin[0] = ew2(TL_EW_MUL, g, b);
         if (want_b) gin[1] = ew2(TL_EW_MUL, g, a);
@@ -332,7 +332,7 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_DIV:                                   /* d/da = g/b; d/db = -g*out/b */
         if (want_a) gin[0] = ew2(TL_EW_DIV, g, b);
         if (want_b && (t = ew2(TL_EW_MUL, g, out)) != NULL && (u = ew2(TL_EW_DIV, t, b)) != NULL)
-            gin[1] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+            gin[1] = ew1(TL_EW_NEG, u);
         break;
     case TL_EW_POW:                                   /* d/da = g*b*a^(b-1); d/db = g*out*log(a) */
         if (want_a) {
@@ -342,7 +342,7 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
             Py_XDECREF(bm1); Py_XDECREF(p); Py_XDECREF(q);
         }
         if (want_b) {
-            PyObject *la = ew(TL_EW_LOG, "backward", a, NULL, NULL, NULL), *p = la ? ew2(TL_EW_MUL, out, la) : NULL;
+            PyObject *la = ew1(TL_EW_LOG, a), *p = la ? ew2(TL_EW_MUL, out, la) : NULL;
             gin[1] = p ? ew2(TL_EW_MUL, g, p) : NULL;
             Py_XDECREF(la); Py_XDECREF(p);
         }
@@ -351,7 +351,7 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
         if ((t = ew2(op == TL_EW_MAXIMUM ? TL_EW_GE : TL_EW_LE, a, b)) == NULL) goto fail;
         if (want_a) gin[0] = ew2(TL_EW_MUL, g, t);
         if (want_b && (u = ews(TL_EW_SUB, t, 1.0)) != NULL) {     /* (mask - 1) * -g */
-            PyObject *ng = ew(TL_EW_NEG, "backward", g, NULL, NULL, NULL);
+            PyObject *ng = ew1(TL_EW_NEG, g);
             gin[1] = ng ? ew2(TL_EW_MUL, ng, u) : NULL;
             Py_XDECREF(ng);
         }
@@ -359,7 +359,7 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_MOD:                                   /* a - floor(a/b)*b: d/da = g, d/db = -g*floor(a/b) */
         gin[0] = Py_NewRef(g);
         if (want_b && (t = ew2(TL_EW_FLOORDIV, a, b)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
-            gin[1] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+            gin[1] = ew1(TL_EW_NEG, u);
         break;
     case TL_EW_EXP: gin[0] = ew2(TL_EW_MUL, g, out); break;
     case TL_EW_LOG: gin[0] = ew2(TL_EW_DIV, g, a); break;
@@ -382,21 +382,21 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
     case TL_EW_SILU: gin[0] = ew2(TL_EW_SILU_GRAD, a, g); break;
     case TL_EW_GELU: gin[0] = ew2(TL_EW_GELU_GRAD, a, g); break;
     case TL_EW_ABS:
-        if ((t = ew(TL_EW_SIGN, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
+        if ((t = ew1(TL_EW_SIGN, a)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
         break;
     case TL_EW_SIN:
-        if ((t = ew(TL_EW_COS, "backward", a, NULL, NULL, NULL)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
+        if ((t = ew1(TL_EW_COS, a)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
         break;
     case TL_EW_COS:
-        if ((t = ew(TL_EW_SIN, "backward", a, NULL, NULL, NULL)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
-            gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+        if ((t = ew1(TL_EW_SIN, a)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
+            gin[0] = ew1(TL_EW_NEG, u);
         break;
     case TL_EW_SQUARE: if ((t = ews(TL_EW_MUL, a, 2.0)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
     case TL_EW_LOG1P: if ((t = ews(TL_EW_ADD, a, 1.0)) != NULL) gin[0] = ew2(TL_EW_DIV, g, t); break;
     case TL_EW_EXPM1: if ((t = ews(TL_EW_ADD, out, 1.0)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t); break;
     case TL_EW_ERF: case TL_EW_ERFC:                  /* +-2 / sqrt(pi) exp(-a^2) */
         if ((t = ew2(TL_EW_MUL, a, a)) != NULL && (u = ews(TL_EW_MUL, t, -1.0)) != NULL) {
-            Py_SETREF(t, ew(TL_EW_EXP, "backward", u, NULL, NULL, NULL));
+            Py_SETREF(t, ew1(TL_EW_EXP, u));
             Py_SETREF(u, t != NULL ? ews(TL_EW_MUL, t, (op == TL_EW_ERF ? 1 : -1) * 1.1283791670955126) : NULL);
             gin[0] = ew2(TL_EW_MUL, g, u);
         }
@@ -463,7 +463,7 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
         break;
     case TL_EW_RECIPROCAL:                            /* -out^2 */
         if ((t = ew2(TL_EW_MUL, out, out)) != NULL && (u = ew2(TL_EW_MUL, g, t)) != NULL)
-            gin[0] = ew(TL_EW_NEG, "backward", u, NULL, NULL, NULL);
+            gin[0] = ew1(TL_EW_NEG, u);
         break;
     case TL_EW_WHERE:
         if ((t = PyFloat_FromDouble(0.0)) == NULL) goto fail;

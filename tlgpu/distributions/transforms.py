@@ -27,24 +27,21 @@ class Transform:
         return _InverseTransform(self)
 
     def __call__(self, x):
-        if self._cache_size == 0:
-            return self._call(x)
-        x_old, y_old = self._cached_x_y
-        if x is x_old:
-            return y_old
-        y = self._call(x)
-        self._cached_x_y = x, y
-        return y
+        return self._cached(x, 0, self._call)
 
     def _inv_call(self, y):
+        return self._cached(y, 1, self._inverse)
+
+    def _cached(self, v, side, fn):
+        """fn(v), or the other half of the cached (x, y) pair when v is its side's (0: x, 1: y) value."""
         if self._cache_size == 0:
-            return self._inverse(y)
-        x_old, y_old = self._cached_x_y
-        if y is y_old:
-            return x_old
-        x = self._inverse(y)
-        self._cached_x_y = x, y
-        return x
+            return fn(v)
+        pair = self._cached_x_y
+        if v is pair[side]:
+            return pair[1 - side]
+        w = fn(v)
+        self._cached_x_y = (v, w) if side == 0 else (w, v)
+        return w
 
     def _call(self, x):
         raise NotImplementedError
