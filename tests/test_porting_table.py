@@ -7,10 +7,13 @@ import os
 import pytest
 
 import porting_checks_extra  # noqa: F401  registers its rows
+import porting_checks_layers2  # noqa: F401  registers its rows
 import porting_checks_math  # noqa: F401  registers its rows
 import porting_checks_more  # noqa: F401  registers its rows
 import porting_checks_names  # noqa: F401  registers its rows
 import porting_checks_nn  # noqa: F401  registers its rows
+import porting_checks_sched  # noqa: F401  registers its rows
+import porting_checks_tensor2  # noqa: F401  registers its rows
 from porting_checks import CHECKS
 
 DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "porting.md")

@@ -126,6 +126,8 @@ from . import _indexing  # noqa: E402
 _indexing.install()
 from . import _torch_more  # noqa: E402
 globals().update(_torch_more.install())         # randperm, einsum, scatter, median, ...; their methods on Tensor
+from . import _torch_extra  # noqa: E402
+globals().update(_torch_extra.install())        # eye, hstack, logical_and, compile, ...; their methods on Tensor
 from . import backends  # noqa: E402,F401
 norm = _method_alias("norm")
 clip = _method_alias("clip")
