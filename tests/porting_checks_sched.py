@@ -3,3 +3,50 @@ import numpy as np
 
 import tlgpu
 from porting_checks import T, close, f32, raises, rng, row  # noqa: F401
+
+
+def _sched_lrs(make, n, adam=False):
+    p = T(np.zeros(2), requires_grad=True)
+    opt = tlgpu.optim.Adam([p], lr=0.1) if adam else tlgpu.optim.SGD([p], lr=0.1, momentum=0.9)
+    s = make(opt)
+    out = [opt.param_groups[0]["lr"]]
+    for _ in range(n):
+        opt.step()
+        s.step()
+        out.append(opt.param_groups[0]["lr"])
+    return np.array(out), opt
+
+
+@row('`lr_scheduler.ExponentialLR/MultiStepLR/ConstantLR(opt, ...)`, '
+     '`lr_scheduler.SequentialLR(opt, schedulers, milestones)`')
+def _():
+    LS = tlgpu.optim.lr_scheduler
+    e = np.arange(11)
+    close(_sched_lrs(lambda o: LS.ExponentialLR(o, 0.9), 10)[0], 0.1 * 0.9 ** e, 1e-14, 0)
+    close(_sched_lrs(lambda o: LS.MultiStepLR(o, [2, 5, 5], 0.5), 10)[0],
+          0.1 * 0.5 ** ((e >= 2) + 2 * (e >= 5)), 1e-14, 0)
+    close(_sched_lrs(lambda o: LS.ConstantLR(o, 0.25, 3), 10)[0], 0.1 * np.where(e < 3, 0.25, 1.0), 1e-14, 0)
+    lrs, _ = _sched_lrs(lambda o: LS.SequentialLR(o, [LS.ConstantLR(o, 0.5, 2), LS.ExponentialLR(o, 0.8)], [4]), 10)
+    close(lrs, np.where(e < 4, 0.1 * np.where(e < 2, 0.5, 1.0), 0.1 * 0.8 ** (e - 4)), 1e-14, 0)
+    p = T(np.zeros(1), requires_grad=True)
+    opt = tlgpu.optim.SGD([p], lr=0.1)
+    s = LS.SequentialLR(opt, [LS.ConstantLR(opt, 0.5, 2), LS.ExponentialLR(opt, 0.8)], [4])
+    sd = s.state_dict()
+    assert "optimizer" not in sd and len(sd["_schedulers"]) == 2 and sd["_schedulers"][1]["gamma"] == 0.8
+
+
+@row('`lr_scheduler.OneCycleLR(opt, max_lr, total_steps, epochs, steps_per_epoch, pct_start, anneal_strategy, '
+     'cycle_momentum, base_momentum, max_momentum, div_factor, final_div_factor, three_phase)`')
+def _():
+    LS = tlgpu.optim.lr_scheduler
+    lrs, opt = _sched_lrs(lambda o: LS.OneCycleLR(o, 1.0, total_steps=10, pct_start=0.3), 9, adam=True)
+    up = np.arange(3) / 2.0                                     # phase ends at steps 2 (0.3 * 10 - 1) and 9
+    down = (np.arange(3, 10) - 2) / 7.0
+    want = np.concatenate([1.0 + (0.04 - 1.0) / 2 * (np.cos(np.pi * up) + 1),
+                           4e-6 + (1.0 - 4e-6) / 2 * (np.cos(np.pi * down) + 1)])
+    close(lrs, want, 1e-14, 0)
+    assert abs(opt.param_groups[0]["betas"][0] - 0.95) < 1e-15 and opt.param_groups[0]["betas"][1] == 0.999
+    lrs, opt = _sched_lrs(lambda o: LS.OneCycleLR(o, 1.0, total_steps=10, anneal_strategy="linear"), 9)
+    close(lrs[:3], 0.04 + (1.0 - 0.04) * up, 1e-14, 0)
+    assert abs(opt.param_groups[0]["momentum"] - 0.95) < 1e-15
+    raises(ValueError, "total_steps", lambda: LS.OneCycleLR(opt, 1.0))
