@@ -64,6 +64,7 @@ def test_logspace(r):
         n, base = int(r.integers(0, 9)), float(r.choice([10.0, 2.0, math.e, 3.5]))
         close(tlgpu.logspace(a, b, n, base=base), np.logspace(a, b, n, base=base).astype(np.float32), 0, 0)
     assert tlgpu.logspace(0, 2, 3, dtype=tlgpu.int32).tolist() == [1, 10, 100]
+    assert tlgpu.logspace(0, 1, 3, dtype=tlgpu.long).tolist() == [1, 3, 10]          # truncated, as torch
     close(tlgpu.logspace(T(1.0), 2, 2), [10.0, 100.0])
     with pytest.raises(ValueError, match="logspace"):
         tlgpu.logspace(0, 1, -2)

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _C
 from ._device import check_device
-from ._torch_compat import _axis, _with_grad, as_dtype, float32, int32, float16, bfloat16, uint8
+from ._torch_compat import _axis, _with_grad, as_dtype, bfloat16, float16, float32, int32
 from .autograd import _is_int
 
 Tensor = _C.Tensor
@@ -142,9 +142,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
         nums.append(float(v))
     start, end, base = nums
     vals = np.logspace(start, end, steps, base=base)
-    dt = as_dtype(dtype, "logspace") or float32
-    if np.dtype(dt).kind in "iu":
-        vals = np.trunc(vals)                                        # torch truncates toward 0
+    dt = as_dtype(dtype, "logspace") or float32                      # an int dtype truncates, as torch
     return _with_grad(_as(_C.tensor(vals.astype(np.float32)), dt), requires_grad, "logspace")
 
 
