@@ -278,6 +278,10 @@ def test_cdist_matmul_path_and_zero_distance(r):
             assert np.isfinite(z.grad.numpy()).all()
             close(d.diagonal(), np.zeros(3), 0, 3e-3)
     assert tlgpu.cdist(T(a).half(), T(b).half()).dtype == np.float16
+    for p in (0.5, 1.0, 3.0):                                           # a zero coordinate difference: torch's 0
+        z = T([[0.0, 1.0]], requires_grad=True)
+        tlgpu.cdist(z, T([[0.0, 2.0]]), p=p).sum().backward()
+        close(z.grad, [[0.0, -1.0]])
     with pytest.raises(ValueError, match="cdist: expected"):
         tlgpu.cdist(T(a), T(b[:, :3]))
     with pytest.raises(ValueError, match="cdist: p"):

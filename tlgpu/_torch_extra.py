@@ -346,7 +346,12 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         elif p == 1:
             out = d.sum(axis=-1)
         else:
-            out = _safe_root((d * d if p == 2 else d ** float(p)).sum(axis=-1), p)
+            if p < 1:                                                # |d|^p's slope is infinite at 0: torch's 0
+                dz = d == 0
+                dp = (_C.where(dz, 1.0, d) ** float(p)) * (1.0 - dz)
+            else:
+                dp = d * d if p == 2 else d ** float(p)
+            out = _safe_root(dp.sum(axis=-1), p)
     return _as(out, _promote([x1.dtype, x2.dtype]))
 
 
