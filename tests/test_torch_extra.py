@@ -457,3 +457,11 @@ def test_names_are_installed():
     for name in ("bool", "nelement", "lerp_", "addcmul_", "addcdiv_", "share_memory_", "bernoulli", "bernoulli_",
                  "mm", "kron", "unflatten", "broadcast_to", "clamp_min", "logical_not"):
         assert callable(getattr(tlgpu.Tensor, name)), name
+
+
+def test_star_import_keeps_the_builtins():
+    ns = {}
+    exec("from tlgpu import *", ns)
+    for name in ("compile", "float", "int", "bool", "any", "all"):
+        assert name not in ns, name
+    assert ns["eye"] is tlgpu.eye and ns["hstack"] is tlgpu.hstack

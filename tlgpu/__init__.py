@@ -138,4 +138,5 @@ half, double, bool = float16, float64, _torch_compat.bool_
 long = int64 = int = int32
 float = float32
 # `from tlgpu import *` must not shadow the caller's builtins
-__all__ = [_n for _n in globals() if not _n.startswith("_") and _n not in ("float", "int", "bool", "any", "all")]
+__all__ = [_n for _n in globals()
+           if not _n.startswith("_") and _n not in ("float", "int", "bool", "any", "all", "compile")]
