@@ -111,7 +111,7 @@ def test_batchnorm_state_dict_repr_and_errors():
     close(m.running_var, np.ones(3), 0, 0)
     m.load_state_dict({**m.state_dict(), "num_batches_tracked": np.array(7, dtype=np.int64)})   # torch's long
     assert m.num_batches_tracked.item() == 7
-    assert repr(m) == "BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+    assert repr(m) == "BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"
     with pytest.raises(ValueError, match="expected 4D input"):
         m(T(np.ones((2, 3, 4))))
     with pytest.raises(ValueError, match="expected 3 channels"):
@@ -141,7 +141,8 @@ def test_groupnorm():
     sd = randomize(m)
     x = f64(R.standard_normal((2, 6, 4, 3)) * 3 - 1)
     close(m(T(x)), gn_ref(x, 3, sd["weight"], sd["bias"], 1e-4))
-    assert list(m.state_dict()) == ["weight", "bias"] and repr(m) == "GroupNorm(3, 6, eps=0.0001, affine=True)"
+    assert list(m.state_dict()) == ["weight", "bias"]
+    assert repr(m) == "GroupNorm(3, 6, eps=0.0001, affine=True, bias=True)"
     assert nn.GroupNorm(2, 4, affine=False).parameters() == []
     check(lambda x, w, b: F.group_norm(x, 2, w, b), lambda x, w, b: gn_ref(x, 2, w, b),
           [R.standard_normal((2, 4, 3)), R.standard_normal(4), R.standard_normal(4)])

@@ -441,17 +441,17 @@ class RMSNorm(Module):
 
 
 class Dropout(Module):
-    def __init__(self, p=0.5):
+    def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
-        self.p = p
+        self.p, self.inplace = p, inplace
 
     def forward(self, x):
-        return functional.dropout(x, self.p, self.training)
+        return functional.dropout(x, self.p, self.training, self.inplace)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Identity(Module):
@@ -587,10 +587,13 @@ class LayerNorm(Module):
         return functional.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
 
 
 from .loss import CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, SmoothL1Loss  # noqa: E402,F401
 from .conv import AvgPool2d, Conv2d, MaxPool2d; from .rnn import GRU, LSTM, GRUCell, LSTMCell  # noqa: E402,F401,E702
 from ._modules_more import *  # noqa: E402,F401,F403  activations, losses, PReLU, Parameter{List,Dict}
 from ._layers_more import *  # noqa: E402,F401,F403  BatchNorm, GroupNorm, Conv1d, 1-d/adaptive pools, attention, RNN
+from ._conv_transpose_modules import *  # noqa: E402,F401,F403  ConvTranspose1d/2d, Upsample
+from ._decoder import *  # noqa: E402,F401,F403  TransformerDecoderLayer, TransformerDecoder

@@ -33,12 +33,12 @@ class _BatchNorm(Module):
     tlgpu's long) buffers, as torch's _BatchNorm. momentum=None: the cumulative average, factor 1 / batches."""
     _ranks = ()
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, *, bias=True):
         super().__init__()
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = _C.ones(self.num_features).requires_grad_() if affine else None
-        self.bias = _C.zeros(self.num_features).requires_grad_() if affine else None
+        self.bias = _C.zeros(self.num_features).requires_grad_() if affine and bias else None
         if track_running_stats:
             self.register_buffer("running_mean", _C.zeros(self.num_features))
             self.register_buffer("running_var", _C.ones(self.num_features))
@@ -80,7 +80,7 @@ class _BatchNorm(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -101,14 +101,14 @@ class BatchNorm3d(_BatchNorm):
 class GroupNorm(Module):
     """F.group_norm over (N, C, *) input; weight 1 and bias 0 per channel (affine)."""
 
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, *, bias=True):
         super().__init__()
         if num_groups < 1 or num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
                              f"({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self.weight = _C.ones(num_channels).requires_grad_() if affine else None
-        self.bias = _C.zeros(num_channels).requires_grad_() if affine else None
+        self.bias = _C.zeros(num_channels).requires_grad_() if affine and bias else None
 
     def forward(self, input):
         if isinstance(input, _C.Tensor) and input.ndim >= 2 and input.shape[1] != self.num_channels:
@@ -117,7 +117,8 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 _PAD_MODES = ("zeros", "reflect", "replicate", "circular")

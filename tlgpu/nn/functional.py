@@ -448,3 +448,4 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 
 from ._functional_more import *  # noqa: E402,F401,F403  more torch names, composed of the ops above
 from ._functional_layers import *  # noqa: E402,F401,F403  batch/group norm, conv1d, 1-d and adaptive pooling
+from ._conv_transpose import *  # noqa: E402,F401,F403  conv_transpose1d/2d, interpolate, upsample
