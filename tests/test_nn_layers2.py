@@ -303,6 +303,15 @@ def test_upsample_modules():
     close(t.grad, np.full(x.shape, 4.0), 1e-5, 1e-5)                     # each input spreads weights summing to 4
 
 
+def test_interpolate_keeps_half_dtypes():
+    x = T(R.standard_normal((1, 2, 3, 4)))
+    for dt, tol in (("half", 2e-3), ("bfloat16", 2e-2)):
+        for mode in ("nearest", "bilinear"):
+            y = F.interpolate(getattr(x, dt)(), size=(5, 7), mode=mode)
+            assert y.dtype == getattr(x, dt)().dtype
+            close(y.float(), F.interpolate(x, size=(5, 7), mode=mode).numpy(), tol, tol)
+
+
 def test_interpolate_errors():
     x = T(R.standard_normal((1, 2, 3, 4)))
     cases = [(ValueError, "interpolate: only one of size or scale_factor", lambda: F.interpolate(x, 2, 2)),

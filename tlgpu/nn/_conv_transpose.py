@@ -189,14 +189,18 @@ def _resample_axis(x, axis, o, scale, mode, align_corners):
         idx = _cached(key, make_index)
         return x if idx is None else x.index_select(axis, idx)
 
+    dtype = str(x.dtype)
+
     def make():
         w = _linear_weights(n, o, scale, align_corners)
         if w is None:
             return None
         tail = (1,) * (x.ndim - 1 - axis)
-        return (_index_tensor(w[0]), _index_tensor(w[1]), _C.tensor(w[2].reshape(o, *tail)),
-                _C.tensor(w[3].reshape(o, *tail)))
-    key = ("linear", n, o, None if align_corners else scale, bool(align_corners), x.ndim - 1 - axis)
+        lam = [_C.tensor(w[i].reshape(o, *tail)) for i in (2, 3)]
+        if dtype != "float32":                        # float16 / bfloat16 input: weights of its dtype, as torch
+            lam = [t._convert(x.dtype) for t in lam]
+        return (_index_tensor(w[0]), _index_tensor(w[1]), *lam)
+    key = ("linear", n, o, None if align_corners else scale, bool(align_corners), x.ndim - 1 - axis, dtype)
     w = _cached(key, make)
     if w is None:
         return x
