@@ -77,7 +77,15 @@ def _():
     close(nn.UpsamplingBilinear2d(scale_factor=2)(T(x)), F.interpolate(T(x), scale_factor=2, mode="bilinear",
                                                                        align_corners=True).numpy(), 0, 0)
     raises(ValueError, "align_corners", lambda: F.interpolate(T(x), 2, align_corners=True))
-    raises(NotImplementedError, "bicubic", lambda: F.interpolate(T(x), 2, mode="bicubic"))
+    src = np.arange(9) / 2                                              # bicubic, align_corners, 5 -> 9 columns
+    j0, t = np.minimum(np.floor(src).astype(int), 4), src - np.minimum(np.floor(src), 4)
+
+    def cub(z):                                                         # Keys' kernel, A = -0.75
+        z = np.abs(z)
+        return np.where(z <= 1, (1.25 * z - 2.25) * z * z + 1, ((-0.75 * z + 3.75) * z - 6) * z + 3)
+    want = sum(x[..., np.clip(j0 - 1 + k, 0, 4)] * cub(t - (k - 1)) for k in range(4))
+    close(F.interpolate(T(x), size=(4, 9), mode="bicubic", align_corners=True), want, 1e-5, 1e-6)
+    raises(NotImplementedError, "antialias", lambda: F.interpolate(T(x), 2, mode="bilinear", antialias=True))
 
 
 def _mha(q, kv, sd, p, h, mask=0.0):

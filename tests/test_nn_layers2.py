@@ -196,6 +196,24 @@ def src_linear(dst, n, o, scale, align):
     return i0, i0 + (i0 < n - 1), 1.0 - l1, l1
 
 
+def src_cubic(dst, n, o, scale, align):
+    """[(index, weight)] of torch's 4 bicubic taps for one output position (A = -0.75, indices clamped)."""
+    if align:
+        v = (np.float32(n - 1) / np.float32(o - 1) if o > 1 else np.float32(0)) * np.float32(dst)
+    else:
+        v = _inv(n, o, scale) * (np.float32(dst) + np.float32(0.5)) - np.float32(0.5)        # not clamped at 0
+    i0 = min(int(math.floor(v)), n - 1)
+    t = min(max(float(v - np.float32(i0)), 0.0), 1.0)
+    a = -0.75
+
+    def near(z):
+        return ((a + 2) * z - (a + 3)) * z * z + 1
+
+    def far(z):
+        return ((a * z - 5 * a) * z + 8 * a) * z - 4 * a
+    return [(min(max(i0 - 1 + k, 0), n - 1), w) for k, w in enumerate((far(t + 1), near(t), near(1 - t), far(2 - t)))]
+
+
 def interp_ref(x, out, scales, mode, align):
     """float64 resampling, one (o, n) matrix per spatial axis, filled one output position at a time."""
     y = x
@@ -205,6 +223,9 @@ def interp_ref(x, out, scales, mode, align):
         for i in range(o):
             if mode.startswith("nearest"):
                 m[i, src_nearest(i, n, o, sc, mode == "nearest-exact", mode == "nearest" and x.ndim == 4)] = 1
+            elif mode == "bicubic":
+                for j, w in src_cubic(i, n, o, sc, align):
+                    m[i, j] += w
             else:
                 i0, i1, l0, l1 = src_linear(i, n, o, sc, align)
                 m[i, i0] += l0
@@ -220,7 +241,9 @@ INTERP = [("nearest", (7,), dict(size=10)), ("nearest", (4,), dict(scale_factor=
           ("linear", (4,), dict(scale_factor=1.7)), ("linear", (7,), dict(size=3)),
           ("bilinear", (4, 5), dict(size=(7, 3))), ("bilinear", (3, 4), dict(scale_factor=(2.5, 0.6))),
           ("bilinear", (5, 5), dict(scale_factor=2, recompute_scale_factor=True)),
-          ("trilinear", (2, 3, 4), dict(scale_factor=(2.0, 1.4, 0.5))), ("bilinear", (1, 4), dict(size=(3, 1)))]
+          ("trilinear", (2, 3, 4), dict(scale_factor=(2.0, 1.4, 0.5))), ("bilinear", (1, 4), dict(size=(3, 1))),
+          ("bicubic", (4, 5), dict(size=(9, 3))), ("bicubic", (5, 3), dict(scale_factor=(1.0, 1.13))),
+          ("bicubic", (2, 6), dict(scale_factor=(2.7, 0.45), recompute_scale_factor=True))]
 
 
 @pytest.mark.parametrize("mode,spatial,kw,align", [c + (a,) for c in INTERP for a in (False, True)
@@ -265,6 +288,16 @@ def test_interpolate_values_read_from_torch():
           np.float32([[[0.0, 0.38235298, 0.97058833, 1.5588236, 2.147059, 2.7352943]]]), 1e-6, 0)  # 1 ulp: FMA
     close(F.interpolate(a(4), size=7, mode="linear", align_corners=True), [[np.arange(7) / 2]], 0, 0)
     close(F.interpolate(a(3), scale_factor=1.2, mode="linear"), [[[0.0, 1.0, 2.0]]], 0, 0)
+    x = T([[[[0, 1, 4, 2], [3, -1, 0, 5]]]])                  # bicubic: taps clamped at the edges; no copy at 1.0
+    close(F.interpolate(x, size=(3, 6), mode="bicubic"), [[[
+        [-0.38489842, 0.15907121, 1.79883623, 4.14300489, 3.34092927, 1.51322675],
+        [1.63020861, 0.5625, 0.13078713, 1.55671334, 2.9375, 3.63020849],
+        [3.64531517, 0.96592879, -1.53726113, -1.0295769, 2.53407145, 5.74719048]]]], 1e-5, 1e-6)
+    close(F.interpolate(x, size=(1, 5), mode="bicubic", align_corners=True),
+          [[[[0.0, 0.45703125, 2.78125, 3.86328125, 2.0]]]], 1e-6, 1e-6)
+    close(F.interpolate(x, scale_factor=(1.0, 1.3), mode="bicubic"), [[[
+        [-0.06771994, 0.33828735, 2.50157928, 3.94545174, 2.06305408],
+        [3.27087927, 0.20398617, -1.39600778, 0.93615007, 4.85143185]]]], 1e-5, 1e-6)
 
 
 def test_interpolate_gradients_and_area():
@@ -273,6 +306,8 @@ def test_interpolate_gradients_and_area():
             out = kw.get("size") or tuple(math.floor(n * 1.6) for n in x.shape[2:])
             return interp_ref(x, out, (None, None) if "size" in kw else (1.6, 1.6), mode, False)
         check(lambda x, mode=mode, kw=kw: F.interpolate(x, mode=mode, **kw), ref, [R.standard_normal((1, 2, 3, 4))])
+    check(lambda x: F.interpolate(x, size=(5, 3), mode="bicubic"),
+          lambda x: interp_ref(x, (5, 3), (None, None), "bicubic", False), [R.standard_normal((1, 2, 3, 4))])
     check(lambda x: F.interpolate(x, size=7, mode="linear", align_corners=True),
           lambda x: interp_ref(x, (7,), (None,), "linear", True), [R.standard_normal((2, 1, 4))])
     x = f64(R.standard_normal((2, 3, 6, 4)))
@@ -299,6 +334,7 @@ def test_upsample_modules():
                                                                    align_corners=True).numpy(), 0, 0)
     close(F.upsample(T(x), size=(4, 4)), F.interpolate(T(x), size=(4, 4)).numpy(), 0, 0)
     t = T(x, requires_grad=True)
+    assert F.interpolate(t, size=(3, 4), mode="bilinear") is not t                 # a new tensor, as torch's
     nn.Upsample(scale_factor=2, mode="bilinear")(t).sum().backward()
     close(t.grad, np.full(x.shape, 4.0), 1e-5, 1e-5)                     # each input spreads weights summing to 4
 
@@ -320,7 +356,7 @@ def test_interpolate_errors():
              (ValueError, "mode 'linear' needs 3-D input", lambda: F.interpolate(x, 2, mode="linear")),
              (ValueError, "mode 'bilinear' needs 4-D", lambda: F.interpolate(x[0], 2, mode="bilinear")),
              (ValueError, "interpolate: mode must be one of", lambda: F.interpolate(x, 2, mode="cubic")),
-             (NotImplementedError, "bicubic", lambda: F.interpolate(x, 2, mode="bicubic")),
+             (ValueError, "mode 'bicubic' needs 4-D", lambda: F.interpolate(x[0], 2, mode="bicubic")),
              (NotImplementedError, "antialias", lambda: F.interpolate(x, 2, mode="bilinear", antialias=True)),
              (ValueError, "needs 2 output sizes", lambda: F.interpolate(x, (2, 3, 4))),
              (TypeError, "size must be an int", lambda: F.interpolate(x, (2.5, 3))),

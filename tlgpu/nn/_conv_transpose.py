@@ -9,7 +9,7 @@ per group. The inserted zeros cost stride**2 times the products of a direct col2
 
 interpolate picks source indices and weights on the host with torch's float32 arithmetic (its CPU kernels' index
 rules, float32 `scale * (dst + 0.5) - 0.5` clamped at 0 and all), cached per size, and resamples one spatial axis at
-a time with index_select (linear: two index_selects and their weights)."""
+a time with index_select (linear: two index_selects and their weights; bicubic: four)."""
 import math
 
 import numpy as np
@@ -126,7 +126,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
 # ---- interpolate ----
 
 _MODES = {"nearest": (1, 2, 3), "nearest-exact": (1, 2, 3), "linear": (1,), "bilinear": (2,), "trilinear": (3,),
-          "area": (1, 2)}
+          "bicubic": (2,), "area": (1, 2)}
 _TABLES = {}
 
 
@@ -158,20 +158,38 @@ def _nearest_index(n, o, scale, exact, shortcuts):
     return np.minimum(src.astype(np.int64), n - 1)
 
 
-def _linear_weights(n, o, scale, align_corners):
-    """(i0, i1, l0, l1): torch's compute_source_index_and_lambda in float32, or None when o == n (a copy)."""
-    if o == n:
-        return None
+def _source_index(n, o, scale, align_corners, cubic):
+    """torch's area_pixel_compute_source_index in float32 (clamped at 0 except for cubic)."""
     dst = np.arange(o, dtype=np.float32)
     if align_corners:
         r = np.float32(n - 1) / np.float32(o - 1) if o > 1 else np.float32(0.0)
-        src = r * dst
-    else:
-        src = np.maximum(_inv_scale(n, o, scale) * (dst + np.float32(0.5)) - np.float32(0.5), np.float32(0.0))
+        return r * dst
+    src = _inv_scale(n, o, scale) * (dst + np.float32(0.5)) - np.float32(0.5)
+    return src if cubic else np.maximum(src, np.float32(0.0))
+
+
+def _cubic(x, first):
+    """torch's cubic_convolution1 (|x| <= 1) or cubic_convolution2 (1 < |x| < 2), A = -0.75, in float32."""
+    a = np.float32(-0.75)
+    if first:
+        return ((a + np.float32(2)) * x - (a + np.float32(3))) * x * x + np.float32(1)
+    return ((a * x - np.float32(5) * a) * x + np.float32(8) * a) * x - np.float32(4) * a
+
+
+def _taps(n, o, scale, align_corners, cubic):
+    """[(source indices, weights)] per tap, torch's compute_source_index_and_lambda (linear: 2 taps) or its bicubic
+    coefficients (4 taps at floor(src) - 1 .. + 2, indices clamped into the input), in float32. None when o == n
+    (a copy) for linear; torch's bicubic kernel never copies (a scale_factor other than 1 may keep the size)."""
+    if o == n and not cubic:
+        return None
+    src = _source_index(n, o, scale, align_corners, cubic)
     i0 = np.minimum(np.floor(src).astype(np.int64), n - 1)
-    l1 = np.clip(src - i0.astype(np.float32), np.float32(0.0), np.float32(1.0)).astype(np.float32)
-    i1 = i0 + (i0 < n - 1)
-    return i0, i1, (np.float32(1.0) - l1).astype(np.float32), l1
+    t = np.clip(src - i0.astype(np.float32), np.float32(0.0), np.float32(1.0)).astype(np.float32)
+    if not cubic:
+        return [(i0, (np.float32(1.0) - t).astype(np.float32)), (i0 + (i0 < n - 1), t)]
+    u = (np.float32(1.0) - t).astype(np.float32)
+    ws = (_cubic(t + np.float32(1), False), _cubic(t, True), _cubic(u, True), _cubic(u + np.float32(1), False))
+    return [(np.clip(i0 - 1 + k, 0, n - 1), w.astype(np.float32)) for k, w in enumerate(ws)]
 
 
 def _index_tensor(i):
@@ -189,23 +207,27 @@ def _resample_axis(x, axis, o, scale, mode, align_corners):
         idx = _cached(key, make_index)
         return x if idx is None else x.index_select(axis, idx)
 
-    dtype = str(x.dtype)
+    dtype, cubic = str(x.dtype), mode == "bicubic"
 
     def make():
-        w = _linear_weights(n, o, scale, align_corners)
-        if w is None:
+        taps = _taps(n, o, scale, align_corners, cubic)
+        if taps is None:
             return None
         tail = (1,) * (x.ndim - 1 - axis)
-        lam = [_C.tensor(w[i].reshape(o, *tail)) for i in (2, 3)]
-        if dtype != "float32":                        # float16 / bfloat16 input: weights of its dtype, as torch
-            lam = [t._convert(x.dtype) for t in lam]
-        return (_index_tensor(w[0]), _index_tensor(w[1]), *lam)
-    key = ("linear", n, o, None if align_corners else scale, bool(align_corners), x.ndim - 1 - axis, dtype)
-    w = _cached(key, make)
-    if w is None:
+        out = []
+        for i, w in taps:
+            lam = _C.tensor(w.reshape(o, *tail))
+            out.append((_index_tensor(i), lam if dtype == "float32" else lam._convert(x.dtype)))   # torch's dtype
+        return out
+    key = ("taps", n, o, None if align_corners else scale, bool(align_corners), cubic, x.ndim - 1 - axis, dtype)
+    taps = _cached(key, make)
+    if taps is None:
         return x
-    i0, i1, l0, l1 = w
-    return x.index_select(axis, i0) * l0 + x.index_select(axis, i1) * l1
+    y = None
+    for i, w in taps:
+        term = x.index_select(axis, i) * w
+        y = term if y is None else y + term
+    return y
 
 
 def _sizes(input, size, scale_factor, recompute_scale_factor, dims, op):
@@ -245,20 +267,19 @@ def _sizes(input, size, scale_factor, recompute_scale_factor, dims, op):
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
                 antialias=False):
     """torch's F.interpolate over (N, C, *spatial) input: mode 'nearest' / 'nearest-exact' (1-3 spatial dims),
-    'linear' (3-D input), 'bilinear' (4-D), 'trilinear' (5-D), 'area' (3-D or 4-D: adaptive average pooling). size
-    or scale_factor (the output size is floor(in * scale_factor); the given factor, not in / out, sets the source
-    index unless recompute_scale_factor). Source indices and weights follow torch's float32 index rules (module
-    docstring). Differentiable wrt input. 'bicubic' and antialias are not supported."""
+    'linear' (3-D input), 'bilinear' and 'bicubic' (4-D; bicubic A = -0.75, edge taps clamped into the input),
+    'trilinear' (5-D), 'area' (3-D or 4-D: adaptive average pooling). size or scale_factor (the output size is
+    floor(in * scale_factor); the given factor, not in / out, sets the source index unless recompute_scale_factor).
+    Source indices and weights follow torch's float32 index rules (module docstring). Differentiable wrt input.
+    antialias=True is not supported."""
     op = "interpolate"
     _check_tensor(input, op)
     if mode not in _MODES:
-        if mode == "bicubic":
-            raise NotImplementedError(f"{op}: mode 'bicubic' is not supported")
-        raise ValueError(f"{op}: mode must be one of {sorted(_MODES)} (or 'bicubic'), not {mode!r}")
+        raise ValueError(f"{op}: mode must be one of {sorted(_MODES)}, not {mode!r}")
     if mode in ("nearest", "nearest-exact", "area"):
         if align_corners is not None:
             raise ValueError(f"{op}: align_corners option can only be set with the interpolating modes: linear | "
-                             f"bilinear | trilinear (got mode {mode!r})")
+                             f"bilinear | bicubic | trilinear (got mode {mode!r})")
     elif align_corners is None:
         align_corners = False
     if antialias:
@@ -273,7 +294,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     y = input
     for i in range(dims):
         y = _resample_axis(y, 2 + i, out[i], scales[i], mode, align_corners)
-    return y
+    return input.clone() if y is input else y                  # a new tensor, as torch's
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
