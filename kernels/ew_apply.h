@@ -4,6 +4,7 @@
  * computes what the eager launches computed. Needs ew_ops.h first. */
 #ifndef TL_EW_APPLY_H
 #define TL_EW_APPLY_H
+#include "ew_special.h"
 /* The op switch, written once for float and float4 (OpenCL's builtins and ?: work on both; select()
  * turns a comparison into 1/0 for scalars and vectors alike). The op code is uniform across the launch,
  * so the switch costs one predictable branch per work-item. */
@@ -12,7 +13,7 @@
 #define EW_MAX(x, y) select((y), (x), ((x) > (y)) | isnan(x))
 #define EW_MIN(x, y) select((y), (x), ((x) < (y)) | isnan(x))
 
-#define EW_APPLY(NAME, T)                                                                            \
+#define EW_APPLY(NAME, T, S)    /* S: the special functions' suffix, 4 for float4 (ew_special.h) */     \
 inline T                                                                                             \
 NAME(int op, T x, T y, T z)                                                                          \
 {                                                                                                    \
@@ -97,17 +98,21 @@ NAME(int op, T x, T y, T z)                                                     
     case TL_EW_LOGADDEXP:       /* stable; equal infinities give themselves (not NaN), like torch */ \
         return select(EW_MAX(x, y) + log1p(exp(-fabs(x - y))), x, isinf(x) & (x == y));              \
     case TL_EW_XLOGY: return select(x * log(y), zero, (x == zero) & !isnan(y)); /* NaN y wins */     \
+    case TL_EW_LGAMMA: return lgamma(x);                                                             \
+    case TL_EW_DIGAMMA: return ew_digamma##S(x);                                                     \
+    case TL_EW_TRIGAMMA: return ew_trigamma##S(x);                                                   \
+    case TL_EW_ERFINV: return ew_erfinv##S(x);                                                       \
     default: return (T)(NAN);                                                                        \
     }                                                                                                \
 }
-EW_APPLY(ew_apply, float)
+EW_APPLY(ew_apply, float, )
 
 /* ew_apply lane by lane of float4 operands: the scalar builtins' rounding (a device's float4 builtins need not
  * round like its scalar ones). */
 #define TL_FS(op, x, y, z)                                                                                 \
     ((float4)(ew_apply(op, (x).s0, (y).s0, (z).s0), ew_apply(op, (x).s1, (y).s1, (z).s1),                 \
               ew_apply(op, (x).s2, (y).s2, (z).s2), ew_apply(op, (x).s3, (y).s3, (z).s3)))
-EW_APPLY(ew_apply4, float4)
+EW_APPLY(ew_apply4, float4, 4)
 
 /* int32 arithmetic. Wrapping like numpy's int32 (done on uint, where overflow is defined); // and % round
  * toward minus infinity like Python and numpy, fmod toward 0 like C; x // 0 == x % 0 == fmod(x, 0) == 0

@@ -18,7 +18,9 @@
     X(ATAN, 1) X(ASIN, 1) X(ACOS, 1) X(TAN, 1) X(LOG2, 1) X(LOG10, 1) X(EXP2, 1) X(SINH, 1) X(COSH, 1) \
     X(ASINH, 1) X(ACOSH, 1) X(ATANH, 1) X(TRUNC, 1) X(FRAC, 1) X(ERFC, 1)                              \
     /* fmod: C's (the dividend's sign); logaddexp: max + log1p(exp(-|a-b|)); xlogy: 0 where x == 0 */  \
-    X(ATAN2, 2) X(HYPOT, 2) X(FMOD, 2) X(LOGADDEXP, 2) X(XLOGY, 2)
+    X(ATAN2, 2) X(HYPOT, 2) X(FMOD, 2) X(LOGADDEXP, 2) X(XLOGY, 2)                                     \
+    /* special functions (ew_special.h); TRIGAMMA (polygamma(1, x)) is digamma's backward helper */     \
+    X(LGAMMA, 1) X(DIGAMMA, 1) X(TRIGAMMA, 1) X(ERFINV, 1)
 
 #define TL_EW_ENUM(name, arity) TL_EW_##name,
 enum { TL_EW_OPS(TL_EW_ENUM) TL_EW_COUNT };

@@ -50,3 +50,30 @@ def _():
     close(lrs[:3], 0.04 + (1.0 - 0.04) * up, 1e-14, 0)
     assert abs(opt.param_groups[0]["momentum"] - 0.95) < 1e-15
     raises(ValueError, "total_steps", lambda: LS.OneCycleLR(opt, 1.0))
+
+
+@row('`torch.lgamma(x)`, `torch.digamma(x)`, `torch.erfinv(x)`, `x.lgamma()` ...')
+def _():
+    import math
+    r = rng()
+    x = f32(np.exp(r.uniform(-5, 5, 200)))
+    close(tlgpu.lgamma(T(x)), [math.lgamma(v) for v in x.astype(np.float64)], 2e-6, 1e-6)
+    v = f32(np.round(r.uniform(0.5, 50, 200) * 1024) / 1024)          # psi(x + 1) - psi(x) = 1 / x; v + 1 exact
+    d = T(v + 1).digamma().numpy().astype(np.float64) - T(v).digamma().numpy()
+    close(d, 1 / v.astype(np.float64), 0, 1e-6)
+    u = f32(r.uniform(-0.999, 0.999, 200))
+    y = T(u).erfinv().numpy().astype(np.float64)
+    close(np.array([math.erf(v) for v in y]), u.astype(np.float64), 1e-6, 1e-7)
+    close(T([0.0, -1.0, 1.0]).digamma(), [-np.inf, np.nan, -0.5772157], 1e-6, 0)
+    close(T([1.0, -1.0, 2.0]).erfinv(), [np.inf, -np.inf, np.nan], 0, 0)
+    x = f32(np.exp(r.uniform(-3, 2.5, 200)))                           # tanh(x / 10) < 1 in float32
+    p = T(x, requires_grad=True)
+    (p.lgamma() + (p * 0.1).tanh().erfinv()).sum().backward()
+    t = np.tanh(x.astype(np.float64) * 0.1)
+    e = T(t).erfinv().numpy().astype(np.float64)
+    close(p.grad, T(x).digamma().numpy() + 0.1 * (1 - t * t) * math.sqrt(math.pi) / 2 * np.exp(e * e), 1e-5, 1e-6)
+    assert T(u).to(tlgpu.float16).erfinv().dtype == tlgpu.float16
+    f = tlgpu.jit(lambda t: (t.abs() + 0.5).lgamma() + (t.abs() + 0.5).digamma())
+    for _ in range(3):
+        close(f(T(u)), T(np.abs(u) + 0.5).lgamma().numpy() + T(np.abs(u) + 0.5).digamma().numpy(), 1e-6, 1e-6)
+    assert len(f.commands()) == 1

@@ -42,6 +42,7 @@ static const unsigned char EW_SAVE[TL_EW_COUNT] = {
     [TL_EW_EXP2] = SO, [TL_EW_SINH] = SA, [TL_EW_COSH] = SA, [TL_EW_ASINH] = SA, [TL_EW_ACOSH] = SA,
     [TL_EW_ATANH] = SA, [TL_EW_ERFC] = SA, [TL_EW_ATAN2] = SA | SB, [TL_EW_HYPOT] = SA | SB | SO,
     [TL_EW_FMOD] = SA | SB, [TL_EW_LOGADDEXP] = SA | SB, [TL_EW_XLOGY] = SA | SB,
+    [TL_EW_LGAMMA] = SA, [TL_EW_DIGAMMA] = SA, [TL_EW_TRIGAMMA] = ND, [TL_EW_ERFINV] = SO,
 };
 
 /* A graph node for out = OP(ins) that saves the operands EW_SAVE asks for (not the output: that is saved by
@@ -413,6 +414,13 @@ tl_ew_backward(tl_node *nd, PyObject *g, PyObject **gin)
         break;
     }
     case TL_EW_FRAC: gin[0] = Py_NewRef(g); break;
+    case TL_EW_LGAMMA: case TL_EW_DIGAMMA:            /* digamma(a), trigamma(a) */
+        if ((t = ew1(op == TL_EW_LGAMMA ? TL_EW_DIGAMMA : TL_EW_TRIGAMMA, a)) != NULL) gin[0] = ew2(TL_EW_MUL, g, t);
+        break;
+    case TL_EW_ERFINV:                                /* sqrt(pi) / 2 exp(out^2) */
+        if ((t = ew2(TL_EW_MUL, out, out)) != NULL && (u = ews(TL_EW_MUL, g, 0.88622692545275801)) != NULL)
+            { Py_SETREF(t, ew1(TL_EW_EXP, t)); gin[0] = t != NULL ? ew2(TL_EW_MUL, u, t) : NULL; }
+        break;
     case TL_EW_TAN:                                   /* 1 + out^2 */
         if ((t = ew2(TL_EW_MUL, out, out)) != NULL && (u = ews(TL_EW_ADD, t, 1.0)) != NULL)
             gin[0] = ew2(TL_EW_MUL, g, u);
@@ -497,7 +505,8 @@ UNARY(cos, COS) UNARY(clone, COPY) UNARY(square, SQUARE) UNARY(reciprocal, RECIP
 UNARY(ceil, CEIL) UNARY(floor, FLOOR) UNARY(round, ROUND) UNARY(log1p, LOG1P) UNARY(expm1, EXPM1) UNARY(erf, ERF)
 UNARY(atan, ATAN) UNARY(asin, ASIN) UNARY(acos, ACOS) UNARY(tan, TAN) UNARY(log2, LOG2) UNARY(log10, LOG10)
 UNARY(exp2, EXP2) UNARY(sinh, SINH) UNARY(cosh, COSH) UNARY(asinh, ASINH) UNARY(acosh, ACOSH) UNARY(atanh, ATANH)
-UNARY(trunc, TRUNC) UNARY(frac, FRAC) UNARY(erfc, ERFC)
+UNARY(trunc, TRUNC) UNARY(frac, FRAC) UNARY(erfc, ERFC) UNARY(lgamma, LGAMMA) UNARY(digamma, DIGAMMA)
+UNARY(erfinv, ERFINV)
 #undef UNARY
 
 #define BINARY(pyname, OP)                                                                     \
@@ -715,6 +724,7 @@ static const PyMethodDef ew_methods[] = {
     U(cosh, "hyperbolic cosine"), U(asinh, "inverse hyperbolic sine"), U(acosh, "inverse hyperbolic cosine (x >= 1)"),
     U(atanh, "inverse hyperbolic tangent (|x| <= 1)"), U(trunc, "round toward 0 (int32: unchanged; zero gradient)"),
     U(frac, "x - trunc(x), the sign of x"), U(erfc, "1 - erf(x), accurate where erf(x) is near 1"),
+    U(lgamma, "log|Gamma(x)|"), U(digamma, "psi(x), lgamma's derivative"), U(erfinv, "erf's inverse (+-inf at +-1)"),
     {"leaky_relu", (PyCFunction)(void (*)(void))m_leaky_relu, METH_VARARGS | METH_KEYWORDS,
      "leaky_relu(negative_slope=0.01): x if x > 0 else negative_slope * x"},
     B(add, "self + other"), B(sub, "self - other"), B(mul, "self * other"), B(div, "self / other"),
@@ -785,5 +795,5 @@ const tl_family tl_family_elementwise = {
     ew_functions, ew_methods, ew_slots, NULL,
     "neg exp log sqrt rsqrt tanh sigmoid relu silu gelu abs sin cos square reciprocal sign add sub mul div pow "
     "lt le gt ge eq ne clamp clone floor_divide remainder ceil floor round leaky_relu log1p expm1 erf "
-    "atan asin acos tan log2 log10 exp2 sinh cosh asinh acosh atanh trunc frac erfc",
+    "atan asin acos tan log2 log10 exp2 sinh cosh asinh acosh atanh trunc frac erfc lgamma digamma erfinv",
     .rows = elementwise_rows, .grad_prims = &ew_prims};
