@@ -77,3 +77,61 @@ def _():
     for _ in range(3):
         close(f(T(u)), T(np.abs(u) + 0.5).lgamma().numpy() + T(np.abs(u) + 0.5).digamma().numpy(), 1e-6, 1e-6)
     assert len(f.commands()) == 1
+
+
+def _lgam(a):
+    import math
+    return np.vectorize(math.lgamma, otypes=[np.float64])(np.asarray(a, dtype=np.float64))
+
+
+@row('`Gamma(concentration, rate)`, `Beta(concentration1, concentration0)`, `Dirichlet(concentration)`: `sample()`, '
+     '`log_prob(x)`, `entropy()`, `mean`, `variance`, `mode`')
+def _():
+    import tlgpu.distributions as D
+    r = rng()
+    a, b = f32(np.exp(r.uniform(-1, 2, 20))), f32(np.exp(r.uniform(-1, 2, 20)))
+    x = f32(r.uniform(0.05, 0.95, 20))
+    A, B, X = (v.astype(np.float64) for v in (a, b, x))
+    close(D.Gamma(T(a), T(b)).log_prob(T(x)), A * np.log(B) + (A - 1) * np.log(X) - B * X - _lgam(A), 2e-5, 5e-5)
+    close(D.Beta(T(a), T(b)).log_prob(T(x)),
+          (A - 1) * np.log(X) + (B - 1) * np.log1p(-X) - _lgam(A) - _lgam(B) + _lgam(A + B), 2e-5, 5e-5)
+    close(D.Gamma(T(a), T(b)).mean, A / B, 1e-6, 0)
+    close(D.Beta(T(a), T(b)).variance, A * B / ((A + B) ** 2 * (A + B + 1)), 2e-6, 0)
+    tlgpu.manual_seed(0)
+    s = D.Gamma(T([0.5, 3.0]), 2.0).sample((20000,)).numpy().astype(np.float64)
+    assert np.all(s > 0) and np.all(np.abs(s.mean(0) - [0.25, 1.5]) < 5 * np.sqrt(np.array([0.125, 0.75]) / 20000))
+    d = D.Dirichlet(T([[1.0, 2.0, 3.0]]))
+    v = d.sample((1000,)).numpy()
+    close(v.sum(-1), np.ones((1000, 1)), 0, 1e-5)
+    raises(NotImplementedError, "rsample", lambda: D.Beta(1.0, 2.0).rsample())
+    ent = d.entropy().numpy()
+    assert ent.shape == (1,) and ent[0] < 0                            # a Dirichlet's density exceeds 1 at its mode
+
+
+@row('`kl_divergence` of `Gamma`, `Beta`, `Dirichlet` pairs')
+def _():
+    import tlgpu.distributions as D
+    p, q = D.Gamma(T([2.0, 0.5]), T([1.0, 3.0])), D.Gamma(T([1.0, 1.5]), T([2.0, 1.0]))
+    close(D.kl_divergence(p, p), [0.0, 0.0], 0, 1e-6)
+    kl = D.kl_divergence(p, q).numpy().astype(np.float64)
+    assert np.all(kl > 0)
+    close(D.kl_divergence(D.Beta(T([2.0]), T([3.0])), D.Beta(T([2.0]), T([3.0]))), [0.0], 0, 1e-6)
+    bb = D.kl_divergence(D.Dirichlet(T([[2.0, 3.0]])), D.Dirichlet(T([[1.0, 1.0]]))).numpy()
+    close(D.kl_divergence(D.Beta(T([2.0]), T([3.0])), D.Beta(T([1.0]), T([1.0]))), bb, 1e-5, 1e-6)
+    close(D.kl_divergence(D.Beta(T([2.0]), T([3.0])), D.Beta(T([1.0]), T([1.0]))),
+          -D.Beta(T([2.0]), T([3.0])).entropy().numpy(), 1e-5, 1e-6)        # KL to the uniform density: -entropy
+
+
+@row('`torch.distributions.constraints`: `real`, `positive`, `nonnegative`, `unit_interval`, `simplex`, `boolean`, '
+     '`interval(lo, hi)`, `greater_than(x)`, `integer_interval(lo, hi)`')
+def _():
+    from tlgpu.distributions import constraints as C
+    x = T([-1.0, 0.0, 0.5, 1.0, 3.0])
+    for c, want in ((C.real, [1, 1, 1, 1, 1]), (C.positive, [0, 0, 1, 1, 1]), (C.nonnegative, [0, 1, 1, 1, 1]),
+                    (C.unit_interval, [0, 1, 1, 1, 0]), (C.boolean, [0, 1, 0, 1, 0]),
+                    (C.interval(0.0, 3.0), [0, 1, 1, 1, 1]), (C.greater_than(0.5), [0, 0, 0, 1, 1]),
+                    (C.integer_interval(0, 1), [0, 1, 0, 1, 0])):
+        m = c.check(x)
+        assert m.dtype == tlgpu.float32
+        close(m, want, 0, 0)
+    close(C.simplex.check(T([[0.25, 0.75], [0.5, 0.6]])), [1, 0], 0, 0)

@@ -1,7 +1,8 @@
 """tlgpu.distributions: the torch.distributions that RL policies use, with torch's names, shapes and
 differentiability: Normal here; Categorical, Bernoulli, Independent, Uniform, OneHotCategorical(StraightThrough),
-Laplace, TransformedDistribution and .transforms in their own files (torch's module names), which import the
-Distribution base and the KL registry from distribution.py, never from here. Everything stays on the device:
+Laplace, Gamma, Beta, Dirichlet, TransformedDistribution, .transforms and .constraints in their own files
+(torch's module names), which import the Distribution base and the KL registry from distribution.py, never from
+here. Everything stays on the device:
 sampling draws from the device RNG (tlgpu.manual_seed makes it repeatable) and never waits for the host.
 
 Categorical samples by Gumbel-max (argmax of logits - log(-log(U)), one uniform per category), which is
@@ -17,13 +18,16 @@ from .. import _C
 from .distribution import (_F32_EPS, _F32_MIN, _LOG_SQRT_2PI, Distribution, Tensor, _as_tensor,  # noqa: F401
                            _broadcast_shape, _kl_categorical, _shape, kl_divergence, register_kl)
 from .bernoulli import Bernoulli  # noqa: F401
+from .beta import Beta  # noqa: F401
 from .categorical import Categorical  # noqa: F401
+from .dirichlet import Dirichlet  # noqa: F401
+from .gamma import Gamma  # noqa: F401
 from .independent import Independent  # noqa: F401
 from .laplace import Laplace  # noqa: F401
 from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough  # noqa: F401
 from .transformed_distribution import TransformedDistribution  # noqa: F401
 from .uniform import Uniform  # noqa: F401
-from . import transforms  # noqa: F401
+from . import constraints, transforms  # noqa: F401
 
 
 class Normal(Distribution):
