@@ -253,6 +253,38 @@ def test_program_disk_cache_and_corrupt_entry(tmp_path):
     assert s3["cache_rejects"] >= 1 and s3["builds"] >= 1 and s3["cache_writes"] >= 1
 
 
+def test_kernel_dir_cache_key_covers_headers(tmp_path):
+    """With TLGPU_KERNEL_DIR, a source's headers are part of its cache key: an edited header is a rebuild, not
+    a stale binary; an edit that changes a result shows in the result."""
+    src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "kernels")
+    kdir, cache = tmp_path / "k", tmp_path / "cache"
+    kdir.mkdir()
+    for name in os.listdir(src):
+        (kdir / name).write_bytes(open(os.path.join(src, name), "rb").read())
+    code = ("import tlgpu, json\nprint(float((tlgpu.tensor([1.0, 2.0]) * 3).numpy()[1]))\n"
+            "print(json.dumps(tlgpu._C._program_stats()))")
+    env = {"TLGPU_KERNEL_DIR": str(kdir), "TLGPU_CACHE_DIR": str(cache)}
+
+    def run():
+        r = run_python(code, env=env)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.splitlines()[0], json.loads(r.stdout.splitlines()[1])
+
+    out, s = run()
+    assert out == "6.0" and s["builds"] >= 1
+    out, s = run()
+    assert out == "6.0" and s["builds"] == 0                       # the same text: a cache hit
+    ops = (kdir / "ew_ops.h").read_text()
+    (kdir / "ew_ops.h").write_text(ops + "\n/* an edit */\n")
+    out, s = run()
+    assert out == "6.0" and s["builds"] >= 1                       # a header edited: rebuilt
+    apply, mul = (kdir / "ew_apply.h").read_text(), "case TL_EW_MUL: return x * y;"
+    assert mul in apply, "the multiply's definition moved: update this test"
+    (kdir / "ew_apply.h").write_text(apply.replace(mul, mul[:-1] + " + 1.0f;", 1))
+    out, _ = run()
+    assert out == "7.0"                                             # and the edit is what runs
+
+
 def test_kernel_build_error_carries_log(tmp_path):
     src = os.path.join(os.path.dirname(os.path.dirname(__file__)), "kernels")
     for name in os.listdir(src):

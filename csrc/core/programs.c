@@ -88,6 +88,74 @@ read_file(const char *path, size_t *len)
     return buf;
 }
 
+/* A growing text: ok 0 once an allocation or a read failed. */
+typedef struct {
+    char *p;
+    size_t n, cap;
+    int ok;
+} text_buf;
+
+static void
+buf_put(text_buf *b, const char *s, size_t n)
+{
+    if (!b->ok) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = (b->n + n + 1) * 2;
+        char *q = realloc(b->p, cap);
+        if (q == NULL) { b->ok = 0; return; }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+/* 1 and the quoted name when the line is `#include "name"` (spaces allowed around # and the name). */
+static int
+include_name(const char *s, size_t n, char *name, size_t cap)
+{
+    size_t i = 0, j;
+    while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+    if (i >= n || s[i++] != '#') return 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t')) i++;
+    if (n - i < 8 || strncmp(s + i, "include", 7) != 0) return 0;
+    for (i += 7; i < n && (s[i] == ' ' || s[i] == '\t'); i++) {}
+    if (i >= n || s[i++] != '"') return 0;
+    for (j = i; j < n && s[j] != '"'; j++) {}
+    if (j >= n || j - i >= cap || j == i) return 0;
+    for (size_t k = j + 1; k < n; k++)
+        if (s[k] != ' ' && s[k] != '\t' && s[k] != '\r') return 0;
+    memcpy(name, s + i, j - i);
+    name[j - i] = '\0';
+    return 1;
+}
+
+/* dir/name with each `#include "x.h"` replaced by dir/x.h between #line markers, as setup.py embeds the sources:
+ * a source read from TLGPU_KERNEL_DIR is then hashed with its headers (an edited header is a new cache key). */
+static void
+inline_file(const char *dir, const char *name, text_buf *b, int depth)
+{
+    char path[1024], inc[256], mark[400];
+    size_t len, pos = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = depth < 16 ? read_file(path, &len) : NULL;
+    if (text == NULL) { b->ok = 0; return; }
+    for (int line = 1; pos < len && b->ok; line++) {
+        size_t end = pos;
+        while (end < len && text[end] != '\n') end++;
+        if (include_name(text + pos, end - pos, inc, sizeof inc)) {
+            buf_put(b, mark, (size_t)snprintf(mark, sizeof mark, "#line 1 \"%s\"\n", inc));
+            inline_file(dir, inc, b, depth + 1);
+            buf_put(b, mark, (size_t)snprintf(mark, sizeof mark, "\n#line %d \"%s\"\n", line + 1, name));
+        } else {
+            buf_put(b, text + pos, end - pos + (end < len));
+        }
+        pos = end + 1;
+    }
+    free(text);
+}
+
 /* The family's source text (malloc'd) and the directory for -I, or an error naming the family. */
 static tl_status
 family_source(const char *family, char **text, size_t *len, const char **incdir, tl_err *err)
@@ -98,9 +166,19 @@ family_source(const char *family, char **text, size_t *len, const char **incdir,
     if (rule != NULL && rule->source != NULL) family = rule->source;   /* e.g. the GEMM tiers: one source */
     if (dir != NULL && *dir != '\0') {
         char path[1024];
-        snprintf(path, sizeof path, "%s/%s.cl", dir, family);
-        if ((*text = read_file(path, len)) == NULL)
+        text_buf b = {NULL, 0, 0, 1};
+        snprintf(path, sizeof path, "%s.cl", family);
+        buf_put(&b, "#line 1 \"", 9);
+        buf_put(&b, path, strlen(path));
+        buf_put(&b, "\"\n", 2);
+        inline_file(dir, path, &b, 0);
+        if (!b.ok) {
+            free(b.p);
+            snprintf(path, sizeof path, "%s/%s.cl", dir, family);
             return tl_err_set(err, TL_E_INVALID, "tl_kernel_prepare", path);
+        }
+        *text = b.p;
+        *len = b.n;
         *incdir = dir;
         return TL_OK;
     }
