@@ -22,6 +22,7 @@ import numpy as np
 from . import _C
 from ._device import check_device
 from ._torch_compat import _axis, _with_grad, as_dtype, bfloat16, float16, float32, int32
+from ._torch_more import _module_form
 from .autograd import _is_int
 
 Tensor = _C.Tensor
@@ -507,16 +508,6 @@ def compile(model=None, **kwargs):
 
 
 # ---- tables ----
-
-def _module_form(fn):
-    """tlgpu.name(x, ...) for method fn, refusing a non-tensor x with a TypeError naming the op."""
-    def wrapper(input, *args, **kwargs):
-        _need(input, fn.__name__)
-        return fn(input, *args, **kwargs)
-    wrapper.__name__ = wrapper.__qualname__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper
-
 
 _BOTH = (broadcast_to, unflatten, mm, kron, clamp_min, clamp_max, logical_and, logical_or, logical_xor,
          logical_not)

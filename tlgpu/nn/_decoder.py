@@ -10,7 +10,7 @@ dtype). tgt_is_causal / memory_is_causal are torch's hints: the mask must be giv
 from .. import _C
 from ..autograd import _is_int
 from . import Dropout, LayerNorm, Linear, Module, ModuleList
-from ._layers_more import _ACTIVATIONS, MultiheadAttention, _additive_mask, _clone, _MasksAsGiven
+from ._layers_more import MultiheadAttention, _activation, _additive_mask, _clone, _MasksAsGiven
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
 
@@ -50,15 +50,7 @@ class TransformerDecoderLayer(_MasksAsGiven):
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
-        if isinstance(activation, str):
-            if activation not in _ACTIVATIONS:
-                raise ValueError(f"TransformerDecoderLayer: activation should be 'relu' or 'gelu' (or a callable), "
-                                 f"not {activation!r}")
-            activation = _ACTIVATIONS[activation]
-        elif not callable(activation):
-            raise TypeError(f"TransformerDecoderLayer: activation must be a str or a callable, not "
-                            f"{type(activation).__name__}")
-        self.activation = activation
+        self.activation = _activation(activation, "TransformerDecoderLayer")
         self.batch_first = batch_first
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, mask_kind):

@@ -415,6 +415,17 @@ class MultiheadAttention(_MasksAsGiven):
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
+def _activation(activation, op):
+    """A transformer layer's activation: 'relu', 'gelu' or a callable."""
+    if isinstance(activation, str):
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"{op}: activation should be 'relu' or 'gelu' (or a callable), not {activation!r}")
+        return _ACTIVATIONS[activation]
+    if not callable(activation):
+        raise TypeError(f"{op}: activation must be a str or a callable, not {type(activation).__name__}")
+    return activation
+
+
 class TransformerEncoderLayer(_MasksAsGiven):
     """torch's nn.TransformerEncoderLayer: self_attn (MultiheadAttention), linear1 / linear2 (the feed-forward),
     norm1 / norm2 (LayerNorm, eps=layer_norm_eps), dropout / dropout1 / dropout2; post-norm
@@ -434,15 +445,7 @@ class TransformerEncoderLayer(_MasksAsGiven):
         self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        if isinstance(activation, str):
-            if activation not in _ACTIVATIONS:
-                raise ValueError(f"TransformerEncoderLayer: activation should be 'relu' or 'gelu' (or a callable), "
-                                 f"not {activation!r}")
-            activation = _ACTIVATIONS[activation]
-        elif not callable(activation):
-            raise TypeError(f"TransformerEncoderLayer: activation must be a str or a callable, not "
-                            f"{type(activation).__name__}")
-        self.activation = activation
+        self.activation = _activation(activation, "TransformerEncoderLayer")
         self.batch_first = batch_first
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, mask_kind):
