@@ -397,13 +397,18 @@ def _():
     assert m.float() is m
 
 
-@row('`torch.where(c, a, b)`')
+@row('`torch.where(c, a, b)`, `a.where(c, b)`, `torch.where(c)`')
 def _():
     r = rng()
     a, b = r.standard_normal(20), r.standard_normal(20)
     c = a > b
     close(tlgpu.where(T(a) > T(b), T(a), T(b)), np.where(c, a, b))
     close(tlgpu.where(c, T(a), T(b)), np.where(c, a, b))
+    close(T(a).where(T(a) > T(b), T(b)), np.where(c, a, b))
+    ia = r.integers(-2**31, 2**31, 20).astype(np.int32)          # beyond float32's 2**24: exact
+    w = tlgpu.where(T(a) > T(b), tlgpu.tensor(ia), -7)
+    assert w.dtype == np.int32 and (w.numpy() == np.where(c, ia, -7)).all()
+    assert (tlgpu.where(T(a) > T(b))[0].numpy() == np.nonzero(c)[0]).all()
 
 
 @row('`x.masked_fill(mask, v)`, `masked_fill_`')

@@ -465,3 +465,43 @@ def test_star_import_keeps_the_builtins():
     for name in ("compile", "float", "int", "bool", "any", "all"):
         assert name not in ns, name
     assert ns["eye"] is tlgpu.eye and ns["hstack"] is tlgpu.hstack
+
+
+# ---- where: integer dtypes kept ----
+
+def test_where_keeps_integer_dtypes_exactly():
+    r = np.random.default_rng(11)
+    cond = r.standard_normal((5, 7)).astype(np.float32)
+    cond[0, :3] = [np.nan, -0.0, 0.0]                     # NaN is nonzero; -0.0 is zero
+    c = tlgpu.tensor(np.where(r.random((5, 7)) < 0.5, cond, 0.0).astype(np.float32))
+    sel = c.numpy() != 0
+    a = r.integers(-2**31, 2**31, (5, 7)).astype(np.int32)
+    b = r.integers(-2**31, 2**31, (1, 7)).astype(np.int32)  # broadcast
+    w = tlgpu.where(c, tlgpu.tensor(a), tlgpu.tensor(b))
+    assert w.dtype == np.int32 and (w.numpy() == np.where(sel, a, b)).all()
+    w = tlgpu.where(c, 2**31 - 1, -2**31)                  # two Python ints: int32
+    assert w.dtype == np.int32 and (w.numpy() == np.where(sel, 2**31 - 1, -2**31)).all()
+    u = r.integers(0, 256, (5, 7)).astype(np.uint8)
+    w = tlgpu.where(c, tlgpu.tensor(u), 255)               # uint8 with a Python int: uint8
+    assert w.dtype == np.uint8 and (w.numpy() == np.where(sel, u, 255)).all()
+    w = tlgpu.where(c, tlgpu.tensor(u), tlgpu.tensor(a))   # uint8 with int32: int32
+    assert w.dtype == np.int32 and (w.numpy() == np.where(sel, u.astype(np.int32), a)).all()
+    w = tlgpu.tensor(a).where(sel, 3)                     # the method; a numpy bool condition
+    assert w.dtype == np.int32 and (w.numpy() == np.where(sel, a, 3)).all()
+    f = r.standard_normal((5, 7)).astype(np.float32)       # a floating operand: float32, the C kernel's
+    w = tlgpu.where(c, tlgpu.tensor(a), tlgpu.tensor(f))
+    assert w.dtype == np.float32
+    np.testing.assert_array_equal(w.numpy(), np.where(sel, a.astype(np.float32), f))
+    assert tlgpu.where(c, tlgpu.tensor(a), 0.5).dtype == np.float32
+
+
+def test_where_one_argument_and_errors():
+    c = tlgpu.tensor(np.array([[0.0, 2.0], [-1.0, 0.0]], np.float32))
+    rows, cols = tlgpu.where(c)
+    assert rows.tolist() == [0, 1] and cols.tolist() == [1, 0]
+    with pytest.raises(TypeError, match="where"):
+        tlgpu.where(c, 1)
+    with pytest.raises(TypeError, match="where"):
+        tlgpu.where([1, 0])
+    with pytest.raises(OverflowError):
+        tlgpu.where(c, tlgpu.tensor(np.array([1, 2], np.int32)), 2**40)

@@ -507,6 +507,44 @@ def compile(model=None, **kwargs):
     return model
 
 
+# ---- where, keeping integer dtypes ----
+
+def _int_operand(o):
+    """An integer operand of where: an int32 / uint8 tensor or a Python int (bool too)."""
+    if isinstance(o, Tensor):
+        return o.dtype in (np.dtype(int32), np.dtype("uint8"))
+    return _is_int(o)
+
+
+def where(condition, input=None, other=None):
+    """torch.where(condition, input, other): input where condition is nonzero (NaN too; -0.0 is zero), else
+    other, broadcasting. Integer operands (int32 / uint8 tensors, Python ints) give torch's integer dtype, exactly
+    (mask * input + (1 - mask) * other in int32's wrapping arithmetic: one term is 0); the C kernel, which
+    computes in float32, serves the floating cases. torch.where(condition) is condition.nonzero(as_tuple=True)
+    (a sync point)."""
+    if input is None and other is None:
+        return _need(condition, "where", "condition").nonzero(as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where: expected where(condition, input, other) or where(condition)")
+    if isinstance(input, np.ndarray):
+        input = _C.tensor(input)
+    if isinstance(other, np.ndarray):
+        other = _C.tensor(other)
+    if not (_int_operand(input) and _int_operand(other)):
+        return _C.where(condition, input, other)
+    dts = [o.dtype for o in (input, other) if isinstance(o, Tensor)]
+    u8 = bool(dts) and all(d == np.dtype("uint8") for d in dts)
+    m = _C.where(condition, 1.0, 0.0)._convert(int32)      # the kernel's test: nonzero, NaN too
+    x, y = (_as(o, int32) if isinstance(o, Tensor) else int(o) for o in (input, other))
+    r = m * x + (1 - m) * y
+    return r._convert("uint8") if u8 else r
+
+
+def _where_method(self, condition, other):
+    """x.where(condition, y): torch.where(condition, x, y)."""
+    return where(condition, self, other)
+
+
 # ---- tables ----
 
 _BOTH = (broadcast_to, unflatten, mm, kron, clamp_min, clamp_max, logical_and, logical_or, logical_xor,
@@ -518,6 +556,8 @@ EXTRA = {f.__name__: _module_form(f) for f in _BOTH}
 EXTRA.update({f.__name__: f for f in (eye, logspace, randint_like, bernoulli, hstack, vstack, broadcast_tensors,
                                       cdist, is_tensor, numel, get_default_dtype, set_default_dtype, compile)})
 EXTRA["Generator"] = Generator
+METHODS["where"] = _where_method
+OVERRIDES = {"where": where}                           # replace the C layer's name (float32-only results)
 
 
 def install():
@@ -525,4 +565,4 @@ def install():
     for name, fn in METHODS.items():
         if not hasattr(Tensor, name):
             setattr(Tensor, name, fn)
-    return {name: fn for name, fn in EXTRA.items() if not hasattr(_C, name)}
+    return {**{name: fn for name, fn in EXTRA.items() if not hasattr(_C, name)}, **OVERRIDES}
