@@ -19,7 +19,7 @@ from collections import deque
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))    # the tree, after PYTHONPATH
 
 
 def build_q_network(tlgpu, n_obs, n_actions):

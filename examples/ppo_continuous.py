@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, fields
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))    # the tree, after PYTHONPATH
 
 import gymnasium as gym
 import numpy as np

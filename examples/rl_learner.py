@@ -35,7 +35,7 @@ from collections import deque
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path.append(ROOT)                                   # the tree, after PYTHONPATH
 
 
 class VecCartPole:
@@ -117,8 +117,10 @@ def make_policy(forward):
 
 def device_starts(env):
     """Whether tlgpu finds its device in a fresh process with env added (a PoCL build may lack a driver)."""
-    code = f"import sys; sys.path.insert(0, {ROOT!r}); import tlgpu; tlgpu.device()"
-    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, timeout=300)
+    code = f"import sys; sys.path.append({ROOT!r}); import tlgpu; tlgpu.device()"
+    safe = ["-P"] if sys.version_info >= (3, 11) else []     # the cwd not first: PYTHONPATH's tlgpu, then the tree
+    r = subprocess.run([sys.executable, *safe, "-c", code], env={**os.environ, **env}, capture_output=True,
+                       timeout=300)
     return r.returncode == 0
 
 

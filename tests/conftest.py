@@ -40,14 +40,17 @@ def exact(x, y, ref, name):
 """
 
 
+# For `python -c` children started in the tree: -P keeps the cwd (the tree, whose tlgpu has no _C in a
+# sanitizer run) off the front of sys.path, so PKG_ROOT's build (PYTHONPATH) is the one they import.
+SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
+
+
 def run_python(code, env=None, timeout=HANG_S):
     """Runs code in a fresh interpreter (for tests of env-var behaviour read once per process)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env["PYTHONPATH"] = PKG_ROOT + os.pathsep + full_env.get("PYTHONPATH", "")
-    # -P: the cwd (the tree) is not put first on sys.path, so PKG_ROOT's build is the one imported
-    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
-    return subprocess.run([sys.executable, *safe_path, "-c", code], env=full_env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, *SAFE_PATH, "-c", code], env=full_env, capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
 
 

@@ -135,8 +135,9 @@ libc = ctypes.CDLL(None)
 libc.getenv.restype = ctypes.c_char_p
 env_now = libc.getenv(b"OCL_ICD_FILENAMES")
 # env=None: the child gets the C environment as it is now, as os.system, multiprocessing and most launchers do
-child = subprocess.run([sys.executable, "-c", "import json, tlgpu; print(json.dumps([d['name'] for d in tlgpu.devices()]))"],
-                       capture_output=True, text=True)
+safe = ["-P"] if sys.version_info >= (3, 11) else []   # the tree (the cwd) not first: PYTHONPATH's build
+code = "import json, tlgpu; print(json.dumps([d['name'] for d in tlgpu.devices()]))"
+child = subprocess.run([sys.executable, *safe, "-c", code], capture_output=True, text=True)
 print(json.dumps({"parent": names, "child": json.loads(child.stdout or "null"), "err": child.stderr[-500:],
                   "env_now": env_now.decode() if env_now else None}))
 """

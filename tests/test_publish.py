@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tlgpu
-from conftest import HANG_S, ROOT
+from conftest import HANG_S, PKG_ROOT, ROOT, SAFE_PATH
 from tlgpu.publish import PublisherClosed, Subscriber, WeightPublisher
 
 
@@ -351,9 +351,9 @@ def test_cross_process_subscriber_never_sees_a_torn_version(rng, monkeypatch, di
     params = {f"t{k}": tlgpu.zeros(sizes[k]) for k in range(K)}
     params["checksum"] = tlgpu.zeros(K + 1)
     pub = WeightPublisher(params, name=name)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    child = subprocess.Popen([sys.executable, "-c", SUBSCRIBER, name, str(steps - 1)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    env = dict(os.environ, PYTHONPATH=PKG_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    child = subprocess.Popen([sys.executable, *SAFE_PATH, "-c", SUBSCRIBER, name, str(steps - 1)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     try:
         assert child.stdout.readline().strip() == "ready"
         for step in range(steps):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tlgpu
-from conftest import HANG_S, ROOT
+from conftest import HANG_S, ROOT, SAFE_PATH
 from tlgpu.publish import PublisherClosed, Subscriber, WeightPublisher
 
 HDR, META, PAGE = 1344, 104, 4096          # header (with 64 ack slots), one tensor row, data-slot alignment
@@ -197,8 +197,8 @@ def test_fuzzed_segment_never_crashes_or_hangs(rng, tmp_path):
         good = open(f"/dev/shm/{name}", "rb").read()
     data_off = struct.unpack_from("<Q", good, 40)[0]
     (tmp_path / "seg").write_bytes(good)
-    r = subprocess.run([sys.executable, "-c", FUZZ, str(tmp_path / "seg"), shm_name("fuzz"), "20240611", "1500",
-                        str(data_off)], capture_output=True, text=True, timeout=HANG_S, cwd=ROOT)
+    r = subprocess.run([sys.executable, *SAFE_PATH, "-c", FUZZ, str(tmp_path / "seg"), shm_name("fuzz"), "20240611",
+                        "1500", str(data_off)], capture_output=True, text=True, timeout=HANG_S, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     outcomes = json.loads(r.stdout)
     print(outcomes)
@@ -261,8 +261,8 @@ def start_learner(name):
     # the default device: on the NVIDIA machine, a child of a process that has loaded NVIDIA's OpenCL platform
     # does not see that platform (raw OpenCL too, benchmarks/NOTES.md), so TLGPU_DEVICE=nvidia would fail there
     env = {k: v for k, v in os.environ.items() if k != "TLGPU_DEVICE"}
-    child = subprocess.Popen([sys.executable, "-c", LEARNER, name], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                             env=env)
+    child = subprocess.Popen([sys.executable, *SAFE_PATH, "-c", LEARNER, name], stdout=subprocess.PIPE, text=True,
+                             cwd=ROOT, env=env)
     assert child.stdout.readline().strip() == "ready"
     return child
 

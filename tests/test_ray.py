@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install tlgpu[ray]); the Ray sink tests need it")
-from conftest import HANG_S, ROOT, no_ray_under_sanitizer, patient_node_start, run_python  # noqa: E402
+from conftest import HANG_S, ROOT, SAFE_PATH, no_ray_under_sanitizer, patient_node_start, run_python  # noqa: E402
 
 pytestmark = no_ray_under_sanitizer
 
@@ -323,7 +323,7 @@ def test_learner_death_closes_subscribers(cluster):
             "assert pub.drain(600)\n"
             "print('ready', flush=True)\n"
             "time.sleep(600)\n")
-    child = subprocess.Popen([sys.executable, "-c", code, cluster.address], stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, *SAFE_PATH, "-c", code, cluster.address], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     try:
         assert child.stdout.readline().strip() == "ready"

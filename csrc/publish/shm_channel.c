@@ -433,7 +433,7 @@ check_tensors(tl_shm *s, uint64_t names_len, tl_err *err)
                  s->names[m->name_off + m->name_len] != '\0' || memchr(s->names + m->name_off, 0, m->name_len))
             snprintf(why, sizeof why, "tensor %u: its name lies outside the name table or is not terminated", i);
         if (why[0] != '\0') st = bad_segment(err, s->name, why);
-        sorted[i] = s->names + m->name_off;
+        else sorted[i] = s->names + m->name_off;    /* only a checked offset: past the table it is UB */
     }
     if (st == TL_OK) qsort(sorted, s->n, sizeof *sorted, cmp_str);
     for (uint32_t i = 1; st == TL_OK && i < s->n; i++)
