@@ -41,8 +41,10 @@ test: build check-size
 test-slow: build
 	$(PYTHON) -m pytest -q -m slow tests
 
-# The Python files beside a sanitizer build of _C; the tree's own build is left as it is. Leak detection
-# is off (the interpreter itself leaks at exit); any ASan or UBSan report ends the run with an error.
+# The Python files beside a sanitizer build of _C; the tree's own build is left as it is. Child processes
+# import that build too (tests/conftest.py puts TLGPU_PKG_ROOT first on PYTHONPATH; `python -c` children get -P,
+# the examples put the tree after PYTHONPATH). Leak detection is off (the interpreter itself leaks at exit);
+# any ASan or UBSan report ends the run with an error.
 test-sanitize: deps
 	$(PYTHON) -c "import shutil; shutil.copytree('tlgpu', '$(SAN_DIR)/tlgpu', dirs_exist_ok=True, \
 	    ignore=shutil.ignore_patterns('*.so', '__pycache__'))"
