@@ -16,7 +16,7 @@ pairs); Categorical-Categorical and Normal-Normal are torch's formulas, differen
 """
 from .. import _C
 from .distribution import (_F32_EPS, _F32_MIN, _LOG_SQRT_2PI, Distribution, Tensor, _as_tensor,  # noqa: F401
-                           _broadcast_shape, _kl_categorical, _shape, kl_divergence, register_kl)
+                           _LocScale, _broadcast_shape, _kl_categorical, _shape, kl_divergence, register_kl)
 from .bernoulli import Bernoulli  # noqa: F401
 from .beta import Beta  # noqa: F401
 from .categorical import Categorical  # noqa: F401
@@ -30,7 +30,7 @@ from .uniform import Uniform  # noqa: F401
 from . import constraints, transforms  # noqa: F401
 
 
-class Normal(Distribution):
+class Normal(_LocScale):
     """Normal(loc, scale): loc and scale (tensors or numbers) broadcast to batch_shape."""
     has_rsample = True
 
@@ -45,24 +45,12 @@ class Normal(Distribution):
         super().__init__(shape)
 
     @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
-
-    @property
     def stddev(self):
         return self.scale
 
     @property
     def variance(self):
         return self.scale.square()
-
-    def expand(self, batch_shape):
-        shape = tuple(batch_shape)
-        return Normal(self.loc.expand(*shape), self.scale.expand(*shape))
 
     def rsample(self, sample_shape=()):
         """loc + eps * scale with eps ~ N(0, 1) from the device RNG: differentiable wrt loc and scale."""

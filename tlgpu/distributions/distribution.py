@@ -112,6 +112,23 @@ class Distribution:
         return f"{type(self).__name__}(batch_shape={self._batch_shape})"
 
 
+class _LocScale(Distribution):
+    """A location-scale family's shared face (Normal, Laplace): loc is the mean and the mode; expand keeps the
+    type."""
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    def expand(self, batch_shape):
+        shape = tuple(batch_shape)
+        return type(self)(self.loc.expand(*shape), self.scale.expand(*shape))
+
+
 _KL = {}
 
 

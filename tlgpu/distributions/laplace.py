@@ -4,10 +4,10 @@ scale); log_prob, entropy, cdf/icdf and the Laplace-Laplace KL are torch's formu
 import math
 
 from .. import _C
-from .distribution import _F32_EPS, Distribution, _as_tensor, _broadcast_all, _validate, register_kl
+from .distribution import _F32_EPS, _as_tensor, _broadcast_all, _LocScale, _validate, register_kl
 
 
-class Laplace(Distribution):
+class Laplace(_LocScale):
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args=None):
@@ -16,24 +16,12 @@ class Laplace(Distribution):
         super().__init__(shape, (), validate_args)
 
     @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
-
-    @property
     def variance(self):
         return self.scale.square() * 2.0
 
     @property
     def stddev(self):
         return self.scale * math.sqrt(2.0)
-
-    def expand(self, batch_shape):
-        shape = tuple(batch_shape)
-        return Laplace(self.loc.expand(*shape), self.scale.expand(*shape))
 
     def rsample(self, sample_shape=()):
         u = (_C.rand(*self._extended_shape(sample_shape)) * 2.0 - 1.0).clamp(min=_F32_EPS - 1.0)

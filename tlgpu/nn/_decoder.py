@@ -10,7 +10,7 @@ dtype). tgt_is_causal / memory_is_causal are torch's hints: the mask must be giv
 from .. import _C
 from ..autograd import _is_int
 from . import Dropout, LayerNorm, Linear, Module, ModuleList
-from ._layers_more import MultiheadAttention, _activation, _additive_mask, _clone, _MasksAsGiven
+from ._layers_more import MultiheadAttention, _activation, _SelfAttnBlock, _additive_mask, _clone, _MasksAsGiven
 
 __all__ = ["TransformerDecoderLayer", "TransformerDecoder"]
 
@@ -26,7 +26,7 @@ def _check_inputs(tgt, memory, op):
                          f"{tuple(tgt.shape)} and {tuple(memory.shape)}")
 
 
-class TransformerDecoderLayer(_MasksAsGiven):
+class TransformerDecoderLayer(_SelfAttnBlock):
     """self_attn and multihead_attn (MultiheadAttention), linear1 / linear2 (the feed-forward), norm1..norm3
     (LayerNorm, eps=layer_norm_eps), dropout / dropout1..dropout3. Post-norm: x = norm1(x + sa(x));
     x = norm2(x + mha(x, memory)); x = norm3(x + ff(x)). norm_first: x = x + sa(norm1(x));
@@ -52,11 +52,6 @@ class TransformerDecoderLayer(_MasksAsGiven):
         self.dropout1, self.dropout2, self.dropout3 = Dropout(dropout), Dropout(dropout), Dropout(dropout)
         self.activation = _activation(activation, "TransformerDecoderLayer")
         self.batch_first = batch_first
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, mask_kind):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=is_causal, mask_kind=mask_kind)[0]
-        return self.dropout1(x)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal, mask_kind):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,

@@ -426,7 +426,16 @@ def _activation(activation, op):
     return activation
 
 
-class TransformerEncoderLayer(_MasksAsGiven):
+class _SelfAttnBlock(_MasksAsGiven):
+    """The transformer layers' self-attention block (self_attn, then dropout1), as torch's _sa_block."""
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, mask_kind):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
+                           is_causal=is_causal, mask_kind=mask_kind)[0]
+        return self.dropout1(x)
+
+
+class TransformerEncoderLayer(_SelfAttnBlock):
     """torch's nn.TransformerEncoderLayer: self_attn (MultiheadAttention), linear1 / linear2 (the feed-forward),
     norm1 / norm2 (LayerNorm, eps=layer_norm_eps), dropout / dropout1 / dropout2; post-norm
     (x = norm1(x + sa(x)); x = norm2(x + ff(x))) or norm_first (x = x + sa(norm1(x)); x = x + ff(norm2(x))).
@@ -447,11 +456,6 @@ class TransformerEncoderLayer(_MasksAsGiven):
         self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
         self.activation = _activation(activation, "TransformerEncoderLayer")
         self.batch_first = batch_first
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal, mask_kind):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=False,
-                           is_causal=is_causal, mask_kind=mask_kind)[0]
-        return self.dropout1(x)
 
     def _ff_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
